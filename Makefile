@@ -1,0 +1,25 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PY := .venv/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: install demo test parity bench clean
+
+install:
+	@bash scripts/setup_env.sh
+
+demo: install
+	$(PY) scripts/demo.py
+
+test: install
+	$(PY) -m pytest -n 2 --durations=15 $(PYTEST_ARGS)
+
+# Opt-in correctness oracle: LeRobot 0.6.1 in its own Python 3.12 venv (~5 GB). Never in CI.
+parity: install
+	bash scripts/parity_setup.sh
+	.venv-parity/bin/python scripts/parity_check.py
+
+bench: install
+	$(PY) benchmarks/bench_read.py --out bench-out
+
+clean:
+	rm -rf demo-out bench-out .pytest_cache

@@ -1,0 +1,83 @@
+"""Temporal windows with LeRobot semantics, as pure arithmetic (no I/O, no torch).
+
+A window is LeRobot's ``delta_timestamps``: ``{feature_key: [seconds, ...]}``. Each delta
+must be a multiple of ``1/fps`` within ``tolerance_s``; it becomes a frame offset
+``round(d * fps)``. Query frames are clamped to the episode and the clamped slots are
+reported as padding (``<key>_is_pad``), so a padded slot repeats the boundary frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+DEFAULT_TOLERANCE_S = 1e-4
+
+
+class WindowError(ValueError):
+    """A ``delta_timestamps`` window is malformed or does not fit the dataset's fps."""
+
+
+def resolve_delta_timestamps(
+    delta_timestamps: Mapping[str, Sequence[float]],
+    fps: int,
+    *,
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+    known_keys: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Convert ``delta_timestamps`` (seconds) to frame offsets.
+
+    Returns:
+        ``{key: int64 array of offsets}`` in the order given.
+
+    Raises:
+        WindowError: a key is unknown (when ``known_keys`` is given), a list is empty,
+            or a delta is not a multiple of ``1/fps`` within ``tolerance_s``.
+    """
+    if fps <= 0:
+        raise WindowError(f"fps must be positive, got {fps}")
+    offsets: dict[str, np.ndarray] = {}
+    for key, deltas in delta_timestamps.items():
+        if known_keys is not None and key not in known_keys:
+            raise WindowError(f"delta_timestamps key {key!r} is not a feature; expected one of {sorted(known_keys)}")
+        deltas = [float(d) for d in deltas]
+        if not deltas:
+            raise WindowError(f"delta_timestamps[{key!r}] is empty")
+        bad = [d for d in deltas if abs(d * fps - round(d * fps)) / fps > tolerance_s]
+        if bad:
+            raise WindowError(
+                f"delta_timestamps[{key!r}] has values that are not multiples of 1/fps={1 / fps:.6f}s "
+                f"within tolerance_s={tolerance_s}: {bad}"
+            )
+        offsets[key] = np.array([round(d * fps) for d in deltas], dtype=np.int64)
+    return offsets
+
+
+def query_frames(frame_index: int, length: int, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the clamped episode-relative frames a window reads and which slots are padded.
+
+    ``frame_index`` is the anchor's position in its episode, ``length`` the episode's
+    frame count. Returns ``(frames int64, is_pad bool)``, both shaped like ``offsets``.
+    """
+    raw = frame_index + offsets
+    return np.clip(raw, 0, length - 1), (raw < 0) | (raw >= length)
+
+
+def pad_counts(frame_index: np.ndarray, length: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Count padded slots per anchor, vectorized over anchors.
+
+    Args:
+        frame_index: (anchors,) anchor positions in their episodes.
+        length: (anchors,) length of each anchor's episode.
+        offsets: (window,) frame offsets of one window key.
+
+    Returns:
+        ``(before, after)``: (anchors,) int32 counts of offsets landing before frame 0 and
+        at or past ``length``.
+    """
+    raw = np.asarray(frame_index, dtype=np.int64)[:, None] + np.asarray(offsets, dtype=np.int64)[None, :]
+    length = np.asarray(length, dtype=np.int64)[:, None]
+    before = (raw < 0).sum(axis=1).astype(np.int32)
+    after = (raw >= length).sum(axis=1).astype(np.int32)
+    return before, after

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian machine: FFmpeg shared libraries (for torchcodec),
+# the project venv in .venv, and the project installed into it with the CPU pins.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+have_ffmpeg_libs() {
+    # torchcodec 0.13 dlopens libavcodec/libavformat/libavutil/libswscale (FFmpeg 4-8).
+    ldconfig -p 2>/dev/null | grep -q 'libavcodec\.so\.' &&
+        ldconfig -p 2>/dev/null | grep -q 'libavformat\.so\.' &&
+        ldconfig -p 2>/dev/null | grep -q 'libswscale\.so\.'
+}
+
+if ! have_ffmpeg_libs; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        echo "[setup] FFmpeg shared libraries missing: installing Debian's ffmpeg with apt-get"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq ffmpeg >/dev/null
+    else
+        echo "[setup] FFmpeg shared libraries (libavcodec, libavformat, libswscale) are missing." >&2
+        echo "[setup] Install them as root, e.g.: apt-get update && apt-get install -y ffmpeg" >&2
+        echo "[setup] (torchcodec needs them; without them the reader falls back to PyAV.)" >&2
+    fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "[setup] creating $VENV with $($PYTHON --version)"
+    "$PYTHON" -m venv "$VENV"
+fi
+
+stamp="$VENV/.installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints-cpu.txt -nt "$stamp" ]; then
+    echo "[setup] installing lerobot-shards and its dependencies into $VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -c constraints-cpu.txt -e '.[all]'
+    touch "$stamp"
+fi
+"$VENV/bin/python" -c "import torch, av, pyarrow, duckdb; print('[setup] ok: torch', torch.__version__, '| av', av.__version__)"
