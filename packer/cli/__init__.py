@@ -9,3 +9,8 @@ import click
 @click.version_option(package_name="lerobot-shards")
 def main() -> None:
     """Pack LeRobot v3 datasets into episode-aligned shards, inspect and stream them."""
+
+
+from packer.cli.sample import make_sample  # noqa: E402
+
+main.add_command(make_sample)

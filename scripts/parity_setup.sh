@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Opt-in: a Python 3.12 venv with LeRobot 0.6.1 (the correctness oracle) plus this project.
+# LeRobot pulls its own torch (~5 GB), so this is never part of `make test` or CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv-parity
+if [ ! -x "$VENV/bin/python" ]; then
+    PY312=""
+    if command -v pyenv >/dev/null; then
+        PY312=$(pyenv root)/versions/$(pyenv versions --bare | grep -E '^3\.12' | tail -n1)/bin/python
+    fi
+    [ -x "$PY312" ] || PY312=$(command -v python3.12 || true)
+    if [ -z "$PY312" ] || [ ! -x "$PY312" ]; then
+        echo "[parity] needs Python 3.12 (pyenv install 3.12 or apt-get install python3.12)" >&2
+        exit 1
+    fi
+    "$PY312" -m venv "$VENV"
+fi
+if [ ! -f "$VENV/.installed" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q 'lerobot[dataset]==0.6.1'
+    # This project without touching LeRobot's torch/torchcodec.
+    "$VENV/bin/python" -m pip install -q --no-deps -e .
+    "$VENV/bin/python" -m pip install -q click rich duckdb webdataset pytest
+    touch "$VENV/.installed"
+fi
+"$VENV/bin/python" -c "import lerobot, torch; print('[parity] lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '?', 'torch', torch.__version__)"
