@@ -1,0 +1,123 @@
+"""Opt-in parity harness (``make parity``): LeRobot 0.6.1 itself is the oracle.
+
+Runs in ``.venv-parity`` (Python 3.12, ``lerobot[dataset]==0.6.1``), never in CI. Checks:
+1. our test oracle (``tests/lerobot_reference.py``) equals ``LeRobotDataset`` on a dataset
+   written by our generator, sample for sample, with and without windows;
+2. ``reader.PackedDataset`` over a copy-mode pack equals ``LeRobotDataset`` on a dataset
+   written by *LeRobot's own writer* (``LeRobotDataset.create`` / ``add_frame`` /
+   ``save_episode``), and on the generator's dataset, for every anchor.
+Exits non-zero on the first mismatch, naming the index and key.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
+
+from packer.pack import pack_dataset  # noqa: E402
+from packer.synthetic import rollover_spec, write_sample_dataset  # noqa: E402
+from reader import PackedDataset  # noqa: E402
+from tests.lerobot_reference import reference_item  # noqa: E402
+
+WINDOWS = [
+    None,
+    {"action": [-0.1, 0.0, 0.1, 0.2], "observation.images.top": [-1 / 30, 0.0, 1 / 30]},
+    {"observation.state": [i / 30 for i in range(-120, 121, 40)], "observation.images.wrist": [0.0]},
+]
+
+
+def assert_same(expected: dict, actual: dict, where: str) -> None:
+    if set(expected) != set(actual):
+        raise AssertionError(f"{where}: keys differ: only LeRobot {set(expected) - set(actual)}, only ours {set(actual) - set(expected)}")
+    for key, value in expected.items():
+        other = actual[key]
+        if isinstance(value, str):
+            if value != other:
+                raise AssertionError(f"{where}: {key}: {value!r} != {other!r}")
+            continue
+        if value.shape != other.shape or value.dtype != other.dtype:
+            raise AssertionError(f"{where}: {key}: shape/dtype {tuple(value.shape)} {value.dtype} != {tuple(other.shape)} {other.dtype}")
+        if not torch.equal(value, other):
+            diff = (value.double() - other.double()).abs().max().item()
+            raise AssertionError(f"{where}: {key}: values differ (max abs diff {diff})")
+
+
+def write_with_lerobot(root: Path) -> None:
+    """A small dataset written by LeRobot's own writer (AV1 video, several episodes)."""
+    features = {
+        "observation.state": {"dtype": "float32", "shape": (4,), "names": None},
+        "action": {"dtype": "float32", "shape": (3,), "names": None},
+        "observation.images.cam": {"dtype": "video", "shape": (48, 64, 3), "names": ["height", "width", "channels"]},
+    }
+    ds = LeRobotDataset.create("local/parity", fps=30, features=features, root=root, use_videos=True)
+    rng = np.random.default_rng(0)
+    from packer.frame_identity import identity_frame
+
+    for episode, length in enumerate([5, 1, 23, 2, 11]):
+        for j in range(length):
+            ds.add_frame(
+                {
+                    "observation.state": rng.normal(size=4).astype(np.float32),
+                    "action": rng.normal(size=3).astype(np.float32),
+                    "observation.images.cam": identity_frame(episode, j, 48, 64),
+                    "task": ["wave", "grasp"][episode % 2],
+                }
+            )
+        ds.save_episode()
+    ds.finalize()
+
+
+def compare_reader(source: Path, packed: Path, name: str) -> int:
+    checked = 0
+    for window in WINDOWS:
+        if window is not None:
+            window = {k: v for k, v in window.items() if k in LeRobotDataset("local/x", root=source).meta.features}
+        lerobot = LeRobotDataset("local/x", root=source, delta_timestamps=window or None)
+        ours = PackedDataset(str(packed), delta_timestamps=window or None, shuffle=False)
+        by_index = {int(sample["index"]): sample for sample in ours}
+        for i in range(len(lerobot)):
+            expected = lerobot[i]
+            assert_same(expected, by_index[int(expected["index"])], f"{name} window={window} index={int(expected['index'])}")
+            checked += 1
+    return checked
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="lerobot-parity-"))
+    try:
+        generated = work / "generated"
+        write_sample_dataset(generated, rollover_spec())
+        oracle_checked = 0
+        for window in WINDOWS:
+            lerobot = LeRobotDataset("local/generated", root=generated, delta_timestamps=window)
+            for i in range(len(lerobot)):
+                expected = lerobot[i]
+                actual = reference_item(generated, int(expected["index"]), window)
+                assert_same(expected, actual, f"oracle window={window} index={i}")
+                oracle_checked += 1
+        print(f"[parity] test oracle == LeRobotDataset on {oracle_checked} samples")
+
+        written = work / "lerobot-written"
+        write_with_lerobot(written)
+        total = 0
+        for source, name in ((written, "lerobot-writer"), (generated, "generator")):
+            packed = work / f"{name}-packed"
+            pack_dataset(str(source), str(packed), video="copy")
+            total += compare_reader(source, packed, name)
+        print(f"[parity] PackedDataset == LeRobotDataset on {total} samples (copy mode, bit-exact)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
