@@ -210,6 +210,19 @@ def _episode_columns(
     }
 
 
+def _hf_features_metadata(columns: list[str], features: dict, fingerprint: str) -> bytes:
+    """The ``huggingface`` schema metadata that ``datasets`` attaches to LeRobot's data parquet."""
+    described = {}
+    for name in columns:
+        feature = features[name]
+        value = {"dtype": feature["dtype"], "_type": "Value"}
+        if list(feature["shape"]) == [1]:
+            described[name] = value
+        else:
+            described[name] = {"feature": value, "length": feature["shape"][0], "_type": "List"}
+    return json.dumps({"info": {"features": described}, "fingerprint": fingerprint}).encode()
+
+
 def _to_arrow(columns: dict[str, np.ndarray], features: dict) -> pa.Table:
     arrays, fields = [], []
     for name, values in columns.items():
@@ -221,7 +234,8 @@ def _to_arrow(columns: dict[str, np.ndarray], features: dict) -> pa.Table:
             array = pa.array(values, type=arrow_type)
         arrays.append(array)
         fields.append(pa.field(name, arrow_type))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    metadata = {b"huggingface": _hf_features_metadata(list(columns), features, "0" * 16)}
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
 
 
 def _stats(array: np.ndarray, *, image: bool = False) -> dict[str, np.ndarray]:

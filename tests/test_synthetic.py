@@ -227,3 +227,12 @@ def test_make_sample_cli(tmp_path):
     assert again.exit_code != 0 and "already holds a dataset" in again.output
     bad = CliRunner().invoke(main, ["make-sample", str(tmp_path / "y"), "--cameras", "nosize"])
     assert bad.exit_code != 0 and "KEY:HxW" in bad.output
+
+
+def test_data_parquet_carries_datasets_feature_metadata(source):
+    """LeRobot writes data through `datasets`, which records the HF features in the schema."""
+    path = sorted((source / "data").glob("*/*.parquet"))[0]
+    described = json.loads(pq.read_schema(path).metadata[b"huggingface"])["info"]["features"]
+    assert described["observation.state"] == {"feature": {"dtype": "float32", "_type": "Value"}, "length": 6, "_type": "List"}
+    assert described["timestamp"] == {"dtype": "float32", "_type": "Value"}
+    assert list(described) == pq.read_schema(path).names
