@@ -175,8 +175,8 @@ class Manifest:
         return data
 
     def to_json(self) -> str:
-        """Serialize deterministically (sorted keys): equal manifests are equal bytes."""
-        return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+        """Serialize deterministically (field order, feature order as in the source)."""
+        return json.dumps(self.to_dict(), indent=1) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = MANIFEST_PATH) -> Manifest:

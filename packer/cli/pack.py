@@ -1,0 +1,193 @@
+"""``pack``, ``finalize``, ``verify``, ``info`` and ``sql`` commands."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import click
+
+from packer.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
+
+
+def _storage_options(text: str | None) -> dict | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise click.BadParameter(f"not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object")
+    return value
+
+
+def _windows(items: tuple[str, ...]) -> dict:
+    windows = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"expected NAME=JSON, got {item!r}", param_hint="--window")
+        try:
+            window = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise click.BadParameter(f"{name}: not JSON ({err})", param_hint="--window") from None
+        if not isinstance(window, dict) or not all(isinstance(v, list) for v in window.values()):
+            raise click.BadParameter(f"{name}: expected {{key: [seconds, ...]}}", param_hint="--window")
+        windows[name] = window
+    return windows
+
+
+def _resize(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise click.BadParameter(f"expected HxW, e.g. 224x224, got {text!r}", param_hint="--resize") from None
+    return height, width
+
+
+storage_option = click.option(
+    "--storage-options", default=None, help='fsspec options for DST as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'.'
+)
+
+
+@click.command("pack")
+@click.argument("src", required=False)
+@click.argument("dst")
+@click.option("--repo-id", default=None, help="Hugging Face Hub dataset ORG/NAME (instead of SRC).")
+@click.option("--revision", default=None, help="Hub branch, tag or commit SHA.")
+@click.option("--episodes", "episodes_text", default=None, help="Subset, e.g. 0,3,10-20.")
+@click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default="copy", show_default=True)
+@click.option("--gop", default=2, show_default=True, help="Keyframe interval of re-encodes.")
+@click.option("--crf", type=int, default=None, help="Re-encode quality (default: hevc 23, h264 20).")
+@click.option("--preset", default=None, help="Encoder preset (default: hevc fast, h264 veryfast).")
+@click.option("--resize", default=None, help="HxW downscale during re-encode.")
+@click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True)
+@click.option("--window", "window_items", multiple=True, help='NAME=JSON delta_timestamps window, e.g. chunk=\'{"action": [0, 0.0333]}\'.')
+@click.option("--tolerance-s", default=1e-4, show_default=True)
+@click.option("--shard-size-mb", default=512.0, show_default=True)
+@click.option("--workers", default=1, show_default=True, help="Parallel processes.")
+@click.option("--part", "part_text", default=None, help="Pack only part I/N of the plan (then run finalize).")
+@click.option("--cache-dir", default=None, help="Where remote/Hub sources are staged.")
+@click.option("--src-storage-options", default=None, help="fsspec options for SRC as JSON.")
+@storage_option
+def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, resize, on_frame_mismatch, window_items,
+         tolerance_s, shard_size_mb, workers, part_text, cache_dir, src_storage_options, storage_options):
+    """Pack a LeRobot v3.0 dataset (SRC path/URL or --repo-id) into episode-aligned shards at DST."""
+    from packer.pack import PackError, pack_dataset
+    from packer.source import SourceError
+
+    if repo_id is None and src is None:
+        raise click.UsageError("give SRC and DST, or --repo-id ORG/NAME and DST")
+    try:
+        episodes = parse_episode_ranges(episodes_text) if episodes_text else None
+        part = parse_part(part_text) if part_text else None
+    except ShardPlanError as err:
+        raise click.BadParameter(str(err)) from None
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        report = pack_dataset(
+            src, dst, video=video, episodes=episodes, windows=_windows(window_items), shard_size_mb=shard_size_mb,
+            gop=gop, crf=crf, preset=preset, resize=_resize(resize), on_frame_mismatch=on_frame_mismatch,
+            tolerance_s=tolerance_s, workers=workers, part=part, repo_id=repo_id, revision=revision,
+            storage_options=_storage_options(storage_options), src_storage_options=_storage_options(src_storage_options),
+            cache_dir=cache_dir, progress=sys.stderr.isatty(),
+        )
+    except (PackError, SourceError, ValueError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(
+        f"packed {report.episodes} episodes, {report.frames} frames into {report.shards} shards "
+        f"({report.shards_written} written, {report.shards_skipped} already done); "
+        f"{report.bytes_in / 1e6:.2f} MB in, {report.bytes_out / 1e6:.2f} MB out, "
+        f"re-encoded {len(report.reencoded_episodes)}, dropped {len(report.dropped_episodes)}, "
+        f"padded {len(report.padded_episodes)}; {report.seconds:.1f} s ({report.mb_per_s:.1f} MB/s)"
+        + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
+    )
+
+
+@click.command("finalize")
+@click.argument("dst")
+@storage_option
+def finalize_command(dst, storage_options):
+    """Write the global index and manifest once every --part has finished."""
+    from packer.finalize import finalize
+    from packer.pack import PackError
+
+    try:
+        manifest = finalize(dst, storage_options=_storage_options(storage_options))
+    except PackError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"finalized {manifest.totals['episodes']} episodes in {manifest.totals['shards']} shards")
+
+
+@click.command("verify")
+@click.argument("dst")
+@click.option("--decode", is_flag=True, help="Also decode every member and check its frame count.")
+@storage_option
+def verify_command(dst, decode, storage_options):
+    """Check sizes, sha256, index consistency (and decoding); non-zero exit on any problem."""
+    from packer.verify import verify
+
+    report = verify(dst, decode=decode, storage_options=_storage_options(storage_options))
+    if not report.ok:
+        for problem in report.problems:
+            click.echo(f"FAIL {problem}", err=True)
+        raise click.ClickException(f"{len(report.problems)} problem(s) in {dst}")
+    click.echo(
+        f"ok: {report.shards_checked} shards, {report.episodes_checked} episodes"
+        + (f", {report.members_decoded} members decoded" if decode else "")
+    )
+
+
+@click.command("info")
+@click.argument("dst")
+@storage_option
+def info_command(dst, storage_options):
+    """Summary of a packed dataset."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from packer.inspect import InspectError, summarize
+
+    try:
+        summary = summarize(dst, storage_options=_storage_options(storage_options))
+    except InspectError as err:
+        raise click.ClickException(str(err)) from None
+    table = Table(show_header=False)
+    for name, value in summary.rows():
+        table.add_row(name, value)
+    Console().print(table)
+
+
+@click.command("sql")
+@click.argument("dst")
+@click.argument("query")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@storage_option
+def sql_command(dst, query, fmt, storage_options):
+    """Run DuckDB SQL over views `episodes`, `samples` and `frames`."""
+    from packer.inspect import InspectError, run_sql
+
+    try:
+        columns, rows = run_sql(dst, query, storage_options=_storage_options(storage_options))
+    except InspectError as err:
+        raise click.ClickException(str(err)) from None
+    if fmt == "json":
+        click.echo(json.dumps([dict(zip(columns, row)) for row in rows], default=str))
+    elif fmt == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*columns)
+        for row in rows:
+            table.add_row(*(str(v) for v in row))
+        Console().print(table)

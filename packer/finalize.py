@@ -1,0 +1,187 @@
+"""``finalize``: build ``index/`` and ``manifest.json`` from the shard receipts.
+
+Needs only the destination (plan, receipts, shard parquet, ``meta/``), so a dependent SLURM
+job can run it after the array of ``--part`` tasks. The manifest is written last.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from packer.destination import Destination
+from packer.pack import PLAN_PATH, PackError, plan_sha256
+from reader.format import (
+    EPISODES_INDEX_PATH,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST_PATH,
+    SAMPLES_INDEX_PATH,
+    Manifest,
+    ShardEntry,
+    pad_column,
+    shard_name,
+    shard_parquet_path,
+    shard_receipt_path,
+)
+from reader.windows import pad_counts, resolve_delta_timestamps
+
+
+def packer_version() -> str:
+    try:
+        return version("lerobot-shards")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
+    columns: dict[str, pa.Array] = {
+        "episode_index": pa.array([r["episode_index"] for r in rows], pa.int64()),
+        "shard": pa.array([r["shard"] for r in rows], pa.int32()),
+        "length": pa.array([r["length"] for r in rows], pa.int64()),
+        "dataset_from_index": pa.array([r["dataset_from_index"] for r in rows], pa.int64()),
+        "dataset_to_index": pa.array([r["dataset_to_index"] for r in rows], pa.int64()),
+        "tasks": pa.array([r["tasks"] for r in rows], pa.list_(pa.string())),
+        "row_start": pa.array([r["row_start"] for r in rows], pa.int64()),
+        "row_group": pa.array([r["row_group"] for r in rows], pa.int32()),
+    }
+    types = {"offset": pa.int64(), "size": pa.int64(), "frames": pa.int64(), "codec": pa.string(), "crc32": pa.int64(), "reencoded": pa.bool_()}
+    for key in video_keys:
+        for name, arrow_type in types.items():
+            column = f"video/{key}/{name}"
+            columns[column] = pa.array([r[column] for r in rows], arrow_type)
+    return pa.table(columns)
+
+
+def _write_parquet(destination: Destination, rel: str, table: pa.Table) -> None:
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd", write_page_index=True)
+    destination.write_bytes(rel, buffer.getvalue())
+
+
+def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
+    features = json.loads(json.dumps(info["features"]))
+    if options["video"] == "copy":
+        return features
+    for key in video_keys:
+        feature = features[key]
+        feature_info = dict(feature.get("info") or {})
+        if options.get("resize"):
+            height, width = options["resize"]
+            feature["shape"] = [height, width, feature["shape"][2]]
+            feature_info["video.height"], feature_info["video.width"] = height, width
+        feature_info["video.codec"] = options["video"]
+        feature_info["video.pix_fmt"] = "yuv420p"
+        feature_info["video.g"] = options["gop"]
+        feature_info["video.crf"] = options["crf"]
+        feature_info["video.preset"] = options["preset"]
+        feature["info"] = feature_info
+    return features
+
+
+def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
+    """Write ``index/episodes.parquet``, ``index/samples.parquet`` and ``manifest.json``.
+
+    Returns:
+        The written ``Manifest``.
+
+    Raises:
+        PackError: no plan, or shards without a valid receipt (names them).
+    """
+    destination = Destination(dst, storage_options)
+    if not destination.exists(PLAN_PATH):
+        raise PackError(f"{destination.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
+    plan = json.loads(destination.read_bytes(PLAN_PATH))
+    digest = plan_sha256(plan)
+    info = json.loads(destination.read_bytes("meta/info.json"))
+    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
+    receipts, missing = [], []
+    for shard in range(len(plan["shards"])):
+        rel = shard_receipt_path(shard)
+        receipt = json.loads(destination.read_bytes(rel)) if destination.exists(rel) else None
+        if receipt is None or receipt.get("plan_sha256") != digest:
+            missing.append(shard_name(shard))
+        else:
+            receipts.append(receipt)
+    if missing:
+        raise PackError(f"{destination.url}: shards not packed yet (no valid receipt): {missing[:20]}; "
+                        "run the missing --part jobs, then finalize")
+
+    options = plan["options"]
+    fps = int(info["fps"])
+    windows = {name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()}
+    episode_rows, sample_tables, shard_entries = [], [], []
+    for receipt in receipts:
+        shard = receipt["shard"]
+        for row in receipt["episodes"]:
+            episode_rows.append({**row, "shard": shard})
+        shard_entries.append(
+            ShardEntry(
+                index=shard,
+                name=shard_name(shard),
+                num_episodes=len(receipt["episodes"]),
+                frames=receipt["frames"],
+                tar_bytes=receipt["tar_bytes"],
+                tar_sha256=receipt["tar_sha256"],
+                parquet_bytes=receipt["parquet_bytes"],
+                parquet_sha256=receipt["parquet_sha256"],
+            )
+        )
+        with destination.open(shard_parquet_path(shard)) as handle:
+            table = pq.read_table(handle, columns=["index", "episode_index", "frame_index", "timestamp", "task_index"])
+        lengths = {r["episode_index"]: r["length"] for r in receipt["episodes"]}
+        episode_of_row = table["episode_index"].to_numpy()
+        frame_index = table["frame_index"].to_numpy()
+        length = np.array([lengths[e] for e in episode_of_row], dtype=np.int64) if len(episode_of_row) else np.zeros(0, np.int64)
+        columns = {
+            "index": table["index"].cast(pa.int64()),
+            "episode_index": table["episode_index"].cast(pa.int64()),
+            "frame_index": table["frame_index"].cast(pa.int64()),
+            "shard": pa.array(np.full(table.num_rows, shard, dtype=np.int32)),
+            "row": pa.array(np.arange(table.num_rows, dtype=np.int64)),
+            "timestamp": table["timestamp"].cast(pa.float32()),
+            "task_index": table["task_index"].cast(pa.int64()),
+        }
+        for name, offsets in windows.items():
+            for key, key_offsets in offsets.items():
+                before, after = pad_counts(frame_index, length, key_offsets)
+                columns[pad_column(name, key, "before")] = pa.array(before)
+                columns[pad_column(name, key, "after")] = pa.array(after)
+        sample_tables.append(pa.table(columns))
+
+    episode_rows.sort(key=lambda r: r["episode_index"])
+    _write_parquet(destination, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
+    samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else pa.table({})
+    _write_parquet(destination, SAMPLES_INDEX_PATH, samples)
+
+    manifest = Manifest(
+        format=FORMAT_NAME,
+        format_version=FORMAT_VERSION,
+        packer_version=packer_version(),
+        options={k: v for k, v in options.items() if k not in ("row_group_max_bytes",)},
+        source=plan["source"],
+        fps=fps,
+        features=_packed_features(info, options, video_keys),
+        video_keys=video_keys,
+        windows=options["windows"],
+        tolerance_s=options["tolerance_s"],
+        shards=shard_entries,
+        totals={
+            "episodes": len(episode_rows),
+            "frames": int(sum(r["length"] for r in episode_rows)),
+            "shards": len(shard_entries),
+            "bytes": int(sum(s.tar_bytes + s.parquet_bytes for s in shard_entries)),
+        },
+        extra={
+            "dropped_episodes": sorted(e for r in receipts for e in r["dropped"]),
+            "padded_episodes": sorted(e for r in receipts for e in r["padded"]),
+            "reencoded_episodes": sorted(e for r in receipts for e in r["reencoded"]),
+        },
+    )
+    destination.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
+    return manifest

@@ -1,0 +1,528 @@
+"""``pack``: rewrite a LeRobot v3.0 dataset into episode-aligned shards (docs/FORMAT.md).
+
+Flow: stage the source locally if it is remote -> compute the deterministic shard plan ->
+write ``meta/`` and ``pack-plan.json`` -> build this part's shards (tar + parquet, then the
+receipt) in a process pool, skipping shards whose receipt is already valid -> ``finalize``
+(unless ``--part`` is given: then a separate ``finalize`` runs once all parts are done).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+import zlib
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from packer.destination import Destination
+from packer.episode_video import EncodeSettings, EpisodeVideo, VideoCutError, cut_episode, decode_episode_frames, encode_frames
+from packer.shard_plan import plan_shards, shards_of_part
+from packer.source import LeRobotSource, SourceError
+from packer.tar_writer import DeterministicTarWriter
+from reader.format import (
+    FRAME_MISMATCH_POLICIES,
+    META_DIR,
+    ROW_GROUP_MAX_BYTES,
+    VIDEO_MODES,
+    shard_parquet_path,
+    shard_receipt_path,
+    shard_tar_path,
+    video_member_name,
+)
+from reader.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
+
+log = logging.getLogger(__name__)
+
+PLAN_PATH = "pack-plan.json"
+PLAN_VERSION = 1
+
+
+class PackError(RuntimeError):
+    """Packing failed; the message names the episode(s), file or shard involved."""
+
+
+class FrameMismatchError(PackError):
+    """A video holds a different number of frames than its episode has rows."""
+
+
+@dataclass(frozen=True)
+class PackOptions:
+    """Options that shape the packed output (recorded in the manifest and the plan)."""
+
+    video: str = "copy"
+    gop: int = 2
+    crf: int | None = None
+    preset: str | None = None
+    resize: tuple[int, int] | None = None
+    shard_size_mb: float = 512
+    on_frame_mismatch: str = "error"
+    episodes: tuple[int, ...] | None = None
+    windows: dict = field(default_factory=dict)
+    tolerance_s: float = DEFAULT_TOLERANCE_S
+    row_group_max_bytes: int = ROW_GROUP_MAX_BYTES
+
+    def __post_init__(self) -> None:
+        if self.video not in VIDEO_MODES:
+            raise ValueError(f"video mode {self.video!r} is not one of {VIDEO_MODES}")
+        if self.on_frame_mismatch not in FRAME_MISMATCH_POLICIES:
+            raise ValueError(f"on_frame_mismatch {self.on_frame_mismatch!r} is not one of {FRAME_MISMATCH_POLICIES}")
+        if self.gop < 1:
+            raise ValueError(f"gop must be >= 1, got {self.gop}")
+        if self.shard_size_mb <= 0:
+            raise ValueError(f"shard_size_mb must be positive, got {self.shard_size_mb}")
+        if self.resize is not None and self.video == "copy":
+            raise ValueError("--resize needs a re-encode (--video hevc or h264); copy mode keeps the source bytes")
+        if self.resize is not None and (self.resize[0] % 2 or self.resize[1] % 2 or min(self.resize) <= 0):
+            raise ValueError(f"--resize needs positive even sizes for yuv420p, got {self.resize}")
+
+    def encode_settings(self) -> EncodeSettings:
+        # Copy mode falls back to the hevc settings for episodes that do not start on a keyframe.
+        codec = self.video if self.video != "copy" else "hevc"
+        return EncodeSettings(codec=codec, gop=self.gop, crf=self.crf, preset=self.preset, resize=self.resize)
+
+    def to_json_dict(self) -> dict:
+        data = asdict(self)
+        data["resize"] = list(self.resize) if self.resize else None
+        data["episodes"] = list(self.episodes) if self.episodes is not None else None
+        return data
+
+
+@dataclass
+class PackReport:
+    """What a pack did. ``bytes_out`` counts tar + parquet of the shards written now."""
+
+    episodes: int = 0
+    frames: int = 0
+    shards: int = 0
+    shards_written: int = 0
+    shards_skipped: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    reencoded_episodes: list[int] = field(default_factory=list)
+    dropped_episodes: list[int] = field(default_factory=list)
+    padded_episodes: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    finalized: bool = False
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_in / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+
+def _canonical(data) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+
+def build_plan(source: LeRobotSource, options: PackOptions, source_description: dict) -> dict:
+    """The deterministic shard plan for a source and options (what ``pack-plan.json`` holds)."""
+    available = source.episode_indices
+    if options.episodes is not None:
+        missing = sorted(set(options.episodes) - set(available))
+        if missing:
+            raise PackError(f"--episodes asks for episodes not in the source: {missing[:20]}")
+        episodes = [e for e in available if e in set(options.episodes)]
+    else:
+        episodes = available
+    if not episodes:
+        raise PackError("nothing to pack: the source has no episodes")
+    sizes = [source.estimated_episode_bytes(e) for e in episodes]
+    shards = plan_shards(episodes, sizes, int(options.shard_size_mb * 1024 * 1024))
+    return {
+        "plan_version": PLAN_VERSION,
+        "source": source_description,
+        "options": options.to_json_dict(),
+        "shards": shards,
+    }
+
+
+def plan_sha256(plan: dict) -> str:
+    return hashlib.sha256(_canonical(plan)).hexdigest()
+
+
+# -- one shard -------------------------------------------------------------------------------
+def _episode_video(source: LeRobotSource, episode: int, key: str, options: PackOptions) -> tuple[EpisodeVideo, int]:
+    """Return the member video and the frame count found in the source window."""
+    location = source.video_location(episode, key)
+    if not location.path.is_file():
+        raise PackError(f"{location.path}: missing (video of episode {episode}, camera {key})")
+    try:
+        if options.video == "copy":
+            video, found = cut_episode(location)
+            if video is not None:
+                return video, found
+        frames = decode_episode_frames(location)
+        if not frames:
+            raise PackError(f"{location.path}: no frames in [{location.from_timestamp}, {location.to_timestamp}) for episode {episode}")
+        return encode_frames(frames, source.fps, options.encode_settings()), len(frames)
+    except VideoCutError as err:
+        raise PackError(f"episode {episode}, camera {key}: {err}") from None
+
+
+def _trim_or_check(video: EpisodeVideo, length: int, episode: int, key: str, options: PackOptions) -> str | None:
+    """Apply --on-frame-mismatch; returns 'pad' / 'drop' / None (frames match)."""
+    if video.frames == length:
+        return None
+    if options.on_frame_mismatch == "pad" and video.frames > 0:
+        return "pad"
+    if options.on_frame_mismatch == "drop-episode":
+        return "drop"
+    raise FrameMismatchError(
+        f"episode {episode}, camera {key}: video has {video.frames} frames but the episode has {length} rows; "
+        "use --on-frame-mismatch pad|drop-episode to pack anyway"
+    )
+
+
+def build_shard(
+    source_root: str,
+    shard_index: int,
+    episodes: list[int],
+    options: PackOptions,
+    dst_url: str,
+    dst_options: dict | None,
+    plan_digest: str,
+) -> dict:
+    """Build one shard's tar + parquet, upload them, then write its receipt (the commit).
+
+    Returns:
+        The receipt dict (see docs/FORMAT.md).
+    """
+    source = LeRobotSource(source_root)
+    destination = Destination(dst_url, dst_options)
+    tables: list[pa.Table] = []
+    rows: list[dict] = []
+    dropped, padded, reencoded = [], [], []
+    bytes_in = 0
+    with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp:
+        tar_path = Path(tmp) / "shard.tar"
+        with open(tar_path, "wb") as tar_file:
+            tar = DeterministicTarWriter(tar_file)
+            row_cursor = 0
+            for episode in episodes:
+                table = source.episode_rows(episode)
+                length = table.num_rows
+                meta = source.episodes[episode]
+                videos: dict[str, EpisodeVideo] = {}
+                decision = None
+                for key in source.video_keys:
+                    video, _ = _episode_video(source, episode, key, options)
+                    verdict = _trim_or_check(video, length, episode, key, options)
+                    if verdict == "drop":
+                        decision = "drop"
+                        break
+                    if verdict == "pad":
+                        decision = "pad"
+                    videos[key] = video
+                    bytes_in += len(video.data) if not video.reencoded else 0
+                if decision == "drop":
+                    dropped.append(episode)
+                    continue
+                if decision == "pad":
+                    padded.append(episode)
+                if any(v.reencoded for v in videos.values()) and options.video == "copy":
+                    reencoded.append(episode)
+                row = {
+                    "episode_index": episode,
+                    "length": length,
+                    "dataset_from_index": int(meta["dataset_from_index"]),
+                    "dataset_to_index": int(meta["dataset_to_index"]),
+                    "tasks": list(meta["tasks"]),
+                    "row_start": row_cursor,
+                }
+                for key in source.video_keys:
+                    video = videos[key]
+                    offset = tar.add(video_member_name(episode, key), video.data)
+                    row[f"video/{key}/offset"] = offset
+                    row[f"video/{key}/size"] = len(video.data)
+                    row[f"video/{key}/frames"] = min(video.frames, length)
+                    row[f"video/{key}/codec"] = video.codec
+                    row[f"video/{key}/crc32"] = zlib.crc32(video.data)
+                    row[f"video/{key}/reencoded"] = bool(video.reencoded and options.video == "copy")
+                tables.append(table)
+                bytes_in += table.nbytes
+                rows.append(row)
+                row_cursor += length
+            tar_size = tar.close()
+        parquet_path = Path(tmp) / "shard.parquet"
+        row_groups = _write_shard_parquet(tables, parquet_path, options.row_group_max_bytes)
+        for row, group in zip(rows, row_groups):
+            row["row_group"] = group
+        receipt = {
+            "shard": shard_index,
+            "episodes": rows,
+            "frames": sum(r["length"] for r in rows),
+            "tar_bytes": tar_size,
+            "tar_sha256": _sha256_file(tar_path),
+            "parquet_bytes": parquet_path.stat().st_size,
+            "parquet_sha256": _sha256_file(parquet_path),
+            "plan_sha256": plan_digest,
+            "dropped": dropped,
+            "padded": padded,
+            "reencoded": reencoded,
+            "bytes_in": bytes_in,
+        }
+        destination.put_file(tar_path, shard_tar_path(shard_index))
+        destination.put_file(parquet_path, shard_parquet_path(shard_index))
+    destination.write_bytes(shard_receipt_path(shard_index), json.dumps(receipt, indent=1, sort_keys=True).encode())
+    return receipt
+
+
+def _write_shard_parquet(tables: list[pa.Table], path: Path, max_bytes: int) -> list[int]:
+    """Write episodes' rows with row groups of whole episodes; returns each episode's group."""
+    if tables:
+        schema = pa.unify_schemas([t.schema for t in tables], promote_options="default")
+        tables = [t.cast(schema) if t.schema != schema else t for t in tables]
+    else:
+        schema = pa.schema([])
+    groups: list[list[pa.Table]] = []
+    group_of_episode: list[int] = []
+    current_bytes = 0
+    for table in tables:
+        # Parquet's uncompressed size exceeds Arrow's in-memory size by the level data; keep margin.
+        size = int(table.nbytes * 1.25) + 1024
+        if groups and groups[-1] and current_bytes + size > max_bytes:
+            groups.append([])
+            current_bytes = 0
+        if not groups:
+            groups.append([])
+        groups[-1].append(table)
+        current_bytes += size
+        group_of_episode.append(len(groups) - 1)
+    with pq.ParquetWriter(path, schema, compression="zstd", write_page_index=True, write_statistics=True) as writer:
+        for group in groups:
+            combined = pa.concat_tables(group)
+            writer.write_table(combined, row_group_size=max(combined.num_rows, 1))
+    return group_of_episode
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def receipt_is_valid(destination: Destination, shard_index: int, digest: str) -> dict | None:
+    """Return the shard's receipt if it matches the plan and the files it describes."""
+    rel = shard_receipt_path(shard_index)
+    if not destination.exists(rel):
+        return None
+    try:
+        receipt = json.loads(destination.read_bytes(rel))
+    except (json.JSONDecodeError, OSError):
+        return None
+    if receipt.get("plan_sha256") != digest:
+        return None
+    for path, size_key in ((shard_tar_path(shard_index), "tar_bytes"), (shard_parquet_path(shard_index), "parquet_bytes")):
+        if not destination.exists(path) or destination.size(path) != receipt.get(size_key):
+            return None
+    return receipt
+
+
+# -- the whole pack --------------------------------------------------------------------------
+def copy_meta(source: LeRobotSource, destination: Destination) -> None:
+    """Copy the source's meta/ verbatim (skipping files already there with the same size)."""
+    meta_root = source.root / META_DIR
+    for path in sorted(p for p in meta_root.rglob("*") if p.is_file()):
+        rel = f"{META_DIR}/{path.relative_to(meta_root).as_posix()}"
+        if destination.exists(rel) and destination.size(rel) == path.stat().st_size:
+            continue
+        destination.write_bytes(rel, path.read_bytes())
+
+
+def pack_dataset(
+    src: str | None,
+    dst: str,
+    *,
+    video: str = "copy",
+    episodes: list[int] | None = None,
+    windows: dict | None = None,
+    shard_size_mb: float = 512,
+    gop: int = 2,
+    crf: int | None = None,
+    preset: str | None = None,
+    resize: tuple[int, int] | None = None,
+    on_frame_mismatch: str = "error",
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+    workers: int = 1,
+    part: tuple[int, int] | None = None,
+    repo_id: str | None = None,
+    revision: str | None = None,
+    storage_options: dict | None = None,
+    src_storage_options: dict | None = None,
+    cache_dir: str | None = None,
+    row_group_max_bytes: int = ROW_GROUP_MAX_BYTES,
+    progress: bool = False,
+) -> PackReport:
+    """Pack a LeRobot v3.0 dataset into ``dst``.
+
+    ``src`` is a local root or fsspec URL; or give ``repo_id`` (+ ``revision``) for the Hub.
+    With ``part=(i, n)`` only that part's shards are built and no manifest is written (run
+    ``finalize`` after all parts). Re-running resumes: shards with a valid receipt are kept.
+
+    Returns:
+        A ``PackReport``.
+
+    Raises:
+        SourceError: bad source (missing files, unsupported version, ...).
+        PackError: bad options, frame mismatches, corrupt video; names the episode.
+    """
+    started = time.perf_counter()
+    options = PackOptions(
+        video=video,
+        gop=gop,
+        crf=crf,
+        preset=preset,
+        resize=tuple(resize) if resize else None,
+        shard_size_mb=shard_size_mb,
+        on_frame_mismatch=on_frame_mismatch,
+        episodes=tuple(sorted(set(episodes))) if episodes is not None else None,
+        windows=dict(windows or {}),
+        tolerance_s=tolerance_s,
+        row_group_max_bytes=row_group_max_bytes,
+    )
+    local_root, description = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
+                                           storage_options=src_storage_options, cache_dir=cache_dir)
+    source = LeRobotSource(local_root)
+    known_keys = list(source.features)
+    for name, window in options.windows.items():
+        try:
+            resolve_delta_timestamps(window, source.fps, tolerance_s=options.tolerance_s, known_keys=known_keys)
+        except ValueError as err:
+            raise PackError(f"--window {name}: {err}") from None
+    source.check_tasks()
+    destination = Destination(dst, storage_options)
+    plan = build_plan(source, options, description)
+    digest = plan_sha256(plan)
+    if destination.exists(PLAN_PATH):
+        existing = json.loads(destination.read_bytes(PLAN_PATH))
+        if plan_sha256(existing) != digest:
+            raise PackError(
+                f"{destination.url}/{PLAN_PATH} holds a plan for different source/options; "
+                "pack into an empty destination or delete it first"
+            )
+    else:
+        destination.write_bytes(PLAN_PATH, json.dumps(plan, indent=1, sort_keys=True).encode())
+    copy_meta(source, destination)
+
+    shard_ids = list(range(len(plan["shards"])))
+    if part is not None:
+        shard_ids = shards_of_part(len(plan["shards"]), part[0], part[1])
+    report = PackReport(shards=len(shard_ids))
+    todo = []
+    for shard in shard_ids:
+        receipt = receipt_is_valid(destination, shard, digest)
+        if receipt is not None:
+            report.shards_skipped += 1
+            _account(report, receipt, written=False)
+        else:
+            todo.append(shard)
+
+    bar = _progress_bar(progress, sum(len(plan["shards"][s]) for s in todo))
+    args = [(str(local_root), s, plan["shards"][s], options, dst, storage_options, digest) for s in todo]
+    try:
+        if workers <= 1 or len(todo) <= 1:
+            for arg in args:
+                _account(report, build_shard(*arg), written=True)
+                bar.advance(report)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(build_shard, *arg) for arg in args]
+                for future in as_completed(futures):
+                    _account(report, future.result(), written=True)
+                    bar.advance(report)
+    finally:
+        bar.close()
+    if part is None:
+        from packer.finalize import finalize
+
+        finalize(dst, storage_options=storage_options)
+        report.finalized = True
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _account(report: PackReport, receipt: dict, *, written: bool) -> None:
+    report.episodes += len(receipt["episodes"])
+    report.frames += receipt["frames"]
+    report.dropped_episodes += receipt["dropped"]
+    report.padded_episodes += receipt["padded"]
+    report.reencoded_episodes += receipt["reencoded"]
+    if written:
+        report.shards_written += 1
+        report.bytes_in += receipt.get("bytes_in", 0)
+        report.bytes_out += receipt["tar_bytes"] + receipt["parquet_bytes"]
+
+
+class _NoProgress:
+    def advance(self, report: PackReport) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _RichProgress:
+    def __init__(self, total_episodes: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("[bold]packing"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
+            TextColumn("{task.fields[mb]:.1f} MB out"), TimeElapsedColumn(),
+        )
+        self.task = self.progress.add_task("pack", total=total_episodes, mb=0.0)
+        self.progress.start()
+
+    def advance(self, report: PackReport) -> None:
+        self.progress.update(self.task, completed=report.episodes, mb=report.bytes_out / 1e6)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+def _progress_bar(enabled: bool, total: int):
+    return _RichProgress(total) if enabled else _NoProgress()
+
+
+def stage_source(
+    src: str | None,
+    *,
+    repo_id: str | None,
+    revision: str | None,
+    episodes: list[int] | None,
+    storage_options: dict | None,
+    cache_dir: str | None,
+) -> tuple[Path, dict]:
+    """Return a local root holding what the pack needs, and a description for the manifest."""
+    if repo_id is not None:
+        from packer.hub_source import stage_hub_source
+
+        root = stage_hub_source(repo_id, revision=revision, episodes=episodes, cache_dir=cache_dir)
+        return root, {"repo_id": repo_id, "revision": revision, "codebase_version": _version_of(root)}
+    if src is None:
+        raise PackError("give SRC (a path or URL) or --repo-id")
+    if "://" in src and not src.startswith("file://"):
+        from packer.remote_source import stage_fsspec_source
+
+        root = stage_fsspec_source(src, storage_options=storage_options, episodes=episodes, cache_dir=cache_dir)
+        return root, {"uri": src, "codebase_version": _version_of(root)}
+    local = Path(src.removeprefix("file://"))
+    if not local.exists():
+        raise SourceError(f"{local}: source does not exist")
+    return local, {"uri": os.path.basename(os.path.abspath(local)), "codebase_version": _version_of(local)}
+
+
+def _version_of(root: Path) -> str | None:
+    try:
+        return json.loads((Path(root) / "meta" / "info.json").read_text()).get("codebase_version")
+    except (OSError, json.JSONDecodeError):
+        return None
+

@@ -1,0 +1,238 @@
+"""Reading a LeRobot v3.0 dataset root: metadata, per-episode rows and video locations.
+
+The packer works on a local root; remote roots (buckets, the Hub) are staged locally first
+by ``packer.remote_source`` and ``packer.hub_source`` with only the files the selected
+episodes need.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_CODEBASE_VERSION = "v3.0"
+REQUIRED_EPISODE_COLUMNS = (
+    "episode_index",
+    "tasks",
+    "length",
+    "data/chunk_index",
+    "data/file_index",
+    "dataset_from_index",
+    "dataset_to_index",
+)
+
+
+class SourceError(ValueError):
+    """The source dataset is missing files, has an unsupported version or is inconsistent."""
+
+
+@dataclass(frozen=True)
+class VideoLocation:
+    """Where one episode's frames live in LeRobot's concatenated per-camera mp4."""
+
+    path: Path
+    from_timestamp: float
+    to_timestamp: float
+
+
+class LeRobotSource:
+    """A local LeRobot v3.0 dataset root.
+
+    Raises (from the constructor):
+        SourceError: missing ``meta/info.json``/episodes/tasks, an unsupported
+            ``codebase_version`` (v2.x must be converted with LeRobot first), or episodes
+            metadata lacking required columns.
+    """
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        info_path = self.root / "meta" / "info.json"
+        if not info_path.is_file():
+            raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
+        try:
+            self.info = json.loads(info_path.read_text())
+        except json.JSONDecodeError as err:
+            raise SourceError(f"{info_path}: not valid JSON ({err})") from None
+        version = self.info.get("codebase_version")
+        if version != SUPPORTED_CODEBASE_VERSION:
+            hint = ""
+            if isinstance(version, str) and version.startswith("v2"):
+                hint = (
+                    " Convert it to v3.0 first with LeRobot's converter: "
+                    "python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=ORG/NAME"
+                )
+            raise SourceError(
+                f"{info_path}: codebase_version {version!r} is not supported (expected "
+                f"{SUPPORTED_CODEBASE_VERSION!r}).{hint}"
+            )
+        for key in ("fps", "features", "data_path"):
+            if key not in self.info:
+                raise SourceError(f"{info_path}: missing key {key!r}")
+        self.fps = int(self.info["fps"])
+        self.features: dict = self.info["features"]
+        self.video_keys = [k for k, f in self.features.items() if f.get("dtype") == "video"]
+        if self.video_keys and not self.info.get("video_path"):
+            raise SourceError(f"{info_path}: video features {self.video_keys} but no video_path")
+        self.episodes = self._load_episodes()
+        self.tasks = self._load_tasks()
+        self._data_cache: tuple[Path, pa.Table] | None = None
+        self._warned_drift = False
+
+    # -- metadata ---------------------------------------------------------------------------
+    def _load_episodes(self) -> dict[int, dict]:
+        files = sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+        if not files:
+            raise SourceError(f"{self.root / 'meta' / 'episodes'}: no episodes metadata parquet found")
+        rows: dict[int, dict] = {}
+        for path in files:
+            try:
+                table = pq.read_table(path)
+            except Exception as err:  # pyarrow raises several types for corrupt files
+                raise SourceError(f"{path}: cannot read episodes metadata ({err})") from None
+            missing = [c for c in REQUIRED_EPISODE_COLUMNS if c not in table.column_names]
+            missing += [
+                f"videos/{k}/{f}"
+                for k in self.video_keys
+                for f in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+                if f"videos/{k}/{f}" not in table.column_names
+            ]
+            if missing:
+                raise SourceError(f"{path}: episodes metadata lacks columns {missing}")
+            wanted = [c for c in table.column_names if not c.startswith("stats/")]
+            for row in table.select(wanted).to_pylist():
+                rows[int(row["episode_index"])] = row
+        return dict(sorted(rows.items()))
+
+    def _load_tasks(self) -> pd.DataFrame:
+        path = self.root / "meta" / "tasks.parquet"
+        if not path.is_file():
+            raise SourceError(f"{path}: missing")
+        return pd.read_parquet(path)
+
+    @property
+    def episode_indices(self) -> list[int]:
+        return list(self.episodes)
+
+    def check_tasks(self) -> list[int]:
+        """Return episodes whose tasks are missing from tasks.parquet (warned once, kept)."""
+        known = set(self.tasks.index)
+        bad = [e for e, row in self.episodes.items() if any(t not in known for t in row["tasks"])]
+        if bad:
+            log.warning("episodes %s list tasks missing from meta/tasks.parquet; packing them anyway", bad[:10])
+        return bad
+
+    # -- files ------------------------------------------------------------------------------
+    def data_path(self, episode_index: int) -> Path:
+        row = self.episodes[episode_index]
+        return self.root / self.info["data_path"].format(
+            chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+        )
+
+    def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
+        row = self.episodes[episode_index]
+        path = self.root / self.info["video_path"].format(
+            video_key=video_key,
+            chunk_index=row[f"videos/{video_key}/chunk_index"],
+            file_index=row[f"videos/{video_key}/file_index"],
+        )
+        return VideoLocation(path, float(row[f"videos/{video_key}/from_timestamp"]), float(row[f"videos/{video_key}/to_timestamp"]))
+
+    def needed_files(self, episodes: list[int]) -> list[Path]:
+        """Every data and video file the given episodes read, relative to the root."""
+        files = {self.data_path(e).relative_to(self.root) for e in episodes}
+        for e in episodes:
+            for key in self.video_keys:
+                files.add(self.video_location(e, key).path.relative_to(self.root))
+        return sorted(files)
+
+    def episode_rows(self, episode_index: int) -> pa.Table:
+        """The episode's rows from its data parquet, all columns with their source types.
+
+        Raises:
+            SourceError: the data file is missing/unreadable or holds a different number of
+                rows for the episode than its metadata length.
+        """
+        path = self.data_path(episode_index)
+        if self._data_cache is None or self._data_cache[0] != path:
+            if not path.is_file():
+                raise SourceError(f"{path}: missing (data file of episode {episode_index})")
+            try:
+                table = pq.read_table(path)
+            except Exception as err:
+                raise SourceError(f"{path}: cannot read data parquet ({err})") from None
+            self._check_schema_drift(path, table.schema)
+            self._data_cache = (path, table)
+        table = self._data_cache[1]
+        rows = table.filter(pc.equal(table["episode_index"], episode_index))
+        expected = int(self.episodes[episode_index]["length"])
+        if rows.num_rows != expected:
+            raise SourceError(
+                f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected}"
+            )
+        if rows.num_rows and rows["frame_index"].to_pylist() != list(range(expected)):
+            rows = rows.sort_by("frame_index")
+        return rows
+
+    def _check_schema_drift(self, path: Path, schema: pa.Schema) -> None:
+        declared = {k for k, f in self.features.items() if f.get("dtype") not in ("video", "image")}
+        present = set(schema.names)
+        if declared != present and not self._warned_drift:
+            self._warned_drift = True
+            log.warning(
+                "%s: columns differ from info.json features (only in info.json: %s; only in parquet: %s); "
+                "packing what the parquet holds",
+                path,
+                sorted(declared - present),
+                sorted(present - declared),
+            )
+
+    def estimated_episode_bytes(self, episode_index: int) -> int:
+        """Estimate the packed bytes of an episode from its share of its source files."""
+        row = self.episodes[episode_index]
+        total = 0
+        data_path = self.data_path(episode_index)
+        if data_path.is_file():
+            # Tabular rows are small; a per-frame share of the data file is close enough.
+            total += data_path.stat().st_size * int(row["length"]) // max(_rows_in(data_path), 1)
+        for key in self.video_keys:
+            location = self.video_location(episode_index, key)
+            if location.path.is_file():
+                duration = _file_duration(location.path)
+                share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
+                total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
+        return total
+
+
+_ROWS_CACHE: dict[Path, int] = {}
+_DURATION_CACHE: dict[Path, float] = {}
+
+
+def _rows_in(path: Path) -> int:
+    if path not in _ROWS_CACHE:
+        _ROWS_CACHE[path] = pq.read_metadata(path).num_rows
+    return _ROWS_CACHE[path]
+
+
+def _file_duration(path: Path) -> float:
+    if path not in _DURATION_CACHE:
+        import av
+
+        try:
+            with av.open(str(path)) as container:
+                stream = container.streams.video[0]
+                if stream.duration is not None:
+                    _DURATION_CACHE[path] = float(stream.duration * stream.time_base)
+                else:
+                    _DURATION_CACHE[path] = float((container.duration or 0) / av.time_base)
+        except Exception as err:
+            raise SourceError(f"{path}: cannot open video ({err})") from None
+    return _DURATION_CACHE[path]
