@@ -1,0 +1,285 @@
+"""``PackedDataset``: stream a packed dataset into PyTorch.
+
+Thin orchestration over pure planning (``epoch_plan``, ``pool_schedule``, ``resume``) and
+I/O stages (``packed_index``, ``episode_pool``, ``decode``, ``sample_builder``). Every
+consumer (rank x DataLoader worker) derives its own sample stream from the index alone: no
+collective, no shared state, and resuming is arithmetic.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+from reader.decode import CpuDecodeStage
+from reader.epoch_plan import EpochPlan, PlanError, plan_epoch
+from reader.episode_pool import EpisodeFetcher, EpisodePool
+from reader.packed_index import PackedIndex
+from reader.pool_schedule import PoolSchedule
+from reader.resume import assign_resumed_streams
+from reader.sample_builder import SampleBuilder
+from reader.storage import RetryPolicy, Storage
+from reader.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
+from reader.world import World
+
+_STAT_FIELDS = (
+    "samples",
+    "bytes_fetched",
+    "fetch_seconds",
+    "decode_seconds",
+    "episodes_admitted",
+    "decoder_hits",
+    "decoder_misses",
+    "frames_decoded",
+    "max_open_episodes",
+    "max_open_bytes",
+    "storage_retries",
+)
+_MAX_STAT_SLOTS = 256
+_DRAW_BLOCK = 4096
+
+
+class PackedDataset(torch.utils.data.IterableDataset):
+    """Samples of a packed dataset, identical to ``LeRobotDataset[i]`` (lerobot 0.6.1).
+
+    Args:
+        root: packed dataset directory or fsspec URL (``s3://bucket/prefix``).
+        delta_timestamps: LeRobot windows ``{key: [seconds, ...]}`` (any key, any window).
+        episodes: subset of episode indices (default: all).
+        where: DuckDB SQL predicate over ``index/samples.parquet`` selecting anchors, e.g.
+            ``"chunk_action_pad_after = 0"``.
+        shuffle: shuffle episodes per epoch and draw anchors at random from the pool. With
+            ``shuffle=False`` each consumer yields its contiguous block of anchors in index
+            order (consumers are ranks x workers, rank-major; the DataLoader interleaves
+            workers' batches round-robin).
+        seed: base seed; the order is a pure function of (seed, epoch, world size, workers).
+        episode_pool_size: whole episodes each consumer keeps open and draws from.
+        rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
+        return_uint8: frames as uint8 instead of float32 in [0, 1].
+        image_transforms: applied to each camera tensor, as LeRobot does.
+        tolerance_s: window tolerance (default: the manifest's).
+        storage_options: fsspec options for remote roots.
+        prefetch_episodes: episodes fetched ahead of need per consumer.
+        decoder: ``"auto"`` (torchcodec, else PyAV), ``"torchcodec"`` or ``"pyav"``.
+
+    Raises:
+        FormatError: not a (complete) packed dataset, unknown format version, or an index
+            that disagrees with the manifest.
+        ValueError: unknown episodes, a bad ``where`` predicate or a bad window.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        delta_timestamps: dict[str, list[float]] | None = None,
+        episodes: list[int] | None = None,
+        where: str | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        episode_pool_size: int = 16,
+        rank: int | None = None,
+        world_size: int | None = None,
+        return_uint8: bool = False,
+        image_transforms: Callable | None = None,
+        tolerance_s: float | None = None,
+        storage_options: dict | None = None,
+        prefetch_episodes: int = 4,
+        decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
+        retry: RetryPolicy = RetryPolicy(),
+    ):
+        super().__init__()
+        if episode_pool_size < 1:
+            raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
+        self.root = str(root)
+        self.storage = Storage(self.root, storage_options, retry=retry)
+        self.index = PackedIndex(self.storage, episodes=episodes, where=where)
+        manifest = self.index.manifest
+        self.fps = manifest.fps
+        self.features = manifest.features
+        self.video_keys = list(manifest.video_keys)
+        self.tolerance_s = manifest.tolerance_s if tolerance_s is None else tolerance_s
+        self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
+        self.offsets = (
+            resolve_delta_timestamps(self.delta_timestamps, self.fps, tolerance_s=self.tolerance_s, known_keys=list(self.features))
+            if self.delta_timestamps
+            else {}
+        )
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.episode_pool_size = int(episode_pool_size)
+        self.prefetch_episodes = int(prefetch_episodes)
+        self.return_uint8 = return_uint8
+        self.image_transforms = image_transforms
+        self.decode_stage = CpuDecodeStage(decoder)
+        self._rank_arg, self._world_size_arg = rank, world_size
+        self.epoch = 0
+        self._resume: dict | None = None
+        self._tasks = self._load_tasks()
+        self._stats = multiprocessing.RawArray("d", _MAX_STAT_SLOTS * len(_STAT_FIELDS))
+
+    # -- public API -------------------------------------------------------------------------
+    @property
+    def num_anchors(self) -> int:
+        """Anchors in the selection (all frames of the selected episodes, or the where= subset)."""
+        return int(self.index.anchor_counts.sum())
+
+    @property
+    def decoder_backend(self) -> str:
+        """Which decoder is used: ``torchcodec`` or ``pyav``."""
+        return self.decode_stage.backend
+
+    def __len__(self) -> int:
+        """Samples this rank yields per epoch (equal on every rank)."""
+        world = World.detect(self._rank_arg, self._world_size_arg)
+        return self.num_anchors // world.world_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch: a new episode order and new draws (call before ``iter(loader)``)."""
+        self.epoch = int(epoch)
+
+    def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int | None = None) -> dict:
+        """The resume state a trainer saves: where this rank is in the current epoch.
+
+        ``samples_consumed`` counts samples the trainer received this epoch (identical on every
+        rank). ``num_workers`` lets a resume with a different worker count re-split exactly.
+        """
+        world = World.detect(self._rank_arg, self._world_size_arg)
+        state = {"epoch": self.epoch, "samples_consumed": int(samples_consumed), "batch_size": int(batch_size), "world_size": world.world_size}
+        if num_workers is not None:
+            state["num_workers"] = int(num_workers)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``{"epoch", "samples_consumed", "batch_size"}`` by arithmetic only.
+
+        Call before ``iter(loader)`` (workers copy the dataset when the iterator starts). With
+        the same world size and workers the exact sample sequence of the uninterrupted run
+        continues; if ``world_size``/``num_workers`` recorded in the state differ, the
+        remaining anchors of the epoch are re-split exactly once over the new world.
+
+        Raises:
+            ValueError: missing keys or negative/invalid values.
+        """
+        missing = [k for k in ("epoch", "samples_consumed", "batch_size") if k not in state]
+        if missing:
+            raise ValueError(f"resume state lacks {missing}; expected epoch, samples_consumed, batch_size")
+        if state["samples_consumed"] < 0 or state["batch_size"] < 1:
+            raise ValueError(f"invalid resume state {state}: samples_consumed >= 0 and batch_size >= 1 required")
+        self.epoch = int(state["epoch"])
+        self._resume = dict(state)
+
+    def stats(self) -> dict[str, float]:
+        """Counters summed over this process and its DataLoader workers (maxima for peaks)."""
+        values = np.frombuffer(self._stats, dtype=np.float64).reshape(_MAX_STAT_SLOTS, len(_STAT_FIELDS))
+        result = {}
+        for i, name in enumerate(_STAT_FIELDS):
+            result[name] = float(values[:, i].max() if name.startswith("max_") else values[:, i].sum())
+        result["decoder_backend"] = self.decoder_backend
+        return result
+
+    # -- planning -------------------------------------------------------------------------
+    def plan(self, *, world_size: int, workers_per_rank: int, epoch: int | None = None) -> EpochPlan:
+        """The epoch plan for a world shape (pure function of the index and seed)."""
+        return plan_epoch(
+            self.index.anchor_counts,
+            seed=self.seed,
+            epoch=self.epoch if epoch is None else epoch,
+            world_size=world_size,
+            workers_per_rank=workers_per_rank,
+            shuffle=self.shuffle,
+        )
+
+    def _segments(self, world: World) -> tuple[EpochPlan, list[tuple[int, int, int]]]:
+        """(plan whose consumers the segments refer to, [(consumer, start, stop), ...])."""
+        state = self._resume if self._resume is not None and self._resume["epoch"] == self.epoch else None
+        if state is None or state["samples_consumed"] == 0:
+            plan = self.plan(world_size=world.world_size, workers_per_rank=world.workers_per_rank)
+            return plan, [(world.consumer, 0, int(plan.consumer_counts[world.consumer]))]
+        old_world = int(state.get("world_size", world.world_size))
+        old_workers = max(1, int(state.get("num_workers", world.num_workers)))
+        plan = self.plan(world_size=old_world, workers_per_rank=old_workers)
+        streams = assign_resumed_streams(
+            plan.consumer_counts,
+            old_world_size=old_world,
+            batch_size=int(state["batch_size"]),
+            samples_consumed=int(state["samples_consumed"]),
+            new_world_size=world.world_size,
+            new_workers_per_rank=world.workers_per_rank,
+        )
+        sources, starts, stops = streams.segments_of(world.consumer)
+        return plan, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
+
+    # -- iteration ------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[dict]:
+        world = World.detect(self._rank_arg, self._world_size_arg)
+        plan, segments = self._segments(world)
+        fetcher = EpisodeFetcher(self.storage, self.index)
+        pool = EpisodePool(fetcher, prefetch=self.prefetch_episodes)
+        builder = SampleBuilder(
+            video_keys=self.video_keys,
+            offsets=self.offsets,
+            tasks=self._tasks,
+            stage=self.decode_stage,
+            return_uint8=self.return_uint8,
+            image_transforms=self.image_transforms,
+        )
+        slot = world.worker if world.num_workers > 0 else 0
+        samples = 0
+        try:
+            for consumer, start, stop in segments:
+                if stop <= start:
+                    continue
+                schedule = PoolSchedule.from_plan(plan, consumer, pool_size=self.episode_pool_size)
+                spans = schedule.admission_order(start, stop)
+                last_draw = dict(zip(spans.piece.tolist(), spans.last_draw.tolist()))
+                pool.schedule([int(plan.piece_episode[p]) for p in spans.piece])
+                for block_start in range(start, stop, _DRAW_BLOCK):
+                    block_stop = min(stop, block_start + _DRAW_BLOCK)
+                    pieces, anchor_positions = schedule.draws(block_start, block_stop)
+                    for offset, (piece, anchor_position) in enumerate(zip(pieces.tolist(), anchor_positions.tolist())):
+                        position = int(plan.piece_episode[piece])
+                        episode = pool.get(position)
+                        frame = int(self.index.anchor_frame(position, np.array([anchor_position]))[0])
+                        sample = builder.build(episode, frame)
+                        samples += 1
+                        if last_draw.get(piece) == block_start + offset:
+                            pool.release(position)
+                        self._publish(slot, samples, fetcher, builder, pool)
+                        yield sample
+        finally:
+            pool.close()
+
+    def _publish(self, slot: int, samples: int, fetcher: EpisodeFetcher, builder: SampleBuilder, pool: EpisodePool) -> None:
+        if slot >= _MAX_STAT_SLOTS:
+            return
+        base = slot * len(_STAT_FIELDS)
+        values = (
+            samples,
+            fetcher.counters.bytes_fetched,
+            fetcher.counters.fetch_seconds,
+            builder.counters["decode_seconds"],
+            fetcher.counters.episodes_admitted,
+            builder.counters["decoder_hits"],
+            builder.counters["decoder_misses"],
+            builder.counters["frames_decoded"],
+            pool.max_open,
+            pool.max_open_bytes,
+            self.storage.counters.retries,
+        )
+        self._stats[base : base + len(values)] = values
+
+    def _load_tasks(self) -> dict[int, str]:
+        try:
+            table = pq.read_table(io.BytesIO(self.storage.read_bytes("meta/tasks.parquet")))
+        except FileNotFoundError:
+            return {}
+        if "task" not in table.column_names:
+            raise PlanError(f"{self.storage.describe('meta/tasks.parquet')}: no 'task' column")
+        return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))

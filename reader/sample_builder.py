@@ -1,0 +1,80 @@
+"""Building LeRobot-identical samples from an admitted episode (no I/O, decode via a stage).
+
+Mirrors ``LeRobotDataset.__getitem__`` (lerobot 0.6.1): every column of the anchor row;
+for each windowed key the rows at clamped offsets (``torch.stack`` gives a leading T axis,
+kept even for one element) and ``<key>_is_pad``; camera frames as float32 CHW in [0, 1]
+(``frames / 255.0``) or uint8, a video window stacked T first and squeezed when T == 1;
+``task`` as a string.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from reader.decode import CpuDecodeStage
+from reader.episode_pool import LoadedEpisode, decoder_for
+from reader.windows import query_frames
+
+
+class SampleBuilder:
+    """Turns (episode, anchor frame) into a sample dict."""
+
+    def __init__(
+        self,
+        *,
+        video_keys: list[str],
+        offsets: dict[str, np.ndarray],
+        tasks: dict[int, str],
+        stage: CpuDecodeStage,
+        return_uint8: bool = False,
+        image_transforms: Callable | None = None,
+    ):
+        self.video_keys = list(video_keys)
+        self.offsets = offsets
+        self.tasks = tasks
+        self.stage = stage
+        self.return_uint8 = return_uint8
+        self.image_transforms = image_transforms
+        self.counters = {"decoder_hits": 0, "decoder_misses": 0, "decode_seconds": 0.0, "frames_decoded": 0}
+
+    def build(self, episode: LoadedEpisode, frame: int) -> dict:
+        length = episode.entry.length
+        item: dict = {}
+        for name, values in episode.columns.items():
+            # clone: a view would drag the whole episode column through worker IPC.
+            item[name] = values[frame].clone() if isinstance(values, torch.Tensor) else values[frame]
+        for key, key_offsets in self.offsets.items():
+            rows, is_pad = query_frames(frame, length, key_offsets)
+            item[f"{key}_is_pad"] = torch.from_numpy(is_pad)
+            if key in self.video_keys:
+                continue
+            values = episode.columns[key]
+            item[key] = values[torch.from_numpy(rows)] if isinstance(values, torch.Tensor) else [values[r] for r in rows]
+        frames: dict[str, torch.Tensor] = {}
+        started = time.perf_counter()
+        for key in self.video_keys:
+            if key in self.offsets:
+                rows, _ = query_frames(frame, length, self.offsets[key])
+                wanted = rows.tolist()
+            else:
+                wanted = [frame]
+            member = episode.entry.cameras[key]
+            # --on-frame-mismatch pad: rows past a short video reuse its last frame.
+            wanted = [min(r, member.frames - 1) for r in wanted]
+            decoder = decoder_for(episode, key, self.stage, self.counters)
+            decoded = self.stage.decode(decoder, wanted, where=episode.where(key))
+            self.counters["frames_decoded"] += len(wanted)
+            if not self.return_uint8:
+                decoded = (decoded / 255.0).type(torch.float32)
+            frames[key] = decoded.squeeze(0)
+        self.counters["decode_seconds"] += time.perf_counter() - started
+        item = {**frames, **item}
+        if self.image_transforms is not None:
+            for key in self.video_keys:
+                item[key] = self.image_transforms(item[key])
+        item["task"] = self.tasks[int(item["task_index"])]
+        return item
