@@ -88,16 +88,13 @@ def parse_episode_ranges(text: str) -> list[int]:
     episodes: set[int] = set()
     for item in filter(None, (part.strip() for part in text.split(","))):
         try:
-            if "-" in item:
-                low_text, high_text = item.split("-", 1)
-                low, high = int(low_text), int(high_text)
-                if low > high:
-                    raise ShardPlanError(f"reversed episode range {item!r}")
-                episodes.update(range(low, high + 1))
-            else:
-                episodes.add(int(item))
+            low_text, _, high_text = item.partition("-")
+            low, high = int(low_text), int(high_text or low_text)
         except ValueError:
             raise ShardPlanError(f"--episodes: cannot parse {item!r}; expected e.g. 0,3,10-20") from None
+        if low > high:
+            raise ShardPlanError(f"--episodes: reversed episode range {item!r}")
+        episodes.update(range(low, high + 1))
     if any(e < 0 for e in episodes):
         raise ShardPlanError("--episodes: episode indices must be >= 0")
     if not episodes:

@@ -206,7 +206,10 @@ class LeRobotSource:
         for key in self.video_keys:
             location = self.video_location(episode_index, key)
             if location.path.is_file():
-                duration = _file_duration(location.path)
+                try:
+                    duration = _file_duration(location.path)
+                except SourceError as err:
+                    raise SourceError(f"episode {episode_index}, camera {key}: {err}") from None
                 share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
                 total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
         return total
