@@ -237,14 +237,15 @@ class PackedDataset(torch.utils.data.IterableDataset):
                 if stop <= start:
                     continue
                 schedule = PoolSchedule.from_plan(plan, consumer, pool_size=self.episode_pool_size)
+                episode_of_piece = plan.pieces_of(consumer)[0]  # schedule pieces are consumer-local
                 spans = schedule.admission_order(start, stop)
                 last_draw = dict(zip(spans.piece.tolist(), spans.last_draw.tolist()))
-                pool.schedule([int(plan.piece_episode[p]) for p in spans.piece])
+                pool.schedule([int(episode_of_piece[p]) for p in spans.piece])
                 for block_start in range(start, stop, _DRAW_BLOCK):
                     block_stop = min(stop, block_start + _DRAW_BLOCK)
                     pieces, anchor_positions = schedule.draws(block_start, block_stop)
                     for offset, (piece, anchor_position) in enumerate(zip(pieces.tolist(), anchor_positions.tolist())):
-                        position = int(plan.piece_episode[piece])
+                        position = int(episode_of_piece[piece])
                         episode = pool.get(position)
                         frame = int(self.index.anchor_frame(position, np.array([anchor_position]))[0])
                         sample = builder.build(episode, frame)

@@ -164,15 +164,13 @@ class PackedIndex:
             try:
                 selected = con.execute(
                     f"SELECT episode_index, frame_index FROM samples WHERE ({where}) ORDER BY episode_index, frame_index"
-                ).arrow()
+                ).fetchnumpy()
             except duckdb.Error as err:
                 raise ValueError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
         finally:
             con.close()
-        if hasattr(selected, "read_all"):
-            selected = selected.read_all()
-        episode = selected["episode_index"].to_numpy()
-        frame = selected["frame_index"].to_numpy()
+        episode = np.asarray(selected["episode_index"], dtype=np.int64)
+        frame = np.asarray(selected["frame_index"], dtype=np.int64)
         anchors = []
         for entry in self.episodes:
             lo, hi = np.searchsorted(episode, entry.episode_index), np.searchsorted(episode, entry.episode_index, side="right")
