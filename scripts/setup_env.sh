@@ -9,9 +9,12 @@ PYTHON=${PYTHON:-python3}
 
 have_ffmpeg_libs() {
     # torchcodec 0.13 dlopens libavcodec/libavformat/libavutil/libswscale (FFmpeg 4-8).
-    ldconfig -p 2>/dev/null | grep -q 'libavcodec\.so\.' &&
-        ldconfig -p 2>/dev/null | grep -q 'libavformat\.so\.' &&
-        ldconfig -p 2>/dev/null | grep -q 'libswscale\.so\.'
+    # Read the cache once: `ldconfig -p | grep -q` under pipefail fails on SIGPIPE.
+    local cache
+    cache=$(ldconfig -p 2>/dev/null || true)
+    for lib in libavcodec libavformat libavutil libswscale; do
+        case "$cache" in *"$lib.so."*) ;; *) return 1 ;; esac
+    done
 }
 
 if ! have_ffmpeg_libs; then

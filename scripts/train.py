@@ -1,0 +1,156 @@
+"""A small, resumable, multi-node training loop over a packed dataset (or a mixture).
+
+Runs under ``torchrun`` (or ``accelerate launch``, which sets the same environment), on CPU
+(gloo) or GPU (nccl). The policy is deliberately tiny (an MLP on the state and a pooled image
+feature, predicting an action chunk): the point is the data path. Checkpoints hold the model,
+the optimizer and the dataset position ``{epoch, samples_consumed, batch_size}``; resuming
+continues the exact sample sequence of the uninterrupted run.
+
+    torchrun --nproc_per_node=2 scripts/train.py --data /path/packed --steps 200 --ckpt run/ckpt.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from reader import PackedDataset
+
+ACTION_KEY = "action"
+STATE_KEY = "observation.state"
+
+
+class TinyPolicy(nn.Module):
+    """State + mean-pooled camera pixels -> an action chunk of ``horizon`` steps."""
+
+    def __init__(self, state_dim: int, num_cameras: int, action_dim: int, horizon: int):
+        super().__init__()
+        self.horizon, self.action_dim = horizon, action_dim
+        self.net = nn.Sequential(
+            nn.Linear(state_dim + 3 * num_cameras, 128), nn.ReLU(), nn.Linear(128, horizon * action_dim)
+        )
+
+    def forward(self, state: torch.Tensor, cameras: list[torch.Tensor]) -> torch.Tensor:
+        pooled = [c.float().mean(dim=(-1, -2)) for c in cameras]  # (B, 3) per camera
+        features = torch.cat([state, *pooled], dim=-1)
+        return self.net(features).view(-1, self.horizon, self.action_dim)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="packed dataset path or URL")
+    parser.add_argument("--steps", type=int, default=100, help="optimizer steps to run in total")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--num-workers", type=int, default=2)
+    parser.add_argument("--horizon", type=int, default=4, help="action chunk length (frames)")
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ckpt", type=Path, required=True, help="checkpoint file (written and resumed)")
+    parser.add_argument("--ckpt-every", type=int, default=10)
+    parser.add_argument("--stop-after", type=int, default=None, help="exit after this many steps (simulates a kill)")
+    parser.add_argument("--log-batches", type=Path, default=None, help="append each batch's sample indices (JSONL)")
+    parser.add_argument("--log-every", type=int, default=10)
+    return parser.parse_args(argv)
+
+
+def setup_distributed() -> tuple[int, int]:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    rank, world_size = setup_distributed()
+    torch.manual_seed(args.seed)
+    fps_probe = PackedDataset(args.data, shuffle=False)
+    fps = fps_probe.fps
+    delta = {ACTION_KEY: [i / fps for i in range(args.horizon)]}
+    dataset = PackedDataset(args.data, delta_timestamps=delta, seed=args.seed, return_uint8=True)
+    cameras = list(dataset.video_keys)
+    sample_state = fps_probe.features[STATE_KEY]["shape"][0]
+    action_dim = fps_probe.features[ACTION_KEY]["shape"][0]
+
+    model = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon)
+    if world_size > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    step, epoch, consumed = 0, 0, 0
+    if args.ckpt.exists():
+        state = torch.load(args.ckpt, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+        epoch, consumed = state["data"]["epoch"], state["data"]["samples_consumed"]
+        if rank == 0:
+            print(f"[train] resumed at step {step}, epoch {epoch}, samples_consumed {consumed}", flush=True)
+
+    log = args.log_batches.open("a") if args.log_batches is not None else None
+    started, seen = time.perf_counter(), 0
+    while step < args.steps:
+        dataset.set_epoch(epoch)
+        dataset.load_state_dict({"epoch": epoch, "samples_consumed": consumed, "batch_size": args.batch_size})
+        loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers)
+        for batch in loader:
+            state_in = batch[STATE_KEY]
+            target = batch[ACTION_KEY]
+            prediction = model(state_in, [batch[k] for k in cameras])
+            mask = (~batch[f"{ACTION_KEY}_is_pad"]).unsqueeze(-1).float()
+            loss = (((prediction - target) ** 2) * mask).sum() / mask.sum().clamp(min=1) / action_dim
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            consumed += len(state_in)
+            seen += len(state_in)
+            if log is not None:
+                log.write(json.dumps({"rank": rank, "step": step, "epoch": epoch, "index": batch["index"].tolist(), "loss": loss.item()}) + "\n")
+                log.flush()
+            if rank == 0 and step % args.log_every == 0:
+                rate = seen * world_size / (time.perf_counter() - started)
+                print(f"[train] step {step} epoch {epoch} loss {loss.item():.4f} samples/s {rate:.1f}", flush=True)
+            if step % args.ckpt_every == 0 or step == args.steps:
+                save_checkpoint(args.ckpt, rank, model, optimizer, step, epoch, consumed, args.batch_size)
+            if step >= args.steps or (args.stop_after is not None and step >= args.stop_after):
+                break
+        else:
+            epoch, consumed = epoch + 1, 0
+            continue
+        break
+    if log is not None:
+        log.close()
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def save_checkpoint(path: Path, rank: int, model, optimizer, step: int, epoch: int, consumed: int, batch_size: int) -> None:
+    """Rank 0 writes atomically; the data position is identical on every rank by design."""
+    if rank != 0:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "step": step,
+            "data": {"epoch": epoch, "samples_consumed": consumed, "batch_size": batch_size},
+        },
+        tmp,
+    )
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    main()
