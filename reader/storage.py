@@ -10,6 +10,7 @@ DataLoader workers (s3fs is not fork-safe once its event loop runs).
 from __future__ import annotations
 
 import errno
+import io
 import os
 import random
 import time
@@ -118,9 +119,14 @@ class Storage:
     def fs(self):
         if self._fs is None or self._pid != os.getpid():
             options = dict(self.storage_options)
-            if self._pid is not None:
-                options["skip_instance_cache"] = True  # never reuse a parent's event loop
+            if not self.is_local:
+                # Our own instance: never reuse a parent process's event loop, and our retry
+                # settings below do not leak into instances other code shares.
+                options["skip_instance_cache"] = True
             self._fs, self._root = fsspec.core.url_to_fs(self.url, **options)
+            if not self.is_local and hasattr(self._fs, "retries"):
+                # s3fs retries internally (5x with backoff); let RetryPolicy count and bound attempts.
+                self._fs.retries = 1
             self._pid = os.getpid()
         return self._fs
 
@@ -190,9 +196,44 @@ class Storage:
     def exists(self, rel: str) -> bool:
         return bool(self._call("exists", rel, self.fs.exists, self.path(rel)))
 
-    def open(self, rel: str):
-        """A seekable binary file object (for pyarrow)."""
-        return self._call("open", rel, self.fs.open, self.path(rel), "rb")
+    def open(self, rel: str) -> io.BufferedReader:
+        """A seekable read-only file whose every read is a retried ranged read (for pyarrow).
+
+        fsspec's own file objects read ahead outside our retry policy; this one does not.
+        """
+        if self.is_local:
+            return open(self.path(rel), "rb")
+        return io.BufferedReader(_RangeFile(self, rel, self.size(rel)), buffer_size=1 << 20)
+
+
+class _RangeFile(io.RawIOBase):
+    """Raw file over ``Storage.read_range`` (so pyarrow's reads get our retries)."""
+
+    def __init__(self, storage: Storage, rel: str, size: int):
+        self._storage, self._rel, self._size, self._position = storage, rel, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def readinto(self, buffer) -> int:
+        count = min(len(buffer), self._size - self._position)
+        if count <= 0:
+            return 0
+        data = self._storage.read_range(self._rel, self._position, count)
+        buffer[:count] = data
+        self._position += count
+        return count
 
 
 __all__ = ["ObjectNotFoundError", "RetryPolicy", "Storage", "StorageCounters", "StorageError", "is_transient"]
