@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 log = logging.getLogger(__name__)
@@ -84,7 +83,7 @@ class LeRobotSource:
             raise SourceError(f"{info_path}: video features {self.video_keys} but no video_path")
         self.episodes = self._load_episodes()
         self.tasks = self._load_tasks()
-        self._data_cache: tuple[Path, pa.Table] | None = None
+        self._data_cache: tuple[Path, pa.Table, dict[int, tuple[int, int]]] | None = None
         self._warned_drift = False
 
     # -- metadata ---------------------------------------------------------------------------
@@ -170,9 +169,12 @@ class LeRobotSource:
             except Exception as err:
                 raise SourceError(f"{path}: cannot read data parquet ({err})") from None
             self._check_schema_drift(path, table.schema)
-            self._data_cache = (path, table)
-        table = self._data_cache[1]
-        rows = table.filter(pc.equal(table["episode_index"], episode_index))
+            self._data_cache = (path, table, _episode_spans(table))
+        _, table, spans = self._data_cache
+        # LeRobot writes each episode's rows contiguously: slice instead of filtering per
+        # episode (a filter per episode is quadratic in the rows of a 100 MB data file).
+        start, count = spans.get(episode_index, (0, 0))
+        rows = table.slice(start, count)
         expected = int(self.episodes[episode_index]["length"])
         if rows.num_rows != expected:
             raise SourceError(
@@ -213,6 +215,22 @@ class LeRobotSource:
                 share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
                 total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
         return total
+
+
+def _episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:
+    """{episode: (first row, rows)}; falls back to sorting when episodes are interleaved."""
+    import numpy as np
+
+    episodes = table["episode_index"].to_numpy()
+    if len(episodes) == 0:
+        return {}
+    change = np.flatnonzero(np.diff(episodes)) + 1
+    starts = np.concatenate([[0], change])
+    counts = np.diff(np.concatenate([starts, [len(episodes)]]))
+    values = episodes[starts]
+    if len(set(values.tolist())) != len(values):
+        raise SourceError("episode rows are interleaved in a data file; LeRobot v3 writes them contiguously")
+    return {int(v): (int(a), int(c)) for v, a, c in zip(values, starts, counts)}
 
 
 _ROWS_CACHE: dict[Path, int] = {}

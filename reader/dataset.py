@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import torch
 
 from reader.decode import CpuDecodeStage
+from reader.disk_cache import DiskCache
 from reader.epoch_plan import EpochPlan, PlanError, plan_epoch
 from reader.episode_pool import EpisodeFetcher, EpisodePool
 from reader.packed_index import PackedIndex
@@ -65,7 +66,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         image_transforms: applied to each camera tensor, as LeRobot does.
         tolerance_s: window tolerance (default: the manifest's).
         storage_options: fsspec options for remote roots.
-        prefetch_episodes: episodes fetched ahead of need per consumer.
+        prefetch_episodes: episodes fetched ahead of need per consumer (background threads).
+        prefetch_bytes: cap on fetched-but-not-yet-used video bytes per consumer.
+        cache_dir, cache_limit_gb: optional local disk cache of fetched episode bytes
+            (shared by workers, LRU-evicted to the cap; default cap 50 GB).
         decoder: ``"auto"`` (torchcodec, else PyAV), ``"torchcodec"`` or ``"pyav"``.
 
     Raises:
@@ -91,6 +95,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         tolerance_s: float | None = None,
         storage_options: dict | None = None,
         prefetch_episodes: int = 4,
+        prefetch_bytes: int | None = 256 * 1024 * 1024,
+        cache_dir: str | None = None,
+        cache_limit_gb: float | None = None,
         decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
         retry: RetryPolicy = RetryPolicy(),
     ):
@@ -115,6 +122,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.seed = int(seed)
         self.episode_pool_size = int(episode_pool_size)
         self.prefetch_episodes = int(prefetch_episodes)
+        self.prefetch_bytes = prefetch_bytes
+        self.cache_dir = cache_dir
+        self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
         self.return_uint8 = return_uint8
         self.image_transforms = image_transforms
         self.decode_stage = CpuDecodeStage(decoder)
@@ -220,8 +230,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         world = World.detect(self._rank_arg, self._world_size_arg)
         plan, segments = self._segments(world)
-        fetcher = EpisodeFetcher(self.storage, self.index)
-        pool = EpisodePool(fetcher, prefetch=self.prefetch_episodes)
+        disk_cache = DiskCache(self.cache_dir, self.cache_limit_bytes) if self.cache_dir else None
+        fetcher = EpisodeFetcher(self.storage, self.index, disk_cache=disk_cache)
+        pool = EpisodePool(fetcher, prefetch=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes)
         builder = SampleBuilder(
             video_keys=self.video_keys,
             offsets=self.offsets,

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import torch
 
 from reader.decode import CpuDecodeStage, EpisodeDecoder
+from reader.disk_cache import DiskCache
 from reader.format import FormatError, shard_name, shard_parquet_path, shard_tar_path
 from reader.packed_index import EpisodeEntry, PackedIndex
 from reader.storage import Storage, StorageError
@@ -72,9 +73,10 @@ class FetchCounters:
 class EpisodeFetcher:
     """Reads episodes of one packed dataset (thread-safe)."""
 
-    def __init__(self, storage: Storage, index: PackedIndex, *, row_group_cache: int = 4):
+    def __init__(self, storage: Storage, index: PackedIndex, *, row_group_cache: int = 4, disk_cache: DiskCache | None = None):
         self.storage = storage
         self.index = index
+        self.disk_cache = disk_cache
         self._lock = threading.Lock()
         self._files: dict[int, pq.ParquetFile] = {}
         self._group_starts: dict[int, np.ndarray] = {}
@@ -125,10 +127,15 @@ class EpisodeFetcher:
         video: dict[str, bytes] = {}
         offset, size = entry.byte_range
         if size:
-            try:
-                blob = self.storage.read_range(shard_tar_path(entry.shard), offset, size)
-            except StorageError as err:
-                raise EpisodeDataError(f"{where}: {err}") from err
+            cache_key = f"{self.storage.url}/{shard_tar_path(entry.shard)}@{offset}+{size}"
+            blob = self.disk_cache.get(cache_key) if self.disk_cache is not None else None
+            if blob is None:
+                try:
+                    blob = self.storage.read_range(shard_tar_path(entry.shard), offset, size)
+                except StorageError as err:
+                    raise EpisodeDataError(f"{where}: {err}") from err
+                if self.disk_cache is not None:
+                    self.disk_cache.put(cache_key, blob)
             for key, member in entry.cameras.items():
                 data = blob[member.offset - offset : member.offset - offset + member.size]
                 if zlib.crc32(data) != member.crc32:
@@ -147,14 +154,15 @@ class EpisodeFetcher:
 class EpisodePool:
     """Episodes a consumer holds, fetched ahead in schedule order and evicted after use.
 
-    ``plan`` is the list of episode positions in the order they are first needed, with the
-    draw at which each is last needed; at most ``prefetch`` fetches run ahead and at most
-    ``max_bytes`` of prefetched-but-unused bytes are held beyond the open pool.
+    ``schedule`` gives episode positions in the order they are first needed; at most
+    ``prefetch`` fetches run ahead, holding at most ``prefetch_bytes`` of fetched-but-unused
+    video bytes beyond the open pool (at least one fetch always runs).
     """
 
-    def __init__(self, fetcher: EpisodeFetcher, *, prefetch: int = 4, threads: int = 2):
+    def __init__(self, fetcher: EpisodeFetcher, *, prefetch: int = 4, prefetch_bytes: int | None = None, threads: int = 2):
         self.fetcher = fetcher
         self.prefetch = max(prefetch, 0)
+        self.prefetch_bytes = prefetch_bytes
         self._executor = ThreadPoolExecutor(max_workers=max(threads, 1), thread_name_prefix="lerobot-shards-fetch")
         self._futures: dict[int, Future] = {}
         self._order: list[int] = []
@@ -169,9 +177,18 @@ class EpisodePool:
         self._next = 0
         self._top_up()
 
+    def _in_flight_bytes(self) -> int:
+        return sum(self.fetcher.index.episodes[p].byte_range[1] for p in self._futures)
+
     def _top_up(self) -> None:
         while self._next < len(self._order) and len(self._futures) < self.prefetch:
             position = self._order[self._next]
+            if (
+                self.prefetch_bytes is not None
+                and self._futures
+                and self._in_flight_bytes() + self.fetcher.index.episodes[position].byte_range[1] > self.prefetch_bytes
+            ):
+                break  # the byte budget for fetched-but-unused episodes is spent
             self._next += 1
             if position in self._futures or position in self.open_episodes:
                 continue
