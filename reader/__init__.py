@@ -4,6 +4,7 @@ Never imports ``packer``; the packed format is defined in ``reader.format``.
 """
 
 from reader.dataset import PackedDataset
+from reader.mixture import MixtureDataset
 from reader.format import FORMAT_VERSION, FormatError, Manifest, UnsupportedFormatVersionError
 from reader.storage import ObjectNotFoundError, RetryPolicy, StorageError
 
@@ -11,6 +12,7 @@ __all__ = [
     "FORMAT_VERSION",
     "FormatError",
     "Manifest",
+    "MixtureDataset",
     "ObjectNotFoundError",
     "PackedDataset",
     "RetryPolicy",

@@ -131,7 +131,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self._rank_arg, self._world_size_arg = rank, world_size
         self.epoch = 0
         self._resume: dict | None = None
-        self._tasks = self._load_tasks()
+        self.tasks = self._load_tasks()
         self._stats = multiprocessing.RawArray("d", _MAX_STAT_SLOTS * len(_STAT_FIELDS))
 
     # -- public API -------------------------------------------------------------------------
@@ -236,7 +236,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         builder = SampleBuilder(
             video_keys=self.video_keys,
             offsets=self.offsets,
-            tasks=self._tasks,
+            tasks=self.tasks,
             stage=self.decode_stage,
             return_uint8=self.return_uint8,
             image_transforms=self.image_transforms,

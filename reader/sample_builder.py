@@ -69,7 +69,9 @@ class SampleBuilder:
             decoded = self.stage.decode(decoder, wanted, where=episode.where(key))
             self.counters["frames_decoded"] += len(wanted)
             if not self.return_uint8:
-                decoded = (decoded / 255.0).type(torch.float32)
+                # Bit-identical to LeRobot's (frames / 255.0).type(torch.float32) (both divide in
+                # float32; checked for all 256 values) but ~5x faster: no mixed-dtype kernel.
+                decoded = decoded.to(torch.float32).div_(255.0)
             frames[key] = decoded.squeeze(0)
         self.counters["decode_seconds"] += time.perf_counter() - started
         item = {**frames, **item}

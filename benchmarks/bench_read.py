@@ -1,0 +1,290 @@
+"""Reader benchmark: this reader vs the decode ceiling vs LeRobot, side by side, one machine.
+
+    .venv/bin/python benchmarks/bench_read.py --out bench-out            # also `lerobot-shards bench`
+
+Generates one LeRobot v3 source (AV1), packs it (copy, hevc, h264), then for each mode
+(``single``: one frame, all cameras; ``sarm``: action window of 8 seconds; ``chunk``: a
+50-step action chunk plus 2 past frames on every camera) measures, through a real DataLoader:
+this reader on each pack, on the copy pack served from a moto S3 bucket, the decode ceiling
+(same decoder, same anchors' frames, no DataLoader, no tabular work, one process per worker),
+and LeRobot 0.6.1's ``LeRobotDataset`` (map-style, shuffled) and ``StreamingLeRobotDataset``
+on the unpacked source (from ``.venv-parity``; skipped with a message when it is absent).
+Writes results.json, results.csv and chart.png to --out. Exits non-zero if a system of ours
+measured 0 samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import multiprocessing
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from loader_measure import measure_loader  # noqa: E402
+
+from packer.pack import pack_dataset  # noqa: E402
+from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset  # noqa: E402
+from reader import PackedDataset  # noqa: E402
+
+MODES = {
+    "single": None,
+    "sarm": {"action": [float(s) for s in range(8)]},
+    "chunk": "chunk",  # resolved per dataset: 50 action steps + 2 past frames per camera
+}
+
+
+def delta_for(mode: str, cameras: list[str], fps: int) -> dict | None:
+    if mode == "chunk":
+        window = {"action": [i / fps for i in range(50)]}
+        window.update({key: [-1 / fps, 0.0] for key in cameras})
+        return window
+    return MODES[mode]
+
+
+def build_data(out: Path, args) -> dict[str, Path]:
+    source = out / "source"
+    if not (source / "meta" / "info.json").exists():
+        spec = SampleSpec(
+            episodes=args.episodes,
+            min_length=args.min_length,
+            max_length=args.max_length,
+            cameras=(CameraSpec("observation.images.top", *args.top), CameraSpec("observation.images.wrist", *args.wrist)),
+            data_files_size_in_mb=5,
+            video_files_size_in_mb=20,
+        )
+        write_sample_dataset(source, spec)
+    packs = {"source": source}
+    for video in ("copy", "hevc", "h264"):
+        dst = out / f"packed-{video}"
+        if not (dst / "manifest.json").exists():
+            pack_dataset(str(source), str(dst), video=video, shard_size_mb=64, workers=args.workers)
+        packs[video] = dst
+    return packs
+
+
+def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
+    """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
+    from reader.decode import CpuDecodeStage
+    from reader.packed_index import PackedIndex
+    from reader.storage import Storage
+    from reader.windows import query_frames, resolve_delta_timestamps
+
+    storage = Storage(packed)
+    index = PackedIndex(storage)
+    offsets = resolve_delta_timestamps(delta, index.manifest.fps) if delta else {}
+    stage = CpuDecodeStage("auto")
+    episode_of_frame = []
+    for position, entry in enumerate(index.episodes):
+        episode_of_frame += [(position, j) for j in range(entry.length)]
+    tars: dict[int, bytes] = {}
+    decoders: dict[tuple[int, str], object] = {}
+    started = time.perf_counter()
+    for anchor in anchors:
+        position, frame = episode_of_frame[anchor]
+        entry = index.episodes[position]
+        for key, member in entry.cameras.items():
+            if (position, key) not in decoders:
+                if entry.shard not in tars:
+                    tars[entry.shard] = (Path(packed) / "shards" / f"shard-{entry.shard:06d}.tar").read_bytes()
+                data = tars[entry.shard][member.offset : member.offset + member.size]
+                decoders[(position, key)] = stage.open(data, where=key)
+            wanted = query_frames(frame, entry.length, offsets[key])[0].tolist() if key in offsets else [frame]
+            stage.decode(decoders[(position, key)], wanted, where=key)
+    queue.put((len(anchors), time.perf_counter() - started))
+
+
+def decode_ceiling(packed: Path, delta, samples: int, workers: int, seed: int) -> dict:
+    total = PackedDataset(str(packed)).num_anchors
+    anchors = list(range(total))
+    random.Random(seed).shuffle(anchors)
+    anchors = anchors[:samples]
+    # spawn: forking a process that runs threads (prefetch, s3fs, RSS sampler) can deadlock.
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    shares = [anchors[i::workers] for i in range(workers)]
+    processes = [context.Process(target=_ceiling_worker, args=(str(packed), delta, s, queue)) for s in shares]
+    started = time.perf_counter()
+    for process in processes:
+        process.start()
+    results = [queue.get() for _ in processes]
+    for process in processes:
+        process.join()
+    wall = time.perf_counter() - started
+    slowest = max(seconds for _, seconds in results)
+    return {"samples_per_s": sum(n for n, _ in results) / slowest, "wall_s": wall}
+
+
+def ours(packed: str, delta, args, storage_options=None) -> dict:
+    dataset = PackedDataset(packed, delta_timestamps=delta, seed=args.seed, storage_options=storage_options)
+
+    def make_loader():
+        return torch.utils.data.DataLoader(
+            dataset, batch_size=args.batch_size, num_workers=args.workers, prefetch_factor=args.prefetch_factor,
+            pin_memory=args.pin_memory, persistent_workers=False,
+        )
+
+    result = measure_loader(make_loader, warmup=args.warmup, max_batches=args.max_batches)
+    stats = dataset.stats()
+    worker_seconds = max(result["measured_s"], 1e-9) * max(args.workers, 1)
+    result.update(
+        fetch_share=stats["fetch_seconds"] / worker_seconds,
+        decode_share=stats["decode_seconds"] / worker_seconds,
+        decoder_hits=stats["decoder_hits"],
+        decoder_misses=stats["decoder_misses"],
+        episodes_admitted=stats["episodes_admitted"],
+        max_open_episodes=stats["max_open_episodes"],
+    )
+    return result
+
+
+def lerobot(system: str, source: Path, delta, args) -> dict:
+    python = ROOT / ".venv-parity" / "bin" / "python"
+    if not python.exists():
+        return {"skipped": "no .venv-parity (run `make parity` once to create it)"}
+    command = [
+        str(python), str(ROOT / "benchmarks" / "lerobot_baseline.py"), "--root", str(source), "--system", system,
+        "--delta", json.dumps(delta), "--workers", str(args.workers), "--batch-size", str(args.batch_size),
+        "--warmup", str(args.warmup), "--max-batches", str(args.max_batches),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"error": result.stderr[-500:]}
+    return json.loads(lines[-1])
+
+
+def s3_packed(packed: Path):
+    """Start moto_server on loopback and upload the copy pack; returns (url, options, stop)."""
+    import socket
+    import urllib.request
+
+    import s3fs
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(endpoint, timeout=1)
+            break
+        except Exception:
+            time.sleep(0.1)
+    options = {"key": "bench", "secret": "bench", "client_kwargs": {"endpoint_url": endpoint}}
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir("bench")
+    fs.put(str(packed), "bench/packed", recursive=True)
+    return "s3://bench/packed", options, process.terminate
+
+
+def chart(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = sorted({r["mode"] for r in rows}, key=list(MODES).index)
+    systems = [s for s in dict.fromkeys(r["system"] for r in rows)]
+    figure, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 4), squeeze=False)
+    for axis, mode in zip(axes[0], modes):
+        values = [next((r.get("samples_per_s") or 0 for r in rows if r["mode"] == mode and r["system"] == s), 0) for s in systems]
+        axis.barh(systems, values, color=["#2b7bba" if not s.startswith("lerobot") else "#999999" for s in systems])
+        axis.set_title(f"{mode}: samples/s")
+        axis.invert_yaxis()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser.add_argument("--modes", default="single,sarm,chunk")
+    parser.add_argument("--systems", default="copy,hevc,h264,ceiling,s3,lerobot-map,lerobot-streaming")
+    parser.add_argument("--episodes", type=int, default=24)
+    parser.add_argument("--min-length", type=int, default=80)
+    parser.add_argument("--max-length", type=int, default=160)
+    parser.add_argument("--top", type=int, nargs=2, default=(240, 320), metavar=("H", "W"))
+    parser.add_argument("--wrist", type=int, nargs=2, default=(128, 128), metavar=("H", "W"))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--prefetch-factor", type=int, default=2)
+    parser.add_argument("--pin-memory", action="store_true")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--max-batches", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    packs = build_data(args.out, args)
+    cameras = ["observation.images.top", "observation.images.wrist"]
+    systems = args.systems.split(",")
+    rows: list[dict] = []
+    s3 = s3_packed(packs["copy"]) if "s3" in systems else None
+    try:
+        for mode in args.modes.split(","):
+            delta = delta_for(mode, cameras, 30)
+            for system in systems:
+                print(f"[bench] {mode} / {system} ...", flush=True)
+                if system in ("copy", "hevc", "h264"):
+                    result = ours(str(packs[system]), delta, args)
+                elif system == "s3":
+                    result = ours(s3[0], delta, args, storage_options=s3[1])
+                elif system == "ceiling":
+                    samples = (args.max_batches - args.warmup) * args.batch_size
+                    result = decode_ceiling(packs["copy"], delta, samples, max(args.workers, 1), args.seed)
+                else:
+                    result = lerobot(system, packs["source"], delta, args)
+                rows.append({"mode": mode, "system": system, **result})
+                print("        " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}), flush=True)
+    finally:
+        if s3 is not None:
+            s3[2]()
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
+    summary = summarize(rows)
+    (args.out / "results.json").write_text(json.dumps({"machine": machine, "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "summary": summary}, indent=1))
+    keys = sorted({k for r in rows for k in r})
+    with open(args.out / "results.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    chart(rows, args.out / "chart.png")
+    print(json.dumps(summary, indent=1))
+    ours_rows = [r for r in rows if r["system"] in ("copy", "hevc", "h264", "s3")]
+    return 1 if any(not r.get("samples_per_s") for r in ours_rows) else 0
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Target ratios per mode: reader/ceiling (>= 0.8), reader/LeRobot map (>= 3), s3/local (>= 0.9)."""
+    out = {}
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        by = {r["system"]: r.get("samples_per_s") for r in rows if r["mode"] == mode}
+        ratios = {}
+        if by.get("copy") and by.get("ceiling"):
+            ratios["copy_vs_ceiling"] = by["copy"] / by["ceiling"]
+        if by.get("copy") and by.get("lerobot-map"):
+            ratios["copy_vs_lerobot_map"] = by["copy"] / by["lerobot-map"]
+        if by.get("copy") and by.get("lerobot-streaming"):
+            ratios["copy_vs_lerobot_streaming"] = by["copy"] / by["lerobot-streaming"]
+        if by.get("copy") and by.get("s3"):
+            ratios["s3_vs_local"] = by["s3"] / by["copy"]
+        out[mode] = ratios
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

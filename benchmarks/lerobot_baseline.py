@@ -1,0 +1,50 @@
+"""LeRobot's own readers on the unpacked source, for bench_read.py's side-by-side table.
+
+Runs inside the opt-in ``.venv-parity`` (Python 3.12, lerobot 0.6.1); bench_read.py starts it
+as a subprocess and reads one JSON object from its stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loader_measure import measure_loader  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--system", choices=["lerobot-map", "lerobot-streaming"], required=True)
+    parser.add_argument("--delta", default="null", help="delta_timestamps JSON")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--max-batches", type=int, default=40)
+    args = parser.parse_args()
+    delta = json.loads(args.delta)
+    try:
+        if args.system == "lerobot-map":
+            from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+            dataset = LeRobotDataset("local/bench", root=args.root, delta_timestamps=delta)
+            loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers, shuffle=True)
+        else:
+            from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset
+
+            dataset = StreamingLeRobotDataset("local/bench", root=args.root, delta_timestamps=delta)
+            loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers)
+        result = measure_loader(lambda: loader, warmup=args.warmup, max_batches=args.max_batches)
+    except Exception as err:  # report, don't hide: the table shows why a baseline is missing
+        result = {"error": f"{type(err).__name__}: {err}"[:500]}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Measuring a DataLoader the same way for every system (ours and LeRobot's).
+
+Steady-state throughput is wall clock over the post-warm-up window (not summed inter-batch
+gaps); latencies are per batch; peak RSS is sampled over the whole process tree (workers
+included) from /proc. Kept dependency-free (torch + stdlib) so LeRobot's venv can run it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as handle:
+                found += [int(c) for c in handle.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def tree_rss_bytes(pid: int | None = None) -> int:
+    """Resident set size of a process and all its descendants."""
+    pid = pid or os.getpid()
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/statm") as handle:
+                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            continue
+        stack += _children(current)
+    return total
+
+
+class PeakRss:
+    """Samples the process tree's RSS every ``interval_s`` in a background thread."""
+
+    def __init__(self, interval_s: float = 0.05):
+        self.interval_s, self.peak = interval_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss_bytes())
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _touch(batch) -> tuple[int, int, set]:
+    """Read every tensor (as a trainer would); returns (samples, frames, episodes)."""
+    samples = frames = 0
+    episodes: set = set()
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            value.float().sum().item()
+            if value.dim() >= 4:  # (B, C, H, W) or (B, T, C, H, W)
+                frames += value.shape[0] * (value.shape[1] if value.dim() == 5 else 1)
+    samples = len(batch["index"])
+    episodes = set(batch["episode_index"].tolist())
+    return samples, frames, episodes
+
+
+def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int) -> dict:
+    """Iterate up to ``max_batches`` batches and report throughput and latency numbers.
+
+    Raises:
+        RuntimeError: nothing was measured (0 samples after warm-up): a benchmark that
+            measured nothing must fail loudly.
+    """
+    latencies, distinct = [], []
+    samples = frames = 0
+    with PeakRss() as rss:
+        started = time.perf_counter()
+        loader = make_loader()
+        iterator = iter(loader)
+        steady_start = None
+        last = started
+        first_batch_s = None
+        for count in range(max_batches):
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            n, f, episodes = _touch(batch)
+            now = time.perf_counter()
+            if first_batch_s is None:
+                first_batch_s = now - started
+            latencies.append(now - last)
+            last = now
+            distinct.append(len(episodes))
+            if count + 1 == warmup:
+                steady_start = now
+            elif count + 1 > warmup:
+                samples += n
+                frames += f
+        steady_s = (last - steady_start) if steady_start is not None else 0.0
+        del iterator
+    if samples == 0 or steady_s <= 0:
+        raise RuntimeError(f"measured 0 samples after {warmup} warm-up batches: increase --max-batches or the dataset")
+    steady = sorted(latencies[warmup:]) or sorted(latencies)
+
+    def pct(q: float) -> float:
+        return steady[min(len(steady) - 1, int(q * len(steady)))]
+
+    return {
+        "samples_per_s": samples / steady_s,
+        "frames_per_s": frames / steady_s,
+        "first_batch_s": first_batch_s,
+        "batch_p50_s": pct(0.50),
+        "batch_p95_s": pct(0.95),
+        "batch_p99_s": pct(0.99),
+        "peak_rss_mb": rss.peak / 1e6,
+        "distinct_episodes_per_batch": statistics.mean(distinct),
+        "measured_samples": samples,
+        "measured_s": steady_s,
+    }

@@ -1,0 +1,356 @@
+"""``MixtureDataset``: stream many packed datasets as one, with weights, exact splits and resume.
+
+Two modes:
+- **proportional** (``weights=None``): an epoch is exactly once over the union of all anchors.
+  It is one epoch plan over the concatenated episodes of every dataset, so every property of
+  ``PackedDataset`` (exact rank/worker split, equal per-rank counts, pool, resume by
+  arithmetic) carries over unchanged.
+- **weighted** (``weights=[...]`` + ``samples_per_epoch``): each consumer's draw picks a source
+  with ``reader.mixture_plan.SourceLabels`` (a pure function of the RNG); each source streams
+  its own exactly-once cycles of anchors split over the consumers, reshuffled per cycle, and
+  cycles when exhausted.
+
+Heterogeneous datasets batch together: ``key_map`` renames keys per dataset; vector keys
+(``pad_keys``) are zero-padded to the widest dataset with a ``<key>_mask``; a camera missing
+from a dataset is filled with zeros of the camera's shape and ``<camera>_mask = False``;
+``delta_timestamps`` are in seconds and resolved per dataset fps; every sample carries
+``dataset_index`` and ``dataset_name``. Keys that some dataset lacks (and that are neither
+padded vectors nor cameras) are dropped so batches collate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+
+import fsspec
+import numpy as np
+import torch
+
+from reader.dataset import PackedDataset
+from reader.epoch_plan import PlanError, plan_epoch
+from reader.format import MANIFEST_PATH, Manifest
+from reader.episode_pool import EpisodeFetcher, EpisodePool
+from reader.pool_schedule import PoolSchedule
+from reader.resume import assign_resumed_streams
+from reader.sample_builder import SampleBuilder
+from reader.storage import Storage
+from reader.world import World
+
+MIXTURE_FORMAT = "lerobot-shards-mixture"
+_BLOCK = 4096
+
+
+def load_mixture_file(path: str, storage_options: dict | None = None) -> dict:
+    """Read ``mixture.json``; dataset paths are resolved relative to its directory."""
+    with fsspec.open(path, "r", **(storage_options or {})) as handle:
+        spec = json.load(handle)
+    if spec.get("format") != MIXTURE_FORMAT:
+        raise ValueError(f"{path}: expected format {MIXTURE_FORMAT!r}, found {spec.get('format')!r}")
+    base = path.rsplit("/", 1)[0]
+    for entry in spec["datasets"]:
+        if "://" not in entry["path"] and not entry["path"].startswith("/"):
+            entry["path"] = str(PurePosixPath(base) / entry["path"]) if "://" not in base else f"{base}/{entry['path']}"
+    return spec
+
+
+class _Source:
+    """One dataset's runtime inside a consumer: fetcher, pool and sample builder (lazy)."""
+
+    def __init__(self, dataset: PackedDataset, pool_size: int):
+        self.dataset = dataset
+        self.fetcher = EpisodeFetcher(dataset.storage, dataset.index)
+        self.pool = EpisodePool(self.fetcher, prefetch=dataset.prefetch_episodes, prefetch_bytes=dataset.prefetch_bytes)
+        self.builder = SampleBuilder(
+            video_keys=dataset.video_keys, offsets=dataset.offsets, tasks=dataset.tasks,
+            stage=dataset.decode_stage, return_uint8=dataset.return_uint8, image_transforms=dataset.image_transforms,
+        )
+        self.pool_size = pool_size
+
+
+class MixtureDataset(torch.utils.data.IterableDataset):
+    """Samples drawn from several packed datasets (see the module docstring for the modes).
+
+    Args:
+        sources: dataset roots/URLs, or the path/URL of a ``mixture.json``.
+        names: dataset names (default: from mixture.json, else the path's last component).
+        weights: per-dataset weights (weighted mode; needs ``samples_per_epoch``).
+        samples_per_epoch: samples per epoch over all ranks in weighted mode.
+        delta_timestamps: windows in seconds, keyed by the *mapped* feature names.
+        key_map: ``{dataset name: {source key: mixture key}}`` renames.
+        pad_keys: vector features zero-padded to a common width with ``<key>_mask``.
+
+    Raises:
+        ValueError: inconsistent weights, a camera with different shapes across datasets,
+            or bad windows.
+    """
+
+    def __init__(
+        self,
+        sources: str | list[str],
+        *,
+        names: list[str] | None = None,
+        weights: list[float] | None = None,
+        samples_per_epoch: int | None = None,
+        delta_timestamps: dict[str, list[float]] | None = None,
+        key_map: dict[str, dict[str, str]] | None = None,
+        pad_keys: tuple[str, ...] = ("observation.state", "action"),
+        seed: int = 0,
+        shuffle: bool = True,
+        episode_pool_size: int = 8,
+        rank: int | None = None,
+        world_size: int | None = None,
+        return_uint8: bool = False,
+        storage_options: dict | None = None,
+    ):
+        super().__init__()
+        if isinstance(sources, str):
+            spec = load_mixture_file(sources, storage_options)
+            paths = [d["path"] for d in spec["datasets"]]
+            names = names or [d["name"] for d in spec["datasets"]]
+        else:
+            paths = list(sources)
+            names = names or [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
+        if len(names) != len(paths) or len(set(names)) != len(names):
+            raise ValueError(f"need one unique name per dataset, got {names}")
+        if (weights is None) != (samples_per_epoch is None):
+            raise ValueError("weighted mode needs both weights and samples_per_epoch (proportional mode: neither)")
+        if weights is not None and len(weights) != len(paths):
+            raise ValueError(f"{len(weights)} weights for {len(paths)} datasets")
+        self.names = names
+        self.key_map = {name: dict((key_map or {}).get(name, {})) for name in names}
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
+        self.samples_per_epoch = samples_per_epoch
+        self.seed, self.shuffle, self.pool_size, self.epoch = int(seed), shuffle, int(episode_pool_size), 0
+        self._rank_arg, self._world_size_arg = rank, world_size
+        self._resume: dict | None = None
+        self.datasets = []
+        for name, path in zip(names, paths):
+            inverse = {dst: src for src, dst in self.key_map[name].items()}
+            window = None
+            if delta_timestamps:
+                # Windows are in seconds and keyed by mapped names: translate per dataset, and
+                # only for keys it has (a missing camera is filled, see _harmonize).
+                features = Manifest.from_json(Storage(path, storage_options).read_bytes(MANIFEST_PATH)).features
+                window = {inverse.get(k, k): v for k, v in delta_timestamps.items() if inverse.get(k, k) in features}
+            self.datasets.append(
+                PackedDataset(
+                    path, delta_timestamps=window or None, seed=seed, shuffle=shuffle, episode_pool_size=episode_pool_size,
+                    return_uint8=return_uint8, storage_options=storage_options,
+                )
+            )
+        self.delta_timestamps = delta_timestamps or {}
+        self.pad_keys = tuple(pad_keys)
+        self._layout()
+
+    # -- feature harmonization --------------------------------------------------------------
+    def _mapped(self, index: int, key: str) -> str:
+        return self.key_map[self.names[index]].get(key, key)
+
+    def _layout(self) -> None:
+        per_dataset_keys = []
+        self.pad_widths: dict[str, int] = {}
+        self.cameras: dict[str, tuple[int, ...]] = {}
+        for i, dataset in enumerate(self.datasets):
+            keys = set()
+            for key, feature in dataset.features.items():
+                mapped = self._mapped(i, key)
+                keys.add(mapped)
+                if feature["dtype"] == "video":
+                    shape = tuple(feature["shape"])
+                    if mapped in self.cameras and self.cameras[mapped] != shape:
+                        raise ValueError(
+                            f"camera {mapped!r} is {self.cameras[mapped]} in one dataset and {shape} in "
+                            f"{self.names[i]!r}; repack with --video hevc --resize to a common size"
+                        )
+                    self.cameras[mapped] = shape
+                elif mapped in self.pad_keys:
+                    self.pad_widths[mapped] = max(self.pad_widths.get(mapped, 0), int(feature["shape"][0]))
+            per_dataset_keys.append(keys)
+        self.common_keys = set.intersection(*per_dataset_keys) | {"task"}
+        self.fps = {name: d.fps for name, d in zip(self.names, self.datasets)}
+
+    def _harmonize(self, index: int, sample: dict) -> dict:
+        out = {}
+        for key, value in sample.items():
+            mapped = key
+            for suffix in ("_is_pad",):
+                if key.endswith(suffix):
+                    mapped = self._mapped(index, key[: -len(suffix)]) + suffix
+                    break
+            else:
+                mapped = self._mapped(index, key)
+            out[mapped] = value
+        for key, width in self.pad_widths.items():
+            if key in out:
+                value = out[key]
+                missing = width - value.shape[-1]
+                mask = torch.zeros(width, dtype=torch.bool)
+                mask[: value.shape[-1]] = True
+                if missing:
+                    out[key] = torch.nn.functional.pad(value, (0, missing))
+                out[f"{key}_mask"] = mask
+        for camera, (height, width, channels) in self.cameras.items():
+            present = camera in out
+            if not present:
+                deltas = self.delta_timestamps.get(camera)
+                shape = (channels, height, width) if not deltas or len(deltas) == 1 else (len(deltas), channels, height, width)
+                dtype = torch.uint8 if self.datasets[index].return_uint8 else torch.float32
+                out[camera] = torch.zeros(shape, dtype=dtype)
+                if deltas:
+                    out[f"{camera}_is_pad"] = torch.ones(len(deltas), dtype=torch.bool)
+            out[f"{camera}_mask"] = torch.tensor(present)
+        keep = self.common_keys | set(self.cameras) | set(self.pad_widths)
+        keep |= {f"{k}_mask" for k in list(self.cameras) + list(self.pad_widths)}
+        keep |= {f"{k}_is_pad" for k in self.delta_timestamps}
+        result = {k: v for k, v in out.items() if k in keep}
+        result["dataset_index"] = torch.tensor(index, dtype=torch.int64)
+        result["dataset_name"] = self.names[index]
+        return result
+
+    # -- epochs -----------------------------------------------------------------------------
+    @property
+    def stats(self) -> dict[str, dict]:
+        """Per-dataset normalization stats (``meta/stats.json``), keyed by dataset name."""
+        out = {}
+        for name, dataset in zip(self.names, self.datasets):
+            try:
+                out[name] = json.loads(dataset.storage.read_bytes("meta/stats.json"))
+            except FileNotFoundError:
+                out[name] = {}
+        return out
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume like ``PackedDataset.load_state_dict`` (arithmetic only)."""
+        missing = [k for k in ("epoch", "samples_consumed", "batch_size") if k not in state]
+        if missing:
+            raise ValueError(f"resume state lacks {missing}")
+        self.epoch = int(state["epoch"])
+        self._resume = dict(state)
+
+    def _anchor_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        counts = [d.index.anchor_counts for d in self.datasets]
+        owner = np.concatenate([np.full(len(c), i, dtype=np.int64) for i, c in enumerate(counts)])
+        return np.concatenate(counts), owner
+
+    def __len__(self) -> int:
+        world = World.detect(self._rank_arg, self._world_size_arg)
+        if self.weights is not None:
+            return self.samples_per_epoch // world.world_size
+        return int(self._anchor_counts()[0].sum()) // world.world_size
+
+    def _consumer_counts(self, world_size: int, workers: int) -> np.ndarray:
+        if self.weights is None:
+            counts, _ = self._anchor_counts()
+            return plan_epoch(counts, seed=self.seed, epoch=self.epoch, world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle).consumer_counts
+        per_rank = self.samples_per_epoch // world_size
+        base, extra = divmod(per_rank, workers)
+        per_worker = np.array([base + (w < extra) for w in range(workers)], dtype=np.int64)
+        return np.tile(per_worker, world_size)
+
+    def _segments(self, world: World) -> tuple[int, int, list[tuple[int, int, int]]]:
+        """(old world size, old workers, [(consumer, start, stop)]) for this consumer."""
+        state = self._resume if self._resume is not None and self._resume["epoch"] == self.epoch else None
+        if state is None or state["samples_consumed"] == 0:
+            counts = self._consumer_counts(world.world_size, world.workers_per_rank)
+            return world.world_size, world.workers_per_rank, [(world.consumer, 0, int(counts[world.consumer]))]
+        old_world = int(state.get("world_size", world.world_size))
+        old_workers = max(1, int(state.get("num_workers", world.num_workers)))
+        streams = assign_resumed_streams(
+            self._consumer_counts(old_world, old_workers), old_world_size=old_world, batch_size=int(state["batch_size"]),
+            samples_consumed=int(state["samples_consumed"]), new_world_size=world.world_size, new_workers_per_rank=world.workers_per_rank,
+        )
+        sources, starts, stops = streams.segments_of(world.consumer)
+        return old_world, old_workers, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
+
+    def __iter__(self) -> Iterator[dict]:
+        world = World.detect(self._rank_arg, self._world_size_arg)
+        old_world, old_workers, segments = self._segments(world)
+        runtimes: dict[int, _Source] = {}
+
+        def runtime(index: int) -> _Source:
+            if index not in runtimes:
+                runtimes[index] = _Source(self.datasets[index], self.pool_size)
+            return runtimes[index]
+
+        try:
+            if self.weights is None:
+                yield from self._iter_proportional(segments, old_world, old_workers, runtime)
+            else:
+                yield from self._iter_weighted(segments, old_world, old_workers, runtime)
+        finally:
+            for source in runtimes.values():
+                source.pool.close()
+
+    def _iter_proportional(self, segments, world_size, workers, runtime):
+        counts, owner = self._anchor_counts()
+        starts = np.concatenate([[0], np.cumsum([len(d.index.anchor_counts) for d in self.datasets])])
+        plan = plan_epoch(counts, seed=self.seed, epoch=self.epoch, world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle)
+        for consumer, start, stop in segments:
+            if stop <= start:
+                continue
+            schedule = PoolSchedule.from_plan(plan, consumer, pool_size=self.pool_size)
+            episode_of_piece = plan.pieces_of(consumer)[0]
+            spans = schedule.admission_order(start, stop)
+            last_draw = dict(zip(spans.piece.tolist(), spans.last_draw.tolist()))
+            for block_start in range(start, stop, _BLOCK):
+                pieces, positions = schedule.draws(block_start, min(stop, block_start + _BLOCK))
+                for offset, (piece, anchor_position) in enumerate(zip(pieces.tolist(), positions.tolist())):
+                    global_episode = int(episode_of_piece[piece])
+                    index = int(owner[global_episode])
+                    local = global_episode - int(starts[index])
+                    source = runtime(index)
+                    episode = source.pool.get(local)
+                    frame = int(source.dataset.index.anchor_frame(local, np.array([anchor_position]))[0])
+                    sample = source.builder.build(episode, frame)
+                    if last_draw.get(piece) == block_start + offset:
+                        source.pool.release(local)
+                    yield self._harmonize(index, sample)
+
+    def _iter_weighted(self, segments, world_size, workers, runtime):
+        from reader.mixture_plan import SourceLabels
+
+        for consumer, start, stop in segments:
+            labels = SourceLabels(self.weights, seed=self.seed, epoch=self.epoch, consumer=consumer)
+            streams: dict[tuple[int, int], tuple] = {}
+            for block_start in range(start, stop, _BLOCK):
+                sources, ranks = labels.labels(block_start, min(stop, block_start + _BLOCK))
+                for index, rank_in_source in zip(sources.tolist(), ranks.tolist()):
+                    dataset = self.datasets[index]
+                    source = runtime(index)
+                    # This consumer's share of one exactly-once cycle over the source's anchors.
+                    cycle_length = self._cycle_share(index, consumer, world_size, workers)
+                    if cycle_length == 0:
+                        raise PlanError(
+                            f"dataset {self.names[index]!r} has fewer anchors than consumers; it cannot feed consumer {consumer}"
+                        )
+                    cycle, position = divmod(rank_in_source, cycle_length)
+                    key = (index, cycle)
+                    if key not in streams:
+                        plan = plan_epoch(
+                            dataset.index.anchor_counts, seed=self.seed, epoch=self.epoch * 1_000_003 + cycle,
+                            world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle,
+                        )
+                        streams = {k: v for k, v in streams.items() if k[0] != index}  # one cycle open per source
+                        streams[key] = (PoolSchedule.from_plan(plan, consumer, pool_size=self.pool_size), plan.pieces_of(consumer)[0])
+                    schedule, episode_of_piece = streams[key]
+                    piece, anchor_position = (int(a[0]) for a in schedule.draws(position, position + 1))
+                    local = int(episode_of_piece[piece])
+                    episode = source.pool.get(local)
+                    frame = int(dataset.index.anchor_frame(local, np.array([anchor_position]))[0])
+                    sample = source.builder.build(episode, frame)
+                    if len(source.pool.open_episodes) > self.pool_size:
+                        oldest = next(iter(source.pool.open_episodes))
+                        source.pool.release(oldest)
+                    yield self._harmonize(index, sample)
+
+    def _cycle_share(self, index: int, consumer: int, world_size: int, workers: int) -> int:
+        counts = self.datasets[index].index.anchor_counts
+        total = int(counts.sum()) // world_size * world_size
+        per_rank = total // world_size
+        base, extra = divmod(per_rank, workers)
+        return base + ((consumer % workers) < extra)

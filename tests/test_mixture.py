@@ -1,0 +1,130 @@
+"""Mixtures (issue 8): exactly-once over the union by default, weights honored, resume equality
+across workers, heterogeneous datasets (cameras, state sizes, fps) batched with masks."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from packer.pack import pack_dataset
+from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
+from reader.epoch_plan import PlanError
+from reader.mixture import MixtureDataset
+from reader.mixture_plan import SourceLabels
+
+TOP = CameraSpec("observation.images.top", 32, 48)
+
+
+@pytest.fixture(scope="module")
+def mixture_root(tmp_path_factory):
+    """Three packed datasets: different state sizes, a missing camera, another fps, a rename."""
+    root = tmp_path_factory.mktemp("mixture")
+    specs = {
+        "arm": SampleSpec(episodes=3, lengths=(6, 9, 4), cameras=(TOP, CameraSpec("observation.images.wrist", 32, 32))),
+        "slow": SampleSpec(episodes=2, lengths=(5, 7), fps=15, state_dim=4, action_dim=4, cameras=(TOP,)),
+        "front": SampleSpec(episodes=2, lengths=(3, 8), cameras=(CameraSpec("observation.images.front", 32, 48),), seed=3),
+    }
+    for name, spec in specs.items():
+        write_sample_dataset(root / "src" / name, spec)
+        pack_dataset(str(root / "src" / name), str(root / "packed" / name))
+    return root / "packed"
+
+
+def _mixture(root, **kwargs) -> MixtureDataset:
+    return MixtureDataset(
+        [str(root / n) for n in ("arm", "slow", "front")],
+        key_map={"front": {"observation.images.front": "observation.images.top"}},
+        return_uint8=True,
+        **kwargs,
+    )
+
+
+TOTAL = 6 + 9 + 4 + 5 + 7 + 3 + 8
+
+
+@pytest.mark.parametrize("world_size,num_workers", [(1, 0), (1, 2), (2, 0), (2, 2)])
+def test_default_weights_are_exactly_once_over_the_union(mixture_root, world_size, num_workers):
+    seen = []
+    for rank in range(world_size):
+        dataset = _mixture(mixture_root, rank=rank, world_size=world_size, seed=1)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=num_workers)
+        mine = [(d, i) for b in loader for d, i in zip(b["dataset_index"].tolist(), b["index"].tolist())]
+        assert len(mine) == len(dataset) == TOTAL // world_size
+        seen += mine
+    assert len(seen) == len(set(seen)) and len(seen) >= TOTAL - (world_size - 1)
+
+
+def test_weights_are_honored(mixture_root):
+    dataset = _mixture(mixture_root, weights=[3, 1, 0], samples_per_epoch=600, seed=2)
+    counts = np.bincount([int(s["dataset_index"]) for s in dataset], minlength=3)
+    assert counts.sum() == 600 and counts[2] == 0
+    sigma = math.sqrt(600 * 0.75 * 0.25)
+    assert abs(counts[0] - 450) < 4 * sigma, counts
+    # Sources cycle: "arm" has 19 anchors but is drawn ~450 times, each cycle exactly once.
+    labels = SourceLabels(np.array([3.0, 1.0]), seed=0, epoch=0, consumer=0, block_size=100)
+    first, ranks = labels.labels(0, 1000)
+    assert np.array_equal(np.concatenate([labels.labels(0, 437)[0], labels.labels(437, 1000)[0]]), first)
+    assert np.array_equal(labels.counts_before(437), np.bincount(first[:437], minlength=2))
+    assert sorted(ranks[first == 1].tolist()) == list(range(int((first == 1).sum())))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_resume_equality_across_workers(mixture_root, weighted):
+    kwargs = {"weights": [1, 2, 1], "samples_per_epoch": 96} if weighted else {}
+
+    def run(state=None):
+        dataset = _mixture(mixture_root, seed=4, **kwargs)
+        if state:
+            dataset.load_state_dict(state)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2)
+        return [list(zip(b["dataset_index"].tolist(), b["index"].tolist())) for b in loader]
+
+    full = run()
+    for k in (1, 5):
+        resumed = run({"epoch": 0, "samples_consumed": sum(len(b) for b in full[:k]), "batch_size": 4})
+        assert resumed == full[k:]
+
+
+def test_heterogeneous_datasets_batch_with_masks(mixture_root):
+    delta = {"action": [0.0, 2 / 30], "observation.images.top": [-2 / 30, 0.0]}
+    dataset = _mixture(mixture_root, delta_timestamps=delta, seed=5)
+    batch = next(iter(torch.utils.data.DataLoader(dataset, batch_size=TOTAL)))
+    assert batch["observation.state"].shape == (TOTAL, 6) and batch["action"].shape == (TOTAL, 2, 6)
+    names = batch["dataset_name"]
+    for row, name in enumerate(names):
+        width = 4 if name == "slow" else 6
+        assert batch["observation.state_mask"][row].tolist() == [True] * width + [False] * (6 - width)
+        assert bool(batch["observation.images.wrist_mask"][row]) == (name == "arm")
+        assert bool(batch["observation.images.top_mask"][row])  # "front" was renamed to top
+        if name != "arm":
+            assert not batch["observation.images.wrist"][row].any()
+    assert batch["observation.images.top"].shape == (TOTAL, 2, 3, 32, 48)
+    assert dataset.fps == {"arm": 30, "slow": 15, "front": 30}
+    # 2/30 s is one frame at 15 fps and two at 30 fps: the action window differs per dataset.
+    slow = [i for i, n in enumerate(names) if n == "slow"][0]
+    arm = [i for i, n in enumerate(names) if n == "arm"][0]
+    assert batch["action"][slow, 1, 0] - batch["action"][slow, 0, 0] in (0.0, 1.0)
+    assert batch["action"][arm, 1, 0] - batch["action"][arm, 0, 0] in (0.0, 1.0, 2.0)
+    assert set(dataset.stats) == {"arm", "slow", "front"}
+
+
+def test_mixture_file_and_errors(mixture_root, tmp_path):
+    spec = {
+        "format": "lerobot-shards-mixture",
+        "version": 1,
+        "datasets": [{"name": n, "path": str(mixture_root / n)} for n in ("arm", "slow")],
+    }
+    (tmp_path / "mixture.json").write_text(json.dumps(spec))
+    dataset = MixtureDataset(str(tmp_path / "mixture.json"))
+    assert dataset.names == ["arm", "slow"] and len(dataset) == 19 + 12
+    with pytest.raises(ValueError, match="needs both weights and samples_per_epoch"):
+        MixtureDataset(str(tmp_path / "mixture.json"), weights=[1, 1])
+    with pytest.raises(ValueError, match=r"camera 'observation.images.wrist' is \(32, 32, 3\) in one dataset and \(32, 48, 3\)"):
+        MixtureDataset([str(mixture_root / "arm"), str(mixture_root / "front")],
+                       key_map={"front": {"observation.images.front": "observation.images.wrist"}}, names=["a", "front"])
+    with pytest.raises(PlanError, match="non-negative"):
+        SourceLabels(np.array([-1.0]), seed=0, epoch=0, consumer=0)
