@@ -1,21 +1,28 @@
 """lerobot-shards reader: stream packed LeRobot datasets into PyTorch.
 
-Never imports ``packer``; the packed format is defined in ``reader.format``.
+Never imports ``packer``; the packed format is defined in ``reader.format``. Names are
+imported lazily (PEP 562) so that ``reader.format`` and the planning modules load without
+torch: the packer uses them on CPU nodes where importing torch is pure start-up cost.
 """
 
-from reader.dataset import PackedDataset
-from reader.mixture import MixtureDataset
-from reader.format import FORMAT_VERSION, FormatError, Manifest, UnsupportedFormatVersionError
-from reader.storage import ObjectNotFoundError, RetryPolicy, StorageError
+from importlib import import_module
 
-__all__ = [
-    "FORMAT_VERSION",
-    "FormatError",
-    "Manifest",
-    "MixtureDataset",
-    "ObjectNotFoundError",
-    "PackedDataset",
-    "RetryPolicy",
-    "StorageError",
-    "UnsupportedFormatVersionError",
-]
+_EXPORTS = {
+    "PackedDataset": "reader.dataset",
+    "MixtureDataset": "reader.mixture",
+    "FORMAT_VERSION": "reader.format",
+    "FormatError": "reader.format",
+    "Manifest": "reader.format",
+    "UnsupportedFormatVersionError": "reader.format",
+    "ObjectNotFoundError": "reader.storage",
+    "RetryPolicy": "reader.storage",
+    "StorageError": "reader.storage",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'reader' has no attribute {name!r}")

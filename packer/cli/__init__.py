@@ -19,3 +19,7 @@ from packer.cli.pack import finalize_command, info_command, pack, sql_command, v
 
 for _command in (pack, finalize_command, verify_command, info_command, sql_command):
     main.add_command(_command)
+
+from packer.cli.mixture import mixture  # noqa: E402
+
+main.add_command(mixture)
