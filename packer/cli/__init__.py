@@ -23,3 +23,7 @@ for _command in (pack, finalize_command, verify_command, info_command, sql_comma
 from packer.cli.mixture import mixture  # noqa: E402
 
 main.add_command(mixture)
+
+from packer.cli.bench import bench  # noqa: E402
+
+main.add_command(bench)
