@@ -71,6 +71,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         cache_dir, cache_limit_gb: optional local disk cache of fetched episode bytes
             (shared by workers, LRU-evicted to the cap; default cap 50 GB).
         decoder: ``"auto"`` (torchcodec, else PyAV), ``"torchcodec"`` or ``"pyav"``.
+        decode_device: ``None`` decodes in the workers. ``"cuda"``/``"cpu"``: workers ship
+            compressed members and frame indices instead; build the loader with
+            ``collate_fn=reader.gpu_decode.collate`` and apply ``DecodeStage(device)`` to
+            each batch in the training process (NVDEC for hevc/h264 packs).
 
     Raises:
         FormatError: not a (complete) packed dataset, unknown format version, or an index
@@ -99,6 +103,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         cache_dir: str | None = None,
         cache_limit_gb: float | None = None,
         decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
+        decode_device: str | None = None,
         retry: RetryPolicy = RetryPolicy(),
     ):
         super().__init__()
@@ -128,6 +133,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.return_uint8 = return_uint8
         self.image_transforms = image_transforms
         self.decode_stage = CpuDecodeStage(decoder)
+        if decode_device is not None and image_transforms is not None:
+            raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
+        self.decode_device = decode_device
         self._rank_arg, self._world_size_arg = rank, world_size
         self.epoch = 0
         self._resume: dict | None = None
@@ -240,6 +248,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
             stage=self.decode_stage,
             return_uint8=self.return_uint8,
             image_transforms=self.image_transforms,
+            encoded_video=self.decode_device is not None,
+            member_prefix=self.root,
         )
         slot = world.worker if world.num_workers > 0 else 0
         samples = 0

@@ -17,6 +17,7 @@ import torch
 
 from reader.decode import CpuDecodeStage
 from reader.episode_pool import LoadedEpisode, decoder_for
+from reader.gpu_decode import ENCODED_KEY, EncodedFrames
 from reader.windows import query_frames
 
 
@@ -32,6 +33,8 @@ class SampleBuilder:
         stage: CpuDecodeStage,
         return_uint8: bool = False,
         image_transforms: Callable | None = None,
+        encoded_video: bool = False,
+        member_prefix: str = "",
     ):
         self.video_keys = list(video_keys)
         self.offsets = offsets
@@ -39,6 +42,9 @@ class SampleBuilder:
         self.stage = stage
         self.return_uint8 = return_uint8
         self.image_transforms = image_transforms
+        # Ship compressed members + frame indices for a DecodeStage outside the workers.
+        self.encoded_video = encoded_video
+        self.member_prefix = member_prefix
         self.counters = {"decoder_hits": 0, "decoder_misses": 0, "decode_seconds": 0.0, "frames_decoded": 0}
 
     def build(self, episode: LoadedEpisode, frame: int) -> dict:
@@ -55,6 +61,7 @@ class SampleBuilder:
             values = episode.columns[key]
             item[key] = values[torch.from_numpy(rows)] if isinstance(values, torch.Tensor) else [values[r] for r in rows]
         frames: dict[str, torch.Tensor] = {}
+        encoded: dict[str, EncodedFrames] = {}
         started = time.perf_counter()
         for key in self.video_keys:
             if key in self.offsets:
@@ -65,6 +72,16 @@ class SampleBuilder:
             member = episode.entry.cameras[key]
             # --on-frame-mismatch pad: rows past a short video reuse its last frame.
             wanted = [min(r, member.frames - 1) for r in wanted]
+            if self.encoded_video:
+                encoded[key] = EncodedFrames(
+                    member_id=f"{self.member_prefix}/{episode.where(key)}",
+                    data=episode.video[key],
+                    codec=member.codec,
+                    indices=tuple(wanted),
+                    squeeze=len(wanted) == 1,
+                    as_float=not self.return_uint8,
+                )
+                continue
             decoder = decoder_for(episode, key, self.stage, self.counters)
             decoded = self.stage.decode(decoder, wanted, where=episode.where(key))
             self.counters["frames_decoded"] += len(wanted)
@@ -75,6 +92,8 @@ class SampleBuilder:
             frames[key] = decoded.squeeze(0)
         self.counters["decode_seconds"] += time.perf_counter() - started
         item = {**frames, **item}
+        if encoded:
+            item[ENCODED_KEY] = encoded
         if self.image_transforms is not None:
             for key in self.video_keys:
                 item[key] = self.image_transforms(item[key])

@@ -1,0 +1,46 @@
+"""The decode stage outside the workers (issue 7), on its CPU device: same samples as the
+in-worker path, members deduplicated per batch, clear errors for what NVDEC cannot do."""
+
+import pytest
+import torch
+
+from reader import PackedDataset
+from reader.gpu_decode import ENCODED_KEY, DecodeStage, DecodeStageError, collate
+from tests.packed_fixtures import *  # noqa: F401,F403
+
+DELTA = {"observation.images.top": [-1 / 30, 0.0, 1 / 30], "action": [0.0, 1 / 30]}
+
+
+@pytest.mark.parametrize("uint8", [False, True])
+def test_cpu_stage_equals_in_worker_decode(packed_copy, uint8):
+    reference = PackedDataset(str(packed_copy), delta_timestamps=DELTA, seed=1, return_uint8=uint8)
+    staged = PackedDataset(str(packed_copy), delta_timestamps=DELTA, seed=1, return_uint8=uint8, decode_device="cpu")
+    expected = list(torch.utils.data.DataLoader(reference, batch_size=8, num_workers=2))
+    loader = torch.utils.data.DataLoader(staged, batch_size=8, num_workers=2, collate_fn=collate)
+    stage = DecodeStage("cpu")
+    got = []
+    for batch in loader:
+        assert ENCODED_KEY in batch and "observation.images.top" not in batch
+        members = batch[ENCODED_KEY]["observation.images.wrist"]["members"]
+        assert len(members) <= 8
+        got.append(stage(batch))
+    assert len(got) == len(expected)
+    for a, b in zip(expected, got):
+        assert set(a) == set(b)
+        for key in a:
+            if isinstance(a[key], torch.Tensor):
+                assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+    assert stage.stats()["decoder_hits"] > 0
+
+
+def test_nvdec_limits_are_explained(packed_copy):
+    if not torch.cuda.is_available():
+        with pytest.raises(DecodeStageError, match="no CUDA device"):
+            DecodeStage("cuda")
+    stage = DecodeStage("cuda", allow_cpu_fallback=True)
+    dataset = PackedDataset(str(packed_copy), decode_device="cuda", shuffle=False)
+    batch = stage(collate([next(iter(dataset))]))
+    assert batch["observation.images.top"].shape == (1, 3, 48, 64)
+    assert stage.stats()["cpu_fallbacks"] >= 1  # AV1 (copy mode) never goes to NVDEC
+    with pytest.raises(ValueError, match="apply them after DecodeStage"):
+        PackedDataset(str(packed_copy), decode_device="cpu", image_transforms=lambda x: x)
