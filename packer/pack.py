@@ -30,7 +30,7 @@ from packer.tar_writer import DeterministicTarWriter
 from reader.format import (
     FRAME_MISMATCH_POLICIES,
     META_DIR,
-    ROW_GROUP_MAX_BYTES,
+    ROW_GROUP_TARGET_BYTES,
     VIDEO_MODES,
     shard_parquet_path,
     shard_receipt_path,
@@ -67,7 +67,7 @@ class PackOptions:
     episodes: tuple[int, ...] | None = None
     windows: dict = field(default_factory=dict)
     tolerance_s: float = DEFAULT_TOLERANCE_S
-    row_group_max_bytes: int = ROW_GROUP_MAX_BYTES
+    row_group_max_bytes: int = ROW_GROUP_TARGET_BYTES
 
     def __post_init__(self) -> None:
         if self.video not in VIDEO_MODES:
@@ -359,7 +359,7 @@ def pack_dataset(
     storage_options: dict | None = None,
     src_storage_options: dict | None = None,
     cache_dir: str | None = None,
-    row_group_max_bytes: int = ROW_GROUP_MAX_BYTES,
+    row_group_max_bytes: int = ROW_GROUP_TARGET_BYTES,
     progress: bool = False,
 ) -> PackReport:
     """Pack a LeRobot v3.0 dataset into ``dst``.

@@ -73,7 +73,7 @@ class FetchCounters:
 class EpisodeFetcher:
     """Reads episodes of one packed dataset (thread-safe)."""
 
-    def __init__(self, storage: Storage, index: PackedIndex, *, row_group_cache: int = 4, disk_cache: DiskCache | None = None):
+    def __init__(self, storage: Storage, index: PackedIndex, *, row_group_cache: int = 16, disk_cache: DiskCache | None = None):
         self.storage = storage
         self.index = index
         self.disk_cache = disk_cache

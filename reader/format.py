@@ -26,6 +26,9 @@ SAMPLES_INDEX_PATH = f"{INDEX_DIR}/samples.parquet"
 # Row groups of a shard parquet never exceed this (unless one episode alone does) and
 # never split an episode: a consumer that admits an episode reads whole row groups.
 ROW_GROUP_MAX_BYTES = 32 * 1024 * 1024
+# The packer aims lower: admitting one episode decodes its whole row group, so smaller
+# groups make admission (and resume's first batch) cheap while DuckDB scans stay efficient.
+ROW_GROUP_TARGET_BYTES = 4 * 1024 * 1024
 
 VIDEO_MODES = ("copy", "hevc", "h264")
 FRAME_MISMATCH_POLICIES = ("error", "pad", "drop-episode")
