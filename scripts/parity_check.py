@@ -109,6 +109,14 @@ def main() -> None:
 
         written = work / "lerobot-written"
         write_with_lerobot(written)
+        written_checked = 0
+        for window in (None, {"action": [-0.1, 0.0, 0.1], "observation.images.cam": [0.0, 1 / 30]}):
+            lerobot = LeRobotDataset("local/written", root=written, delta_timestamps=window)
+            for i in range(len(lerobot)):
+                expected = lerobot[i]
+                assert_same(expected, reference_item(written, int(expected["index"]), window), f"oracle on LeRobot-written window={window} index={i}")
+                written_checked += 1
+        print(f"[parity] test oracle == LeRobotDataset on {written_checked} samples of a LeRobot-written dataset")
         total = 0
         for source, name in ((written, "lerobot-writer"), (generated, "generator")):
             packed = work / f"{name}-packed"
