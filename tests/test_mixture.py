@@ -73,20 +73,23 @@ def test_weights_are_honored(mixture_root):
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-def test_resume_equality_across_workers(mixture_root, weighted):
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_resume_equality_across_ranks_and_workers(mixture_root, weighted, world_size):
     kwargs = {"weights": [1, 2, 1], "samples_per_epoch": 96} if weighted else {}
 
-    def run(state=None):
-        dataset = _mixture(mixture_root, seed=4, **kwargs)
+    def run(rank, state=None):
+        dataset = _mixture(mixture_root, seed=4, rank=rank, world_size=world_size, **kwargs)
         if state:
             dataset.load_state_dict(state)
         loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2)
         return [list(zip(b["dataset_index"].tolist(), b["index"].tolist())) for b in loader]
 
-    full = run()
-    for k in (1, 5):
-        resumed = run({"epoch": 0, "samples_consumed": sum(len(b) for b in full[:k]), "batch_size": 4})
-        assert resumed == full[k:]
+    for rank in range(world_size):
+        full = run(rank)
+        for k in (1, 5):
+            # samples_consumed is identical on every rank: per-rank counts are equal.
+            resumed = run(rank, {"epoch": 0, "samples_consumed": sum(len(b) for b in full[:k]), "batch_size": 4})
+            assert resumed == full[k:], f"rank {rank} after {k} batches"
 
 
 def test_heterogeneous_datasets_batch_with_masks(mixture_root):

@@ -206,6 +206,31 @@ def test_an_interrupted_pack_resumes_and_ends_identical(sample_source, packed_co
     _assert_same_tree(packed_copy, dst)
 
 
+def test_a_pack_killed_with_sigkill_resumes_and_ends_identical(sample_source, tmp_path):
+    """A real kill: SIGKILL the packing process once its first shard is committed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    reference = tmp_path / "reference"
+    pack_dataset(str(sample_source), str(reference), video="hevc", shard_size_mb=0.001)
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), str(killed), "--video", "hevc", "--shard-size-mb", "0.001"]
+    process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    deadline = time.time() + 120
+    while not (killed / "shards" / "shard-000000.json").exists():
+        assert process.poll() is None and time.time() < deadline, "pack ended before it could be killed"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "manifest.json").exists(), "a killed pack must not look complete"
+    report = pack_dataset(str(sample_source), str(killed), video="hevc", shard_size_mb=0.001)
+    assert report.shards_skipped >= 1 and report.finalized
+    _assert_same_tree(reference, killed)
+
+
 def test_a_different_plan_in_the_destination_is_refused(sample_source, packed_copy, tmp_path):
     dst = tmp_path / "other"
     shutil.copytree(packed_copy, dst)
