@@ -169,7 +169,11 @@ class LeRobotSource:
             except Exception as err:
                 raise SourceError(f"{path}: cannot read data parquet ({err})") from None
             self._check_schema_drift(path, table.schema)
-            self._data_cache = (path, table, _episode_spans(table))
+            try:
+                spans = _episode_spans(table)
+            except SourceError as err:
+                raise SourceError(f"{path}: {err}") from None
+            self._data_cache = (path, table, spans)
         _, table, spans = self._data_cache
         # LeRobot writes each episode's rows contiguously: slice instead of filtering per
         # episode (a filter per episode is quadratic in the rows of a 100 MB data file).

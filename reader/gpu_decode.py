@@ -9,8 +9,8 @@ in CI). Output keys, shapes, dtypes and value scale equal the in-worker CPU path
 
     loader = DataLoader(ds, batch_size=64, num_workers=8, collate_fn=reader.gpu_decode.collate)
     stage = DecodeStage(device="cuda")
-    for batch in loader:
-        batch = stage(batch)
+    for batch in stage.wrap(loader):     # or: batch = stage(batch) inside the loop
+        ...
 """
 
 from __future__ import annotations
@@ -128,6 +128,41 @@ class DecodeStage:
         while len(self._decoders) > self.cache_size:
             self._decoders.popitem(last=False)
         return decoder, device
+
+    def wrap(self, loader, *, ahead: int = 1):
+        """Iterate ``loader`` with each batch decoded in a background thread, ``ahead``
+        batches in advance, so decoding overlaps the training step on the previous batch
+        (torchcodec releases the GIL while decoding). A decode error is re-raised here.
+        """
+        import queue
+        import threading
+
+        results: queue.Queue = queue.Queue(maxsize=max(ahead, 1))
+        done = object()
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for batch in loader:
+                    if stop.is_set():
+                        return
+                    results.put(("ok", self(batch)))
+                results.put(("ok", done))
+            except BaseException as err:  # delivered to the consumer, never swallowed
+                results.put(("error", err))
+
+        thread = threading.Thread(target=produce, name="lerobot-shards-decode", daemon=True)
+        thread.start()
+        try:
+            while True:
+                kind, value = results.get()
+                if kind == "error":
+                    raise value
+                if value is done:
+                    return
+                yield value
+        finally:
+            stop.set()
 
     def __call__(self, batch: dict) -> dict:
         encoded = batch.pop(ENCODED_KEY, None)

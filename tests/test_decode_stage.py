@@ -44,3 +44,20 @@ def test_nvdec_limits_are_explained(packed_copy):
     assert stage.stats()["cpu_fallbacks"] >= 1  # AV1 (copy mode) never goes to NVDEC
     with pytest.raises(ValueError, match="apply them after DecodeStage"):
         PackedDataset(str(packed_copy), decode_device="cpu", image_transforms=lambda x: x)
+
+
+def test_wrap_overlaps_decoding_and_keeps_order(packed_copy):
+    staged = PackedDataset(str(packed_copy), delta_timestamps=DELTA, seed=1, decode_device="cpu")
+    reference = PackedDataset(str(packed_copy), delta_timestamps=DELTA, seed=1)
+    loader = torch.utils.data.DataLoader(staged, batch_size=8, num_workers=2, collate_fn=collate)
+    wrapped = list(DecodeStage("cpu").wrap(loader, ahead=2))
+    expected = list(torch.utils.data.DataLoader(reference, batch_size=8, num_workers=2))
+    assert [b["index"].tolist() for b in wrapped] == [b["index"].tolist() for b in expected]
+    assert all(torch.equal(a["observation.images.top"], b["observation.images.top"]) for a, b in zip(wrapped, expected))
+
+    def broken():
+        yield collate([next(iter(staged))])
+        raise RuntimeError("loader exploded")
+
+    with pytest.raises(RuntimeError, match="loader exploded"):
+        list(DecodeStage("cpu").wrap(broken()))
