@@ -159,7 +159,11 @@ class PackedDataset(torch.utils.data.IterableDataset):
         return self.num_anchors // world.world_size
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch: a new episode order and new draws (call before ``iter(loader)``)."""
+        """Select the epoch: a new episode order and new draws (call before ``iter(loader)``).
+
+        Workers copy the dataset when an iterator starts, so with ``persistent_workers=True``
+        they would keep the old epoch: use the default ``persistent_workers=False``.
+        """
         self.epoch = int(epoch)
 
     def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int | None = None) -> dict:
@@ -275,6 +279,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
                             pool.release(position)
                         self._publish(slot, samples, fetcher, builder, pool)
                         yield sample
+                # A piece whose last draw lies past this segment (only after a re-split
+                # resume) must not stay open while the next segment runs.
+                for position in list(pool.open_episodes):
+                    pool.release(position)
         finally:
             pool.close()
 
