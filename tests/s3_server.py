@@ -6,7 +6,6 @@ Import with ``from tests.s3_server import s3_server, s3_bucket  # noqa: F401``.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
+
+from tests.loopback import free_port
 
 # Nothing may reach a real AWS endpoint or the instance metadata service.
 DUMMY_ENV = {
@@ -41,17 +42,12 @@ class S3Endpoint:
         }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def s3_server():
     for key, value in DUMMY_ENV.items():
         os.environ.setdefault(key, value)
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

@@ -2,20 +2,15 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.loopback import free_port
 
 SCRIPT = Path(__file__).parent / "scripts" / "torchrun_ranks.py"
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_torchrun_two_ranks_split_exactly(packed_copy, tmp_path):
@@ -28,7 +23,7 @@ def test_torchrun_two_ranks_split_exactly(packed_copy, tmp_path):
     }
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-        "--master_addr=127.0.0.1", f"--master_port={_free_port()}",
+        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
         str(SCRIPT), str(packed_copy), str(tmp_path),
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)

@@ -5,27 +5,22 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.loopback import free_port
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train.py"
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _torchrun(packed: Path, ckpt: Path, log: Path, *extra: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-        f"--master_port={_free_port()}", str(SCRIPT), "--data", str(packed), "--ckpt", str(ckpt),
+        f"--master_port={free_port()}", str(SCRIPT), "--data", str(packed), "--ckpt", str(ckpt),
         "--log-batches", str(log), "--batch-size", "8", "--num-workers", "1", "--steps", "24", "--ckpt-every", "5",
         "--lr", "0.05", *extra,
     ]
