@@ -57,7 +57,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", type=Path, default=Path("bench-out/source"))
     parser.add_argument("--out", type=Path, default=Path("bench-out/pack"))
+    parser.add_argument("--codecs", default="hevc,h264", help="re-encode modes to measure ('' for copy only)")
     args = parser.parse_args()
+    codecs = [c for c in args.codecs.split(",") if c]
     args.out.mkdir(parents=True, exist_ok=True)
     source = LeRobotSource(args.source)
     source_bytes = sum(p.stat().st_size for p in args.source.rglob("*") if p.is_file())
@@ -72,7 +74,7 @@ def main() -> None:
         shutil.rmtree(dst, ignore_errors=True)
         seconds = _timed(lambda: pack_dataset(str(args.source), str(dst), workers=workers, shard_size_mb=4))
         results[f"copy_w{workers}_mb_s"] = source_bytes / 1e6 / seconds
-    for codec in ("hevc", "h264"):
+    for codec in codecs:
         for workers in (1, 2):
             dst = args.out / f"{codec}-w{workers}"
             shutil.rmtree(dst, ignore_errors=True)
@@ -81,7 +83,7 @@ def main() -> None:
         cli_seconds, cli_frames = ffmpeg_reencode_seconds(source, codec)
         results[f"{codec}_ffmpeg_cli_frames_s"] = cli_frames / cli_seconds
     results["copy_vs_plain_copy"] = results["copy_w1_mb_s"] / results["plain_copy_mb_s"]
-    for codec in ("hevc", "h264"):
+    for codec in codecs:
         results[f"{codec}_vs_ffmpeg_cli"] = results[f"{codec}_w1_frames_s"] / results[f"{codec}_ffmpeg_cli_frames_s"]
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
     print(json.dumps(results, indent=1))
