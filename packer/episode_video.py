@@ -67,39 +67,79 @@ class EpisodeVideo:
     width: int
 
 
-def _window_packets(location: VideoLocation):
-    """Yield (container, stream, packets) of the episode's [from, to) window, in pts order."""
-    try:
-        container = av.open(str(location.path))
-    except Exception as err:
-        raise VideoCutError(f"{location.path}: cannot open video ({err})") from None
-    stream = container.streams.video[0]
-    time_base = stream.time_base
-    start = Fraction(location.from_timestamp).limit_denominator(1_000_000)
-    seek_to = int(math.floor(float(start / time_base))) if time_base else 0
-    try:
-        container.seek(max(seek_to, 0), stream=stream, backward=True, any_frame=False)
-    except av.error.FFmpegError:
-        container.seek(0, stream=stream)
-    packets = []
-    try:
-        for packet in container.demux(stream):
-            if packet.pts is None or packet.size == 0:
-                continue
-            seconds = float(packet.pts * time_base)
-            if seconds >= location.to_timestamp - _TS_EPS:
-                break
-            if seconds >= location.from_timestamp - _TS_EPS:
-                packets.append(packet)
-    except av.error.FFmpegError as err:
-        container.close()
-        raise VideoCutError(f"{location.path}: corrupt video while demuxing ({err})") from None
-    packets.sort(key=lambda p: p.pts)
-    return container, stream, packets
+class SourceVideoReader:
+    """Packets of consecutive episode windows of one concatenated file, in one demux pass.
+
+    LeRobot stores a camera's episodes back to back and a shard packs them in index order, so
+    each window usually starts where the previous one ended: the reader keeps demuxing from
+    there instead of re-opening and seeking per episode (the profile showed open + seek at
+    about half of a cut). A window before the current position re-seeks.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.container = av.open(str(path))
+        except Exception as err:
+            raise VideoCutError(f"{path}: cannot open video ({err})") from None
+        self.stream = self.container.streams.video[0]
+        self._packets = None
+        self._pending = None
+        self._position = float("inf")  # seconds of the next unread packet; inf = must seek
+
+    def _seek(self, seconds: float) -> None:
+        time_base = self.stream.time_base
+        start = Fraction(seconds).limit_denominator(1_000_000)
+        target = int(math.floor(float(start / time_base))) if time_base else 0
+        try:
+            self.container.seek(max(target, 0), stream=self.stream, backward=True, any_frame=False)
+        except av.error.FFmpegError:
+            self.container.seek(0, stream=self.stream)
+        self._packets = self.container.demux(self.stream)
+        self._pending = None
+
+    def window(self, from_ts: float, to_ts: float) -> list:
+        """Packets whose pts lie in [from_ts, to_ts), in pts order."""
+        if self._packets is None or from_ts < self._position - _TS_EPS:
+            self._seek(from_ts)
+        time_base = self.stream.time_base
+        packets = []
+        try:
+            while True:
+                packet = self._pending if self._pending is not None else next(self._packets, None)
+                self._pending = None
+                if packet is None:
+                    break
+                if packet.pts is None or packet.size == 0:
+                    continue
+                seconds = float(packet.pts * time_base)
+                if seconds >= to_ts - _TS_EPS:
+                    self._pending = packet  # the next window's first packet
+                    break
+                if seconds >= from_ts - _TS_EPS:
+                    packets.append(packet)
+        except av.error.FFmpegError as err:
+            self._packets = None
+            raise VideoCutError(f"{self.path}: corrupt video while demuxing ({err})") from None
+        self._position = to_ts
+        packets.sort(key=lambda p: p.pts)
+        return packets
+
+    def close(self) -> None:
+        self.container.close()
 
 
-def cut_episode(location: VideoLocation) -> tuple[EpisodeVideo | None, int]:
+def _window_packets(location: VideoLocation, reader: SourceVideoReader | None = None):
+    """(reader, stream, packets) of the episode's [from, to) window, in pts order."""
+    reader = reader or SourceVideoReader(location.path)
+    return reader, reader.stream, reader.window(location.from_timestamp, location.to_timestamp)
+
+
+def cut_episode(location: VideoLocation, reader: SourceVideoReader | None = None) -> tuple[EpisodeVideo | None, int]:
     """Cut one episode out of a concatenated file by stream copy (no decode).
+
+    ``reader`` (optional) is an open ``SourceVideoReader`` of ``location.path`` to continue
+    from; without it the file is opened for this cut alone.
 
     Returns:
         ``(video, packets)``: ``video`` is None when the episode does not start on a
@@ -108,7 +148,8 @@ def cut_episode(location: VideoLocation) -> tuple[EpisodeVideo | None, int]:
     Raises:
         VideoCutError: the file cannot be opened or demuxed.
     """
-    container, stream, packets = _window_packets(location)
+    owned = reader is None
+    reader, stream, packets = _window_packets(location, reader)
     try:
         if not packets or not packets[0].is_keyframe:
             return None, len(packets)
@@ -138,14 +179,16 @@ def cut_episode(location: VideoLocation) -> tuple[EpisodeVideo | None, int]:
             len(packets),
         )
     finally:
-        container.close()
+        if owned:
+            reader.close()
 
 
 def decode_episode_frames(location: VideoLocation) -> list[av.VideoFrame]:
     """Decode the episode's frames (pts in [from, to)) from its source file."""
-    container, stream, packets = _window_packets(location)
+    reader, stream, _ = _window_packets(location)
+    container = reader.container
     try:
-        # Decode from the keyframe at or before the window so references resolve.
+        # Decode from the start so references of the window's first frames resolve.
         container.seek(0, stream=stream)
         frames = []
         for frame in container.decode(stream):
@@ -160,8 +203,7 @@ def decode_episode_frames(location: VideoLocation) -> list[av.VideoFrame]:
     except av.error.FFmpegError as err:
         raise VideoCutError(f"{location.path}: corrupt video while decoding ({err})") from None
     finally:
-        container.close()
-        del packets
+        reader.close()
 
 
 def encode_frames(frames: list[av.VideoFrame], fps: int, settings: EncodeSettings) -> EpisodeVideo:

@@ -8,6 +8,7 @@ receipt) in a process pool, skipping shards whose receipt is already valid -> ``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -24,7 +25,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.destination import Destination
-from packer.episode_video import EncodeSettings, EpisodeVideo, VideoCutError, cut_episode, decode_episode_frames, encode_frames
+from packer.episode_video import (
+    EncodeSettings,
+    EpisodeVideo,
+    SourceVideoReader,
+    VideoCutError,
+    cut_episode,
+    decode_episode_frames,
+    encode_frames,
+)
 from packer.shard_plan import plan_shards, shards_of_part
 from packer.source import LeRobotSource, SourceError
 from packer.tar_writer import DeterministicTarWriter
@@ -149,14 +158,21 @@ def plan_sha256(plan: dict) -> str:
 
 
 # -- one shard -------------------------------------------------------------------------------
-def _episode_video(source: LeRobotSource, episode: int, key: str, options: PackOptions) -> tuple[EpisodeVideo, int]:
+def _episode_video(
+    source: LeRobotSource, episode: int, key: str, options: PackOptions, readers: dict[str, SourceVideoReader]
+) -> tuple[EpisodeVideo, int]:
     """Return the member video and the frame count found in the source window."""
     location = source.video_location(episode, key)
     if not location.path.is_file():
         raise PackError(f"{location.path}: missing (video of episode {episode}, camera {key})")
     try:
         if options.video == "copy":
-            video, found = cut_episode(location)
+            # One open reader per camera: its episodes come in file order within a shard.
+            if key in readers and readers[key].path != location.path:
+                readers.pop(key).close()  # this camera moved on to its next file
+            if key not in readers:
+                readers[key] = SourceVideoReader(location.path)
+            video, found = cut_episode(location, readers[key])
             if video is not None:
                 return video, found
         frames = decode_episode_frames(location)
@@ -201,7 +217,8 @@ def build_shard(
     rows: list[dict] = []
     dropped, padded, reencoded = [], [], []
     bytes_in = 0
-    with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp:
+    readers: dict[str, SourceVideoReader] = {}
+    with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp, _closing_all(readers):
         tar_path = Path(tmp) / "shard.tar"
         with open(tar_path, "wb") as tar_file:
             tar = DeterministicTarWriter(tar_file)
@@ -213,7 +230,7 @@ def build_shard(
                 videos: dict[str, EpisodeVideo] = {}
                 decision = None
                 for key in source.video_keys:
-                    video, _ = _episode_video(source, episode, key, options)
+                    video, _ = _episode_video(source, episode, key, options, readers)
                     verdict = _trim_or_check(video, length, episode, key, options)
                     if verdict == "drop":
                         decision = "drop"
@@ -273,6 +290,15 @@ def build_shard(
         destination.put_file(parquet_path, shard_parquet_path(shard_index))
     destination.write_bytes(shard_receipt_path(shard_index), json.dumps(receipt, indent=1, sort_keys=True).encode())
     return receipt
+
+
+@contextlib.contextmanager
+def _closing_all(readers: dict):
+    try:
+        yield readers
+    finally:
+        for reader in readers.values():
+            reader.close()
 
 
 @functools.lru_cache(maxsize=2)
