@@ -22,7 +22,7 @@ from reader.disk_cache import DiskCache
 from reader.epoch_plan import EpochPlan, PlanError, plan_epoch
 from reader.episode_pool import EpisodeFetcher, EpisodePool
 from reader.packed_index import PackedIndex
-from reader.pool_schedule import PoolSchedule
+from reader.consumer_draws import SegmentDraws
 from reader.resume import assign_resumed_streams
 from reader.sample_builder import SampleBuilder
 from reader.storage import RetryPolicy, Storage
@@ -43,7 +43,6 @@ _STAT_FIELDS = (
     "storage_retries",
 )
 _MAX_STAT_SLOTS = 256
-_DRAW_BLOCK = 4096
 
 
 class PackedDataset(torch.utils.data.IterableDataset):
@@ -259,26 +258,17 @@ class PackedDataset(torch.utils.data.IterableDataset):
         samples = 0
         try:
             for consumer, start, stop in segments:
-                if stop <= start:
-                    continue
-                schedule = PoolSchedule.from_plan(plan, consumer, pool_size=self.episode_pool_size)
-                episode_of_piece = plan.pieces_of(consumer)[0]  # schedule pieces are consumer-local
-                spans = schedule.admission_order(start, stop)
-                last_draw = dict(zip(spans.piece.tolist(), spans.last_draw.tolist()))
-                pool.schedule([int(episode_of_piece[p]) for p in spans.piece])
-                for block_start in range(start, stop, _DRAW_BLOCK):
-                    block_stop = min(stop, block_start + _DRAW_BLOCK)
-                    pieces, anchor_positions = schedule.draws(block_start, block_stop)
-                    for offset, (piece, anchor_position) in enumerate(zip(pieces.tolist(), anchor_positions.tolist())):
-                        position = int(episode_of_piece[piece])
-                        episode = pool.get(position)
-                        frame = int(self.index.anchor_frame(position, np.array([anchor_position]))[0])
-                        sample = builder.build(episode, frame)
-                        samples += 1
-                        if last_draw.get(piece) == block_start + offset:
-                            pool.release(position)
-                        self._publish(slot, samples, fetcher, builder, pool)
-                        yield sample
+                draws = SegmentDraws(plan, consumer, start, stop, self.episode_pool_size)
+                pool.schedule(draws.admission)
+                for position, anchor_position, last in draws:
+                    episode = pool.get(position)
+                    frame = int(self.index.anchor_frame(position, np.array([anchor_position]))[0])
+                    sample = builder.build(episode, frame)
+                    samples += 1
+                    if last:
+                        pool.release(position)
+                    self._publish(slot, samples, fetcher, builder, pool)
+                    yield sample
                 # A piece whose last draw lies past this segment (only after a re-split
                 # resume) must not stay open while the next segment runs.
                 for position in list(pool.open_episodes):

@@ -32,6 +32,7 @@ from reader.dataset import PackedDataset
 from reader.epoch_plan import PlanError, plan_epoch
 from reader.format import MANIFEST_PATH, Manifest
 from reader.episode_pool import EpisodeFetcher, EpisodePool
+from reader.consumer_draws import SegmentDraws
 from reader.pool_schedule import PoolSchedule
 from reader.resume import assign_resumed_streams
 from reader.sample_builder import SampleBuilder
@@ -39,7 +40,7 @@ from reader.storage import Storage
 from reader.world import World
 
 MIXTURE_FORMAT = "lerobot-shards-mixture"
-_BLOCK = 4096
+_BLOCK = 4096  # weighted draws are labelled in blocks of this size
 
 
 def load_mixture_file(path: str, storage_options: dict | None = None) -> dict:
@@ -291,25 +292,20 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         starts = np.concatenate([[0], np.cumsum([len(d.index.anchor_counts) for d in self.datasets])])
         plan = plan_epoch(counts, seed=self.seed, epoch=self.epoch, world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle)
         for consumer, start, stop in segments:
-            if stop <= start:
-                continue
-            schedule = PoolSchedule.from_plan(plan, consumer, pool_size=self.pool_size)
-            episode_of_piece = plan.pieces_of(consumer)[0]
-            spans = schedule.admission_order(start, stop)
-            last_draw = dict(zip(spans.piece.tolist(), spans.last_draw.tolist()))
-            for block_start in range(start, stop, _BLOCK):
-                pieces, positions = schedule.draws(block_start, min(stop, block_start + _BLOCK))
-                for offset, (piece, anchor_position) in enumerate(zip(pieces.tolist(), positions.tolist())):
-                    global_episode = int(episode_of_piece[piece])
-                    index = int(owner[global_episode])
-                    local = global_episode - int(starts[index])
-                    source = runtime(index)
-                    episode = source.pool.get(local)
-                    frame = int(source.dataset.index.anchor_frame(local, np.array([anchor_position]))[0])
-                    sample = source.builder.build(episode, frame)
-                    if last_draw.get(piece) == block_start + offset:
-                        source.pool.release(local)
-                    yield self._harmonize(index, sample)
+            draws = SegmentDraws(plan, consumer, start, stop, self.pool_size)
+            # Prefetch each source's episodes in the order this segment first needs them.
+            for index in set(int(owner[g]) for g in draws.admission):
+                runtime(index).pool.schedule([g - int(starts[index]) for g in draws.admission if owner[g] == index])
+            for global_episode, anchor_position, last in draws:
+                index = int(owner[global_episode])
+                local = global_episode - int(starts[index])
+                source = runtime(index)
+                episode = source.pool.get(local)
+                frame = int(source.dataset.index.anchor_frame(local, np.array([anchor_position]))[0])
+                sample = source.builder.build(episode, frame)
+                if last:
+                    source.pool.release(local)
+                yield self._harmonize(index, sample)
 
     def _iter_weighted(self, segments, world_size, workers, runtime):
         from reader.mixture_plan import SourceLabels

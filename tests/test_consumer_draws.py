@@ -1,0 +1,31 @@
+"""SegmentDraws: a consumer segment's draws as episode coordinates (pure, no files)."""
+
+import numpy as np
+
+from reader.consumer_draws import SegmentDraws
+from reader.epoch_plan import plan_epoch
+
+
+def test_draws_cover_the_segment_once_and_flag_last_draws():
+    counts = np.array([5, 0, 9, 1, 14, 3], dtype=np.int64)
+    plan = plan_epoch(counts, seed=3, epoch=1, world_size=2, workers_per_rank=2, shuffle=True)
+    seen = []
+    for consumer in range(plan.num_consumers):
+        total = int(plan.consumer_counts[consumer])
+        draws = SegmentDraws(plan, consumer, 0, total, pool_size=2)
+        rows = list(draws)
+        assert len(rows) == total
+        assert sorted(set(draws.admission)) == sorted({p for p, _, _ in rows})
+        # Each episode's last draw is flagged exactly once, at its final appearance.
+        for position in set(p for p, _, _ in rows):
+            flags = [last for p, _, last in rows if p == position]
+            assert flags.count(True) == 1 and flags[-1]
+        seen += [(p, a) for p, a, _ in rows]
+    assert len(seen) == len(set(seen)) == plan.per_rank_count * 2
+
+
+def test_a_resumed_segment_is_the_tail_of_the_full_one():
+    plan = plan_epoch(np.array([30, 40, 7], dtype=np.int64), seed=0, epoch=0, world_size=1, workers_per_rank=1, shuffle=True)
+    full = [(p, a) for p, a, _ in SegmentDraws(plan, 0, 0, 77, pool_size=2)]
+    tail = [(p, a) for p, a, _ in SegmentDraws(plan, 0, 50, 77, pool_size=2)]
+    assert tail == full[50:]
