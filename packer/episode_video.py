@@ -1,14 +1,20 @@
 """Per-episode mp4 members: cut by stream copy, or re-encoded for NVDEC.
 
 Both produce a self-contained mp4 in memory whose first frame has pts 0 and whose frame
-``j`` is the frame LeRobot decodes for the episode's row ``j``.
+``j`` is the frame LeRobot decodes for the episode's row ``j``: the frame whose pts is
+``from_timestamp + j / fps`` in LeRobot's concatenated per-camera file.
+
+Source files are read in one pass per file: a shard packs a camera's episodes in file order,
+so ``SourceVideoReader`` (packets, for copy mode) and ``SourceFrameDecoder`` (frames, for
+re-encodes) continue from where the previous episode ended instead of re-opening and seeking.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -57,23 +63,38 @@ class EncodeSettings:
 
 @dataclass(frozen=True)
 class EpisodeVideo:
-    """An episode's mp4 member bytes and what they hold."""
+    """An episode's mp4 member bytes and what they hold.
+
+    Attributes:
+        data: the self-contained mp4.
+        frames: frames in ``data`` (at most the ``max_frames`` asked for).
+        found: frames the source window held (may exceed ``frames`` when trimmed).
+        codec: ``av1``, ``hevc`` or ``h264``.
+        reencoded: the member was encoded here rather than cut by stream copy.
+        source_bytes: compressed bytes of the source window's packets.
+    """
 
     data: bytes
     frames: int
+    found: int
     codec: str
     reencoded: bool
     height: int
     width: int
+    source_bytes: int
+
+
+def _seek_target(seconds: float, time_base: Fraction) -> int:
+    start = Fraction(seconds).limit_denominator(1_000_000)
+    return max(int(math.floor(float(start / time_base))), 0) if time_base else 0
 
 
 class SourceVideoReader:
     """Packets of consecutive episode windows of one concatenated file, in one demux pass.
 
-    LeRobot stores a camera's episodes back to back and a shard packs them in index order, so
-    each window usually starts where the previous one ended: the reader keeps demuxing from
-    there instead of re-opening and seeking per episode (the profile showed open + seek at
-    about half of a cut). A window before the current position re-seeks.
+    A window that does not start where the previous one ended re-seeks (to the keyframe at
+    or before its start). After each ``window`` call, ``ended_early`` tells whether the
+    file ended before the window's end (a truncated or short video).
     """
 
     def __init__(self, path: Path):
@@ -82,37 +103,47 @@ class SourceVideoReader:
             self.container = av.open(str(path))
         except Exception as err:
             raise VideoCutError(f"{path}: cannot open video ({err})") from None
+        if not self.container.streams.video:
+            self.container.close()
+            raise VideoCutError(f"{path}: no video stream")
         self.stream = self.container.streams.video[0]
         self._packets = None
         self._pending = None
         self._position = float("inf")  # seconds of the next unread packet; inf = must seek
+        self.ended_early = False
+        self.last_seconds = 0.0  # pts (s) of the last packet demuxed
 
     def _seek(self, seconds: float) -> None:
-        time_base = self.stream.time_base
-        start = Fraction(seconds).limit_denominator(1_000_000)
-        target = int(math.floor(float(start / time_base))) if time_base else 0
         try:
-            self.container.seek(max(target, 0), stream=self.stream, backward=True, any_frame=False)
+            self.container.seek(_seek_target(seconds, self.stream.time_base), stream=self.stream, backward=True, any_frame=False)
         except av.error.FFmpegError:
             self.container.seek(0, stream=self.stream)
         self._packets = self.container.demux(self.stream)
         self._pending = None
 
-    def window(self, from_ts: float, to_ts: float) -> list:
-        """Packets whose pts lie in [from_ts, to_ts), in pts order."""
-        if self._packets is None or from_ts < self._position - _TS_EPS:
+    def window(self, from_ts: float, to_ts: float) -> list[av.Packet]:
+        """Packets whose pts lie in [from_ts, to_ts), in pts order.
+
+        Raises:
+            VideoCutError: the file is corrupt where it is demuxed.
+        """
+        if self._packets is None or abs(from_ts - self._position) > _TS_EPS:
             self._seek(from_ts)
-        time_base = self.stream.time_base
+        seconds_per_tick = float(self.stream.time_base)  # float math: Fractions per packet cost a fifth of a cut
         packets = []
+        self.ended_early = False
         try:
             while True:
                 packet = self._pending if self._pending is not None else next(self._packets, None)
                 self._pending = None
                 if packet is None:
+                    self.ended_early = True
+                    self._packets = None
                     break
                 if packet.pts is None or packet.size == 0:
                     continue
-                seconds = float(packet.pts * time_base)
+                seconds = packet.pts * seconds_per_tick
+                self.last_seconds = max(self.last_seconds, seconds)
                 if seconds >= to_ts - _TS_EPS:
                     self._pending = packet  # the next window's first packet
                     break
@@ -129,30 +160,129 @@ class SourceVideoReader:
         self.container.close()
 
 
-def _window_packets(location: VideoLocation, reader: SourceVideoReader | None = None):
-    """(reader, stream, packets) of the episode's [from, to) window, in pts order."""
-    reader = reader or SourceVideoReader(location.path)
-    return reader, reader.stream, reader.window(location.from_timestamp, location.to_timestamp)
+class SourceFrameDecoder:
+    """Decoded frames of consecutive episode windows of one concatenated file, in one pass.
+
+    Decoding a window that does not continue the previous one starts at the keyframe at or
+    before its start (never at the start of the file: a 200 MB file holds hundreds of
+    episodes). ``window`` is a generator and must be consumed to its end; then
+    ``window_bytes`` holds the compressed bytes of the window's packets and ``ended_early``
+    whether the file ended before the window did.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.container = av.open(str(path))
+        except Exception as err:
+            raise VideoCutError(f"{path}: cannot open video ({err})") from None
+        if not self.container.streams.video:
+            self.container.close()
+            raise VideoCutError(f"{path}: no video stream")
+        self.stream = self.container.streams.video[0]
+        self.stream.thread_type = "AUTO"
+        self._frames: Iterator[av.VideoFrame] | None = None
+        self._pending: av.VideoFrame | None = None
+        self._packet_sizes: list[tuple[float, int]] = []  # (pts seconds, bytes) demuxed, not yet attributed
+        self._position = float("inf")
+        self.window_bytes = 0
+        self.ended_early = False
+        self.last_seconds = 0.0
+
+    def _decoded(self) -> Iterator[av.VideoFrame]:
+        seconds_per_tick = float(self.stream.time_base)
+        for packet in self.container.demux(self.stream):
+            if packet.size and packet.pts is not None:
+                seconds = packet.pts * seconds_per_tick
+                self.last_seconds = max(self.last_seconds, seconds)
+                self._packet_sizes.append((seconds, packet.size))
+            yield from packet.decode()  # the final empty packet flushes the decoder
+
+    def _seek(self, seconds: float) -> None:
+        try:
+            self.container.seek(_seek_target(seconds, self.stream.time_base), stream=self.stream, backward=True, any_frame=False)
+        except av.error.FFmpegError:
+            self.container.seek(0, stream=self.stream)
+        self._frames = self._decoded()
+        self._pending = None
+        self._packet_sizes.clear()
+
+    def window(self, from_ts: float, to_ts: float) -> Iterator[av.VideoFrame]:
+        """Yield the frames whose pts lie in [from_ts, to_ts), in presentation order.
+
+        Raises:
+            VideoCutError: the file is corrupt where it is decoded.
+        """
+        if self._frames is None or abs(from_ts - self._position) > _TS_EPS:
+            self._seek(from_ts)
+        seconds_per_tick = float(self.stream.time_base)
+        self.ended_early = False
+        finished = False
+        try:
+            while True:
+                frame = self._pending if self._pending is not None else next(self._frames, None)
+                self._pending = None
+                if frame is None:
+                    self.ended_early = True
+                    break
+                if frame.pts is None:
+                    continue
+                seconds = frame.pts * seconds_per_tick
+                if seconds >= to_ts - _TS_EPS:
+                    self._pending = frame
+                    break
+                if seconds >= from_ts - _TS_EPS:
+                    yield frame
+            finished = True
+        except av.error.FFmpegError as err:
+            raise VideoCutError(f"{self.path}: corrupt video while decoding ({err})") from None
+        finally:
+            if finished and not self.ended_early:
+                self._position = to_ts
+            else:  # abandoned, failed or at the end of the file: the next window seeks
+                self._frames, self._position = None, float("inf")
+            inside = [(s, n) for s, n in self._packet_sizes if from_ts - _TS_EPS <= s < to_ts - _TS_EPS]
+            self.window_bytes = sum(n for _, n in inside)
+            self._packet_sizes = [(s, n) for s, n in self._packet_sizes if s >= to_ts - _TS_EPS]
+
+    def close(self) -> None:
+        self.container.close()
 
 
-def cut_episode(location: VideoLocation, reader: SourceVideoReader | None = None) -> tuple[EpisodeVideo | None, int]:
+def cut_episode(
+    location: VideoLocation, reader: SourceVideoReader | None = None, *, max_frames: int | None = None
+) -> tuple[EpisodeVideo | None, int]:
     """Cut one episode out of a concatenated file by stream copy (no decode).
 
-    ``reader`` (optional) is an open ``SourceVideoReader`` of ``location.path`` to continue
-    from; without it the file is opened for this cut alone.
+    Args:
+        location: the file and the episode's [from_timestamp, to_timestamp) in it.
+        reader: an open ``SourceVideoReader`` of ``location.path`` to continue from; without
+            it the file is opened for this cut alone.
+        max_frames: keep at most this many frames (the episode's length); trailing packets
+            are dropped, which is lossless when decode order equals presentation order.
 
     Returns:
-        ``(video, packets)``: ``video`` is None when the episode does not start on a
-        keyframe (the caller re-encodes it); ``packets`` is the number of frames found.
+        ``(video, found)``: ``found`` is the number of frames in the window; ``video`` is None
+        when the window is empty, does not start on a keyframe, or must be trimmed but has
+        reordered frames (the caller re-encodes those).
 
     Raises:
         VideoCutError: the file cannot be opened or demuxed.
     """
     owned = reader is None
-    reader, stream, packets = _window_packets(location, reader)
+    reader = reader or SourceVideoReader(location.path)
     try:
+        packets = reader.window(location.from_timestamp, location.to_timestamp)
+        found = len(packets)
         if not packets or not packets[0].is_keyframe:
-            return None, len(packets)
+            return None, found
+        if max_frames is not None and found > max_frames:
+            decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)
+            if decode_order != packets:
+                return None, found
+            packets = packets[:max_frames]
+        stream = reader.stream
+        source_bytes = sum(p.size for p in packets)
         first_pts = packets[0].pts
         first_dts = packets[0].dts if packets[0].dts is not None else first_pts
         shift = min(first_pts, first_dts)
@@ -166,69 +296,100 @@ def cut_episode(location: VideoLocation, reader: SourceVideoReader | None = None
                     packet.dts -= shift
                 packet.stream = out
                 sink.mux(packet)
-        codec = stream.codec_context.name
         return (
             EpisodeVideo(
                 data=buffer.getvalue(),
                 frames=len(packets),
-                codec=_canonical_codec(codec),
+                found=found,
+                codec=_canonical_codec(stream.codec_context.name),
                 reencoded=False,
                 height=stream.codec_context.height,
                 width=stream.codec_context.width,
+                source_bytes=source_bytes,
             ),
-            len(packets),
+            found,
         )
     finally:
         if owned:
             reader.close()
 
 
-def decode_episode_frames(location: VideoLocation) -> list[av.VideoFrame]:
-    """Decode the episode's frames (pts in [from, to)) from its source file."""
-    reader, stream, _ = _window_packets(location)
-    container = reader.container
-    try:
-        # Decode from the start so references of the window's first frames resolve.
-        container.seek(0, stream=stream)
-        frames = []
-        for frame in container.decode(stream):
-            if frame.pts is None:
-                continue
-            seconds = float(frame.pts * stream.time_base)
-            if seconds >= location.to_timestamp - _TS_EPS:
-                break
-            if seconds >= location.from_timestamp - _TS_EPS:
-                frames.append(frame)
-        return frames
-    except av.error.FFmpegError as err:
-        raise VideoCutError(f"{location.path}: corrupt video while decoding ({err})") from None
-    finally:
-        reader.close()
+def encode_frames(
+    frames: Iterable[av.VideoFrame], fps: int, settings: EncodeSettings, *, max_frames: int | None = None
+) -> EpisodeVideo | None:
+    """Encode frames into a closed-GOP, B-frame-free mp4 (hevc tagged ``hvc1``), streaming.
 
+    Every frame of ``frames`` is consumed and counted (``found``); the first ``max_frames``
+    are encoded. Frames are converted to yuv420p (and resized with ``settings.resize``).
 
-def encode_frames(frames: list[av.VideoFrame], fps: int, settings: EncodeSettings) -> EpisodeVideo:
-    """Encode decoded frames into a closed-GOP, B-frame-free mp4 (hevc tagged ``hvc1``)."""
-    if not frames:
-        raise VideoCutError("no frames to encode")
-    height, width = settings.resize or (frames[0].height, frames[0].width)
+    Returns:
+        The member, or None when ``frames`` is empty.
+    """
     buffer = io.BytesIO()
-    with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as sink:
-        stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options())
-        stream.pix_fmt = "yuv420p"
-        stream.height, stream.width = height, width
-        if settings.codec == "hevc":
-            stream.codec_tag = "hvc1"
-        for index, frame in enumerate(frames):
+    sink = stream = None
+    height = width = 0
+    found = encoded = 0
+    try:
+        for frame in frames:
+            found += 1
+            if max_frames is not None and encoded >= max_frames:
+                continue
+            if sink is None:
+                height, width = settings.resize or (frame.height, frame.width)
+                sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
+                stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options())
+                stream.pix_fmt = "yuv420p"
+                stream.height, stream.width = height, width
+                if settings.codec == "hevc":
+                    stream.codec_tag = "hvc1"
             converted = frame.reformat(width=width, height=height, format="yuv420p")
-            converted.pts = index
+            converted.pts = encoded
             converted.time_base = Fraction(1, fps)
             for packet in stream.encode(converted):
                 sink.mux(packet)
+            encoded += 1
+        if sink is None:
+            return None
         for packet in stream.encode():
             sink.mux(packet)
+    finally:
+        if sink is not None:
+            sink.close()
     return EpisodeVideo(
-        data=buffer.getvalue(), frames=len(frames), codec=settings.codec, reencoded=True, height=height, width=width
+        data=buffer.getvalue(), frames=encoded, found=found, codec=settings.codec, reencoded=True,
+        height=height, width=width, source_bytes=0,
     )
+
+
+def reencode_episode(
+    location: VideoLocation,
+    fps: int,
+    settings: EncodeSettings,
+    decoder: SourceFrameDecoder | None = None,
+    *,
+    max_frames: int | None = None,
+) -> tuple[EpisodeVideo | None, int]:
+    """Decode the episode's window (from its keyframe) and re-encode it.
+
+    ``decoder`` is an open ``SourceFrameDecoder`` of ``location.path`` to continue from;
+    without it the file is opened for this episode alone.
+
+    Returns:
+        ``(video, found)`` as ``cut_episode``; ``video`` is None when the window is empty.
+
+    Raises:
+        VideoCutError: the file cannot be opened or decoded.
+    """
+    owned = decoder is None
+    decoder = decoder or SourceFrameDecoder(location.path)
+    try:
+        video = encode_frames(decoder.window(location.from_timestamp, location.to_timestamp), fps, settings, max_frames=max_frames)
+        if video is None:
+            return None, 0
+        return replace(video, source_bytes=decoder.window_bytes), video.found
+    finally:
+        if owned:
+            decoder.close()
 
 
 def count_frames(data: bytes) -> int:
@@ -239,10 +400,3 @@ def count_frames(data: bytes) -> int:
 
 def _canonical_codec(name: str) -> str:
     return {"libdav1d": "av1", "libaom-av1": "av1", "av1": "av1", "hevc": "hevc", "h264": "h264"}.get(name, name)
-
-
-def probe_member(path: Path) -> tuple[int, int]:
-    """Return (height, width) of a video file."""
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        return stream.codec_context.height, stream.codec_context.width

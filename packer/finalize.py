@@ -84,6 +84,44 @@ def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
     return features
 
 
+def _features_of_what_was_packed(features: dict, parquet_fields: dict[str, pa.Field]) -> tuple[dict, dict | None]:
+    """Make the manifest's tabular features describe the shard parquet when info.json and the
+    data parquet disagree (the packer packs what the parquet holds).
+
+    Returns:
+        ``(features, drift)``: ``drift`` is None when they agree, else
+        ``{"only_in_info": [...], "only_in_parquet": [...]}``.
+    """
+    if not parquet_fields:
+        return features, None
+    tabular = [k for k, f in features.items() if f.get("dtype") != "video"]
+    only_in_info = [k for k in tabular if k not in parquet_fields]
+    only_in_parquet = [k for k in parquet_fields if k not in features]
+    if not only_in_info and not only_in_parquet:
+        return features, None
+    adjusted = {k: f for k, f in features.items() if k not in only_in_info}
+    for name in only_in_parquet:
+        adjusted[name] = _feature_of_field(parquet_fields[name])
+    return adjusted, {"only_in_info": only_in_info, "only_in_parquet": only_in_parquet}
+
+
+def _feature_of_field(field: pa.Field) -> dict:
+    """A LeRobot-style feature entry for a parquet column info.json does not declare."""
+    arrow_type, shape = field.type, [1]
+    if pa.types.is_fixed_size_list(arrow_type):
+        arrow_type, shape = arrow_type.value_type, [arrow_type.list_size]
+    elif pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        arrow_type, shape = arrow_type.value_type, [None]
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        dtype = "string"
+    else:
+        try:
+            dtype = np.dtype(arrow_type.to_pandas_dtype()).name
+        except (NotImplementedError, TypeError):
+            dtype = str(arrow_type)
+    return {"dtype": dtype, "shape": shape, "names": None}
+
+
 def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
     """Write ``index/episodes.parquet``, ``index/samples.parquet`` and ``manifest.json``.
 
@@ -116,6 +154,7 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
     fps = int(info["fps"])
     windows = {name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()}
     episode_rows, sample_tables, shard_entries = [], [], []
+    parquet_fields: dict[str, pa.Field] = {}
     for receipt in receipts:
         shard = receipt["shard"]
         for row in receipt["episodes"]:
@@ -133,7 +172,10 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
             )
         )
         with destination.open(shard_parquet_path(shard)) as handle:
-            table = pq.read_table(handle, columns=["index", "episode_index", "frame_index", "timestamp", "task_index"])
+            parquet = pq.ParquetFile(handle)
+            for field in parquet.schema_arrow:
+                parquet_fields.setdefault(field.name, field)
+            table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"])
         lengths = {r["episode_index"]: r["length"] for r in receipt["episodes"]}
         episode_of_row = table["episode_index"].to_numpy()
         frame_index = table["frame_index"].to_numpy()
@@ -159,6 +201,14 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else pa.table({})
     _write_parquet(destination, SAMPLES_INDEX_PATH, samples)
 
+    features, drift = _features_of_what_was_packed(_packed_features(info, options, video_keys), parquet_fields)
+    extra = {
+        "dropped_episodes": sorted(e for r in receipts for e in r["dropped"]),
+        "padded_episodes": sorted(e for r in receipts for e in r["padded"]),
+        "reencoded_episodes": sorted(e for r in receipts for e in r["reencoded"]),
+    }
+    if drift:
+        extra["schema_drift"] = drift
     manifest = Manifest(
         format=FORMAT_NAME,
         format_version=FORMAT_VERSION,
@@ -166,7 +216,7 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
         options={k: v for k, v in options.items() if k not in ("row_group_max_bytes",)},
         source=plan["source"],
         fps=fps,
-        features=_packed_features(info, options, video_keys),
+        features=features,
         video_keys=video_keys,
         windows=options["windows"],
         tolerance_s=options["tolerance_s"],
@@ -177,11 +227,7 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
             "shards": len(shard_entries),
             "bytes": int(sum(s.tar_bytes + s.parquet_bytes for s in shard_entries)),
         },
-        extra={
-            "dropped_episodes": sorted(e for r in receipts for e in r["dropped"]),
-            "padded_episodes": sorted(e for r in receipts for e in r["padded"]),
-            "reencoded_episodes": sorted(e for r in receipts for e in r["reencoded"]),
-        },
+        extra=extra,
     )
     destination.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
     return manifest

@@ -17,7 +17,7 @@ import os
 import tempfile
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,18 +28,20 @@ from packer.destination import Destination
 from packer.episode_video import (
     EncodeSettings,
     EpisodeVideo,
+    SourceFrameDecoder,
     SourceVideoReader,
     VideoCutError,
     cut_episode,
-    decode_episode_frames,
-    encode_frames,
+    reencode_episode,
 )
 from packer.shard_plan import plan_shards, shards_of_part
 from packer.source import LeRobotSource, SourceError
 from packer.tar_writer import DeterministicTarWriter
 from reader.format import (
     FRAME_MISMATCH_POLICIES,
+    MANIFEST_PATH,
     META_DIR,
+    SHARDS_DIR,
     ROW_GROUP_TARGET_BYTES,
     VIDEO_MODES,
     shard_parquet_path,
@@ -107,7 +109,9 @@ class PackOptions:
 
 @dataclass
 class PackReport:
-    """What a pack did. ``bytes_out`` counts tar + parquet of the shards written now."""
+    """What a pack did, for the shards written now: ``bytes_in`` is the source read (the
+    compressed video packets of the episodes' windows plus their rows' Arrow size),
+    ``bytes_out`` the tar + parquet written; ``mb_per_s`` is ``bytes_in`` over wall time."""
 
     episodes: int = 0
     frames: int = 0
@@ -158,42 +162,80 @@ def plan_sha256(plan: dict) -> str:
 
 
 # -- one shard -------------------------------------------------------------------------------
+class _OpenVideos:
+    """One open reader per camera for a shard: its episodes come in file order, so each
+    camera's file is read in one pass (``SourceVideoReader`` packets for copy mode,
+    ``SourceFrameDecoder`` frames for re-encodes); moving to the next file closes the last."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str], SourceVideoReader | SourceFrameDecoder] = {}
+
+    def get(self, kind: str, key: str, path: Path):
+        reader = self._open.get((kind, key))
+        if reader is not None and reader.path != path:
+            self._open.pop((kind, key)).close()
+            reader = None
+        if reader is None:
+            reader = self._open[(kind, key)] = (SourceVideoReader if kind == "packets" else SourceFrameDecoder)(path)
+        return reader
+
+    def close(self) -> None:
+        for reader in self._open.values():
+            reader.close()
+        self._open.clear()
+
+
 def _episode_video(
-    source: LeRobotSource, episode: int, key: str, options: PackOptions, readers: dict[str, SourceVideoReader]
-) -> tuple[EpisodeVideo, int]:
-    """Return the member video and the frame count found in the source window."""
+    source: LeRobotSource, episode: int, key: str, length: int, options: PackOptions, videos: _OpenVideos
+) -> tuple[EpisodeVideo | None, str]:
+    """Return the member video (at most ``length`` frames; None when the source window holds
+    no frame) and where it came from, for error messages."""
     location = source.video_location(episode, key)
     if not location.path.is_file():
-        raise PackError(f"{location.path}: missing (video of episode {episode}, camera {key})")
+        raise SourceError(f"{location.path}: missing (video of episode {episode}, camera {key})")
+    where = f"{location.path} [{location.from_timestamp:.4f}, {location.to_timestamp:.4f}) s"
     try:
         if options.video == "copy":
-            # One open reader per camera: its episodes come in file order within a shard.
-            if key in readers and readers[key].path != location.path:
-                readers.pop(key).close()  # this camera moved on to its next file
-            if key not in readers:
-                readers[key] = SourceVideoReader(location.path)
-            video, found = cut_episode(location, readers[key])
-            if video is not None:
-                return video, found
-        frames = decode_episode_frames(location)
-        if not frames:
-            raise PackError(f"{location.path}: no frames in [{location.from_timestamp}, {location.to_timestamp}) for episode {episode}")
-        return encode_frames(frames, source.fps, options.encode_settings()), len(frames)
+            reader = videos.get("packets", key, location.path)
+            video, found = cut_episode(location, reader, max_frames=length)
+            where = _with_truncation_hint(where, reader, found, length)
+            if video is not None or found == 0:
+                return video, where
+            # Not starting on a keyframe (or reordered frames to trim): re-encode this episode,
+            # decoding from the keyframe before it with a decoder of its own.
+            video, _ = reencode_episode(location, source.fps, options.encode_settings(), max_frames=length)
+        else:
+            decoder = videos.get("frames", key, location.path)
+            video, found = reencode_episode(location, source.fps, options.encode_settings(), decoder, max_frames=length)
+            where = _with_truncation_hint(where, decoder, found, length)
     except VideoCutError as err:
         raise PackError(f"episode {episode}, camera {key}: {err}") from None
+    return video, where
 
 
-def _trim_or_check(video: EpisodeVideo, length: int, episode: int, key: str, options: PackOptions) -> str | None:
-    """Apply --on-frame-mismatch; returns 'pad' / 'drop' / None (frames match)."""
-    if video.frames == length:
+def _with_truncation_hint(where: str, reader: SourceVideoReader | SourceFrameDecoder, found: int, length: int) -> str:
+    if found < length and reader.ended_early:
+        return f"{where}; the file ends at {reader.last_seconds:.4f} s: truncated?"
+    return where
+
+
+def _frame_verdict(video: EpisodeVideo | None, length: int, episode: int, key: str, where: str, options: PackOptions) -> str | None:
+    """Apply --on-frame-mismatch; returns 'pad' / 'drop' / None (frames match).
+
+    'pad' keeps the episode: a shorter member is padded by the reader with its last frame, a
+    longer one was trimmed to ``length`` frames already. An empty window cannot be padded.
+    """
+    found = video.found if video is not None else 0
+    if found == length:
         return None
-    if options.on_frame_mismatch == "pad" and video.frames > 0:
+    if options.on_frame_mismatch == "pad" and found > 0:
         return "pad"
     if options.on_frame_mismatch == "drop-episode":
         return "drop"
+    hint = "--on-frame-mismatch drop-episode" if found == 0 else "--on-frame-mismatch pad|drop-episode"
     raise FrameMismatchError(
-        f"episode {episode}, camera {key}: video has {video.frames} frames but the episode has {length} rows; "
-        "use --on-frame-mismatch pad|drop-episode to pack anyway"
+        f"episode {episode}, camera {key}: video has {found} frames but the episode has {length} rows "
+        f"({where}); use {hint} to pack anyway"
     )
 
 
@@ -205,8 +247,12 @@ def build_shard(
     dst_url: str,
     dst_options: dict | None,
     plan_digest: str,
+    progress=None,
 ) -> dict:
     """Build one shard's tar + parquet, upload them, then write its receipt (the commit).
+
+    ``progress`` (optional) gets ``put((1, source_bytes))`` after each episode; a
+    ``multiprocessing.Manager().Queue()`` carries that out of a worker process.
 
     Returns:
         The receipt dict (see docs/FORMAT.md).
@@ -217,8 +263,8 @@ def build_shard(
     rows: list[dict] = []
     dropped, padded, reencoded = [], [], []
     bytes_in = 0
-    readers: dict[str, SourceVideoReader] = {}
-    with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp, _closing_all(readers):
+    videos = _OpenVideos()
+    with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp, contextlib.closing(videos):
         tar_path = Path(tmp) / "shard.tar"
         with open(tar_path, "wb") as tar_file:
             tar = DeterministicTarWriter(tar_file)
@@ -227,24 +273,24 @@ def build_shard(
                 table = source.episode_rows(episode)
                 length = table.num_rows
                 meta = source.episodes[episode]
-                videos: dict[str, EpisodeVideo] = {}
-                decision = None
+                members: dict[str, EpisodeVideo] = {}
+                verdicts = set()
+                episode_bytes = table.nbytes
                 for key in source.video_keys:
-                    video, _ = _episode_video(source, episode, key, options, readers)
-                    verdict = _trim_or_check(video, length, episode, key, options)
-                    if verdict == "drop":
-                        decision = "drop"
-                        break
-                    if verdict == "pad":
-                        decision = "pad"
-                    videos[key] = video
-                    bytes_in += len(video.data) if not video.reencoded else 0
-                if decision == "drop":
+                    video, where = _episode_video(source, episode, key, length, options, videos)
+                    verdicts.add(_frame_verdict(video, length, episode, key, where, options))
+                    if video is not None:
+                        episode_bytes += video.source_bytes
+                        members[key] = video
+                bytes_in += episode_bytes
+                if progress is not None:
+                    progress.put((1, episode_bytes))
+                if "drop" in verdicts:
                     dropped.append(episode)
                     continue
-                if decision == "pad":
+                if "pad" in verdicts:
                     padded.append(episode)
-                if any(v.reencoded for v in videos.values()) and options.video == "copy":
+                if options.video == "copy" and any(v.reencoded for v in members.values()):
                     reencoded.append(episode)
                 row = {
                     "episode_index": episode,
@@ -255,16 +301,15 @@ def build_shard(
                     "row_start": row_cursor,
                 }
                 for key in source.video_keys:
-                    video = videos[key]
+                    video = members[key]
                     offset = tar.add(video_member_name(episode, key), video.data)
                     row[f"video/{key}/offset"] = offset
                     row[f"video/{key}/size"] = len(video.data)
-                    row[f"video/{key}/frames"] = min(video.frames, length)
+                    row[f"video/{key}/frames"] = video.frames
                     row[f"video/{key}/codec"] = video.codec
                     row[f"video/{key}/crc32"] = zlib.crc32(video.data)
                     row[f"video/{key}/reencoded"] = bool(video.reencoded and options.video == "copy")
                 tables.append(table)
-                bytes_in += table.nbytes
                 rows.append(row)
                 row_cursor += length
             tar_size = tar.close()
@@ -292,19 +337,18 @@ def build_shard(
     return receipt
 
 
-@contextlib.contextmanager
-def _closing_all(readers: dict):
-    try:
-        yield readers
-    finally:
-        for reader in readers.values():
-            reader.close()
+def _open_source(root: str) -> LeRobotSource:
+    """One parsed source per process: a pack of 1,000 shards must not re-read the episodes
+    metadata 1,000 times (the profile showed it at a third of a small shard's time). Keyed by
+    the metadata files' sizes and times too, so a long-lived process sees an edited source."""
+    meta = Path(root) / META_DIR
+    files = [meta / "info.json", meta / "tasks.parquet", *sorted((meta / "episodes").glob("chunk-*/file-*.parquet"))]
+    signature = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.is_file())
+    return _parsed_source(root, signature)
 
 
 @functools.lru_cache(maxsize=2)
-def _open_source(root: str) -> LeRobotSource:
-    """One parsed source per process: a pack of 1,000 shards must not re-read the episodes
-    metadata 1,000 times (the profile showed it at a third of a small shard's time)."""
+def _parsed_source(root: str, signature: tuple) -> LeRobotSource:
     return LeRobotSource(root)
 
 
@@ -426,25 +470,23 @@ def pack_dataset(
     local_root, description = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
                                            storage_options=src_storage_options, cache_dir=cache_dir)
     source = LeRobotSource(local_root)
-    known_keys = list(source.features)
-    for name, window in options.windows.items():
-        try:
-            resolve_delta_timestamps(window, source.fps, tolerance_s=options.tolerance_s, known_keys=known_keys)
-        except ValueError as err:
-            raise PackError(f"--window {name}: {err}") from None
+    _check_windows(options, source.fps, list(source.features))
+    # Planning probes every needed file (parquet footer, video header): a bad source fails
+    # here, naming the file and episode, before anything is written.
+    plan = build_plan(source, options, description)
+    planned = [e for shard in plan["shards"] for e in shard]
+    drift = source.schema_drift(planned)
+    if drift:
+        log.warning(
+            "%s: the data parquet columns differ from meta/info.json features (only in info.json: %s; "
+            "only in the parquet: %s); packing what the parquet holds",
+            local_root, drift.only_in_info, drift.only_in_parquet,
+        )
+        _check_windows(options, source.fps, source.video_keys + drift.columns, missing=drift.only_in_info)
     source.check_tasks()
     destination = Destination(dst, storage_options)
-    plan = build_plan(source, options, description)
     digest = plan_sha256(plan)
-    if destination.exists(PLAN_PATH):
-        existing = json.loads(destination.read_bytes(PLAN_PATH))
-        if plan_sha256(existing) != digest:
-            raise PackError(
-                f"{destination.url}/{PLAN_PATH} holds a plan for different source/options; "
-                "pack into an empty destination or delete it first"
-            )
-    else:
-        destination.write_bytes(PLAN_PATH, json.dumps(plan, indent=1, sort_keys=True).encode())
+    _claim_destination(destination, plan, digest)
     copy_meta(source, destination)
 
     shard_ids = list(range(len(plan["shards"])))
@@ -460,19 +502,16 @@ def pack_dataset(
         else:
             todo.append(shard)
 
-    bar = _progress_bar(progress, sum(len(plan["shards"][s]) for s in todo))
+    planned_episodes = sum(len(plan["shards"][s]) for s in shard_ids)
+    bar = _progress_bar(progress, total=planned_episodes, done=planned_episodes - sum(len(plan["shards"][s]) for s in todo))
     args = [(str(local_root), s, plan["shards"][s], options, dst, storage_options, digest) for s in todo]
     try:
         if workers <= 1 or len(todo) <= 1:
             for arg in args:
-                _account(report, build_shard(*arg), written=True)
-                bar.advance(report)
+                _account(report, build_shard(*arg, progress=bar), written=True)
+                bar.shard_done(report)
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(build_shard, *arg) for arg in args]
-                for future in as_completed(futures):
-                    _account(report, future.result(), written=True)
-                    bar.advance(report)
+            _build_in_pool(args, workers, report, bar)
     finally:
         bar.close()
     if part is None:
@@ -482,6 +521,62 @@ def pack_dataset(
         report.finalized = True
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missing: list[str] = ()) -> None:
+    for name, window in options.windows.items():
+        absent = [k for k in window if k in missing]
+        if absent:
+            raise PackError(f"--window {name}: {absent} declared in meta/info.json but missing from the data parquet")
+        try:
+            resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s, known_keys=known_keys)
+        except ValueError as err:
+            raise PackError(f"--window {name}: {err}") from None
+
+
+def _claim_destination(destination: Destination, plan: dict, digest: str) -> None:
+    """Write ``pack-plan.json``, or check that the one there is the same plan (a resume or
+    another ``--part``). A different plan is replaced only while nothing of it was packed
+    (for example after a run that stopped on a frame mismatch and is re-run with
+    ``--on-frame-mismatch pad``); otherwise packing refuses to mix two plans."""
+    if destination.exists(PLAN_PATH):
+        existing = json.loads(destination.read_bytes(PLAN_PATH))
+        if plan_sha256(existing) == digest:
+            return
+        receipts = [n for n in destination.list(SHARDS_DIR) if n.endswith(".json")]
+        if receipts or destination.exists(MANIFEST_PATH):
+            raise PackError(
+                f"{destination.url}/{PLAN_PATH} holds a plan for different source/options and "
+                f"{len(receipts)} shard(s) of it are packed; pack into an empty destination or delete it first"
+            )
+        log.warning("%s/%s: replacing a plan for different source/options (none of its shards was packed)",
+                    destination.url, PLAN_PATH)
+    destination.write_bytes(PLAN_PATH, json.dumps(plan, indent=1, sort_keys=True).encode())
+
+
+def _build_in_pool(args: list[tuple], workers: int, report: PackReport, bar) -> None:
+    """Build shards in a process pool; the first failure cancels the shards not started."""
+    import multiprocessing
+
+    manager = multiprocessing.Manager() if bar.enabled else None
+    queue = manager.Queue() if manager is not None else None
+    try:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            pending = {pool.submit(build_shard, *arg, progress=queue) for arg in args}
+            try:
+                while pending:
+                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    bar.drain(queue)
+                    for future in done:
+                        _account(report, future.result(), written=True)
+                        bar.shard_done(report)
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
+    finally:
+        if manager is not None:
+            manager.shutdown()
 
 
 def _account(report: PackReport, receipt: dict, *, written: bool) -> None:
@@ -497,7 +592,15 @@ def _account(report: PackReport, receipt: dict, *, written: bool) -> None:
 
 
 class _NoProgress:
-    def advance(self, report: PackReport) -> None:
+    enabled = False
+
+    def put(self, item: tuple[int, int]) -> None:
+        pass
+
+    def drain(self, queue) -> None:
+        pass
+
+    def shard_done(self, report: PackReport) -> None:
         pass
 
     def close(self) -> None:
@@ -505,25 +608,43 @@ class _NoProgress:
 
 
 class _RichProgress:
-    def __init__(self, total_episodes: int):
+    """Episodes done (of this run's shards, resumed ones included), source MB read, MB
+    written and MB/s; advanced per episode, from worker processes through a queue."""
+
+    enabled = True
+
+    def __init__(self, total_episodes: int, done_episodes: int):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        self.started = time.perf_counter()
+        self.bytes_in = 0
         self.progress = Progress(
             TextColumn("[bold]packing"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
-            TextColumn("{task.fields[mb]:.1f} MB out"), TimeElapsedColumn(),
+            TextColumn("{task.fields[mb_in]:.1f} MB in, {task.fields[mb_out]:.1f} MB out, {task.fields[rate]:.1f} MB/s"),
+            TimeElapsedColumn(),
         )
-        self.task = self.progress.add_task("pack", total=total_episodes, mb=0.0)
+        self.task = self.progress.add_task("pack", total=total_episodes, completed=done_episodes, mb_in=0.0, mb_out=0.0, rate=0.0)
         self.progress.start()
 
-    def advance(self, report: PackReport) -> None:
-        self.progress.update(self.task, completed=report.episodes, mb=report.bytes_out / 1e6)
+    def put(self, item: tuple[int, int]) -> None:
+        episodes, bytes_in = item
+        self.bytes_in += bytes_in
+        seconds = max(time.perf_counter() - self.started, 1e-9)
+        self.progress.update(self.task, advance=episodes, mb_in=self.bytes_in / 1e6, rate=self.bytes_in / 1e6 / seconds)
+
+    def drain(self, queue) -> None:
+        while queue is not None and not queue.empty():
+            self.put(queue.get())
+
+    def shard_done(self, report: PackReport) -> None:
+        self.progress.update(self.task, mb_out=report.bytes_out / 1e6)
 
     def close(self) -> None:
         self.progress.stop()
 
 
-def _progress_bar(enabled: bool, total: int):
-    return _RichProgress(total) if enabled else _NoProgress()
+def _progress_bar(enabled: bool, *, total: int, done: int):
+    return _RichProgress(total, done) if enabled else _NoProgress()
 
 
 def stage_source(

@@ -84,7 +84,6 @@ class LeRobotSource:
         self.episodes = self._load_episodes()
         self.tasks = self._load_tasks()
         self._data_cache: tuple[Path, pa.Table, dict[int, tuple[int, int]]] | None = None
-        self._warned_drift = False
 
     # -- metadata ---------------------------------------------------------------------------
     def _load_episodes(self) -> dict[int, dict]:
@@ -168,7 +167,6 @@ class LeRobotSource:
                 table = pq.read_table(path)
             except Exception as err:
                 raise SourceError(f"{path}: cannot read data parquet ({err})") from None
-            self._check_schema_drift(path, table.schema)
             try:
                 spans = _episode_spans(table)
             except SourceError as err:
@@ -188,36 +186,54 @@ class LeRobotSource:
             rows = rows.sort_by("frame_index")
         return rows
 
-    def _check_schema_drift(self, path: Path, schema: pa.Schema) -> None:
-        declared = {k for k, f in self.features.items() if f.get("dtype") not in ("video", "image")}
-        present = set(schema.names)
-        if declared != present and not self._warned_drift:
-            self._warned_drift = True
-            log.warning(
-                "%s: columns differ from info.json features (only in info.json: %s; only in parquet: %s); "
-                "packing what the parquet holds",
-                path,
-                sorted(declared - present),
-                sorted(present - declared),
-            )
+    def schema_drift(self, episodes: list[int]) -> SchemaDrift:
+        """Compare the tabular features info.json declares with the columns of the data files
+        the given episodes live in (parquet footers only).
+
+        Raises:
+            SourceError: a data file is missing or is not a readable parquet file.
+        """
+        # Image features (dtype "image") live in the data parquet too; only videos do not.
+        declared = [k for k, f in self.features.items() if f.get("dtype") != "video"]
+        first_episode_of: dict[Path, int] = {}
+        for episode in episodes:
+            first_episode_of.setdefault(self.data_path(episode), episode)
+        present: list[str] = []
+        for path, episode in sorted(first_episode_of.items()):
+            for name in _parquet_schema(path, episode).names:
+                if name not in present:
+                    present.append(name)
+        return SchemaDrift(
+            only_in_info=[k for k in declared if k not in present],
+            only_in_parquet=[c for c in present if c not in declared],
+            columns=present,
+        )
 
     def estimated_episode_bytes(self, episode_index: int) -> int:
-        """Estimate the packed bytes of an episode from its share of its source files."""
+        """Estimate the packed bytes of an episode from its share of its source files.
+
+        It also checks, before anything is written, that the episode's files exist and open
+        (parquet footer, video header), so a bad source fails naming the file and episode.
+
+        Raises:
+            SourceError: a data or video file is missing, truncated or not what it claims.
+        """
         row = self.episodes[episode_index]
         total = 0
         data_path = self.data_path(episode_index)
-        if data_path.is_file():
-            # Tabular rows are small; a per-frame share of the data file is close enough.
-            total += data_path.stat().st_size * int(row["length"]) // max(_rows_in(data_path), 1)
+        # Tabular rows are small; a per-frame share of the data file is close enough.
+        rows = _parquet_rows(data_path, episode_index)
+        total += data_path.stat().st_size * int(row["length"]) // max(rows, 1)
         for key in self.video_keys:
             location = self.video_location(episode_index, key)
-            if location.path.is_file():
-                try:
-                    duration = _file_duration(location.path)
-                except SourceError as err:
-                    raise SourceError(f"episode {episode_index}, camera {key}: {err}") from None
-                share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
-                total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
+            if not location.path.is_file():
+                raise SourceError(f"{location.path}: missing (video of episode {episode_index}, camera {key})")
+            try:
+                duration = _file_duration(location.path)
+            except SourceError as err:
+                raise SourceError(f"episode {episode_index}, camera {key}: {err}") from None
+            share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
+            total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
         return total
 
 
@@ -237,27 +253,65 @@ def _episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:
     return {int(v): (int(a), int(c)) for v, a, c in zip(values, starts, counts)}
 
 
-_ROWS_CACHE: dict[Path, int] = {}
-_DURATION_CACHE: dict[Path, float] = {}
+@dataclass(frozen=True)
+class SchemaDrift:
+    """Tabular features of info.json vs the columns the data parquet actually holds."""
+
+    only_in_info: list[str]
+    only_in_parquet: list[str]
+    columns: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.only_in_info or self.only_in_parquet)
 
 
-def _rows_in(path: Path) -> int:
-    if path not in _ROWS_CACHE:
-        _ROWS_CACHE[path] = pq.read_metadata(path).num_rows
-    return _ROWS_CACHE[path]
+# Footer reads and video probes, keyed by (path, size, mtime) so an edited file is re-read.
+_ROWS_CACHE: dict[tuple, int] = {}
+_SCHEMA_CACHE: dict[tuple, pa.Schema] = {}
+_DURATION_CACHE: dict[tuple, float] = {}
+
+
+def _file_key(path: Path) -> tuple:
+    stat = path.stat()
+    return (str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _parquet_metadata(path: Path, episode: int) -> tuple[tuple, pq.FileMetaData]:
+    if not path.is_file():
+        raise SourceError(f"{path}: missing (data file of episode {episode})")
+    key = _file_key(path)
+    try:
+        return key, pq.read_metadata(path)
+    except Exception as err:  # pyarrow raises ArrowInvalid/OSError for truncated or foreign files
+        raise SourceError(f"{path}: not a readable parquet file, truncated? (data file of episode {episode}: {err})") from None
+
+
+def _parquet_rows(path: Path, episode: int) -> int:
+    key = _file_key(path) if path.is_file() else None
+    if key not in _ROWS_CACHE:
+        key, metadata = _parquet_metadata(path, episode)
+        _ROWS_CACHE[key] = metadata.num_rows
+        _SCHEMA_CACHE[key] = metadata.schema.to_arrow_schema()
+    return _ROWS_CACHE[key]
+
+
+def _parquet_schema(path: Path, episode: int) -> pa.Schema:
+    _parquet_rows(path, episode)
+    return _SCHEMA_CACHE[_file_key(path)]
 
 
 def _file_duration(path: Path) -> float:
-    if path not in _DURATION_CACHE:
+    key = _file_key(path)
+    if key not in _DURATION_CACHE:
         import av
 
         try:
             with av.open(str(path)) as container:
                 stream = container.streams.video[0]
                 if stream.duration is not None:
-                    _DURATION_CACHE[path] = float(stream.duration * stream.time_base)
+                    _DURATION_CACHE[key] = float(stream.duration * stream.time_base)
                 else:
-                    _DURATION_CACHE[path] = float((container.duration or 0) / av.time_base)
+                    _DURATION_CACHE[key] = float((container.duration or 0) / av.time_base)
         except Exception as err:
             raise SourceError(f"{path}: cannot open video ({err})") from None
-    return _DURATION_CACHE[path]
+    return _DURATION_CACHE[key]

@@ -7,6 +7,7 @@ import io
 import zlib
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from packer.destination import Destination
@@ -46,6 +47,39 @@ def _sha256(destination: Destination, rel: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def _index_problems(episodes: list[dict], samples, manifest: Manifest) -> list[str]:
+    """The two indexes and the manifest agree: per shard the episode and frame counts, per
+    episode its anchors (frames 0..length-1 at rows row_start.. of its shard parquet)."""
+    problems = []
+    for shard in manifest.shards:
+        mine = [e for e in episodes if e["shard"] == shard.index]
+        frames = sum(e["length"] for e in mine)
+        if (len(mine), frames) != (shard.num_episodes, shard.frames):
+            problems.append(
+                f"{EPISODES_INDEX_PATH}: shard {shard.name} has {len(mine)} episodes / {frames} frames, "
+                f"manifest says {shard.num_episodes} / {shard.frames}"
+            )
+    columns = {name: samples[name].to_numpy() for name in samples.column_names}
+    order = np.argsort(columns["episode_index"], kind="stable")
+    episode_of, starts = np.unique(columns["episode_index"][order], return_index=True)
+    bounds = dict(zip(episode_of.tolist(), zip(starts.tolist(), [*starts[1:].tolist(), len(order)])))
+    for episode in episodes:
+        where = f"{SAMPLES_INDEX_PATH}: episode {episode['episode_index']}"
+        start, stop = bounds.get(episode["episode_index"], (0, 0))
+        rows = order[start:stop]
+        length = episode["length"]
+        expected_rows = np.arange(episode["row_start"], episode["row_start"] + length)
+        if len(rows) != length:
+            problems.append(f"{where}: {len(rows)} anchors, episodes index says length {length}")
+        elif not (
+            np.array_equal(np.sort(columns["frame_index"][rows]), np.arange(length))
+            and np.all(columns["shard"][rows] == episode["shard"])
+            and np.array_equal(np.sort(columns["row"][rows]), expected_rows)
+        ):
+            problems.append(f"{where}: anchors do not cover frames 0..{length - 1} at rows {episode['row_start']}.. of shard {episode['shard']}")
+    return problems
+
+
 def verify(dst: str, *, decode: bool = False, storage_options: dict | None = None) -> VerifyReport:
     """Check sizes, sha256, index consistency, member CRCs and tar headers; with ``decode``,
     that every member decodes to its recorded frame count.
@@ -83,14 +117,15 @@ def verify(dst: str, *, decode: bool = False, storage_options: dict | None = Non
         with destination.open(EPISODES_INDEX_PATH) as handle:
             episodes = pq.read_table(handle).to_pylist()
         with destination.open(SAMPLES_INDEX_PATH) as handle:
-            samples = pq.read_table(handle, columns=["index", "episode_index", "shard"])
-    except (OSError, FileNotFoundError) as err:
+            samples = pq.read_table(handle, columns=["index", "episode_index", "frame_index", "shard", "row"])
+    except (OSError, ValueError) as err:  # missing, or not parquet (pyarrow raises ArrowInvalid)
         report.problems.append(f"index unreadable: {err}")
         return report
     if len(episodes) != manifest.totals["episodes"]:
         report.problems.append(f"{EPISODES_INDEX_PATH}: {len(episodes)} episodes, manifest says {manifest.totals['episodes']}")
     if samples.num_rows != manifest.totals["frames"]:
         report.problems.append(f"{SAMPLES_INDEX_PATH}: {samples.num_rows} anchors, manifest says {manifest.totals['frames']} frames")
+    report.problems.extend(_index_problems(episodes, samples, manifest))
     shard_sizes = {s.index: s.tar_bytes for s in manifest.shards}
 
     import av  # only verify needs a decoder

@@ -9,6 +9,10 @@ from importlib import import_module
 
 _EXPORTS = {
     "PackedDataset": "reader.dataset",
+    "AnchorSequence": "reader.dataset",
+    "DecodeError": "reader.decode",
+    "EpisodeDataError": "reader.episode_pool",
+    "PrefetchError": "reader.prefetch",
     "MixtureDataset": "reader.mixture",
     "FORMAT_VERSION": "reader.format",
     "FormatError": "reader.format",

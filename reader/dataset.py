@@ -9,9 +9,10 @@ collective, no shared state, and resuming is arithmetic.
 from __future__ import annotations
 
 import io
-import multiprocessing
+import itertools
+import time
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -23,26 +24,24 @@ from reader.epoch_plan import EpochPlan, PlanError, plan_epoch
 from reader.episode_pool import EpisodeFetcher, EpisodePool
 from reader.packed_index import PackedIndex
 from reader.consumer_draws import SegmentDraws
+from reader.reader_stats import SharedStats
 from reader.resume import assign_resumed_streams
 from reader.sample_builder import SampleBuilder
 from reader.storage import RetryPolicy, Storage
-from reader.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
+from reader.windows import resolve_delta_timestamps
 from reader.world import World
 
-_STAT_FIELDS = (
-    "samples",
-    "bytes_fetched",
-    "fetch_seconds",
-    "decode_seconds",
-    "episodes_admitted",
-    "decoder_hits",
-    "decoder_misses",
-    "frames_decoded",
-    "max_open_episodes",
-    "max_open_bytes",
-    "storage_retries",
-)
-_MAX_STAT_SLOTS = 256
+
+_PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
+
+
+class AnchorSequence(NamedTuple):
+    """Anchors in the order a consumer yields them; each field is an (n,) int64 array."""
+
+    episode_index: np.ndarray
+    frame_index: np.ndarray
+    index: np.ndarray
+    """Global ``index`` (the sample's ``index`` value)."""
 
 
 class PackedDataset(torch.utils.data.IterableDataset):
@@ -139,7 +138,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.epoch = 0
         self._resume: dict | None = None
         self.tasks = self._load_tasks()
-        self._stats = multiprocessing.RawArray("d", _MAX_STAT_SLOTS * len(_STAT_FIELDS))
+        self._stats = SharedStats()
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -165,16 +164,21 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """
         self.epoch = int(epoch)
 
-    def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int | None = None) -> dict:
+    def state_dict(
+        self, *, samples_consumed: int, batch_size: int, num_workers: int | None = None, drop_last: bool = False
+    ) -> dict:
         """The resume state a trainer saves: where this rank is in the current epoch.
 
         ``samples_consumed`` counts samples the trainer received this epoch (identical on every
-        rank). ``num_workers`` lets a resume with a different worker count re-split exactly.
+        rank). ``num_workers`` lets a resume with a different worker count re-split exactly;
+        ``drop_last`` is the DataLoader's (each worker then drops its partial last batch).
         """
         world = World.detect(self._rank_arg, self._world_size_arg)
         state = {"epoch": self.epoch, "samples_consumed": int(samples_consumed), "batch_size": int(batch_size), "world_size": world.world_size}
         if num_workers is not None:
             state["num_workers"] = int(num_workers)
+        if drop_last:
+            state["drop_last"] = True
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -183,7 +187,11 @@ class PackedDataset(torch.utils.data.IterableDataset):
         Call before ``iter(loader)`` (workers copy the dataset when the iterator starts). With
         the same world size and workers the exact sample sequence of the uninterrupted run
         continues; if ``world_size``/``num_workers`` recorded in the state differ, the
-        remaining anchors of the epoch are re-split exactly once over the new world.
+        remaining anchors of the epoch are re-split exactly once over the new world (a
+        different order; at most ``world_size - 1`` more anchors dropped to keep per-rank
+        counts equal). Without ``num_workers`` in the state the old run is assumed to have
+        had the current loader's worker count. Optional ``drop_last``: the old loader's.
+        A ``samples_consumed`` that does not end a batch raises when iteration starts.
 
         Raises:
             ValueError: missing keys or negative/invalid values.
@@ -196,14 +204,57 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.epoch = int(state["epoch"])
         self._resume = dict(state)
 
-    def stats(self) -> dict[str, float]:
-        """Counters summed over this process and its DataLoader workers (maxima for peaks)."""
-        values = np.frombuffer(self._stats, dtype=np.float64).reshape(_MAX_STAT_SLOTS, len(_STAT_FIELDS))
-        result = {}
-        for i, name in enumerate(_STAT_FIELDS):
-            result[name] = float(values[:, i].max() if name.startswith("max_") else values[:, i].sum())
-        result["decoder_backend"] = self.decoder_backend
-        return result
+    def stats(self) -> dict[str, float | str]:
+        """Reader counters since this dataset was built, summed over this process and its
+        DataLoader workers (peaks for ``max_*``), plus ``decoder_backend``.
+
+        Keys: ``samples``, ``bytes_fetched`` (video bytes read + decoded row bytes),
+        ``fetch_seconds`` (background fetch time, summed over threads), ``decode_seconds``,
+        ``episodes_admitted``, ``disk_cache_hits`` (episodes whose video came from
+        ``cache_dir``), ``decoder_hits``/``decoder_misses`` (a miss opens a decoder on
+        an episode's member), ``frames_decoded``, ``storage_retries``, ``max_open_episodes``,
+        ``max_open_bytes`` (one consumer's open pool), ``max_prefetched_bytes`` (one consumer's
+        video bytes fetched ahead of use; at most ``prefetch_bytes`` unless a single episode is
+        larger). Iterators publish through shared memory (see ``reader.reader_stats``) every
+        50 ms and when their stream ends: current while a loader runs, complete once an epoch's
+        loader is exhausted.
+        """
+        return {**self._stats.snapshot(), "decoder_backend": self.decoder_backend}
+
+    def reset_stats(self) -> None:
+        """Zero the counters (call between iterators, not while a loader runs)."""
+        self._stats.reset()
+
+    def upcoming_anchors(self, *, worker: int = 0, num_workers: int = 0, limit: int | None = None) -> AnchorSequence:
+        """The anchors DataLoader worker ``worker`` of this rank will yield, in order.
+
+        Computed from the index alone for the current epoch and resume state (no shard is
+        read), so it is cheap at any offset and shows exactly what an iterator would do:
+        ``num_workers=0`` is the main-process iterator. ``limit`` caps how many are listed
+        (default: the whole remaining stream, one Python step per anchor).
+
+        Raises:
+            PlanError: ``worker`` not in ``[0, max(1, num_workers))``.
+        """
+        detected = World.detect(self._rank_arg, self._world_size_arg)
+        world = World(rank=detected.rank, world_size=detected.world_size, worker=worker, num_workers=num_workers)
+        plan, segments = self._segments(world)
+        positions, anchors = [], []
+        for consumer, start, stop in segments:
+            remaining = None if limit is None else limit - len(positions)
+            if remaining is not None and remaining <= 0:
+                break
+            for position, anchor_position, _ in itertools.islice(SegmentDraws(plan, consumer, start, stop, self.episode_pool_size), remaining):
+                positions.append(position)
+                anchors.append(anchor_position)
+        episode_position = np.asarray(positions, dtype=np.int64)
+        frame = np.zeros(len(positions), dtype=np.int64)
+        for position in np.unique(episode_position):
+            mask = episode_position == position
+            frame[mask] = self.index.anchor_frame(int(position), np.asarray(anchors, dtype=np.int64)[mask])
+        first_index = np.array([e.dataset_from_index for e in self.index.episodes], dtype=np.int64)
+        episode_index = np.array([e.episode_index for e in self.index.episodes], dtype=np.int64)
+        return AnchorSequence(episode_index[episode_position], frame, first_index[episode_position] + frame)
 
     # -- planning -------------------------------------------------------------------------
     def plan(self, *, world_size: int, workers_per_rank: int, epoch: int | None = None) -> EpochPlan:
@@ -233,6 +284,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             samples_consumed=int(state["samples_consumed"]),
             new_world_size=world.world_size,
             new_workers_per_rank=world.workers_per_rank,
+            drop_last=bool(state.get("drop_last", False)),
         )
         sources, starts, stops = streams.segments_of(world.consumer)
         return plan, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
@@ -254,46 +306,60 @@ class PackedDataset(torch.utils.data.IterableDataset):
             encoded_video=self.decode_device is not None,
             member_prefix=self.root,
         )
-        slot = world.worker if world.num_workers > 0 else 0
+        publisher = self._stats.publisher(world.worker if world.num_workers > 0 else None)
+        retries_before = self.storage.counters.retries  # the Storage outlives iterators
         samples = 0
+
+        def publish() -> None:
+            self._publish(publisher, samples, fetcher, builder, pool, retries_before)
+
+        next_publish = 0.0  # publish at most every _PUBLISH_INTERVAL_S, and at the end
         try:
             for consumer, start, stop in segments:
                 draws = SegmentDraws(plan, consumer, start, stop, self.episode_pool_size)
-                pool.schedule(draws.admission)
-                for position, anchor_position, last in draws:
-                    episode = pool.get(position)
-                    frame = int(self.index.anchor_frame(position, np.array([anchor_position]))[0])
-                    sample = builder.build(episode, frame)
-                    samples += 1
-                    if last:
-                        pool.release(position)
-                    self._publish(slot, samples, fetcher, builder, pool)
-                    yield sample
+                pool.schedule([])
+                # Admissions are learned a block of draws at a time, far enough ahead for
+                # prefetch: starting costs the same at any offset and segment length.
+                for admitted, block in draws.blocks(ahead=max(self.prefetch_episodes, 1) + self.episode_pool_size):
+                    pool.extend(admitted)
+                    for position, anchor_position, last in block:
+                        episode = pool.get(position)
+                        frame = int(self.index.anchor_frame(position, np.array([anchor_position]))[0])
+                        sample = builder.build(episode, frame)
+                        samples += 1
+                        if last:
+                            pool.release(position)
+                        if time.monotonic() >= next_publish:
+                            publish()
+                            next_publish = time.monotonic() + _PUBLISH_INTERVAL_S
+                        yield sample
                 # A piece whose last draw lies past this segment (only after a re-split
                 # resume) must not stay open while the next segment runs.
-                for position in list(pool.open_episodes):
-                    pool.release(position)
+                pool.release_all()
         finally:
+            # Runs when the stream ends (before a DataLoader worker reports it is done) or the
+            # generator is closed, so an epoch's totals are complete once the loader is.
+            publish()
             pool.close()
 
-    def _publish(self, slot: int, samples: int, fetcher: EpisodeFetcher, builder: SampleBuilder, pool: EpisodePool) -> None:
-        if slot >= _MAX_STAT_SLOTS:
-            return
-        base = slot * len(_STAT_FIELDS)
-        values = (
-            samples,
-            fetcher.counters.bytes_fetched,
-            fetcher.counters.fetch_seconds,
-            builder.counters["decode_seconds"],
-            fetcher.counters.episodes_admitted,
-            builder.counters["decoder_hits"],
-            builder.counters["decoder_misses"],
-            builder.counters["frames_decoded"],
-            pool.max_open,
-            pool.max_open_bytes,
-            self.storage.counters.retries,
+    def _publish(self, publisher, samples: int, fetcher: EpisodeFetcher, builder: SampleBuilder, pool: EpisodePool, retries_before: int) -> None:
+        publisher.publish(
+            {
+                "samples": samples,
+                "bytes_fetched": fetcher.counters.bytes_fetched,
+                "fetch_seconds": fetcher.counters.fetch_seconds,
+                "decode_seconds": builder.counters["decode_seconds"],
+                "episodes_admitted": fetcher.counters.episodes_admitted,
+                "disk_cache_hits": fetcher.counters.disk_cache_hits,
+                "decoder_hits": builder.counters["decoder_hits"],
+                "decoder_misses": builder.counters["decoder_misses"],
+                "frames_decoded": builder.counters["frames_decoded"],
+                "storage_retries": self.storage.counters.retries - retries_before,
+                "max_open_episodes": pool.max_open,
+                "max_open_bytes": pool.max_open_bytes,
+                "max_prefetched_bytes": pool.prefetcher.peak_bytes,
+            }
         )
-        self._stats[base : base + len(values)] = values
 
     def _load_tasks(self) -> dict[int, str]:
         try:

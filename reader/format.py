@@ -150,7 +150,9 @@ class Manifest:
         options: packing options that shape the output (video mode, codec settings, ...).
         source: where the data came from (uri or repo_id/revision, codebase_version).
         fps: frames per second of every stream.
-        features: LeRobot ``info.json`` features; video features describe the packed codec.
+        features: LeRobot ``info.json`` features; video features describe the packed codec,
+            tabular ones what the shard parquet holds (``extra["schema_drift"]`` when the
+            source's info.json and data parquet disagree).
         video_keys: camera feature names, in member order within an episode.
         windows: named ``delta_timestamps`` windows precomputed into the sample index.
         tolerance_s: tolerance used to validate window offsets.

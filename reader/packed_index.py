@@ -40,6 +40,7 @@ class EpisodeEntry:
     episode_index: int
     shard: int
     length: int
+    dataset_from_index: int
     row_start: int
     row_group: int
     tasks: tuple[str, ...]
@@ -103,7 +104,7 @@ class PackedIndex:
 
     def _entries(self, table: pa.Table) -> list[EpisodeEntry]:
         manifest = self.manifest
-        required = ["episode_index", "shard", "length", "row_start", "row_group", "tasks"]
+        required = ["episode_index", "shard", "length", "dataset_from_index", "row_start", "row_group", "tasks"]
         required += [video_column(k, f) for k in manifest.video_keys for f in ("offset", "size", "frames", "crc32", "codec")]
         missing = [c for c in required if c not in table.column_names]
         if missing:
@@ -126,6 +127,7 @@ class PackedIndex:
                     episode_index=columns["episode_index"][i],
                     shard=columns["shard"][i],
                     length=columns["length"][i],
+                    dataset_from_index=columns["dataset_from_index"][i],
                     row_start=columns["row_start"][i],
                     row_group=columns["row_group"][i],
                     tasks=tuple(columns["tasks"][i]),
@@ -154,17 +156,24 @@ class PackedIndex:
                     )
 
     def _filtered_anchors(self, where: str) -> list[np.ndarray]:
-        """Anchors matching a DuckDB SQL predicate over ``index/samples.parquet``."""
+        """Anchors matching a DuckDB SQL predicate over ``index/samples.parquet``.
+
+        DuckDB reads the file itself (remote roots through the storage's fsspec filesystem),
+        so only the columns the predicate uses are read, never the whole index into memory.
+        """
         import duckdb  # only needed for where=
 
-        samples = pq.read_table(io.BytesIO(self.storage.read_bytes(SAMPLES_INDEX_PATH)))
         con = duckdb.connect()
         try:
-            con.register("samples", samples)
+            root = self.storage.register_with_duckdb(con)
+            source = f"{root}/{SAMPLES_INDEX_PATH}".replace("'", "''")
             try:
                 selected = con.execute(
-                    f"SELECT episode_index, frame_index FROM samples WHERE ({where}) ORDER BY episode_index, frame_index"
+                    f"SELECT episode_index, frame_index FROM read_parquet('{source}') WHERE ({where}) "
+                    "ORDER BY episode_index, frame_index"
                 ).fetchnumpy()
+            except duckdb.IOException as err:
+                raise FormatError(f"{self.storage.object_url(SAMPLES_INDEX_PATH)}: cannot read it for where= ({err})") from None
             except duckdb.Error as err:
                 raise ValueError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
         finally:

@@ -3,7 +3,6 @@ equal to what LeRobot decodes, LeRobot's padding rule, byte-identical parts and 
 
 from __future__ import annotations
 
-import filecmp
 import json
 import shutil
 import tarfile
@@ -26,37 +25,17 @@ from packer.source import SourceError
 from packer.verify import verify
 from reader.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
 from tests.packed_fixtures import *  # noqa: F401,F403
-from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB
-
-CAMERAS = ("observation.images.top", "observation.images.wrist")
-
-
-def _episodes_index(root: Path) -> list[dict]:
-    return pq.read_table(root / "index" / "episodes.parquet").to_pylist()
-
-
-def _source_episodes(source: Path) -> dict[int, dict]:
-    files = sorted((source / "meta" / "episodes").glob("*/*.parquet"))
-    return {e["episode_index"]: e for e in pa.concat_tables([pq.read_table(f) for f in files]).to_pylist()}
-
-
-def _source_frames(source: Path, episode: dict, key: str) -> torch.Tensor:
-    """Frames LeRobot decodes for each row of an episode (concatenated file, from_ts + ts)."""
-    info = json.loads((source / "meta" / "info.json").read_text())
-    path = source / info["video_path"].format(
-        video_key=key, chunk_index=episode[f"videos/{key}/chunk_index"], file_index=episode[f"videos/{key}/file_index"]
-    )
-    decoder = VideoDecoder(str(path))
-    fps = decoder.metadata.average_fps
-    start = episode[f"videos/{key}/from_timestamp"]
-    return decoder.get_frames_at(indices=[round((start + j / 30) * fps) for j in range(episode["length"])]).data
-
-
-def _member_bytes(root: Path, row: dict, key: str) -> bytes:
-    with open(root / "shards" / f"shard-{row['shard']:06d}.tar", "rb") as handle:
-        handle.seek(row[f"video/{key}/offset"])
-        return handle.read(row[f"video/{key}/size"])
-
+from tests.packed_fixtures import (
+    CAMERAS,
+    PACK_WINDOWS,
+    SHARD_SIZE_MB,
+    assert_same_tree,
+    copy_source,
+    episodes_index,
+    member_bytes,
+    source_episodes,
+    source_frames,
+)
 
 def test_every_source_row_comes_back_bit_identical(sample_source, packed_copy):
     source = pa.concat_tables([pq.read_table(p) for p in sorted((sample_source / "data").glob("*/*.parquet"))])
@@ -69,7 +48,7 @@ def test_row_groups_hold_whole_episodes_and_stay_under_32mb(sample_source, tmp_p
     # A tiny row-group limit forces several groups per shard; the rule is the same at 32 MB.
     dst = tmp_path / "rg"
     pack_dataset(str(sample_source), str(dst), shard_size_mb=1, row_group_max_bytes=3000)
-    index = {e["episode_index"]: e for e in _episodes_index(dst)}
+    index = {e["episode_index"]: e for e in episodes_index(dst)}
     groups_seen = 0
     for path in sorted((dst / "shards").glob("*.parquet")):
         parquet = pq.ParquetFile(path)
@@ -87,7 +66,7 @@ def test_row_groups_hold_whole_episodes_and_stay_under_32mb(sample_source, tmp_p
 
 
 def test_each_episode_in_exactly_one_tar_with_contiguous_members(packed_copy):
-    index = _episodes_index(packed_copy)
+    index = episodes_index(packed_copy)
     seen = {}
     for tar_path in sorted((packed_copy / "shards").glob("*.tar")):
         shard = int(tar_path.stem.split("-")[1])
@@ -113,20 +92,20 @@ def test_webdataset_yields_one_sample_per_episode(packed_copy):
     shard = sorted((packed_copy / "shards").glob("*.tar"))[0]
     samples = list(webdataset.WebDataset(str(shard), shardshuffle=False))
     keys = [s["__key__"] for s in samples]
-    expected = [f"ep-{r['episode_index']:06d}" for r in _episodes_index(packed_copy) if r["shard"] == 0]
+    expected = [f"ep-{r['episode_index']:06d}" for r in episodes_index(packed_copy) if r["shard"] == 0]
     assert keys == expected
     assert set(samples[0]) >= {"observation.images.top.mp4", "observation.images.wrist.mp4"}
 
 
 def test_copy_mode_frames_are_bit_identical_to_lerobot_decode(sample_source, packed_copy):
-    source = _source_episodes(sample_source)
-    for row in _episodes_index(packed_copy):
+    source = source_episodes(sample_source)
+    for row in episodes_index(packed_copy):
         for key in CAMERAS:
-            data = _member_bytes(packed_copy, row, key)
+            data = member_bytes(packed_copy, row, key)
             decoder = VideoDecoder(data)
             assert decoder.metadata.num_frames == row["length"] == row[f"video/{key}/frames"]
             packed = decoder.get_frames_at(indices=list(range(row["length"]))).data
-            assert torch.equal(packed, _source_frames(sample_source, source[row["episode_index"]], key))
+            assert torch.equal(packed, source_frames(sample_source, source[row["episode_index"]], key))
             assert row[f"video/{key}/codec"] == "av1" and not row[f"video/{key}/reencoded"]
 
 
@@ -138,14 +117,14 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.parametrize("fixture,codec", [("packed_hevc", "hevc"), ("packed_h264", "h264")])
 def test_reencoded_frames_match_the_source(request, sample_source, fixture, codec):
     packed = request.getfixturevalue(fixture)
-    source = _source_episodes(sample_source)
+    source = source_episodes(sample_source)
     manifest = Manifest.from_json((packed / "manifest.json").read_text())
     assert manifest.features["observation.images.top"]["info"]["video.codec"] == codec
-    for row in _episodes_index(packed):
+    for row in episodes_index(packed):
         for key in CAMERAS:
-            data = _member_bytes(packed, row, key)
+            data = member_bytes(packed, row, key)
             frames = VideoDecoder(data).get_frames_at(indices=list(range(row["length"]))).data
-            expected = _source_frames(sample_source, source[row["episode_index"]], key)
+            expected = source_frames(sample_source, source[row["episode_index"]], key)
             assert _psnr(frames, expected) >= 35.0, (row["episode_index"], key)
             assert [read_identity(f.numpy()) for f in frames] == [(row["episode_index"], j) for j in range(row["length"])]
             with av.open(__import__("io").BytesIO(data)) as container:
@@ -160,7 +139,7 @@ def test_reencoded_frames_match_the_source(request, sample_source, fixture, code
 
 def test_window_pad_counts_follow_lerobots_rule(packed_copy):
     samples = pq.read_table(packed_copy / "index" / "samples.parquet").to_pylist()
-    lengths = {e["episode_index"]: e["length"] for e in _episodes_index(packed_copy)}
+    lengths = {e["episode_index"]: e["length"] for e in episodes_index(packed_copy)}
     assert [s["index"] for s in samples] == list(range(len(samples)))
     for name, window in PACK_WINDOWS.items():
         for key, deltas in window.items():
@@ -181,15 +160,7 @@ def test_parts_plus_finalize_are_byte_identical_to_one_run(sample_source, packed
         assert not report.finalized and not (dst / "manifest.json").exists()
     result = CliRunner().invoke(cli, ["finalize", str(dst)])
     assert result.exit_code == 0, result.output
-    _assert_same_tree(packed_copy, dst)
-
-
-def _assert_same_tree(a: Path, b: Path) -> None:
-    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
-    assert files_a == files_b
-    for rel in files_a:
-        assert filecmp.cmp(a / rel, b / rel, shallow=False), f"{rel} differs"
+    assert_same_tree(packed_copy, dst)
 
 
 def test_an_interrupted_pack_resumes_and_ends_identical(sample_source, packed_copy, tmp_path):
@@ -203,7 +174,7 @@ def test_an_interrupted_pack_resumes_and_ends_identical(sample_source, packed_co
     tar.write_bytes(tar.read_bytes()[:100])
     report = pack_dataset(str(sample_source), str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB)
     assert report.shards_written == 2 and report.shards_skipped == report.shards - 2
-    _assert_same_tree(packed_copy, dst)
+    assert_same_tree(packed_copy, dst)
 
 
 def test_a_pack_killed_with_sigkill_resumes_and_ends_identical(sample_source, tmp_path):
@@ -228,7 +199,7 @@ def test_a_pack_killed_with_sigkill_resumes_and_ends_identical(sample_source, tm
     assert not (killed / "manifest.json").exists(), "a killed pack must not look complete"
     report = pack_dataset(str(sample_source), str(killed), video="hevc", shard_size_mb=0.001)
     assert report.shards_skipped >= 1 and report.finalized
-    _assert_same_tree(reference, killed)
+    assert_same_tree(reference, killed)
 
 
 def test_a_different_plan_in_the_destination_is_refused(sample_source, packed_copy, tmp_path):
@@ -257,9 +228,9 @@ def test_subset_keeps_source_indices(sample_source, tmp_path):
     dst = tmp_path / "subset"
     report = pack_dataset(str(sample_source), str(dst), episodes=[1, 3, 4, 5])
     assert report.episodes == 4
-    index = _episodes_index(dst)
+    index = episodes_index(dst)
     assert [e["episode_index"] for e in index] == [1, 3, 4, 5]
-    source = _source_episodes(sample_source)
+    source = source_episodes(sample_source)
     samples = pq.read_table(dst / "index" / "samples.parquet")
     expected = [i for e in (1, 3, 4, 5) for i in range(source[e]["dataset_from_index"], source[e]["dataset_to_index"])]
     assert samples["index"].to_pylist() == expected
@@ -267,14 +238,8 @@ def test_subset_keeps_source_indices(sample_source, tmp_path):
         pack_dataset(str(sample_source), str(tmp_path / "bad"), episodes=[1, 99])
 
 
-def _copy_source(sample_source: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "src"
-    shutil.copytree(sample_source, root)
-    return root
-
-
 def test_unsupported_codebase_version_points_to_the_converter(sample_source, tmp_path):
-    root = _copy_source(sample_source, tmp_path)
+    root = copy_source(sample_source, tmp_path)
     info = json.loads((root / "meta" / "info.json").read_text())
     info["codebase_version"] = "v2.1"
     (root / "meta" / "info.json").write_text(json.dumps(info))
@@ -284,7 +249,7 @@ def test_unsupported_codebase_version_points_to_the_converter(sample_source, tmp
 
 
 def test_missing_and_corrupt_files_are_named(sample_source, tmp_path):
-    root = _copy_source(sample_source, tmp_path)
+    root = copy_source(sample_source, tmp_path)
     with pytest.raises(SourceError, match="source does not exist"):
         pack_dataset(str(tmp_path / "nope"), str(tmp_path / "out0"))
     video = sorted((root / "videos" / "observation.images.top").glob("*/*.mp4"))[1]
@@ -309,19 +274,19 @@ def _shorten_episode_metadata(root: Path, episode: int, frames_missing: int) -> 
 
 
 def test_frame_mismatch_errors_pads_or_drops(sample_source, tmp_path):
-    root = _copy_source(sample_source, tmp_path)
+    root = copy_source(sample_source, tmp_path)
     _shorten_episode_metadata(root, 2, 3)
     with pytest.raises(FrameMismatchError, match="episode 2, camera observation.images.top: video has 27 frames but the episode has 30 rows"):
         pack_dataset(str(root), str(tmp_path / "err"))
     padded = pack_dataset(str(root), str(tmp_path / "pad"), on_frame_mismatch="pad")
     assert padded.padded_episodes == [2]
-    row = next(r for r in _episodes_index(tmp_path / "pad") if r["episode_index"] == 2)
+    row = next(r for r in episodes_index(tmp_path / "pad") if r["episode_index"] == 2)
     assert row["video/observation.images.top/frames"] == 27 and row["length"] == 30
     manifest = Manifest.from_json((tmp_path / "pad" / "manifest.json").read_text())
     assert manifest.options["on_frame_mismatch"] == "pad" and manifest.extra["padded_episodes"] == [2]
     dropped = pack_dataset(str(root), str(tmp_path / "drop"), on_frame_mismatch="drop-episode")
     assert dropped.dropped_episodes == [2]
-    assert 2 not in [r["episode_index"] for r in _episodes_index(tmp_path / "drop")]
+    assert 2 not in [r["episode_index"] for r in episodes_index(tmp_path / "drop")]
 
 
 def test_bad_options_are_refused(sample_source, tmp_path):
@@ -336,8 +301,8 @@ def test_bad_options_are_refused(sample_source, tmp_path):
 def test_resize_reencodes_to_the_requested_size(sample_source, tmp_path):
     dst = tmp_path / "resized"
     pack_dataset(str(sample_source), str(dst), video="h264", resize=(32, 48), episodes=[0, 1])
-    row = _episodes_index(dst)[0]
-    frames = VideoDecoder(_member_bytes(dst, row, "observation.images.top")).get_frames_at(indices=[0]).data
+    row = episodes_index(dst)[0]
+    frames = VideoDecoder(member_bytes(dst, row, "observation.images.top")).get_frames_at(indices=[0]).data
     assert tuple(frames.shape[-2:]) == (32, 48)
     assert Manifest.from_json((dst / "manifest.json").read_text()).features["observation.images.top"]["shape"] == [32, 48, 3]
 

@@ -144,7 +144,7 @@ def test_truncated_shard_names_shard_and_episode(packed_copy, tmp_path):
     dst = _copy(packed_copy, tmp_path)
     tar = dst / "shards" / "shard-000001.tar"
     tar.write_bytes(tar.read_bytes()[:600])
-    with pytest.raises(FormatError, match=r"shard-000001 episode \d+: .*short read"):
+    with pytest.raises(FormatError, match=r"shard-000001 episode \d+: .*shard-000001.tar: ranged read .*truncated"):
         list(PackedDataset(str(dst), shuffle=False))
 
 

@@ -1,0 +1,618 @@
+"""``mixture.json`` and heterogeneous features: the schema and the harmonization rules.
+
+Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply`` (the packer imports this
+module on CPU nodes). ``docs/FORMAT.md`` ("Mixtures") is the prose twin of this file.
+
+``MixtureSpec`` is the validated ``mixture.json``: one ``MixtureEntry`` per packed dataset
+(name, path, anchors, episodes, fps, features, video keys, weight).
+
+``FeatureHarmonizer`` makes samples of different datasets batch together:
+
+* ``key_map`` renames per dataset (``{"ds_a": {"observation.images.wrist_left":
+  "observation.images.wrist"}}``); mapping a key to ``None`` drops it (select).
+* Vector features in ``pad_keys`` (``observation.state``, ``action``) are zero-padded at the
+  end to the widest dataset, with ``<key>_mask`` (bool, padded width; True = real value). A
+  dataset without the key gets zeros and an all-False mask.
+* Cameras: the union over datasets; all datasets must agree on a camera's (H, W, C). A
+  camera a dataset lacks is filled with zeros of the common shape (float32, or uint8 with
+  ``return_uint8``), with ``<camera>_mask = False`` (0-d bool; True where present) and, if
+  windowed, ``<camera>_is_pad`` all True.
+* ``delta_timestamps`` are in seconds and keyed by mixture names; each dataset resolves them
+  at its own fps (``reader.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
+  30 fps and 1 frame at 10 fps.
+* Other keys are kept only when every dataset has them, with equal shapes; dtypes that
+  differ are promoted (``numpy.result_type``).
+* Every sample gets ``dataset_index`` (int64) and ``dataset_name`` (str).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+import numpy as np
+
+from reader.windows import DEFAULT_TOLERANCE_S, WindowError, resolve_delta_timestamps
+
+MIXTURE_FORMAT = "lerobot-shards-mixture"
+MIXTURE_VERSION = 1
+SUPPORTED_MIXTURE_VERSIONS = frozenset({1})
+MIXTURE_FILE = "mixture.json"
+DEFAULT_WEIGHT_MODES = ("anchors", "explicit")
+DEFAULT_PAD_KEYS = ("observation.state", "action")
+MASK_SUFFIX = "_mask"
+PAD_SUFFIX = "_is_pad"
+
+
+class MixtureSpecError(ValueError):
+    """``mixture.json`` does not follow the schema; the message names the dataset and field."""
+
+
+class HarmonizeError(ValueError):
+    """Datasets' features cannot be made to batch together (shapes, windows, key maps)."""
+
+
+@dataclass(frozen=True)
+class FeatureInfo:
+    """One feature as ``mixture.json`` records it (a subset of the manifest's feature).
+
+    Attributes:
+        dtype: LeRobot dtype (``float32``, ``int64``, ``bool``, ``video``, ...).
+        shape: LeRobot shape; cameras are (H, W, C).
+        names: per-dimension names when the source has them (joint names), else None.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    names: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
+        if self.names is not None:
+            out["names"] = list(self.names)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str) -> FeatureInfo:
+        if not isinstance(data, Mapping):
+            raise MixtureSpecError(f"{where}: expected an object with dtype and shape, got {data!r}")
+        dtype, shape = data.get("dtype"), data.get("shape")
+        if not isinstance(dtype, str) or not dtype:
+            raise MixtureSpecError(f"{where}: field 'dtype' must be a non-empty string, got {dtype!r}")
+        if not isinstance(shape, (list, tuple)) or not all(_is_int(s) and s >= 0 for s in shape):
+            raise MixtureSpecError(f"{where}: field 'shape' must be a list of ints >= 0, got {shape!r}")
+        names = data.get("names")
+        if isinstance(names, Mapping):  # LeRobot sometimes nests names ({"motors": [...]})
+            names = next(iter(names.values()), None) if len(names) == 1 else None
+        if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
+            names = None
+        return cls(dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None)
+
+
+@dataclass(frozen=True)
+class MixtureEntry:
+    """One packed dataset of a mixture.
+
+    Attributes:
+        name: unique name (``org--repo`` for a Hub dataset).
+        path: the packed root, relative to the mixture file's directory, or absolute/URL.
+        anchors: anchors (samples per exactly-once epoch): the frames, or those matching
+            ``where``.
+        episodes: episodes of the packed dataset.
+        fps: frames per second.
+        features: ``{key: FeatureInfo}`` in manifest order.
+        video_keys: camera keys, a subset of ``features`` with dtype ``video``.
+        weight: sampling weight; equals ``anchors`` when the spec's default is "anchors".
+        where: DuckDB predicate over ``index/samples.parquet`` that selected the anchors.
+        extra: unknown fields, kept for round trips.
+    """
+
+    name: str
+    path: str
+    anchors: int
+    episodes: int
+    fps: int
+    features: Mapping[str, FeatureInfo]
+    video_keys: tuple[str, ...]
+    weight: float
+    where: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "path": self.path,
+            "anchors": self.anchors,
+            "episodes": self.episodes,
+            "fps": self.fps,
+            "video_keys": list(self.video_keys),
+            "features": {k: f.to_dict() for k, f in self.features.items()},
+            "weight": int(self.weight) if float(self.weight).is_integer() else self.weight,
+        }
+        if self.where is not None:
+            out["where"] = self.where
+        return {**out, **dict(self.extra)}
+
+
+_ENTRY_FIELDS = ("name", "path", "anchors", "episodes", "fps", "features", "video_keys", "weight", "where")
+
+
+@dataclass(frozen=True)
+class MixtureSpec:
+    """A validated ``mixture.json``.
+
+    Attributes:
+        datasets: the entries, in mixture order (this order defines ``dataset_index``).
+        default_weights: ``"anchors"`` (proportional: an epoch is exactly once over the
+            union) or ``"explicit"`` (each entry's ``weight``; the reader then needs
+            ``samples_per_epoch``).
+        version: the mixture format version.
+    """
+
+    datasets: tuple[MixtureEntry, ...]
+    default_weights: Literal["anchors", "explicit"] = "anchors"
+    version: int = MIXTURE_VERSION
+
+    def __post_init__(self) -> None:
+        names = [d.name for d in self.datasets]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: dataset names must be unique, found {duplicates} more than once")
+        if self.default_weights not in DEFAULT_WEIGHT_MODES:
+            raise MixtureSpecError(
+                f"{MIXTURE_FILE}: default_weights must be one of {list(DEFAULT_WEIGHT_MODES)}, got {self.default_weights!r}"
+            )
+        if not self.datasets:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: a mixture needs at least one dataset")
+        if sum(self.weights()) <= 0:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: the weights sum to 0; at least one dataset needs a positive weight")
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.datasets]
+
+    @property
+    def total_anchors(self) -> int:
+        return sum(d.anchors for d in self.datasets)
+
+    def weights(self) -> list[float]:
+        """Per-dataset weights: anchor counts (``"anchors"``) or the entries' ``weight``."""
+        if self.default_weights == "anchors":
+            return [float(d.anchors) for d in self.datasets]
+        return [float(d.weight) for d in self.datasets]
+
+    def entry(self, name: str) -> MixtureEntry:
+        """Return the entry named ``name``. Raises ``KeyError`` naming the known names."""
+        for dataset in self.datasets:
+            if dataset.name == name:
+                return dataset
+        raise KeyError(f"no dataset {name!r} in the mixture; known: {self.names}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": MIXTURE_FORMAT,
+            "version": self.version,
+            "default_weights": self.default_weights,
+            "datasets": [d.to_dict() for d in self.datasets],
+        }
+
+    def to_json(self) -> str:
+        """Serialize deterministically (one space indent, entries in mixture order)."""
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, where: str = MIXTURE_FILE) -> MixtureSpec:
+        """Parse ``mixture.json`` text. Raises ``MixtureSpecError`` (see ``from_dict``)."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise MixtureSpecError(f"{where}: not valid JSON ({err})") from None
+        return cls.from_dict(data, where=where)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str = MIXTURE_FILE) -> MixtureSpec:
+        """Validate and build a spec.
+
+        Raises:
+            MixtureSpecError: wrong format name or version, or a dataset entry with a missing
+                or malformed field (the message names the entry and the field).
+        """
+        if not isinstance(data, Mapping) or data.get("format") != MIXTURE_FORMAT:
+            found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
+            raise MixtureSpecError(f"{where}: expected format {MIXTURE_FORMAT!r}, found {found!r}")
+        version = data.get("version")
+        if version not in SUPPORTED_MIXTURE_VERSIONS:
+            raise MixtureSpecError(
+                f"{where}: version {version!r} is not supported (supported: {sorted(SUPPORTED_MIXTURE_VERSIONS)}); "
+                f"upgrade lerobot-shards or re-run `lerobot-shards mixture create`"
+            )
+        mode = data.get("default_weights", "anchors")
+        if mode not in DEFAULT_WEIGHT_MODES:
+            raise MixtureSpecError(f"{where}: default_weights must be one of {list(DEFAULT_WEIGHT_MODES)}, got {mode!r}")
+        datasets = data.get("datasets")
+        if not isinstance(datasets, list):
+            raise MixtureSpecError(f"{where}: field 'datasets' must be a list, got {type(datasets).__name__}")
+        entries = tuple(_entry_from_dict(item, i, mode, where) for i, item in enumerate(datasets))
+        try:
+            return cls(datasets=entries, default_weights=mode, version=int(version))
+        except MixtureSpecError as err:
+            raise MixtureSpecError(str(err).replace(MIXTURE_FILE, where, 1)) from None
+
+
+def _entry_from_dict(item: Any, i: int, mode: str, where: str) -> MixtureEntry:
+    label = f"{where}: datasets[{i}]"
+    if not isinstance(item, Mapping):
+        raise MixtureSpecError(f"{label}: expected an object, got {type(item).__name__}")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise MixtureSpecError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
+    label = f"{where}: datasets[{i}] ({name!r})"
+    missing = [f for f in ("path", "anchors", "episodes", "fps", "features", "video_keys") if f not in item]
+    if missing:
+        raise MixtureSpecError(
+            f"{label}: missing field(s) {missing}; write the file with `lerobot-shards mixture create`"
+        )
+
+    def check(field_name: str, ok: bool, expected: str) -> Any:
+        if not ok:
+            raise MixtureSpecError(f"{label}: field {field_name!r} must be {expected}, got {item.get(field_name)!r}")
+        return item.get(field_name)
+
+    path = check("path", isinstance(item["path"], str) and item["path"] != "", "a non-empty string")
+    anchors = check("anchors", _is_int(item["anchors"]) and item["anchors"] >= 0, "an int >= 0")
+    episodes = check("episodes", _is_int(item["episodes"]) and item["episodes"] >= 0, "an int >= 0")
+    fps = check("fps", _is_int(item["fps"]) and item["fps"] > 0, "a positive int")
+    raw_features = check("features", isinstance(item["features"], Mapping), "an object {key: {dtype, shape}}")
+    features = {str(k): FeatureInfo.from_dict(v, where=f"{label}: features[{k!r}]") for k, v in raw_features.items()}
+    video_keys = check(
+        "video_keys",
+        isinstance(item["video_keys"], list) and all(isinstance(k, str) for k in item["video_keys"]),
+        "a list of strings",
+    )
+    not_video = [k for k in video_keys if k not in features or features[k].dtype != "video"]
+    if not_video:
+        raise MixtureSpecError(f"{label}: field 'video_keys' lists {not_video}, which are not video features")
+    weight = item.get("weight", anchors)
+    check("weight", _is_number(weight) and weight >= 0, "a finite number >= 0")
+    if mode == "anchors" and weight != anchors:
+        raise MixtureSpecError(
+            f"{label}: field 'weight' is {weight} but default_weights is 'anchors' (weight = anchors = {anchors}); "
+            f"set default_weights to 'explicit' to sample with these weights"
+        )
+    where_filter = item.get("where")
+    check("where", where_filter is None or isinstance(where_filter, str), "a SQL predicate string or absent")
+    extra = {k: v for k, v in item.items() if k not in _ENTRY_FIELDS}
+    return MixtureEntry(
+        name=name, path=path, anchors=int(anchors), episodes=int(episodes), fps=int(fps), features=features,
+        video_keys=tuple(video_keys), weight=float(weight), where=where_filter, extra=extra,
+    )
+
+
+def resolve_dataset_path(mixture_path: str, path: str) -> str:
+    """Return a dataset's root: ``path`` if absolute or a URL, else relative to the mixture file.
+
+    ``resolve_dataset_path("s3://b/mix/mixture.json", "org--a") == "s3://b/mix/org--a"``.
+    """
+    if "://" in path or path.startswith("/"):
+        return path
+    base = str(mixture_path).rstrip("/").rsplit("/", 1)[0] if "/" in str(mixture_path) else ""
+    if not base:
+        return path
+    if "://" in base:
+        return f"{base}/{path}"
+    return str(PurePosixPath(base) / path)
+
+
+@dataclass(frozen=True)
+class DatasetFeatures:
+    """What the harmonizer needs of one dataset: its name, fps and features."""
+
+    name: str
+    fps: int
+    features: Mapping[str, FeatureInfo]
+
+    @classmethod
+    def from_manifest_features(cls, name: str, fps: int, features: Mapping[str, Mapping]) -> DatasetFeatures:
+        """From a manifest's ``features`` (``{key: {dtype, shape, ...}}``)."""
+        return cls(name, int(fps), {k: FeatureInfo.from_dict(v, where=f"{name}: features[{k!r}]") for k, v in features.items()})
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureHarmonizer:
+    """The common sample layout of a mixture, and how each dataset's samples map onto it.
+
+    Build with ``FeatureHarmonizer.build`` (or ``from_spec``). Attributes are read-only.
+
+    Attributes:
+        names: dataset names, in mixture order.
+        fps: per dataset.
+        key_maps: per dataset ``{source key: mixture key or None (dropped)}``, every source
+            feature listed.
+        keys: mixture keys every harmonized sample carries (plus ``_mask``, ``_is_pad``,
+            ``task``, ``dataset_index`` and ``dataset_name``).
+        cameras: ``{camera: (C, H, W)}``, the union over datasets.
+        pad_widths: ``{vector key: padded width}``.
+        widths: per dataset ``{vector key: its own width}`` (absent: the dataset lacks it).
+        present: per dataset, the mixture keys it provides.
+        dtypes: ``{key: numpy dtype name}`` for non-video keys whose dtype differs across
+            datasets (cast to it).
+        delta_timestamps: ``{mixture key: [seconds]}``.
+        offsets: per dataset ``{mixture key: frame offsets at that dataset's fps}``.
+        return_uint8: missing cameras are uint8 zeros instead of float32.
+    """
+
+    names: tuple[str, ...]
+    fps: tuple[int, ...]
+    key_maps: tuple[Mapping[str, str | None], ...]
+    keys: tuple[str, ...]
+    cameras: Mapping[str, tuple[int, int, int]]
+    pad_widths: Mapping[str, int]
+    widths: tuple[Mapping[str, int], ...]
+    present: tuple[frozenset[str], ...]
+    dtypes: Mapping[str, str]
+    delta_timestamps: Mapping[str, tuple[float, ...]]
+    offsets: tuple[Mapping[str, np.ndarray], ...]
+    return_uint8: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        datasets: Sequence[DatasetFeatures],
+        *,
+        key_map: Mapping[str, Mapping[str, str | None]] | None = None,
+        pad_keys: Sequence[str] = DEFAULT_PAD_KEYS,
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+        return_uint8: bool = False,
+    ) -> FeatureHarmonizer:
+        """Derive the common layout.
+
+        Args:
+            datasets: per dataset name, fps and features, in mixture order.
+            key_map: ``{dataset name: {source key: mixture key, or None to drop it}}``.
+            pad_keys: 1-D features padded to the widest dataset with ``<key>_mask``.
+            delta_timestamps: windows in seconds keyed by mixture names.
+            tolerance_s: window tolerance (``resolve_delta_timestamps``).
+            return_uint8: the samples' frames are uint8 (missing cameras match).
+
+        Raises:
+            HarmonizeError: a key map for an unknown dataset or feature, or two source keys
+                mapped onto one; a camera with different shapes across datasets; a pad key
+                that is not 1-D; a kept key with different shapes; a window key no dataset
+                has, or one that is not a multiple of a dataset's frame period. The message
+                names the datasets, keys and shapes.
+        """
+        if not datasets:
+            raise HarmonizeError("a mixture needs at least one dataset")
+        names = tuple(d.name for d in datasets)
+        key_map = {k: dict(v) for k, v in (key_map or {}).items()}
+        unknown = sorted(set(key_map) - set(names))
+        if unknown:
+            raise HarmonizeError(f"key_map names datasets {unknown} that are not in the mixture {list(names)}")
+        pad_keys = tuple(pad_keys)
+
+        key_maps, mapped_features = [], []
+        for d in datasets:
+            mapping = key_map.get(d.name, {})
+            missing = sorted(set(mapping) - set(d.features))
+            if missing:
+                raise HarmonizeError(
+                    f"key_map[{d.name!r}] renames {missing}, which dataset {d.name!r} lacks; it has {sorted(d.features)}"
+                )
+            full = {k: mapping.get(k, k) for k in d.features}
+            targets = [v for v in full.values() if v is not None]
+            clashes = sorted({t for t in targets if targets.count(t) > 1})
+            if clashes:
+                raise HarmonizeError(f"dataset {d.name!r}: several source keys map to {clashes}; each mixture key needs one source")
+            key_maps.append(full)
+            mapped_features.append({full[k]: f for k, f in d.features.items() if full[k] is not None})
+
+        cameras: dict[str, tuple[int, int, int]] = {}
+        camera_owner: dict[str, str] = {}
+        for d, feats in zip(datasets, mapped_features):
+            for key, feature in feats.items():
+                if feature.dtype != "video":
+                    continue
+                if len(feature.shape) != 3:
+                    raise HarmonizeError(f"dataset {d.name!r}: camera {key!r} has shape {feature.shape}; expected (H, W, C)")
+                height, width, channels = feature.shape
+                chw = (channels, height, width)
+                if key in cameras and cameras[key] != chw:
+                    raise HarmonizeError(
+                        f"camera {key!r} is (H, W, C) {_hwc(cameras[key])} in {camera_owner[key]!r} and {feature.shape} in "
+                        f"{d.name!r}; repack with `--video hevc --resize HxW` to a common size, or map one to another key"
+                    )
+                cameras[key], camera_owner[key] = chw, d.name
+
+        pad_widths: dict[str, int] = {}
+        widths: list[dict[str, int]] = []
+        for d, feats in zip(datasets, mapped_features):
+            own = {}
+            for key in pad_keys:
+                if key in feats:
+                    if feats[key].dtype == "video" or len(feats[key].shape) != 1:
+                        raise HarmonizeError(f"dataset {d.name!r}: pad key {key!r} has shape {feats[key].shape}; only 1-D vectors are padded")
+                    own[key] = feats[key].shape[0]
+                    pad_widths[key] = max(pad_widths.get(key, 0), own[key])
+            widths.append(own)
+
+        present = tuple(frozenset(f) for f in mapped_features)
+        common = frozenset.intersection(*present) - set(cameras) - set(pad_widths)
+        dtypes: dict[str, str] = {}
+        for key in sorted(common):
+            shapes = {_sample_shape(f[key].shape) for f in mapped_features}
+            if len(shapes) > 1:
+                seen = ", ".join(f"{n!r} {f[key].shape}" for n, f in zip(names, mapped_features))
+                raise HarmonizeError(
+                    f"feature {key!r} has different shapes across datasets ({seen}); add it to pad_keys if it is a "
+                    f"vector, or drop it with key_map {{name: {{{key!r}: None}}}}"
+                )
+        for key in sorted(common | set(pad_widths)):
+            kinds = {f[key].dtype for f in mapped_features if key in f}
+            if len(kinds) > 1:
+                try:
+                    promoted = np.result_type(*sorted(kinds))
+                except TypeError:
+                    promoted = None
+                if promoted is None or promoted.kind not in "biuf":
+                    raise HarmonizeError(
+                        f"feature {key!r} has dtypes {sorted(kinds)} across datasets, which have no common numeric type; "
+                        f"drop it with key_map"
+                    )
+                dtypes[key] = str(promoted)
+
+        order = [k for feats in mapped_features for k in feats]
+        keys = tuple(dict.fromkeys(k for k in order if k in common or k in cameras or k in pad_widths))
+
+        windows = {k: tuple(float(s) for s in v) for k, v in (delta_timestamps or {}).items()}
+        orphans = sorted(k for k in windows if not any(k in p for p in present))
+        if orphans:
+            raise HarmonizeError(f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}")
+        dropped = sorted(k for k in windows if k not in keys)
+        if dropped:
+            raise HarmonizeError(
+                f"delta_timestamps keys {dropped} are not in every dataset, so samples would not batch; "
+                f"map them with key_map or add vector keys to pad_keys"
+            )
+        offsets = []
+        for d, feats in zip(datasets, mapped_features):
+            mine = {k: v for k, v in windows.items() if k in feats}
+            try:
+                offsets.append(resolve_delta_timestamps(mine, d.fps, tolerance_s=tolerance_s))
+            except WindowError as err:
+                raise HarmonizeError(f"dataset {d.name!r} (fps {d.fps}): {err}") from None
+
+        return cls(
+            names=names,
+            fps=tuple(d.fps for d in datasets),
+            key_maps=tuple(key_maps),
+            keys=keys,
+            cameras=cameras,
+            pad_widths=pad_widths,
+            widths=tuple(widths),
+            present=present,
+            dtypes=dtypes,
+            delta_timestamps=windows,
+            offsets=tuple(offsets),
+            return_uint8=return_uint8,
+        )
+
+    @classmethod
+    def from_spec(cls, spec: MixtureSpec, **options: Any) -> FeatureHarmonizer:
+        """``build`` from a ``MixtureSpec``'s recorded features (no manifest reads)."""
+        return cls.build([DatasetFeatures(d.name, d.fps, d.features) for d in spec.datasets], **options)
+
+    def source_delta_timestamps(self, index: int) -> dict[str, list[float]]:
+        """Dataset ``index``'s windows keyed by its own feature names (for ``PackedDataset``).
+
+        Only keys the dataset has; a missing camera or vector is filled by ``apply``.
+        """
+        inverse = {v: k for k, v in self.key_maps[index].items() if v is not None}
+        return {inverse[k]: list(v) for k, v in self.delta_timestamps.items() if k in inverse}
+
+    def output_keys(self) -> list[str]:
+        """Every key of a harmonized sample, in order (``task`` and the dataset keys last)."""
+        out = list(self.keys)
+        out += [k + MASK_SUFFIX for k in self.keys if k in self.cameras or k in self.pad_widths]
+        out += [k + PAD_SUFFIX for k in self.delta_timestamps]
+        return out + ["task", "dataset_index", "dataset_name"]
+
+    def apply(self, index: int, sample: Mapping[str, Any]) -> dict[str, Any]:
+        """Harmonize one sample of dataset ``index`` (a dict of torch tensors, as a reader yields).
+
+        Returns:
+            A new dict with exactly ``output_keys()`` (plus the encoded-video entry of a
+            ``decode_device`` reader, renamed).
+
+        Raises:
+            HarmonizeError: a vector wider than the mixture's width for it, or a sample
+                without a key its dataset declares.
+        """
+        import torch
+
+        from reader.gpu_decode import ENCODED_KEY
+
+        name = self.names[index]
+        mapping = self.key_maps[index]
+        renamed: dict[str, Any] = {}
+        for key, value in sample.items():
+            if key == ENCODED_KEY:
+                renamed[key] = {mapping.get(k, k): v for k, v in value.items() if mapping.get(k, k) is not None}
+                continue
+            base = key[: -len(PAD_SUFFIX)] if key.endswith(PAD_SUFFIX) and key[: -len(PAD_SUFFIX)] in mapping else None
+            target = mapping.get(base, base) if base is not None else mapping.get(key, key)
+            if target is None:
+                continue
+            renamed[target + PAD_SUFFIX if base is not None else target] = value
+        encoded = renamed.get(ENCODED_KEY, {})
+
+        declared = self.present[index]
+        lacking = [k for k in self.keys if k in declared and k not in renamed and k not in encoded]
+        if lacking:
+            raise HarmonizeError(f"dataset {name!r}: the sample lacks {lacking}, which its features declare")
+        out: dict[str, Any] = {}
+        for key in self.keys:
+            window = self.delta_timestamps.get(key)
+            steps = len(window) if window else None
+            if key in self.cameras:
+                have = key in renamed or key in encoded
+                if key in renamed:
+                    out[key] = renamed[key]
+                elif not have:
+                    channels, height, width = self.cameras[key]
+                    shape = (channels, height, width) if steps in (None, 1) else (steps, channels, height, width)
+                    out[key] = torch.zeros(shape, dtype=torch.uint8 if self.return_uint8 else torch.float32)
+                out[key + MASK_SUFFIX] = torch.tensor(have)
+            elif key in self.pad_widths:
+                width = self.pad_widths[key]
+                mask = torch.zeros(width, dtype=torch.bool)
+                if key in renamed:
+                    value = torch.as_tensor(renamed[key])
+                    own = value.shape[-1]
+                    if own > width:
+                        raise HarmonizeError(f"dataset {name!r}: {key!r} has width {own}, more than the mixture's {width}")
+                    out[key] = torch.nn.functional.pad(value, (0, width - own)) if own < width else value
+                    mask[:own] = True
+                else:
+                    out[key] = torch.zeros((width,) if steps is None else (steps, width), dtype=_torch_dtype(self.dtypes.get(key, "float32")))
+                out[key + MASK_SUFFIX] = mask
+            else:
+                out[key] = renamed[key]
+            if key in self.dtypes and isinstance(out.get(key), torch.Tensor):
+                out[key] = out[key].to(_torch_dtype(self.dtypes[key]))
+        for key, window in self.delta_timestamps.items():
+            flag = renamed.get(key + PAD_SUFFIX)
+            out[key + PAD_SUFFIX] = flag if flag is not None else torch.ones(len(window), dtype=torch.bool)
+        out["task"] = renamed.get("task", "")
+        out["dataset_index"] = torch.tensor(index, dtype=torch.int64)
+        out["dataset_name"] = name
+        if ENCODED_KEY in renamed:
+            out[ENCODED_KEY] = encoded
+        return out
+
+
+def _sample_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    # LeRobot declares scalars as shape (1,) and the reader yields them 0-d: treat them alike.
+    return () if tuple(shape) == (1,) else tuple(shape)
+
+
+def _hwc(chw: tuple[int, int, int]) -> tuple[int, int, int]:
+    return (chw[1], chw[2], chw[0])
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, "bool" if name == "bool" else name)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)

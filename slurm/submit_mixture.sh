@@ -1,0 +1,41 @@
+#!/bin/bash
+# Submit a whole mixture: validate the sources file, one array task per dataset (split into
+# arrays of at most MAX_ARRAY tasks), and the final `mixture create` job after all of them.
+#
+#   slurm/submit_mixture.sh sources.txt s3://bucket/mix [pack options, e.g. --video hevc]
+#
+# Environment: THROTTLE (max tasks running at once, default 64), MAX_ARRAY (default 1000,
+# keep below the cluster's MaxArraySize), SBATCH_ARGS (extra sbatch options for the array,
+# word-split, e.g. "--partition=cpu --time=04:00:00"), PYTHON, VIDEO.
+# Prints the array job ids and the final job id.
+set -euo pipefail
+if (( $# < 2 )); then
+    echo "usage: $0 SOURCES_FILE DST [pack options...]" >&2
+    exit 2
+fi
+SOURCES=$1
+DST=$2
+shift 2
+PYTHON=${PYTHON:-.venv/bin/python}
+THROTTLE=${THROTTLE:-64}
+MAX_ARRAY=${MAX_ARRAY:-1000}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+n=$("$PYTHON" -m packer.mixture_sources "$SOURCES")   # exits 2 with line numbers on a bad file
+if (( n == 0 )); then
+    echo "$SOURCES lists no dataset" >&2
+    exit 2
+fi
+mkdir -p logs
+export SOURCES DST PYTHON
+jobs=()
+for (( offset = 0; offset < n; offset += MAX_ARRAY )); do
+    last=$(( n - offset < MAX_ARRAY ? n - offset - 1 : MAX_ARRAY - 1 ))
+    # shellcheck disable=SC2086  # SBATCH_ARGS is word-split on purpose
+    jid=$(INDEX_OFFSET=$offset sbatch --parsable ${SBATCH_ARGS:-} --array="0-${last}%${THROTTLE}" \
+        "$here/pack_mixture.sbatch" "$@")
+    jobs+=("${jid%%;*}")
+    echo "array $((offset))..$((offset + last)): job ${jid%%;*}"
+done
+deps=$(IFS=:; echo "${jobs[*]}")
+final=$(sbatch --parsable --dependency="afterany:${deps}" "$here/mixture_create.sbatch")
+echo "mixture create: job ${final%%;*} (after ${deps})"

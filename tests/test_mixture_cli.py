@@ -1,0 +1,210 @@
+"""`lerobot-shards mixture create/report` and the sources file: which datasets enter
+mixture.json, how the others are reported (failed, incomplete, missing, invalid), --name,
+--sources, --where, --strict, a bucket root, and the packer never importing torch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from packer.cli import main as cli
+from packer.mixture import MixtureError, create_mixture, failure_path
+from packer.mixture_sources import SourcesError, dataset_name, parse_sources
+from packer.pack import pack_dataset
+from packer.synthetic import SampleSpec, write_sample_dataset
+from reader.mixture_spec import MixtureSpec
+from tests.s3_server import s3_bucket, s3_server  # noqa: F401
+
+SPECS = {"alpha": SampleSpec(episodes=2, lengths=(4, 6)), "beta": SampleSpec(episodes=3, lengths=(3, 5, 2), fps=15, state_dim=4)}
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    """{name: packed root} for two small datasets, packed once."""
+    base = tmp_path_factory.mktemp("packed")
+    out = {}
+    for name, spec in SPECS.items():
+        write_sample_dataset(base / "src" / name, spec)
+        pack_dataset(str(base / "src" / name), str(base / name))
+        out[name] = base / name
+    return out
+
+
+@pytest.fixture
+def root(packed, tmp_path):
+    """A mixture root: alpha and beta packed, one failed (record), one incomplete (no manifest)."""
+    dst = tmp_path / "mix"
+    for name, path in packed.items():
+        shutil.copytree(path, dst / name)
+    (dst / "gamma" / "shards").mkdir(parents=True)  # a pack killed before its manifest
+    (dst / "_failures").mkdir()
+    (dst / "_failures" / "delta.json").write_text(json.dumps({"source": "org/delta", "error": "SourceError: meta/info.json: missing"}))
+    return dst
+
+
+def _invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_create_writes_the_complete_datasets_and_lists_the_rest(root):
+    result = _invoke("mixture", "create", root)
+    assert result.exit_code == 0, result.output
+    assert "mixture.json: 2 datasets, 20 anchors" in result.output  # 4+6 + 3+5+2 frames
+    assert "2 dataset(s) not in the mixture:" in result.output
+    assert "FAILED delta: SourceError: meta/info.json: missing" in result.output
+    assert "INCOMPLETE gamma: no manifest.json: the pack did not finish" in result.output
+    spec = MixtureSpec.from_json((root / "mixture.json").read_text())
+    assert spec.names == ["alpha", "beta"] and spec.default_weights == "anchors"
+    beta = spec.entry("beta")
+    assert (beta.path, beta.anchors, beta.episodes, beta.fps, beta.weight) == ("beta", 10, 3, 15, 10.0)
+    assert beta.features["observation.state"].shape == (4,) and beta.video_keys == ("observation.images.top", "observation.images.wrist")
+    assert beta.features["observation.images.top"].dtype == "video"
+    strict = _invoke("mixture", "create", root, "--strict")
+    assert strict.exit_code == 1 and "2 dataset(s) failed, incomplete or missing (--strict)" in strict.output
+
+
+def test_the_reader_streams_the_written_mixture(root):
+    from reader import MixtureDataset
+
+    _invoke("mixture", "create", root)
+    dataset = MixtureDataset(str(root / "mixture.json"), return_uint8=True)
+    assert dataset.names == ["alpha", "beta"] and len(dataset) == 20
+    assert len({(int(s["dataset_index"]), int(s["index"])) for s in dataset}) == 20
+
+
+def test_report_lists_every_dataset_with_its_status(root):
+    result = _invoke("mixture", "report", root)
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["dataset", "status", "anchors", "error"]
+    rows = {line.split()[0]: line.split()[1] for line in lines[1:-1]}
+    assert rows == {"alpha": "ok", "beta": "ok", "gamma": "incomplete", "delta": "failed"}
+    assert lines[-1] == "2 ok, 2 not ok"
+    assert not (root / "mixture.json").exists()  # report writes nothing
+    shutil.rmtree(root / "gamma")
+    (root / "_failures" / "delta.json").unlink()
+    assert _invoke("mixture", "report", root).exit_code == 0
+
+
+def test_sources_file_orders_the_mixture_and_reports_tasks_that_never_ran(root, tmp_path):
+    sources = tmp_path / "sources.txt"
+    sources.write_text("# in training order\n/data/beta\norg/never_ran@v1\n/data/alpha  # trailing comment\n/data/delta\n")
+    result = _invoke("mixture", "create", root, "--sources", sources)
+    assert result.exit_code == 0, result.output
+    assert [d["name"] for d in json.loads((root / "mixture.json").read_text())["datasets"]] == ["beta", "alpha"]
+    assert "MISSING org--never_ran: nothing at" in result.output and "its pack never ran" in result.output
+    assert "FAILED delta: SourceError" in result.output
+    assert "gamma" not in result.output  # not in the sources file
+    sources.write_text("/p/x\nb/y x\n")
+    bad = _invoke("mixture", "create", root, "--sources", sources)
+    assert bad.exit_code == 2 and "sources.txt:2: name 'x' (from 'b/y') is already used on line 1" in bad.output
+
+
+def test_names_pick_datasets_anywhere(packed, tmp_path):
+    dst = tmp_path / "only"
+    dst.mkdir()
+    result = _invoke("mixture", "create", dst, "--name", f"a={packed['alpha']}", "--name", f"b={packed['beta']}")
+    assert result.exit_code == 0, result.output
+    spec = MixtureSpec.from_json((dst / "mixture.json").read_text())
+    assert [(d.name, d.path) for d in spec.datasets] == [("a", str(packed["alpha"])), ("b", str(packed["beta"]))]
+    assert _invoke("mixture", "create", dst, "--name", "a").exit_code == 2
+    assert "expected NAME=PATH, got 'a'" in _invoke("mixture", "create", dst, "--name", "a").output
+
+
+def test_where_counts_matching_anchors_and_is_recorded(root):
+    result = _invoke("mixture", "create", root, "--where", "frame_index >= 2")
+    assert result.exit_code == 0, result.output
+    spec = MixtureSpec.from_json((root / "mixture.json").read_text())
+    assert [d.anchors for d in spec.datasets] == [(4 - 2) + (6 - 2), (3 - 2) + (5 - 2) + 0]
+    assert all(d.where == "frame_index >= 2" for d in spec.datasets)
+    bad = _invoke("mixture", "create", root, "--where", "no_such_column = 1")
+    assert bad.exit_code == 1 and "INVALID alpha: ValueError: where='no_such_column = 1' is not a valid predicate" in bad.output
+
+
+def test_invalid_manifest_and_nothing_complete(root, tmp_path):
+    (root / "beta" / "manifest.json").write_text('{"format": "something-else"}')
+    result = _invoke("mixture", "create", root)
+    assert "INVALID beta: FormatError:" in result.output and "expected format 'lerobot-shards'" in result.output
+    empty = tmp_path / "empty"
+    (empty / "gamma").mkdir(parents=True)
+    with pytest.raises(MixtureError, match=r"no complete packed dataset under .*empty \(1 dataset\(s\) found\); mixture.json not written"):
+        create_mixture(str(empty))
+    assert not (empty / "mixture.json").exists()
+    assert _invoke("mixture", "create", empty).exit_code == 1
+
+
+def test_create_on_a_bucket(packed, s3_bucket):
+    url, options = s3_bucket
+    from packer.destination import Destination
+
+    for name, path in packed.items():
+        bucket = Destination(f"{url}/mix/{name}", options)
+        for file in sorted(p for p in path.rglob("*") if p.is_file()):
+            bucket.write_bytes(str(file.relative_to(path)), file.read_bytes())
+    Destination(f"{url}/mix", options).write_bytes(failure_path("broken"), json.dumps({"error": "boom"}).encode())
+    report = create_mixture(f"{url}/mix", storage_options=options)
+    assert [d["name"] for d in report.datasets] == ["alpha", "beta"] and report.failures == {"broken": "boom"}
+    spec = MixtureSpec.from_json(Destination(f"{url}/mix", options).read_bytes("mixture.json"))
+    assert spec.total_anchors == 20
+
+
+# -- the sources file ---------------------------------------------------------------------
+
+
+def test_sources_file_lines_names_and_revisions():
+    sources = parse_sources(
+        "# comment\n\nlerobot/pusht\nlerobot/aloha@3f2a9c1d  aloha\ns3://bucket/raw/ds_a/\n/data/my_ds+1\n./rel/ds_b # x\n"
+    )
+    assert [(s.name, s.line, s.repo_id, s.revision) for s in sources] == [
+        ("lerobot--pusht", 3, "lerobot/pusht", None),
+        ("aloha", 4, "lerobot/aloha", "3f2a9c1d"),
+        ("ds_a", 5, None, None),
+        ("my_ds_1", 6, None, None),
+        ("ds_b", 7, None, None),
+    ]
+    assert sources[1].pack_args("DST/aloha") == ["--repo-id", "lerobot/aloha", "--revision", "3f2a9c1d", "DST/aloha"]
+    assert sources[2].pack_args("DST/ds_a") == ["s3://bucket/raw/ds_a/", "DST/ds_a"]
+    assert dataset_name("org/name@main") == "org--name" and dataset_name("file:///x/y") == "y"
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("a/b c d\n", r"src:1: expected 'SOURCE \[NAME\]', got 3 fields"),
+        ("a/b\nc/b b\n\nx/b\n", None),
+        ("/data/x\ns3://bucket/x\n", r"src:2: name 'x' \(from 's3://bucket/x'\) is already used on line 1; give one"),
+        ("/data/_private\n", r"src:1: name '_private' \(from '/data/_private'\) is empty or starts with '_' or '.'"),
+        ("a/b c/d\n", r"src:1: name 'c/d' may only use \[A-Za-z0-9_.-\]"),
+    ],
+)
+def test_sources_file_errors_name_the_line(text, message):
+    if message is None:
+        assert [s.name for s in parse_sources(text, where="src")] == ["a--b", "b", "x--b"]
+        return
+    with pytest.raises(SourcesError, match=message):
+        parse_sources(text, where="src")
+
+
+def test_sources_module_validates_and_counts(tmp_path):
+    (tmp_path / "s.txt").write_text("a/b\n# c\n/x/y\n")
+    ok = subprocess.run([sys.executable, "-m", "packer.mixture_sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout == "2\n"
+    listing = subprocess.run([sys.executable, "-m", "packer.mixture_sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    assert listing.stdout == "0\ta--b\ta/b\n1\ty\t/x/y\n"
+    (tmp_path / "s.txt").write_text("a/b\nc/b b\nb\n")
+    bad = subprocess.run([sys.executable, "-m", "packer.mixture_sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "s.txt:3: name 'b'" in bad.stderr
+
+
+def test_packer_mixture_modules_do_not_import_torch():
+    code = (
+        "import sys, packer.mixture, packer.mixture_task, packer.mixture_sources, packer.cli.mixture; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

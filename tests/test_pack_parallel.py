@@ -1,0 +1,53 @@
+"""--workers: a process pool over shards gives the same bytes as one process, reports progress
+per episode from the workers, and a failing shard surfaces its error naming the episode."""
+
+from __future__ import annotations
+
+import pytest
+
+from packer import pack as pack_module
+from packer.pack import FrameMismatchError, pack_dataset
+from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import CAMERAS, PACK_WINDOWS, SHARD_SIZE_MB, assert_same_tree, copy_source, edit_episodes_metadata
+
+
+@pytest.fixture
+def progress_events(monkeypatch):
+    """Record what reaches the progress bar (it renders to a non-terminal here)."""
+    events = []
+    original = pack_module._RichProgress.put
+
+    def put(self, item):
+        events.append(item)
+        original(self, item)
+
+    monkeypatch.setattr(pack_module._RichProgress, "put", put)
+    return events
+
+
+def test_two_workers_write_the_same_bytes_as_one_process(sample_source, packed_copy, tmp_path, progress_events):
+    dst = tmp_path / "pool"
+    report = pack_dataset(str(sample_source), str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, workers=2, progress=True)
+    assert report.shards_written == report.shards > 1 and report.finalized
+    assert_same_tree(packed_copy, dst)
+    assert len(progress_events) == 9, "one progress event per episode, from the worker processes"
+    assert sum(b for _, b in progress_events) == report.bytes_in > 0
+
+
+def test_one_process_reports_progress_per_episode(sample_source, tmp_path, progress_events):
+    report = pack_dataset(str(sample_source), str(tmp_path / "one"), episodes=[0, 2, 5], progress=True)
+    assert [n for n, _ in progress_events] == [1, 1, 1]
+    assert report.mb_per_s > 0 and report.bytes_out > 0
+
+
+def test_a_failing_shard_in_the_pool_names_its_episode(sample_source, tmp_path):
+    root = copy_source(sample_source, tmp_path)
+
+    def short(row):
+        if row["episode_index"] == 5:
+            row[f"videos/{CAMERAS[1]}/to_timestamp"] -= 2 / 30
+
+    edit_episodes_metadata(root, short)
+    with pytest.raises(FrameMismatchError, match=f"episode 5, camera {CAMERAS[1]}: video has 23 frames but the episode has 25 rows"):
+        pack_dataset(str(root), str(tmp_path / "out"), shard_size_mb=0.001, workers=2)
+    assert not (tmp_path / "out" / "manifest.json").exists()

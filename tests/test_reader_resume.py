@@ -1,0 +1,142 @@
+"""Offset resume through PackedDataset (issue 4, contract 4), beyond tests/test_reader_split.py.
+
+Rules: ``upcoming_anchors`` (index arithmetic, no shard read) is exactly what an iterator
+yields; resuming costs the same at offset 0 and 10^7; ``drop_last`` loaders and a later epoch
+resume exactly; a changed world size re-splits the remaining anchors exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from reader import PackedDataset
+from reader.format import EPISODES_INDEX_PATH, FORMAT_NAME, FORMAT_VERSION, MANIFEST_PATH, Manifest, ShardEntry
+from tests.packed_fixtures import *  # noqa: F401,F403
+
+TOTAL = 141
+
+
+def _batches(dataset, *, batch_size: int, num_workers: int, drop_last: bool = False) -> list[list[int]]:
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, drop_last=drop_last)
+    return [batch["index"].tolist() for batch in loader]
+
+
+def test_upcoming_anchors_are_what_the_iterator_yields(packed_copy):
+    dataset = PackedDataset(str(packed_copy), seed=9, episode_pool_size=3, where="frame_index % 3 != 1", return_uint8=True)
+    samples = list(dataset)
+    plan = dataset.upcoming_anchors()
+    assert plan.index.tolist() == [int(s["index"]) for s in samples]
+    assert plan.episode_index.tolist() == [int(s["episode_index"]) for s in samples]
+    assert plan.frame_index.tolist() == [int(s["frame_index"]) for s in samples]
+    assert dataset.upcoming_anchors(limit=5).index.tolist() == plan.index[:5].tolist()
+    assert dataset.stats()["samples"] == len(samples)  # upcoming_anchors read nothing
+
+
+def test_upcoming_anchors_per_worker_make_up_the_loader_batches(packed_copy):
+    dataset = PackedDataset(str(packed_copy), seed=4, episode_pool_size=2, return_uint8=True)
+    batches = _batches(dataset, batch_size=5, num_workers=3)
+    chunks = []
+    for worker in range(3):
+        stream = dataset.upcoming_anchors(worker=worker, num_workers=3).index.tolist()
+        chunks += [stream[i : i + 5] for i in range(0, len(stream), 5)]
+    assert sorted(batches) == sorted(chunks)
+    # Resumed after 4 batches: worker i continues the i-th worker of the pending rotation.
+    dataset.load_state_dict({"epoch": 0, "samples_consumed": 20, "batch_size": 5})
+    resumed = [dataset.upcoming_anchors(worker=w, num_workers=3).index.tolist() for w in range(3)]
+    assert [stream[:5] for stream in resumed] == batches[4:7]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_resume_with_drop_last_and_in_a_later_epoch(packed_copy, num_workers):
+    def dataset(epoch: int):
+        ds = PackedDataset(str(packed_copy), seed=13, episode_pool_size=3, return_uint8=True)
+        ds.set_epoch(epoch)
+        return ds
+
+    for epoch, drop_last in ((2, True), (5, False)):
+        full = _batches(dataset(epoch), batch_size=6, num_workers=num_workers, drop_last=drop_last)
+        for k in (2, len(full) // 2 + 1):
+            resumed = dataset(0)
+            resumed.load_state_dict(
+                dataset(epoch).state_dict(samples_consumed=6 * k, batch_size=6, num_workers=num_workers, drop_last=drop_last)
+            )
+            assert resumed.epoch == epoch
+            tail = _batches(resumed, batch_size=6, num_workers=num_workers, drop_last=drop_last)
+            assert tail == full[k:], f"epoch {epoch}, drop_last={drop_last}, k={k}"
+
+
+def test_resume_on_a_different_world_size_covers_the_rest_exactly_once(packed_copy):
+    """Saved on 2 ranks x 2 workers, resumed on 3 ranks x 1 worker."""
+    done, state = [], None
+    for rank in range(2):
+        old = PackedDataset(str(packed_copy), seed=6, rank=rank, world_size=2, return_uint8=True)
+        batches = _batches(old, batch_size=4, num_workers=2)
+        done += [i for batch in batches[:5] for i in batch]
+        state = old.state_dict(samples_consumed=20, batch_size=4, num_workers=2)
+    assert state["world_size"] == 2
+    rest = []
+    for rank in range(3):
+        new = PackedDataset(str(packed_copy), seed=6, rank=rank, world_size=3, return_uint8=True)
+        new.load_state_dict(state)
+        rest.append([i for batch in _batches(new, batch_size=4, num_workers=1) for i in batch])
+    assert len({len(r) for r in rest}) == 1, "ranks must yield equal counts after the re-split"
+    seen = done + [i for r in rest for i in r]
+    assert len(seen) == len(set(seen)), "an anchor was served twice"
+    # One anchor dropped by the 2-rank plan, at most 2 more by the 3-rank re-split.
+    assert TOTAL - 3 <= len(seen) <= TOTAL - 1
+
+
+# -- resume cost on a large index ------------------------------------------------------------
+def _large_index(root, *, episodes: int, length: int) -> None:
+    """manifest + index/episodes.parquet of a tabular-only dataset: enough to plan and resume
+    (the arithmetic never opens a shard, so none is written)."""
+    (root / "index").mkdir(parents=True)
+    ids = np.arange(episodes, dtype=np.int64)
+    pq.write_table(
+        pa.table(
+            {
+                "episode_index": ids,
+                "shard": pa.array(np.zeros(episodes, np.int32)),
+                "length": np.full(episodes, length, np.int64),
+                "dataset_from_index": ids * length,
+                "dataset_to_index": (ids + 1) * length,
+                "tasks": pa.array([["synthetic"]] * episodes),
+                "row_start": ids * length,
+                "row_group": pa.array((ids // 4).astype(np.int32)),
+            }
+        ),
+        root / EPISODES_INDEX_PATH,
+    )
+    features = {name: {"dtype": "int64", "shape": [1], "names": None} for name in ("frame_index", "episode_index", "index", "task_index")}
+    manifest = Manifest(
+        format=FORMAT_NAME, format_version=FORMAT_VERSION, packer_version="test", options={"video": "copy"},
+        source={"uri": "synthetic"}, fps=30, features=features, video_keys=[], windows={}, tolerance_s=1e-4,
+        shards=[ShardEntry(0, "shard-000000", episodes, episodes * length, 0, "0" * 64, 0, "0" * 64)],
+        totals={"episodes": episodes, "frames": episodes * length, "shards": 1, "bytes": 0},
+    )
+    (root / MANIFEST_PATH).write_text(manifest.to_json())
+
+
+def test_resume_cost_does_not_depend_on_the_offset(tmp_path):
+    _large_index(tmp_path, episodes=12_000, length=1_000)  # 1.2e7 anchors
+    dataset = PackedDataset(str(tmp_path), seed=0, episode_pool_size=16)
+    batch = 16
+    timings, heads = {}, {}
+    for offset in (0, 10_000_000, 10_000_000 + 2 * batch):
+        started = time.perf_counter()
+        dataset.load_state_dict({"epoch": 0, "samples_consumed": offset, "batch_size": batch})
+        heads[offset] = [dataset.upcoming_anchors(worker=w, num_workers=2, limit=3 * batch).index for w in range(2)]
+        timings[offset] = time.perf_counter() - started
+    print(f"resume arithmetic + first 48 anchors of 2 workers: {timings}")
+    assert max(timings.values()) < 1.0, f"resume must take well under a second at any offset: {timings}"
+    assert timings[10_000_000] < 10 * timings[0] + 0.2
+    # Two more batches (one per worker) move each worker's stream on by exactly one batch.
+    for worker in range(2):
+        assert heads[10_000_000 + 2 * batch][worker][: 2 * batch].tolist() == heads[10_000_000][worker][batch:].tolist()
+    assert not set(heads[0][0].tolist()) & set(heads[10_000_000][0].tolist())

@@ -1,0 +1,78 @@
+"""verify: a clean pack passes; every kind of damage is reported naming the file (and episode),
+and the CLI exits non-zero."""
+
+from __future__ import annotations
+
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from packer.cli import main as cli
+from packer.verify import verify
+from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import CAMERAS, episodes_index
+
+
+@pytest.fixture
+def damaged(packed_copy, tmp_path):
+    dst = tmp_path / "damaged"
+    shutil.copytree(packed_copy, dst)
+    return dst
+
+
+def _cli_fails(dst, *args) -> str:
+    result = CliRunner().invoke(cli, ["verify", str(dst), *args])
+    assert result.exit_code != 0
+    return result.output
+
+
+def test_a_clean_pack_verifies_and_decodes(packed_copy):
+    report = verify(str(packed_copy), decode=True)
+    assert report.ok, report.problems
+    assert report.episodes_checked == 9 and report.members_decoded == 9 * len(CAMERAS)
+    result = CliRunner().invoke(cli, ["verify", str(packed_copy), "--decode"])
+    assert result.exit_code == 0 and "18 members decoded" in result.output
+
+
+def test_a_flipped_byte_inside_a_member_names_the_episode(damaged):
+    row = episodes_index(damaged)[2]
+    tar = damaged / "shards" / f"shard-{row['shard']:06d}.tar"
+    data = bytearray(tar.read_bytes())
+    data[row[f"video/{CAMERAS[0]}/offset"] + 100] ^= 0xFF
+    tar.write_bytes(bytes(data))
+    problems = verify(str(damaged)).problems
+    assert any(f"{tar.name}: sha256" in p for p in problems)
+    assert any(f"episode {row['episode_index']} camera {CAMERAS[0]}: member bytes do not match their crc32" in p for p in problems)
+    assert "crc32" in _cli_fails(damaged)
+
+
+def test_missing_and_truncated_shards(damaged):
+    (damaged / "shards" / "shard-000001.parquet").unlink()
+    tar = damaged / "shards" / "shard-000000.tar"
+    tar.write_bytes(tar.read_bytes()[:-1024])
+    problems = verify(str(damaged)).problems
+    assert "shards/shard-000001.parquet: missing" in problems
+    assert any(p.startswith("shards/shard-000000.tar: ") and "manifest says" in p for p in problems)
+    _cli_fails(damaged)
+
+
+def test_an_index_that_disagrees_with_the_shards(damaged):
+    samples = pq.read_table(damaged / "index" / "samples.parquet")
+    pq.write_table(samples.slice(1), damaged / "index" / "samples.parquet")
+    episodes = pq.read_table(damaged / "index" / "episodes.parquet")
+    frames = f"video/{CAMERAS[1]}/frames"
+    changed = episodes.set_column(episodes.schema.get_field_index(frames), frames, pa.array([3] * episodes.num_rows, pa.int64()))
+    pq.write_table(changed, damaged / "index" / "episodes.parquet")
+    problems = verify(str(damaged), decode=True).problems
+    assert any("anchors, manifest says" in p for p in problems)
+    assert any("index/samples.parquet: episode 0: 11 anchors, episodes index says length 12" in p for p in problems)
+    assert any(f"camera {CAMERAS[1]}: decodes to 12 frames, index says 3" in p for p in problems)
+
+
+def test_no_manifest_is_an_incomplete_pack(damaged):
+    (damaged / "manifest.json").unlink()
+    assert verify(str(damaged)).problems == [f"{damaged}: no manifest.json (pack incomplete or not a packed dataset)"]
+    assert "no manifest.json" in _cli_fails(damaged)
