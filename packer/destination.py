@@ -8,6 +8,8 @@ from pathlib import Path
 
 import fsspec
 
+from reader.storage import TEMP_MARKER, default_file_mode, remove_stale_temp_files
+
 
 class Destination:
     """Write/read files relative to a root, atomically on local disk, as whole objects remotely.
@@ -38,10 +40,15 @@ class Destination:
         target = self.path(rel)
         if self.is_local:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, target)
+            fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=f".{Path(target).name}{TEMP_MARKER}")
+            try:
+                os.fchmod(fd, default_file_mode())
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
         else:
             self.fs.pipe_file(target, data)
             self.fs.invalidate_cache(target)
@@ -54,6 +61,11 @@ class Destination:
         else:
             self.fs.put_file(str(local_path), target)
             self.fs.invalidate_cache(target)
+
+    def remove_stale_temp_files(self, *, older_than_s: float = 900.0) -> int:
+        """Delete temp files an interrupted writer left in a local destination (see
+        ``reader.storage.remove_stale_temp_files``); object stores have none. Returns the count."""
+        return remove_stale_temp_files(Path(self.root), older_than_s=older_than_s) if self.is_local else 0
 
     def remove(self, rel: str) -> None:
         if self.exists(rel):
@@ -77,9 +89,14 @@ def _same_device(source: str | Path, target: str) -> bool:
 
 
 def _copy(source: str | Path, target: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-        while chunk := src.read(1 << 22):
-            out.write(chunk)
-    os.replace(tmp, target)
+    fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=f".{Path(target).name}{TEMP_MARKER}")
+    try:
+        os.fchmod(fd, default_file_mode())
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            while chunk := src.read(1 << 22):
+                out.write(chunk)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     os.unlink(source)

@@ -21,12 +21,13 @@ from pathlib import Path
 import av
 
 from packer.source import VideoLocation
+from reader.errors import LeRobotShardsError
 
 # Half a frame at 1000 fps: smaller than any frame period, larger than timestamp rounding.
 _TS_EPS = 5e-4
 
 
-class VideoCutError(ValueError):
+class VideoCutError(LeRobotShardsError, ValueError):
     """A source video cannot be cut or decoded for an episode."""
 
 

@@ -15,16 +15,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.destination import Destination
-from packer.pack import PLAN_PATH, PackError, plan_sha256
+from packer.errors import PackError
+from reader.errors import FormatError
 from reader.format import (
     EPISODES_INDEX_PATH,
     FORMAT_NAME,
     FORMAT_VERSION,
     MANIFEST_PATH,
+    META_DIR,
+    PLAN_PATH,
     SAMPLES_INDEX_PATH,
+    FileEntry,
     Manifest,
+    PackPlan,
     ShardEntry,
+    ShardReceipt,
+    episodes_index_schema,
     pad_column,
+    samples_index_schema,
+    sha256_hex,
     shard_name,
     shard_parquet_path,
     shard_receipt_path,
@@ -40,28 +49,41 @@ def packer_version() -> str:
 
 
 def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
-    columns: dict[str, pa.Array] = {
-        "episode_index": pa.array([r["episode_index"] for r in rows], pa.int64()),
-        "shard": pa.array([r["shard"] for r in rows], pa.int32()),
-        "length": pa.array([r["length"] for r in rows], pa.int64()),
-        "dataset_from_index": pa.array([r["dataset_from_index"] for r in rows], pa.int64()),
-        "dataset_to_index": pa.array([r["dataset_to_index"] for r in rows], pa.int64()),
-        "tasks": pa.array([r["tasks"] for r in rows], pa.list_(pa.string())),
-        "row_start": pa.array([r["row_start"] for r in rows], pa.int64()),
-        "row_group": pa.array([r["row_group"] for r in rows], pa.int32()),
-    }
-    types = {"offset": pa.int64(), "size": pa.int64(), "frames": pa.int64(), "codec": pa.string(), "crc32": pa.int64(), "reencoded": pa.bool_()}
-    for key in video_keys:
-        for name, arrow_type in types.items():
-            column = f"video/{key}/{name}"
-            columns[column] = pa.array([r[column] for r in rows], arrow_type)
-    return pa.table(columns)
+    schema = episodes_index_schema(video_keys)
+    return pa.table({name: pa.array([r[name] for r in rows], schema.field(name).type) for name in schema.names}, schema=schema)
 
 
-def _write_parquet(destination: Destination, rel: str, table: pa.Table) -> None:
+def _write_parquet(destination: Destination, rel: str, table: pa.Table) -> FileEntry:
+    """Write ``table`` to ``rel``; returns its size and digest for the manifest's ``files``."""
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd", write_page_index=True)
-    destination.write_bytes(rel, buffer.getvalue())
+    data = buffer.getvalue()
+    destination.write_bytes(rel, data)
+    return FileEntry(len(data), sha256_hex(data))
+
+
+def _meta_files(destination: Destination) -> dict[str, FileEntry]:
+    """Size and digest of every file the pack copied into ``meta/``."""
+    entries = {}
+    for rel in _list_files(destination, META_DIR):
+        data = destination.read_bytes(rel)
+        entries[rel] = FileEntry(len(data), sha256_hex(data))
+    return entries
+
+
+def _list_files(destination: Destination, rel_dir: str) -> list[str]:
+    """Relative paths of every file under ``rel_dir`` (recursively, sorted); temp files of
+    interrupted writes are not part of the dataset."""
+    found = []
+    for name in destination.list(rel_dir):
+        rel = f"{rel_dir}/{name}"
+        if ".tmp-" in name:
+            continue
+        if destination.fs.isdir(destination.path(rel)):
+            found += _list_files(destination, rel)
+        else:
+            found.append(rel)
+    return sorted(found)
 
 
 def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
@@ -134,15 +156,24 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
     destination = Destination(dst, storage_options)
     if not destination.exists(PLAN_PATH):
         raise PackError(f"{destination.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
-    plan = json.loads(destination.read_bytes(PLAN_PATH))
-    digest = plan_sha256(plan)
-    info = json.loads(destination.read_bytes("meta/info.json"))
+    try:
+        plan = PackPlan.from_json(destination.read_bytes(PLAN_PATH), where=f"{destination.url}/{PLAN_PATH}")
+        info = json.loads(destination.read_bytes("meta/info.json"))
+    except (FormatError, ValueError) as err:
+        raise PackError(f"{destination.url}: cannot finalize: {err}") from None
+    digest = plan.sha256
     video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
     receipts, missing = [], []
-    for shard in range(len(plan["shards"])):
+    for shard in range(len(plan.shards)):
         rel = shard_receipt_path(shard)
-        receipt = json.loads(destination.read_bytes(rel)) if destination.exists(rel) else None
-        if receipt is None or receipt.get("plan_sha256") != digest:
+        receipt = None
+        if destination.exists(rel):
+            try:
+                receipt = ShardReceipt.from_json(destination.read_bytes(rel), shard=shard, video_keys=video_keys,
+                                                 where=f"{destination.url}/{rel}")
+            except FormatError as err:
+                raise PackError(f"cannot finalize: {err}; delete it and re-run that shard's pack") from None
+        if receipt is None or receipt.plan_sha256 != digest:
             missing.append(shard_name(shard))
         else:
             receipts.append(receipt)
@@ -150,33 +181,34 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
         raise PackError(f"{destination.url}: shards not packed yet (no valid receipt): {missing[:20]}; "
                         "run the missing --part jobs, then finalize")
 
-    options = plan["options"]
+    options = plan.options
     fps = int(info["fps"])
     windows = {name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()}
     episode_rows, sample_tables, shard_entries = [], [], []
     parquet_fields: dict[str, pa.Field] = {}
     for receipt in receipts:
-        shard = receipt["shard"]
-        for row in receipt["episodes"]:
+        shard = receipt.shard
+        for row in receipt.episodes:
             episode_rows.append({**row, "shard": shard})
         shard_entries.append(
             ShardEntry(
                 index=shard,
                 name=shard_name(shard),
-                num_episodes=len(receipt["episodes"]),
-                frames=receipt["frames"],
-                tar_bytes=receipt["tar_bytes"],
-                tar_sha256=receipt["tar_sha256"],
-                parquet_bytes=receipt["parquet_bytes"],
-                parquet_sha256=receipt["parquet_sha256"],
+                num_episodes=len(receipt.episodes),
+                frames=receipt.frames,
+                tar_bytes=receipt.tar_bytes,
+                tar_sha256=receipt.tar_sha256,
+                parquet_bytes=receipt.parquet_bytes,
+                parquet_sha256=receipt.parquet_sha256,
+                parquet_footer=receipt.parquet_footer,
             )
         )
         with destination.open(shard_parquet_path(shard)) as handle:
             parquet = pq.ParquetFile(handle)
             for field in parquet.schema_arrow:
                 parquet_fields.setdefault(field.name, field)
-            table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"])
-        lengths = {r["episode_index"]: r["length"] for r in receipt["episodes"]}
+            table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
+        lengths = {r["episode_index"]: r["length"] for r in receipt.episodes}
         episode_of_row = table["episode_index"].to_numpy()
         frame_index = table["frame_index"].to_numpy()
         length = np.array([lengths[e] for e in episode_of_row], dtype=np.int64) if len(episode_of_row) else np.zeros(0, np.int64)
@@ -197,15 +229,17 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
         sample_tables.append(pa.table(columns))
 
     episode_rows.sort(key=lambda r: r["episode_index"])
-    _write_parquet(destination, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
-    samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else pa.table({})
-    _write_parquet(destination, SAMPLES_INDEX_PATH, samples)
+    files = _meta_files(destination)
+    files[EPISODES_INDEX_PATH] = _write_parquet(destination, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
+    schema = samples_index_schema(options["windows"])
+    samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
+    files[SAMPLES_INDEX_PATH] = _write_parquet(destination, SAMPLES_INDEX_PATH, samples.cast(schema))
 
     features, drift = _features_of_what_was_packed(_packed_features(info, options, video_keys), parquet_fields)
     extra = {
-        "dropped_episodes": sorted(e for r in receipts for e in r["dropped"]),
-        "padded_episodes": sorted(e for r in receipts for e in r["padded"]),
-        "reencoded_episodes": sorted(e for r in receipts for e in r["reencoded"]),
+        "dropped_episodes": sorted(e for r in receipts for e in r.dropped),
+        "padded_episodes": sorted(e for r in receipts for e in r.padded),
+        "reencoded_episodes": sorted(e for r in receipts for e in r.reencoded),
     }
     if drift:
         extra["schema_drift"] = drift
@@ -214,13 +248,14 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
         format_version=FORMAT_VERSION,
         packer_version=packer_version(),
         options={k: v for k, v in options.items() if k not in ("row_group_max_bytes",)},
-        source=plan["source"],
+        source=plan.source,
         fps=fps,
         features=features,
         video_keys=video_keys,
         windows=options["windows"],
         tolerance_s=options["tolerance_s"],
         shards=shard_entries,
+        files=dict(sorted(files.items())),
         totals={
             "episodes": len(episode_rows),
             "frames": int(sum(r["length"] for r in episode_rows)),

@@ -1,21 +1,48 @@
-"""``info`` and ``sql``: look inside a packed dataset (local or in a bucket) with DuckDB."""
+"""``info`` and ``sql``: look inside a packed dataset (local or in a bucket) with DuckDB.
+
+Nothing read from the dataset becomes SQL: the views are built from the format's own paths
+(``shard_parquet_path(i)``) under the root the user gave, quoted as string literals, and the
+manifest is validated first. The user's query is theirs and runs as given.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
-from packer.destination import Destination
-from reader.format import EPISODES_INDEX_PATH, MANIFEST_PATH, SAMPLES_INDEX_PATH, SHARDS_DIR, FormatError, Manifest
+from reader.errors import FormatError, LeRobotShardsError, StorageError
+from reader.format import (
+    EPISODES_INDEX_PATH,
+    MANIFEST_PATH,
+    SAMPLES_INDEX_PATH,
+    Manifest,
+    shard_parquet_path,
+    sql_string_literal,
+)
+from reader.format.layout import MAX_MANIFEST_BYTES
+from reader.storage import Storage
 
 
-class InspectError(ValueError):
+class InspectError(LeRobotShardsError, ValueError):
     """The destination is not a complete packed dataset, or the SQL failed."""
 
 
-def load_manifest(destination: Destination) -> Manifest:
-    if not destination.exists(MANIFEST_PATH):
-        raise InspectError(f"{destination.url}: no {MANIFEST_PATH}; not a (complete) packed dataset")
-    return Manifest.from_json(destination.read_bytes(MANIFEST_PATH), where=f"{destination.url}/{MANIFEST_PATH}")
+def load_manifest(storage: Storage) -> tuple[Manifest, str]:
+    """The validated manifest and its pin (``sha256:<hex>`` of its bytes).
+
+    Raises:
+        InspectError: no manifest (or no dataset at all), or a manifest that does not validate.
+    """
+    try:
+        if not storage.exists(MANIFEST_PATH):
+            hint = "the path does not exist" if not storage.exists("") else "not a (complete) packed dataset"
+            raise InspectError(f"{storage.url}: no {MANIFEST_PATH}; {hint}")
+        if storage.size(MANIFEST_PATH) > MAX_MANIFEST_BYTES:
+            raise InspectError(f"{storage.describe(MANIFEST_PATH)}: larger than the {MAX_MANIFEST_BYTES} bytes a manifest may have")
+        data = storage.read_bytes(MANIFEST_PATH)
+        return Manifest.from_json(data, where=storage.describe(MANIFEST_PATH)), "sha256:" + hashlib.sha256(data).hexdigest()
+    except (FormatError, StorageError) as err:
+        raise InspectError(str(err)) from None
 
 
 def connect(dst: str, *, storage_options: dict | None = None):
@@ -26,20 +53,18 @@ def connect(dst: str, *, storage_options: dict | None = None):
     """
     import duckdb
 
-    destination = Destination(dst, storage_options)
-    manifest = load_manifest(destination)
+    storage = Storage(dst, storage_options)
+    manifest, _ = load_manifest(storage)
     con = duckdb.connect()
-    if destination.is_local:
-        base = destination.root
-    else:
-        con.register_filesystem(destination.fs)
-        protocol = destination.fs.protocol
-        protocol = protocol[0] if isinstance(protocol, (tuple, list)) else protocol
-        base = f"{protocol}://{destination.root}"
-    shard_files = ", ".join(f"'{base}/{SHARDS_DIR}/{s.name}.parquet'" for s in manifest.shards)
-    con.execute(f"CREATE VIEW episodes AS SELECT * FROM read_parquet('{base}/{EPISODES_INDEX_PATH}')")
-    con.execute(f"CREATE VIEW samples AS SELECT * FROM read_parquet('{base}/{SAMPLES_INDEX_PATH}')")
+    base = storage.register_with_duckdb(con)
+
+    def literal(rel: str) -> str:
+        return sql_string_literal(f"{base}/{rel}")
+
+    con.execute(f"CREATE VIEW episodes AS SELECT * FROM read_parquet({literal(EPISODES_INDEX_PATH)})")
+    con.execute(f"CREATE VIEW samples AS SELECT * FROM read_parquet({literal(SAMPLES_INDEX_PATH)})")
     if manifest.shards:
+        shard_files = ", ".join(literal(shard_parquet_path(s.index)) for s in manifest.shards)
         con.execute(f"CREATE VIEW frames AS SELECT * FROM read_parquet([{shard_files}], union_by_name=true)")
     return con
 
@@ -66,6 +91,7 @@ def run_sql(dst: str, query: str, *, storage_options: dict | None = None):
 class DatasetSummary:
     manifest: Manifest
     url: str
+    pin: str
 
     def rows(self) -> list[tuple[str, str]]:
         m = self.manifest
@@ -74,6 +100,7 @@ class DatasetSummary:
         return [
             ("dataset", self.url),
             ("format", f"{m.format} v{m.format_version} (packer {m.packer_version})"),
+            ("pin", self.pin),
             ("source", f"{source} ({m.source.get('codebase_version')})"),
             ("episodes / frames", f"{m.totals['episodes']} / {m.totals['frames']}"),
             ("shards / bytes", f"{m.totals['shards']} / {m.totals['bytes'] / 1e6:.2f} MB"),
@@ -85,9 +112,7 @@ class DatasetSummary:
 
 
 def summarize(dst: str, *, storage_options: dict | None = None) -> DatasetSummary:
-    """Read the manifest and return a summary; raises ``InspectError``/``FormatError``."""
-    destination = Destination(dst, storage_options)
-    try:
-        return DatasetSummary(load_manifest(destination), destination.url)
-    except FormatError as err:
-        raise InspectError(str(err)) from None
+    """Read and validate the manifest and return a summary; raises ``InspectError``."""
+    storage = Storage(dst, storage_options)
+    manifest, pin = load_manifest(storage)
+    return DatasetSummary(manifest, storage.url, pin)

@@ -25,10 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
+
 from packer.destination import Destination
 from packer.mixture_sources import read_sources
+from reader.errors import LeRobotShardsError
 from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError, Manifest
-from reader.mixture_spec import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
 
 MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"
@@ -36,7 +38,7 @@ FAILURES_DIR = "_failures"
 Status = Literal["ok", "failed", "incomplete", "missing", "invalid"]
 
 
-class MixtureError(ValueError):
+class MixtureError(LeRobotShardsError, ValueError):
     """No complete dataset to describe, or bad arguments; names what was looked at.
 
     Attributes:

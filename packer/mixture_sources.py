@@ -20,10 +20,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from reader.errors import LeRobotShardsError
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-class SourcesError(ValueError):
+class SourcesError(LeRobotShardsError, ValueError):
     """The sources file is malformed; the message names the file and line."""
 
 

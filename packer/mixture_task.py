@@ -30,7 +30,12 @@ import traceback
 
 from packer.destination import Destination
 from packer.mixture import failure_path
-from packer.mixture_sources import MixtureSource, SourcesError, dataset_name, read_sources
+from packer.mixture_sources import (
+    MixtureSource,
+    SourcesError,
+    dataset_name,
+    read_sources,
+)
 
 __all__ = ["dataset_name", "main", "read_sources", "run"]
 

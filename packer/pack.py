@@ -9,14 +9,15 @@ receipt) in a process pool, skipping shards whose receipt is already valid -> ``
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
 import logging
 import os
+import sys
 import tempfile
 import time
-import zlib
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,35 +35,32 @@ from packer.episode_video import (
     cut_episode,
     reencode_episode,
 )
+from packer.errors import FrameMismatchError, PackError
 from packer.shard_plan import plan_shards, shards_of_part
 from packer.source import LeRobotSource, SourceError
 from packer.tar_writer import DeterministicTarWriter
+from reader.errors import FormatError
 from reader.format import (
     FRAME_MISMATCH_POLICIES,
     MANIFEST_PATH,
     META_DIR,
-    SHARDS_DIR,
+    PLAN_PATH,
     ROW_GROUP_TARGET_BYTES,
+    SHARDS_DIR,
     VIDEO_MODES,
+    PackPlan,
+    ShardReceipt,
+    sha256_hex,
     shard_parquet_path,
     shard_receipt_path,
     shard_tar_path,
     video_member_name,
 )
+from reader.format.shard_parquet import footer_range, row_group_span
 from reader.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
 
 log = logging.getLogger(__name__)
 
-PLAN_PATH = "pack-plan.json"
-PLAN_VERSION = 1
-
-
-class PackError(RuntimeError):
-    """Packing failed; the message names the episode(s), file or shard involved."""
-
-
-class FrameMismatchError(PackError):
-    """A video holds a different number of frames than its episode has rows."""
 
 
 @dataclass(frozen=True)
@@ -131,12 +129,12 @@ class PackReport:
         return self.bytes_in / 1e6 / self.seconds if self.seconds > 0 else 0.0
 
 
-def _canonical(data) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+def build_plan(source: LeRobotSource, options: PackOptions, source_description: dict) -> PackPlan:
+    """The deterministic shard plan for a source and options (what ``pack-plan.json`` holds).
 
-
-def build_plan(source: LeRobotSource, options: PackOptions, source_description: dict) -> dict:
-    """The deterministic shard plan for a source and options (what ``pack-plan.json`` holds)."""
+    The description gets the source's ``fingerprint`` (``LeRobotSource.fingerprint``), so a
+    destination holding a plan of another source refuses to resume into it.
+    """
     available = source.episode_indices
     if options.episodes is not None:
         missing = sorted(set(options.episodes) - set(available))
@@ -149,16 +147,13 @@ def build_plan(source: LeRobotSource, options: PackOptions, source_description: 
         raise PackError("nothing to pack: the source has no episodes")
     sizes = [source.estimated_episode_bytes(e) for e in episodes]
     shards = plan_shards(episodes, sizes, int(options.shard_size_mb * 1024 * 1024))
-    return {
-        "plan_version": PLAN_VERSION,
-        "source": source_description,
-        "options": options.to_json_dict(),
-        "shards": shards,
-    }
+    description = {**source_description, "fingerprint": source.fingerprint(episodes)}
+    return PackPlan(source=description, options=options.to_json_dict(), shards=shards)
 
 
-def plan_sha256(plan: dict) -> str:
-    return hashlib.sha256(_canonical(plan)).hexdigest()
+def plan_sha256(plan: PackPlan) -> str:
+    """The plan's identity, recorded in every receipt."""
+    return plan.sha256
 
 
 # -- one shard -------------------------------------------------------------------------------
@@ -247,6 +242,7 @@ def build_shard(
     dst_url: str,
     dst_options: dict | None,
     plan_digest: str,
+    follow_symlinks: bool = False,
     progress=None,
 ) -> dict:
     """Build one shard's tar + parquet, upload them, then write its receipt (the commit).
@@ -257,7 +253,7 @@ def build_shard(
     Returns:
         The receipt dict (see docs/FORMAT.md).
     """
-    source = _open_source(source_root)
+    source = _open_source(source_root, follow_symlinks)
     destination = Destination(dst_url, dst_options)
     tables: list[pa.Table] = []
     rows: list[dict] = []
@@ -271,8 +267,20 @@ def build_shard(
             row_cursor = 0
             for episode in episodes:
                 table = source.episode_rows(episode)
+                source.check_rows(episode, table)
                 length = table.num_rows
                 meta = source.episodes[episode]
+                if length == 0:
+                    # No rows, no anchors: nothing to pad. Kept only by the error policy's refusal.
+                    if options.on_frame_mismatch == "error":
+                        raise FrameMismatchError(
+                            f"episode {episode} has no rows (length 0 in the source's episodes metadata); "
+                            "use --on-frame-mismatch drop-episode (or pad) to leave it out"
+                        )
+                    dropped.append(episode)
+                    if progress is not None:
+                        progress.put((1, 0))
+                    continue
                 members: dict[str, EpisodeVideo] = {}
                 verdicts = set()
                 episode_bytes = table.nbytes
@@ -307,7 +315,7 @@ def build_shard(
                     row[f"video/{key}/size"] = len(video.data)
                     row[f"video/{key}/frames"] = video.frames
                     row[f"video/{key}/codec"] = video.codec
-                    row[f"video/{key}/crc32"] = zlib.crc32(video.data)
+                    row[f"video/{key}/sha256"] = sha256_hex(video.data)
                     row[f"video/{key}/reencoded"] = bool(video.reencoded and options.video == "copy")
                 tables.append(table)
                 rows.append(row)
@@ -315,8 +323,10 @@ def build_shard(
             tar_size = tar.close()
         parquet_path = Path(tmp) / "shard.parquet"
         row_groups = _write_shard_parquet(tables, parquet_path, options.row_group_max_bytes)
+        footer, spans = shard_parquet_layout(parquet_path)
         for row, group in zip(rows, row_groups):
-            row["row_group"] = group
+            offset, nbytes, digest = spans[group]
+            row.update(row_group=group, row_group_offset=offset, row_group_bytes=nbytes, row_group_sha256=digest)
         receipt = {
             "shard": shard_index,
             "episodes": rows,
@@ -325,6 +335,7 @@ def build_shard(
             "tar_sha256": _sha256_file(tar_path),
             "parquet_bytes": parquet_path.stat().st_size,
             "parquet_sha256": _sha256_file(parquet_path),
+            "parquet_footer": footer,
             "plan_sha256": plan_digest,
             "dropped": dropped,
             "padded": padded,
@@ -337,19 +348,19 @@ def build_shard(
     return receipt
 
 
-def _open_source(root: str) -> LeRobotSource:
+def _open_source(root: str, follow_symlinks: bool = False) -> LeRobotSource:
     """One parsed source per process: a pack of 1,000 shards must not re-read the episodes
     metadata 1,000 times (the profile showed it at a third of a small shard's time). Keyed by
     the metadata files' sizes and times too, so a long-lived process sees an edited source."""
     meta = Path(root) / META_DIR
     files = [meta / "info.json", meta / "tasks.parquet", *sorted((meta / "episodes").glob("chunk-*/file-*.parquet"))]
     signature = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.is_file())
-    return _parsed_source(root, signature)
+    return _parsed_source(root, follow_symlinks, signature)
 
 
 @functools.lru_cache(maxsize=2)
-def _parsed_source(root: str, signature: tuple) -> LeRobotSource:
-    return LeRobotSource(root)
+def _parsed_source(root: str, follow_symlinks: bool, signature: tuple) -> LeRobotSource:
+    return LeRobotSource(root, follow_symlinks=follow_symlinks)
 
 
 def _write_shard_parquet(tables: list[pa.Table], path: Path, max_bytes: int) -> list[int]:
@@ -380,6 +391,19 @@ def _write_shard_parquet(tables: list[pa.Table], path: Path, max_bytes: int) -> 
     return group_of_episode
 
 
+def shard_parquet_layout(path: Path) -> tuple[dict, list[tuple[int, int, str]]]:
+    """The footer's ``{offset, bytes, sha256}`` and each row group's ``(offset, bytes, sha256)``:
+    what a reader checks before it parses or decodes any of them."""
+    data = path.read_bytes()
+    offset, nbytes = footer_range(len(data), data[-8:])
+    metadata = pq.read_metadata(path)
+    spans = []
+    for group in range(metadata.num_row_groups):
+        start, size = row_group_span(metadata, group)
+        spans.append((start, size, sha256_hex(data[start : start + size])))
+    return {"offset": offset, "bytes": nbytes, "sha256": sha256_hex(data[offset:])}, spans
+
+
 def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -388,32 +412,41 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def receipt_is_valid(destination: Destination, shard_index: int, digest: str) -> dict | None:
-    """Return the shard's receipt if it matches the plan and the files it describes."""
+def receipt_is_valid(destination: Destination, shard_index: int, digest: str, video_keys: list[str]) -> dict | None:
+    """Return the shard's receipt if it belongs to this plan and its files have the sizes it
+    records; None when the shard must be (re)built. A receipt of another plan, or one that
+    does not parse, is never trusted."""
     rel = shard_receipt_path(shard_index)
     if not destination.exists(rel):
         return None
     try:
-        receipt = json.loads(destination.read_bytes(rel))
-    except (json.JSONDecodeError, OSError):
+        receipt = ShardReceipt.from_json(destination.read_bytes(rel), shard=shard_index, video_keys=video_keys)
+    except (FormatError, OSError) as err:
+        log.warning("%s/%s: %s; rebuilding the shard", destination.url, rel, err)
         return None
-    if receipt.get("plan_sha256") != digest:
+    if receipt.plan_sha256 != digest:
         return None
-    for path, size_key in ((shard_tar_path(shard_index), "tar_bytes"), (shard_parquet_path(shard_index), "parquet_bytes")):
-        if not destination.exists(path) or destination.size(path) != receipt.get(size_key):
+    for path, size in ((shard_tar_path(shard_index), receipt.tar_bytes), (shard_parquet_path(shard_index), receipt.parquet_bytes)):
+        if not destination.exists(path) or destination.size(path) != size:
             return None
-    return receipt
+    return receipt.to_dict()
 
 
 # -- the whole pack --------------------------------------------------------------------------
 def copy_meta(source: LeRobotSource, destination: Destination) -> None:
-    """Copy the source's meta/ verbatim (skipping files already there with the same size)."""
+    """Copy the source's meta/ verbatim (skipping files already there with the same size).
+
+    Only regular files under the root are copied: a symbolic link (unless the source was
+    opened with ``follow_symlinks``) raises ``SourceError`` instead of publishing whatever
+    it points to.
+    """
     meta_root = source.root / META_DIR
-    for path in sorted(p for p in meta_root.rglob("*") if p.is_file()):
-        rel = f"{META_DIR}/{path.relative_to(meta_root).as_posix()}"
-        if destination.exists(rel) and destination.size(rel) == path.stat().st_size:
+    for path in sorted(p for p in meta_root.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(source.root).as_posix()
+        local = source.file(rel, what="metadata")
+        if destination.exists(rel) and destination.size(rel) == local.stat().st_size:
             continue
-        destination.write_bytes(rel, path.read_bytes())
+        destination.write_bytes(rel, local.read_bytes())
 
 
 def pack_dataset(
@@ -439,6 +472,7 @@ def pack_dataset(
     cache_dir: str | None = None,
     row_group_max_bytes: int = ROW_GROUP_TARGET_BYTES,
     progress: bool = False,
+    follow_symlinks: bool = False,
 ) -> PackReport:
     """Pack a LeRobot v3.0 dataset into ``dst``.
 
@@ -469,12 +503,14 @@ def pack_dataset(
     )
     local_root, description = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
                                            storage_options=src_storage_options, cache_dir=cache_dir)
-    source = LeRobotSource(local_root)
+    source = LeRobotSource(local_root, follow_symlinks=follow_symlinks)
+    destination = Destination(dst, storage_options)
+    _check_destination(destination, source.root)
     _check_windows(options, source.fps, list(source.features))
     # Planning probes every needed file (parquet footer, video header): a bad source fails
     # here, naming the file and episode, before anything is written.
     plan = build_plan(source, options, description)
-    planned = [e for shard in plan["shards"] for e in shard]
+    planned = [e for shard in plan.shards for e in shard]
     drift = source.schema_drift(planned)
     if drift:
         log.warning(
@@ -484,27 +520,29 @@ def pack_dataset(
         )
         _check_windows(options, source.fps, source.video_keys + drift.columns, missing=drift.only_in_info)
     source.check_tasks()
-    destination = Destination(dst, storage_options)
     digest = plan_sha256(plan)
-    _claim_destination(destination, plan, digest)
+    _claim_destination(destination, plan)
+    removed = destination.remove_stale_temp_files()
+    if removed:
+        log.warning("%s: removed %d temporary file(s) left by an interrupted run", destination.url, removed)
     copy_meta(source, destination)
 
-    shard_ids = list(range(len(plan["shards"])))
+    shard_ids = list(range(len(plan.shards)))
     if part is not None:
-        shard_ids = shards_of_part(len(plan["shards"]), part[0], part[1])
+        shard_ids = shards_of_part(len(plan.shards), part[0], part[1])
     report = PackReport(shards=len(shard_ids))
     todo = []
     for shard in shard_ids:
-        receipt = receipt_is_valid(destination, shard, digest)
+        receipt = receipt_is_valid(destination, shard, digest, source.video_keys)
         if receipt is not None:
             report.shards_skipped += 1
             _account(report, receipt, written=False)
         else:
             todo.append(shard)
 
-    planned_episodes = sum(len(plan["shards"][s]) for s in shard_ids)
-    bar = _progress_bar(progress, total=planned_episodes, done=planned_episodes - sum(len(plan["shards"][s]) for s in todo))
-    args = [(str(local_root), s, plan["shards"][s], options, dst, storage_options, digest) for s in todo]
+    planned_episodes = sum(len(plan.shards[s]) for s in shard_ids)
+    bar = _progress_bar(progress, total=planned_episodes, done=planned_episodes - sum(len(plan.shards[s]) for s in todo))
+    args = [(str(local_root), s, plan.shards[s], options, dst, storage_options, digest, follow_symlinks) for s in todo]
     try:
         if workers <= 1 or len(todo) <= 1:
             for arg in args:
@@ -512,6 +550,14 @@ def pack_dataset(
                 bar.shard_done(report)
         else:
             _build_in_pool(args, workers, report, bar)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" writing {err.filename}" if err.filename else ""
+            raise PackError(
+                f"no space left on device{where} (packing into {destination.url}, staging shards in "
+                f"{tempfile.gettempdir()}); free space and re-run the same command: finished shards are kept"
+            ) from err
+        raise
     finally:
         bar.close()
     if part is None:
@@ -521,6 +567,18 @@ def pack_dataset(
         report.finalized = True
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_destination(destination: Destination, source_root: Path) -> None:
+    """A local destination must be a directory (or not exist yet) outside the source: a
+    destination inside the source would be packed into itself on the next run."""
+    if not destination.is_local:
+        return
+    target = Path(destination.root).resolve()
+    if target.exists() and not target.is_dir():
+        raise PackError(f"{target}: the destination exists and is not a directory")
+    if target == source_root or source_root in target.parents:
+        raise PackError(f"{target}: the destination is inside the source {source_root}; choose a directory outside it")
 
 
 def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missing: list[str] = ()) -> None:
@@ -534,34 +592,77 @@ def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missin
             raise PackError(f"--window {name}: {err}") from None
 
 
-def _claim_destination(destination: Destination, plan: dict, digest: str) -> None:
+def _claim_destination(destination: Destination, plan: PackPlan) -> None:
     """Write ``pack-plan.json``, or check that the one there is the same plan (a resume or
     another ``--part``). A different plan is replaced only while nothing of it was packed
     (for example after a run that stopped on a frame mismatch and is re-run with
-    ``--on-frame-mismatch pad``); otherwise packing refuses to mix two plans."""
+    ``--on-frame-mismatch pad``); otherwise packing refuses to mix two plans and names what
+    differs (the source's fingerprint, an option, the shard assignment)."""
     if destination.exists(PLAN_PATH):
-        existing = json.loads(destination.read_bytes(PLAN_PATH))
-        if plan_sha256(existing) == digest:
+        try:
+            existing = PackPlan.from_json(destination.read_bytes(PLAN_PATH), where=f"{destination.url}/{PLAN_PATH}")
+        except FormatError as err:
+            existing, unreadable = None, str(err)
+        if existing is not None and existing.sha256 == plan.sha256:
             return
         receipts = [n for n in destination.list(SHARDS_DIR) if n.endswith(".json")]
         if receipts or destination.exists(MANIFEST_PATH):
+            differs = _plan_differences(existing, plan) if existing is not None else unreadable
             raise PackError(
-                f"{destination.url}/{PLAN_PATH} holds a plan for different source/options and "
-                f"{len(receipts)} shard(s) of it are packed; pack into an empty destination or delete it first"
+                f"{destination.url} holds {len(receipts)} packed shard(s) of another plan ({differs}); "
+                "pack into an empty destination, or delete this one first"
             )
         log.warning("%s/%s: replacing a plan for different source/options (none of its shards was packed)",
                     destination.url, PLAN_PATH)
-    destination.write_bytes(PLAN_PATH, json.dumps(plan, indent=1, sort_keys=True).encode())
+    destination.write_bytes(PLAN_PATH, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
+
+
+def _plan_differences(old: PackPlan, new: PackPlan) -> str:
+    """What differs between two plans, in words: 'source fingerprint', 'option video: copy -> hevc'."""
+    found = []
+    for key in sorted(set(old.source) | set(new.source)):
+        if old.source.get(key) != new.source.get(key):
+            found.append(f"source {key}: {str(old.source.get(key))[:80]} -> {str(new.source.get(key))[:80]}")
+    for key in sorted(set(old.options) | set(new.options)):
+        if old.options.get(key) != new.options.get(key):
+            found.append(f"option {key}: {str(old.options.get(key))[:80]} -> {str(new.options.get(key))[:80]}")
+    if old.shards != new.shards:
+        found.append(f"shard assignment ({len(old.shards)} -> {len(new.shards)} shards)")
+    return "; ".join(found) or "the plans differ"
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Run as a pool initializer: a SIGKILLed pack cannot clean up after itself, and workers
+    would otherwise run on, orphaned, holding CPU and half-written files.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _build_in_pool(args: list[tuple], workers: int, report: PackReport, bar) -> None:
-    """Build shards in a process pool; the first failure cancels the shards not started."""
-    import multiprocessing
+    """Build shards in a process pool; the first failure cancels the shards not started.
 
-    manager = multiprocessing.Manager() if bar.enabled else None
+    Workers die with this process (``die_with_parent``): a SIGKILLed pack leaves no orphans.
+    """
+    manager = None
+    if bar.enabled:
+        from multiprocessing.managers import SyncManager
+
+        manager = SyncManager()
+        manager.start(die_with_parent)
     queue = manager.Queue() if manager is not None else None
     try:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent) as pool:
             pending = {pool.submit(build_shard, *arg, progress=queue) for arg in args}
             try:
                 while pending:
@@ -614,7 +715,13 @@ class _RichProgress:
     enabled = True
 
     def __init__(self, total_episodes: int, done_episodes: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.started = time.perf_counter()
         self.bytes_in = 0

@@ -13,6 +13,7 @@ from pathlib import Path
 import fsspec
 
 from packer.source import LeRobotSource, SourceError
+from reader.format import safe_relative_path
 
 
 def default_cache_dir() -> Path:
@@ -50,8 +51,15 @@ def stage_fsspec_source(
     meta_files = [p for p in fs.find(f"{root}/meta") if not p.endswith("/")]
     if not meta_files:
         raise SourceError(f"{url}/meta: empty or missing; is {url} a LeRobot dataset root?")
+    prefix = root.rstrip("/") + "/"
     for remote in meta_files:
-        _fetch(fs, remote, local / Path(remote).relative_to(root))
+        # Object keys are data: a key "meta/../../x" must not become a path outside `local`.
+        rel = remote[len(prefix) :] if remote.startswith(prefix) else remote
+        try:
+            safe_relative_path(rel)
+        except ValueError:
+            raise SourceError(f"{url}: object key {rel[:300]!r} is not a plain relative path; refusing to stage it") from None
+        _fetch(fs, remote, local / rel)
     source = LeRobotSource(local)
     wanted = episodes if episodes is not None else source.episode_indices
     wanted = [e for e in wanted if e in source.episodes]

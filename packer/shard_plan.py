@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reader.errors import LeRobotShardsError
 
-class ShardPlanError(ValueError):
+
+class ShardPlanError(LeRobotShardsError, ValueError):
     """Invalid planning input (sizes, targets or part specification)."""
 
 

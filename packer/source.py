@@ -7,14 +7,20 @@ episodes need.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from reader.errors import LeRobotShardsError
+from reader.format import META_DIR, check_key, safe_relative_path
+from reader.format.fields import canonical_json
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +36,12 @@ REQUIRED_EPISODE_COLUMNS = (
 )
 
 
-class SourceError(ValueError):
+class SourceError(LeRobotShardsError, ValueError):
     """The source dataset is missing files, has an unsupported version or is inconsistent."""
+
+
+# The fields a LeRobot v3 path template may use, each with an optional integer format spec.
+_TEMPLATE_FIELDS = {"data_path": ("chunk_index", "file_index"), "video_path": ("chunk_index", "file_index", "video_key")}
 
 
 @dataclass(frozen=True)
@@ -52,15 +62,20 @@ class LeRobotSource:
             metadata lacking required columns.
     """
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
-        info_path = self.root / "meta" / "info.json"
+    def __init__(self, root: str | Path, *, follow_symlinks: bool = False):
+        # The root itself may be a link (/data -> /mnt/data); what lies under it may not, unless
+        # the caller trusts the source (follow_symlinks): a link would read files outside it.
+        self.root = Path(root).resolve()
+        self.follow_symlinks = follow_symlinks
+        info_path = self.file("meta/info.json", what="metadata")
         if not info_path.is_file():
             raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
         try:
             self.info = json.loads(info_path.read_text())
-        except json.JSONDecodeError as err:
-            raise SourceError(f"{info_path}: not valid JSON ({err})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+            raise SourceError(f"{info_path}: not valid JSON ({type(err).__name__}: {str(err)[:200]})") from None
+        if not isinstance(self.info, dict):
+            raise SourceError(f"{info_path}: expected a JSON object, found {type(self.info).__name__}")
         version = self.info.get("codebase_version")
         if version != SUPPORTED_CODEBASE_VERSION:
             hint = ""
@@ -70,30 +85,70 @@ class LeRobotSource:
                     "python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=ORG/NAME"
                 )
             raise SourceError(
-                f"{info_path}: codebase_version {version!r} is not supported (expected "
+                f"{info_path}: codebase_version {str(version)[:40]!r} is not supported (expected "
                 f"{SUPPORTED_CODEBASE_VERSION!r}).{hint}"
             )
         for key in ("fps", "features", "data_path"):
             if key not in self.info:
                 raise SourceError(f"{info_path}: missing key {key!r}")
-        self.fps = int(self.info["fps"])
+        fps = self.info["fps"]
+        if not isinstance(fps, int) or isinstance(fps, bool) or not 0 < fps <= 10_000:
+            raise SourceError(f"{info_path}: fps must be a positive integer, found {str(fps)[:40]!r}")
+        self.fps = fps
+        if not isinstance(self.info["features"], dict):
+            raise SourceError(f"{info_path}: features must be an object")
         self.features: dict = self.info["features"]
+        for key, feature in self.features.items():
+            try:
+                check_key(key, where=f"{info_path}: features")
+            except ValueError as err:
+                raise SourceError(str(err)) from None
+            if not isinstance(feature, dict):
+                raise SourceError(f"{info_path}: feature {key!r} must be an object")
         self.video_keys = [k for k, f in self.features.items() if f.get("dtype") == "video"]
         if self.video_keys and not self.info.get("video_path"):
             raise SourceError(f"{info_path}: video features {self.video_keys} but no video_path")
+        for name in _TEMPLATE_FIELDS:
+            if name in self.info:
+                _check_template(self.info[name], name, info_path)
         self.episodes = self._load_episodes()
         self.tasks = self._load_tasks()
+        self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
         self._data_cache: tuple[Path, pa.Table, dict[int, tuple[int, int]]] | None = None
+
+    def file(self, rel: str, *, what: str = "file") -> Path:
+        """The local path of ``rel`` (a path relative to the root, from metadata or a template).
+
+        Raises:
+            SourceError: ``rel`` could leave the root (absolute, ``..``), or a component under
+                the root is a symbolic link (unless ``follow_symlinks``).
+        """
+        try:
+            safe_relative_path(rel)
+        except ValueError:
+            raise SourceError(f"{self.root}: {what} path {rel[:300]!r} leaves the dataset root or is not a plain path") from None
+        path = self.root / rel
+        if not self.follow_symlinks:
+            current = self.root
+            for part in Path(rel).parts:
+                current = current / part
+                if current.is_symlink():
+                    raise SourceError(
+                        f"{current}: a symbolic link inside the source; refused because it may point outside the dataset "
+                        "(copy the dataset with `cp -rL`, or pass --follow-symlinks if you trust it)"
+                    )
+        return path
 
     # -- metadata ---------------------------------------------------------------------------
     def _load_episodes(self) -> dict[int, dict]:
-        files = sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+        files = sorted((self.root / META_DIR / "episodes").glob("chunk-*/file-*.parquet"))
         if not files:
             raise SourceError(f"{self.root / 'meta' / 'episodes'}: no episodes metadata parquet found")
         rows: dict[int, dict] = {}
         for path in files:
+            path = self.file(path.relative_to(self.root).as_posix(), what="episodes metadata")
             try:
-                table = pq.read_table(path)
+                table = pq.read_table(path, use_threads=False)
             except Exception as err:  # pyarrow raises several types for corrupt files
                 raise SourceError(f"{path}: cannot read episodes metadata ({err})") from None
             missing = [c for c in REQUIRED_EPISODE_COLUMNS if c not in table.column_names]
@@ -107,14 +162,21 @@ class LeRobotSource:
                 raise SourceError(f"{path}: episodes metadata lacks columns {missing}")
             wanted = [c for c in table.column_names if not c.startswith("stats/")]
             for row in table.select(wanted).to_pylist():
+                _check_episode_row(row, self.video_keys, path)
                 rows[int(row["episode_index"])] = row
         return dict(sorted(rows.items()))
 
     def _load_tasks(self) -> pd.DataFrame:
-        path = self.root / "meta" / "tasks.parquet"
+        path = self.file("meta/tasks.parquet", what="tasks")
         if not path.is_file():
             raise SourceError(f"{path}: missing")
-        return pd.read_parquet(path)
+        try:
+            tasks = pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises ArrowInvalid/OSError for damaged files
+            raise SourceError(f"{path}: cannot read tasks ({type(err).__name__}: {str(err)[:200]})") from None
+        if "task_index" not in tasks.columns:
+            raise SourceError(f"{path}: no task_index column (found {list(tasks.columns)[:10]})")
+        return tasks
 
     @property
     def episode_indices(self) -> list[int]:
@@ -131,17 +193,17 @@ class LeRobotSource:
     # -- files ------------------------------------------------------------------------------
     def data_path(self, episode_index: int) -> Path:
         row = self.episodes[episode_index]
-        return self.root / self.info["data_path"].format(
-            chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
-        )
+        rel = self.info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+        return self.file(rel, what=f"data (episode {episode_index})")
 
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         row = self.episodes[episode_index]
-        path = self.root / self.info["video_path"].format(
+        rel = self.info["video_path"].format(
             video_key=video_key,
             chunk_index=row[f"videos/{video_key}/chunk_index"],
             file_index=row[f"videos/{video_key}/file_index"],
         )
+        path = self.file(rel, what=f"video (episode {episode_index}, camera {video_key})")
         return VideoLocation(path, float(row[f"videos/{video_key}/from_timestamp"]), float(row[f"videos/{video_key}/to_timestamp"]))
 
     def needed_files(self, episodes: list[int]) -> list[Path]:
@@ -209,6 +271,45 @@ class LeRobotSource:
             columns=present,
         )
 
+    def fingerprint(self, episodes: list[int]) -> str:
+        """Identify the source content a pack of ``episodes`` reads, for its plan.
+
+        SHA-256 over the relative path, size and SHA-256 of every ``meta/`` file (which holds
+        per-episode statistics of every feature, so other values give another digest) and the
+        relative path and size of every data and video file the episodes read. Two copies of
+        one dataset at different paths agree; a resume from a different dataset does not.
+        """
+        meta = self.root / META_DIR
+        records = []
+        for path in sorted(p for p in meta.rglob("*") if p.is_file() or p.is_symlink()):
+            rel = path.relative_to(self.root).as_posix()
+            local = self.file(rel, what="metadata")
+            digest = hashlib.sha256()
+            with open(local, "rb") as handle:
+                while chunk := handle.read(1 << 22):
+                    digest.update(chunk)
+            records.append([rel, local.stat().st_size, digest.hexdigest()])
+        for rel in self.needed_files(episodes):
+            path = self.root / rel
+            records.append([rel.as_posix(), path.stat().st_size if path.is_file() else -1, None])
+        return "sha256:" + hashlib.sha256(canonical_json(records)).hexdigest()
+
+    def check_rows(self, episode_index: int, rows: pa.Table) -> None:
+        """Check an episode's rows before packing them: every ``task_index`` names a task of
+        ``meta/tasks.parquet`` (a reader resolves each sample's task string through it).
+
+        Raises:
+            SourceError: unknown task indices (names the data file and episode).
+        """
+        if "task_index" not in rows.column_names or not rows.num_rows:
+            return
+        unknown = sorted(set(rows["task_index"].to_pylist()) - self.task_indices)
+        if unknown:
+            raise SourceError(
+                f"{self.data_path(episode_index)}: episode {episode_index} has task_index {unknown[:10]}, which "
+                f"{self.root / 'meta/tasks.parquet'} does not define (it has {len(self.task_indices)} tasks)"
+            )
+
     def estimated_episode_bytes(self, episode_index: int) -> int:
         """Estimate the packed bytes of an episode from its share of its source files.
 
@@ -235,6 +336,45 @@ class LeRobotSource:
             share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
             total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
         return total
+
+
+def _check_template(template: object, name: str, info_path: Path) -> None:
+    """A path template from info.json may only use its known fields, with integer formats.
+
+    ``str.format`` on an untrusted template could otherwise reach attributes of its arguments
+    (``{chunk_index.__class__}``); what the template yields is checked again by ``file``.
+    """
+    allowed = _TEMPLATE_FIELDS[name]
+    if not isinstance(template, str):
+        raise SourceError(f"{info_path}: {name} must be a string, found {type(template).__name__}")
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as err:
+        raise SourceError(f"{info_path}: {name} {template[:200]!r} is not a path template ({err})") from None
+    for _, field, spec, conversion in parts:
+        if field is None:
+            continue
+        if field not in allowed or conversion or not all(c.isdigit() or c == "d" for c in spec or ""):
+            raise SourceError(
+                f"{info_path}: {name} {template[:200]!r} uses {{{field}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}}; a LeRobot v3 template may only use {list(allowed)} with integer formats"
+            )
+
+
+def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
+    """Indices that become file names and frame ranges must be what they claim to be."""
+    where = f"{path}: episode {str(row.get('episode_index'))[:40]}"
+    for column in ("episode_index", "length", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index"):
+        value = row.get(column)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise SourceError(f"{where}: {column} must be a non-negative integer, found {str(value)[:40]!r}")
+    for key in video_keys:
+        for column in (f"videos/{key}/chunk_index", f"videos/{key}/file_index"):
+            value = row.get(column)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise SourceError(f"{where}: {column} must be a non-negative integer, found {str(value)[:40]!r}")
+    if not isinstance(row.get("tasks"), list) or not all(isinstance(task, str) for task in row["tasks"]):
+        raise SourceError(f"{where}: tasks must be a list of strings")
 
 
 def _episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:

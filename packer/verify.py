@@ -1,27 +1,43 @@
-"""``verify``: check a packed dataset against its manifest, its indexes and (optionally) decode."""
+"""``verify``: check a packed dataset against its manifest, its indexes and (optionally) decode.
+
+Everything the reader trusts is checked, through the same parsers the reader uses
+(``reader.format``): the manifest (schema and ``content_sha256``, optionally a pin), the size
+and SHA-256 of every file it records (``index/``, ``meta/``, shard tars and parquets), the
+episodes index against the manifest, the sample index against the episodes index (anchors,
+rows and pad counts recomputed), every row group against its recorded span and digest and
+its rows against the index, every tar header and member digest; with ``decode``, that every
+member decodes to its recorded frame count at the manifest's frame size. Any damage that
+could change what a reader yields is reported; verify itself never crashes on bad input.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import io
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from packer.destination import Destination
+from reader.errors import FormatError, StorageError
 from reader.format import (
     EPISODES_INDEX_PATH,
     MANIFEST_PATH,
     SAMPLES_INDEX_PATH,
-    FormatError,
     Manifest,
+    check_bytes,
+    pad_column,
+    parse_episodes_index,
+    samples_index_schema,
     shard_parquet_path,
     shard_tar_path,
-    video_column,
     video_member_name,
 )
+from reader.format.layout import MAX_MANIFEST_BYTES
+from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
+from reader.storage import Storage
+from reader.windows import pad_counts, resolve_delta_timestamps
 
 
 @dataclass
@@ -32,143 +48,228 @@ class VerifyReport:
     shards_checked: int = 0
     episodes_checked: int = 0
     members_decoded: int = 0
+    manifest_sha256: str = ""
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def _sha256(destination: Destination, rel: str) -> tuple[str, int]:
+def verify(
+    dst: str, *, decode: bool = False, storage_options: dict | None = None, manifest_sha256: str | None = None
+) -> VerifyReport:
+    """Check a packed dataset; see the module docstring for what is checked.
+
+    Args:
+        dst: the packed root (path or fsspec URL).
+        decode: also decode every member (slow: every frame of every camera).
+        storage_options: fsspec options for remote roots.
+        manifest_sha256: a pin (``sha256:<hex>``): the manifest must be exactly that one.
+
+    Returns:
+        A ``VerifyReport``; ``report.ok`` is False when anything is wrong, and
+        ``report.manifest_sha256`` is the pin of the manifest found.
+    """
+    storage = Storage(dst, storage_options)
+    report = VerifyReport()
+    try:
+        manifest = _manifest(storage, report, manifest_sha256)
+    except (FormatError, StorageError) as err:
+        report.problems.append(str(err))
+        return report
+    if manifest is None:
+        return report
+    _files(storage, manifest, report)
+    try:
+        episodes = parse_episodes_index(storage.read_bytes(EPISODES_INDEX_PATH), manifest, where=storage.describe(EPISODES_INDEX_PATH))
+    except (FormatError, StorageError) as err:
+        report.problems.append(str(err))
+        return report
+    report.problems.extend(_samples_index_problems(storage, manifest, episodes))
+    for shard in manifest.shards:
+        report.shards_checked += 1
+        mine = [e for e in episodes if e.shard == shard.index]
+        report.episodes_checked += len(mine)
+        report.problems.extend(_shard_parquet_problems(storage, manifest, shard, mine))
+        report.problems.extend(_member_problems(storage, manifest, shard, mine, decode, report))
+    return report
+
+
+def _manifest(storage: Storage, report: VerifyReport, pin: str | None) -> Manifest | None:
+    if not storage.exists(MANIFEST_PATH):
+        report.problems.append(f"{storage.url}: no {MANIFEST_PATH} (pack incomplete or not a packed dataset)")
+        return None
+    size = storage.size(MANIFEST_PATH)
+    if size > MAX_MANIFEST_BYTES:
+        raise FormatError(f"{storage.describe(MANIFEST_PATH)}: {size} bytes, more than the {MAX_MANIFEST_BYTES} allowed")
+    data = storage.read_bytes(MANIFEST_PATH)
+    report.manifest_sha256 = "sha256:" + hashlib.sha256(data).hexdigest()
+    return Manifest.from_json(data, where=storage.describe(MANIFEST_PATH), expected_sha256=pin)
+
+
+def _digest_of(storage: Storage, rel: str) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
-    with destination.open(rel) as handle:
+    with storage.open_input(rel) as handle:
         while chunk := handle.read(1 << 22):
             digest.update(chunk)
             size += len(chunk)
     return digest.hexdigest(), size
 
 
-def _index_problems(episodes: list[dict], samples, manifest: Manifest) -> list[str]:
-    """The two indexes and the manifest agree: per shard the episode and frame counts, per
-    episode its anchors (frames 0..length-1 at rows row_start.. of its shard parquet)."""
-    problems = []
+def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> dict[str, bool]:
+    """Size and SHA-256 of every recorded file and shard file; returns {rel: ok}."""
+    expected = {rel: (entry.bytes, entry.sha256) for rel, entry in manifest.files.items()}
     for shard in manifest.shards:
-        mine = [e for e in episodes if e["shard"] == shard.index]
-        frames = sum(e["length"] for e in mine)
-        if (len(mine), frames) != (shard.num_episodes, shard.frames):
-            problems.append(
-                f"{EPISODES_INDEX_PATH}: shard {shard.name} has {len(mine)} episodes / {frames} frames, "
-                f"manifest says {shard.num_episodes} / {shard.frames}"
-            )
-    columns = {name: samples[name].to_numpy() for name in samples.column_names}
-    order = np.argsort(columns["episode_index"], kind="stable")
-    episode_of, starts = np.unique(columns["episode_index"][order], return_index=True)
-    bounds = dict(zip(episode_of.tolist(), zip(starts.tolist(), [*starts[1:].tolist(), len(order)])))
-    for episode in episodes:
-        where = f"{SAMPLES_INDEX_PATH}: episode {episode['episode_index']}"
-        start, stop = bounds.get(episode["episode_index"], (0, 0))
-        rows = order[start:stop]
-        length = episode["length"]
-        expected_rows = np.arange(episode["row_start"], episode["row_start"] + length)
-        if len(rows) != length:
-            problems.append(f"{where}: {len(rows)} anchors, episodes index says length {length}")
-        elif not (
-            np.array_equal(np.sort(columns["frame_index"][rows]), np.arange(length))
-            and np.all(columns["shard"][rows] == episode["shard"])
-            and np.array_equal(np.sort(columns["row"][rows]), expected_rows)
+        expected[shard_tar_path(shard.index)] = (shard.tar_bytes, shard.tar_sha256)
+        expected[shard_parquet_path(shard.index)] = (shard.parquet_bytes, shard.parquet_sha256)
+    ok = {}
+    for rel, (size, sha256) in expected.items():
+        try:
+            found_sha, found_size = _digest_of(storage, rel)
+        except FileNotFoundError:
+            report.problems.append(f"{rel}: missing")
+            ok[rel] = False
+            continue
+        except OSError as err:
+            report.problems.append(f"{rel}: cannot be read ({err})")
+            ok[rel] = False
+            continue
+        if found_size != size:
+            report.problems.append(f"{rel}: {found_size} bytes, manifest says {size}")
+        elif found_sha != sha256:
+            report.problems.append(f"{rel}: sha256 {found_sha[:12]}... differs from manifest {sha256[:12]}...")
+        ok[rel] = found_size == size and found_sha == sha256
+    return ok
+
+
+def _samples_index_problems(storage: Storage, manifest: Manifest, episodes) -> list[str]:
+    """The sample index: its schema, one anchor per frame of each episode at the right shard
+    rows, and pad counts equal to a recomputation from the manifest's windows."""
+    where = storage.describe(SAMPLES_INDEX_PATH)
+    try:
+        table = pq.read_table(pa.BufferReader(storage.read_bytes(SAMPLES_INDEX_PATH)), use_threads=False)
+    except (pa.ArrowException, OSError) as err:
+        return [f"{where}: unreadable ({err})"]
+    expected = samples_index_schema(manifest.windows)
+    if not table.schema.remove_metadata().equals(expected):
+        return [f"{where}: columns {table.schema.names} differ from the format's {expected.names}"]
+    if table.num_rows != manifest.totals["frames"]:
+        return [f"{where}: {table.num_rows} anchors, manifest says {manifest.totals['frames']} frames"]
+    columns = {name: table[name].to_numpy() for name in table.column_names}
+    length = np.zeros(table.num_rows, dtype=np.int64)
+    problems: list[str] = []
+    start = 0
+    for entry in sorted(episodes, key=lambda e: e.dataset_from_index):  # anchors are sorted by global index
+        stop = start + entry.length
+        frames = np.arange(entry.length)
+        rows = slice(start, stop)
+        if not (
+            np.array_equal(columns["episode_index"][rows], np.full(entry.length, entry.episode_index))
+            and np.array_equal(columns["frame_index"][rows], frames)
+            and np.array_equal(columns["index"][rows], entry.dataset_from_index + frames)
+            and np.all(columns["shard"][rows] == entry.shard)
+            and np.array_equal(columns["row"][rows], entry.row_start + frames)
         ):
-            problems.append(f"{where}: anchors do not cover frames 0..{length - 1} at rows {episode['row_start']}.. of shard {episode['shard']}")
+            problems.append(f"{where}: episode {entry.episode_index}: anchors do not match frames 0..{entry.length - 1} "
+                            f"at rows {entry.row_start}.. of shard {entry.shard}")
+        length[rows] = entry.length
+        start = stop
+    windows = {name: resolve_delta_timestamps(w, manifest.fps, tolerance_s=manifest.tolerance_s) for name, w in manifest.windows.items()}
+    for name, offsets in windows.items():
+        for key, key_offsets in offsets.items():
+            before, after = pad_counts(columns["frame_index"], length, key_offsets)
+            for side, values in (("before", before), ("after", after)):
+                column = pad_column(name, key, side)
+                if not np.array_equal(columns[column], values):
+                    problems.append(f"{where}: column {column} disagrees with window {name!r} at {int(np.sum(columns[column] != values))} anchors")
     return problems
 
 
-def verify(dst: str, *, decode: bool = False, storage_options: dict | None = None) -> VerifyReport:
-    """Check sizes, sha256, index consistency, member CRCs and tar headers; with ``decode``,
-    that every member decodes to its recorded frame count.
-
-    Returns:
-        A ``VerifyReport``; ``report.ok`` is False when anything is wrong.
-    """
-    destination = Destination(dst, storage_options)
-    report = VerifyReport()
-    if not destination.exists(MANIFEST_PATH):
-        report.problems.append(f"{destination.url}: no {MANIFEST_PATH} (pack incomplete or not a packed dataset)")
-        return report
+def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episodes) -> list[str]:
+    """Footer and row groups parse and check as a reader checks them; rows match the index."""
+    rel = shard_parquet_path(shard.index)
+    where = storage.describe(rel)
     try:
-        manifest = Manifest.from_json(destination.read_bytes(MANIFEST_PATH))
-    except FormatError as err:
-        report.problems.append(str(err))
-        return report
+        footer = shard.parquet_footer
+        metadata = parse_footer(storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where)
+    except (FormatError, OSError) as err:
+        return [str(err)]
+    problems = []
+    groups: dict[int, list] = {}
+    for entry in episodes:
+        groups.setdefault(entry.row_group.index, []).append(entry)
+    for group, members in groups.items():
+        ref = members[0].row_group
+        try:
+            for entry in members:
+                check_row_group(metadata, group, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
+                                single_episode=len(members) == 1, where=where)
+            data = storage.read_range(rel, ref.offset, ref.bytes)
+            table = decode_row_group(metadata, group, data, offset=ref.offset, sha256=ref.sha256, file_size=shard.parquet_bytes, where=where)
+        except (FormatError, OSError) as err:
+            problems.append(str(err))
+            continue
+        group_start = sum(metadata.row_group(g).num_rows for g in range(group))
+        for entry in members:
+            rows = table.slice(entry.row_start - group_start, entry.length)
+            frames = np.arange(entry.length)
+            if not (
+                np.array_equal(rows["episode_index"].to_numpy(), np.full(entry.length, entry.episode_index))
+                and np.array_equal(rows["frame_index"].to_numpy(), frames)
+                and np.array_equal(rows["index"].to_numpy(), entry.dataset_from_index + frames)
+            ):
+                problems.append(f"{where}: rows of episode {entry.episode_index} in row group {group} do not match the index")
+    return problems
 
-    for shard in manifest.shards:
-        report.shards_checked += 1
-        for rel, expected_size, expected_sha in (
-            (shard_tar_path(shard.index), shard.tar_bytes, shard.tar_sha256),
-            (shard_parquet_path(shard.index), shard.parquet_bytes, shard.parquet_sha256),
-        ):
-            if not destination.exists(rel):
-                report.problems.append(f"{rel}: missing")
+
+def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, decode: bool, report: VerifyReport) -> list[str]:
+    """Tar headers name the right member, member bytes match their digests, and (``decode``)
+    every member decodes to its recorded frames at the manifest's frame size."""
+    rel = shard_tar_path(shard.index)
+    problems = []
+    for entry in episodes:
+        for key, member in entry.cameras.items():
+            where = f"{rel} episode {entry.episode_index} camera {key}"
+            try:
+                blob = storage.read_range(rel, member.offset - 512, member.size + 512)
+            except OSError as err:
+                problems.append(f"{where}: cannot be read ({err})")
                 continue
-            sha, size = _sha256(destination, rel)
-            if size != expected_size:
-                report.problems.append(f"{rel}: {size} bytes, manifest says {expected_size}")
-            elif sha != expected_sha:
-                report.problems.append(f"{rel}: sha256 {sha[:12]}… differs from manifest {expected_sha[:12]}…")
-
-    try:
-        with destination.open(EPISODES_INDEX_PATH) as handle:
-            episodes = pq.read_table(handle).to_pylist()
-        with destination.open(SAMPLES_INDEX_PATH) as handle:
-            samples = pq.read_table(handle, columns=["index", "episode_index", "frame_index", "shard", "row"])
-    except (OSError, ValueError) as err:  # missing, or not parquet (pyarrow raises ArrowInvalid)
-        report.problems.append(f"index unreadable: {err}")
-        return report
-    if len(episodes) != manifest.totals["episodes"]:
-        report.problems.append(f"{EPISODES_INDEX_PATH}: {len(episodes)} episodes, manifest says {manifest.totals['episodes']}")
-    if samples.num_rows != manifest.totals["frames"]:
-        report.problems.append(f"{SAMPLES_INDEX_PATH}: {samples.num_rows} anchors, manifest says {manifest.totals['frames']} frames")
-    report.problems.extend(_index_problems(episodes, samples, manifest))
-    shard_sizes = {s.index: s.tar_bytes for s in manifest.shards}
-
-    import av  # only verify needs a decoder
-
-    handles: dict[int, object] = {}
-    try:
-        for episode in episodes:
-            report.episodes_checked += 1
-            shard = episode["shard"]
-            if shard not in shard_sizes:
-                report.problems.append(f"episode {episode['episode_index']}: shard {shard} not in manifest")
+            header, data = blob[:512], blob[512:]
+            name = header[:100].rstrip(b"\0").decode(errors="replace")
+            expected_name = video_member_name(entry.episode_index, key)
+            # Long names live in a pax header before this one; the ustar name is truncated.
+            if len(expected_name.encode()) <= 100 and name != expected_name:
+                problems.append(f"{where}: tar header names {name!r}, expected {expected_name!r}")
+            try:
+                check_bytes(data, size=member.size, sha256=member.sha256, where=where)
+            except FormatError as err:
+                problems.append(str(err))
                 continue
-            for key in manifest.video_keys:
-                offset, size = episode[video_column(key, "offset")], episode[video_column(key, "size")]
-                where = f"{shard_tar_path(shard)} episode {episode['episode_index']} camera {key}"
-                if offset < 512 or offset + size > shard_sizes[shard]:
-                    report.problems.append(f"{where}: member range [{offset}, {offset + size}) outside the tar")
-                    continue
-                if shard not in handles:
-                    handles[shard] = destination.open(shard_tar_path(shard))
-                handle = handles[shard]
-                handle.seek(offset - 512)
-                header = handle.read(512)
-                name = header[:100].rstrip(b"\0").decode(errors="replace")
-                expected_name = video_member_name(episode["episode_index"], key)
-                # Long names live in a pax header before this one; the ustar name is truncated.
-                if len(expected_name.encode()) <= 100 and name != expected_name:
-                    report.problems.append(f"{where}: tar header names {name!r}, expected {expected_name!r}")
-                data = handle.read(size)
-                if zlib.crc32(data) != episode[video_column(key, "crc32")]:
-                    report.problems.append(f"{where}: member bytes do not match their crc32")
-                    continue
-                if decode:
-                    try:
-                        with av.open(io.BytesIO(data)) as container:
-                            frames = sum(1 for _ in container.decode(video=0))
-                    except av.error.FFmpegError as err:
-                        report.problems.append(f"{where}: does not decode ({err})")
-                        continue
-                    report.members_decoded += 1
-                    if frames != episode[video_column(key, "frames")]:
-                        report.problems.append(f"{where}: decodes to {frames} frames, index says {episode[video_column(key, 'frames')]}")
-    finally:
-        for handle in handles.values():
-            handle.close()
-    return report
+            if decode:
+                problem = _decode_problem(data, member.frames, manifest.features[key]["shape"], where)
+                report.members_decoded += 1
+                if problem:
+                    problems.append(problem)
+    return problems
+
+
+def _decode_problem(data: bytes, frames: int, shape: list[int], where: str) -> str | None:
+    import av  # only verify --decode needs a decoder
+
+    height, width = shape[0], shape[1]
+    try:
+        with av.open(io.BytesIO(data)) as container:
+            stream = container.streams.video[0]
+            if (stream.codec_context.height, stream.codec_context.width) != (height, width):
+                return f"{where}: frames are {stream.codec_context.height}x{stream.codec_context.width}, the manifest says {height}x{width}"
+            count = 0
+            for frame in container.decode(stream):
+                if (frame.height, frame.width) != (height, width):
+                    return f"{where}: frame {count} is {frame.height}x{frame.width}, the manifest says {height}x{width}"
+                count += 1
+    except (av.error.FFmpegError, IndexError) as err:
+        return f"{where}: does not decode ({err})"
+    if count != frames:
+        return f"{where}: decodes to {count} frames, index says {frames}"
+    return None

@@ -10,17 +10,26 @@ from importlib import import_module
 _EXPORTS = {
     "PackedDataset": "reader.dataset",
     "AnchorSequence": "reader.dataset",
-    "DecodeError": "reader.decode",
-    "EpisodeDataError": "reader.episode_pool",
-    "PrefetchError": "reader.prefetch",
     "MixtureDataset": "reader.mixture",
     "FORMAT_VERSION": "reader.format",
-    "FormatError": "reader.format",
     "Manifest": "reader.format",
-    "UnsupportedFormatVersionError": "reader.format",
-    "ObjectNotFoundError": "reader.storage",
     "RetryPolicy": "reader.storage",
-    "StorageError": "reader.storage",
+    # The one error hierarchy (reader.errors): catch LeRobotShardsError for all of ours.
+    "LeRobotShardsError": "reader.errors",
+    "FormatError": "reader.errors",
+    "UnsupportedFormatVersionError": "reader.errors",
+    "IntegrityError": "reader.errors",
+    "PinMismatchError": "reader.errors",
+    "EpisodeDataError": "reader.errors",
+    "MixtureSpecError": "reader.errors",
+    "StorageError": "reader.errors",
+    "ObjectNotFoundError": "reader.errors",
+    "PlanError": "reader.errors",
+    "ResumeStateError": "reader.errors",
+    "WindowError": "reader.errors",
+    "DecodeError": "reader.errors",
+    "DecodeStageError": "reader.errors",
+    "PrefetchError": "reader.errors",
 }
 
 __all__ = sorted(_EXPORTS)

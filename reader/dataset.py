@@ -8,29 +8,30 @@ collective, no shared state, and resuming is arithmetic.
 
 from __future__ import annotations
 
-import io
 import itertools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from reader.consumer_draws import SegmentDraws
 from reader.decode import CpuDecodeStage
 from reader.disk_cache import DiskCache
-from reader.epoch_plan import EpochPlan, PlanError, plan_epoch
 from reader.episode_pool import EpisodeFetcher, EpisodePool
-from reader.packed_index import PackedIndex
-from reader.consumer_draws import SegmentDraws
+from reader.epoch_plan import EpochPlan, plan_epoch
+from reader.errors import FormatError
+from reader.format import TASKS_PATH
+from reader.packed_index import PackedIndex, verified_read
 from reader.reader_stats import SharedStats
 from reader.resume import assign_resumed_streams
 from reader.sample_builder import SampleBuilder
 from reader.storage import RetryPolicy, Storage
 from reader.windows import resolve_delta_timestamps
 from reader.world import World
-
 
 _PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
 
@@ -69,6 +70,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         cache_dir, cache_limit_gb: optional local disk cache of fetched episode bytes
             (shared by workers, LRU-evicted to the cap; default cap 50 GB).
         decoder: ``"auto"`` (torchcodec, else PyAV), ``"torchcodec"`` or ``"pyav"``.
+        manifest_sha256: pin the dataset (``"sha256:<hex>"``, as ``lerobot-shards info`` prints
+            it): the manifest must be exactly that one, and since every other byte read is
+            checked against digests it records, every sample is then exactly the packed one
+            or an error.
         decode_device: ``None`` decodes in the workers. ``"cuda"``/``"cpu"``: workers ship
             compressed members and frame indices instead; build the loader with
             ``collate_fn=reader.gpu_decode.collate`` and apply ``DecodeStage(device)`` to
@@ -77,6 +82,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
     Raises:
         FormatError: not a (complete) packed dataset, unknown format version, or an index
             that disagrees with the manifest.
+        IntegrityError: a file differs from what was packed (``PinMismatchError``: not the
+            pinned manifest). Damage found later, while iterating, raises the same errors
+            naming the file.
         ValueError: unknown episodes, a bad ``where`` predicate or a bad window.
     """
 
@@ -103,17 +111,19 @@ class PackedDataset(torch.utils.data.IterableDataset):
         decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
         decode_device: str | None = None,
         retry: RetryPolicy = RetryPolicy(),
+        manifest_sha256: str | None = None,
     ):
         super().__init__()
         if episode_pool_size < 1:
             raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
         self.root = str(root)
         self.storage = Storage(self.root, storage_options, retry=retry)
-        self.index = PackedIndex(self.storage, episodes=episodes, where=where)
+        self.index = PackedIndex(self.storage, episodes=episodes, where=where, manifest_sha256=manifest_sha256)
         manifest = self.index.manifest
         self.fps = manifest.fps
         self.features = manifest.features
         self.video_keys = list(manifest.video_keys)
+        self.frame_sizes = {k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys}
         self.tolerance_s = manifest.tolerance_s if tolerance_s is None else tolerance_s
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
         self.offsets = (
@@ -305,6 +315,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             image_transforms=self.image_transforms,
             encoded_video=self.decode_device is not None,
             member_prefix=self.root,
+            frame_sizes=self.frame_sizes,
         )
         publisher = self._stats.publisher(world.worker if world.num_workers > 0 else None)
         retries_before = self.storage.counters.retries  # the Storage outlives iterators
@@ -362,10 +373,13 @@ class PackedDataset(torch.utils.data.IterableDataset):
         )
 
     def _load_tasks(self) -> dict[int, str]:
+        """``{task_index: task}`` from ``meta/tasks.parquet``, checked against the manifest."""
+        where = self.storage.describe(TASKS_PATH)
+        data = verified_read(self.storage, self.index.manifest, TASKS_PATH)
         try:
-            table = pq.read_table(io.BytesIO(self.storage.read_bytes("meta/tasks.parquet")))
-        except FileNotFoundError:
-            return {}
-        if "task" not in table.column_names:
-            raise PlanError(f"{self.storage.describe('meta/tasks.parquet')}: no 'task' column")
+            table = pq.read_table(pa.BufferReader(data), use_threads=False)
+        except pa.ArrowException as err:
+            raise FormatError(f"{where}: not a readable parquet file ({err})") from None
+        if "task" not in table.column_names or "task_index" not in table.column_names:
+            raise FormatError(f"{where}: needs columns task_index and task, found {table.column_names[:10]}")
         return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))

@@ -8,14 +8,24 @@ decodes from memory; PyAV is the fallback when torchcodec cannot be imported.
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
 import torch
 
+from reader.errors import DecodeError
 
-class DecodeError(RuntimeError):
-    """A member failed to decode; the message names shard, episode and camera."""
+
+@dataclass(frozen=True)
+class FrameSpec:
+    """What a member must decode to, from the manifest and the index: ``frames`` frames of
+    ``height`` x ``width``. A decoder checks it when it opens the member, before any frame
+    is materialized, so a member that claims other sizes cannot allocate beyond them."""
+
+    height: int
+    width: int
+    frames: int
 
 
 class EpisodeDecoder(Protocol):
@@ -26,20 +36,41 @@ class EpisodeDecoder(Protocol):
         ...
 
 
+def _check_spec(found: tuple[int, int, int], spec: FrameSpec | None) -> None:
+    if spec is not None and found != (spec.height, spec.width, spec.frames):
+        raise DecodeError(
+            f"the member holds {found[2]} frames of {found[0]}x{found[1]}; the dataset records "
+            f"{spec.frames} frames of {spec.height}x{spec.width} (damaged or altered member)"
+        )
+
+
 class _TorchCodecDecoder:
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, spec: FrameSpec | None):
         from torchcodec.decoders import VideoDecoder
 
         # "exact" scans the (small, per-episode) member once, so frame j is exactly row j.
         self._decoder = VideoDecoder(data, seek_mode="exact")
+        metadata = self._decoder.metadata
+        _check_spec((metadata.height, metadata.width, metadata.num_frames), spec)
+        self._spec = spec
 
     def frames(self, indices: list[int]) -> torch.Tensor:
-        return self._decoder.get_frames_at(indices=indices).data
+        data = self._decoder.get_frames_at(indices=indices).data
+        if self._spec is not None and tuple(data.shape[-2:]) != (self._spec.height, self._spec.width):
+            raise DecodeError(f"decoded frames are {tuple(data.shape[-2:])}, expected {(self._spec.height, self._spec.width)}")
+        return data
 
 
 class _PyAVDecoder:
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, spec: FrameSpec | None):
+        import av
+
         self._data = data
+        self._spec = spec
+        with av.open(io.BytesIO(data)) as container:
+            stream = container.streams.video[0]
+            frames = sum(1 for packet in container.demux(stream) if packet.size)
+            _check_spec((stream.codec_context.height, stream.codec_context.width, frames), spec)
 
     def frames(self, indices: list[int]) -> torch.Tensor:
         import av
@@ -48,6 +79,8 @@ class _PyAVDecoder:
         found: dict[int, np.ndarray] = {}
         with av.open(io.BytesIO(self._data)) as container:
             for position, frame in enumerate(container.decode(video=0)):
+                if self._spec is not None and (frame.height, frame.width) != (self._spec.height, self._spec.width):
+                    raise DecodeError(f"frame {position} is {frame.height}x{frame.width}, expected {self._spec.height}x{self._spec.width}")
                 if position in wanted:
                     found[position] = frame.to_ndarray(format="rgb24")
                 if position >= wanted[-1]:
@@ -80,9 +113,17 @@ class CpuDecodeStage:
             raise ValueError(f"decoder backend {backend!r} is not one of 'auto', 'torchcodec', 'pyav'")
         self.backend = available_backend() if backend == "auto" else backend
 
-    def open(self, data: bytes, *, where: str) -> EpisodeDecoder:
+    def open(self, data: bytes, *, where: str, spec: FrameSpec | None = None) -> EpisodeDecoder:
+        """A decoder over one member's bytes; ``spec`` (frames and size it must hold) is
+        checked before any frame is decoded.
+
+        Raises:
+            DecodeError: the member does not open, or holds other frames than ``spec``.
+        """
         try:
-            return _TorchCodecDecoder(data) if self.backend == "torchcodec" else _PyAVDecoder(data)
+            return _TorchCodecDecoder(data, spec) if self.backend == "torchcodec" else _PyAVDecoder(data, spec)
+        except DecodeError as err:
+            raise DecodeError(f"{where}: {err}") from None
         except Exception as err:
             raise DecodeError(f"{where}: cannot open video ({type(err).__name__}: {err})") from err
 

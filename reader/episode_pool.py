@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -20,16 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from reader.decode import CpuDecodeStage, EpisodeDecoder
+from reader.decode import CpuDecodeStage, EpisodeDecoder, FrameSpec
 from reader.disk_cache import DiskCache, range_key
-from reader.format import FormatError, shard_name, shard_parquet_path, shard_tar_path
+from reader.errors import EpisodeDataError, IntegrityError, ShortReadError, StorageError
+from reader.format import check_bytes, shard_name, shard_parquet_path, shard_tar_path
+from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
 from reader.packed_index import EpisodeEntry, PackedIndex
 from reader.prefetch import Prefetcher
-from reader.storage import Storage, StorageError
-
-
-class EpisodeDataError(FormatError):
-    """An episode's bytes or rows do not match the index (truncated shard, bad member...)."""
+from reader.storage import Storage
 
 
 def _column_tensor(array: pa.ChunkedArray):
@@ -86,11 +83,12 @@ class FetchCounters:
 class EpisodeFetcher:
     """Reads episodes of one packed dataset (thread-safe; fetch threads run in parallel).
 
-    Rows: the episode's row group of the shard parquet, decoded whole and kept in a small
-    byte-bounded LRU (episodes are admitted in plan order, so neighbours often share a
-    group). Each read opens its own file handle on the footer parsed once per shard, so
-    threads reading different groups never wait on each other; threads needing the same
-    group wait for one read of it.
+    Rows: the episode's row group of the shard parquet. The shard's footer is read once per
+    process (its span and SHA-256 come from the manifest) and the group's bytes are read and
+    checked against the digest in the episodes index before pyarrow decodes them; decoded
+    groups stay in a small byte-bounded LRU (episodes are admitted in plan order, so
+    neighbours often share a group). Threads needing the same group wait for one read of it.
+    Members: one ranged read over all of an episode's members, each checked by SHA-256.
     """
 
     def __init__(
@@ -105,99 +103,122 @@ class EpisodeFetcher:
         self.index = index
         self.disk_cache = disk_cache
         self._shards = {s.index: s for s in index.manifest.shards}
+        # Episodes sharing a row group: a group of one episode may exceed ROW_GROUP_MAX_BYTES.
+        self._group_sizes: dict[tuple[int, int], int] = {}
+        for entry in index.episodes:
+            key = (entry.shard, entry.row_group.index)
+            self._group_sizes[key] = self._group_sizes.get(key, 0) + 1
         self._lock = threading.Lock()  # guards the dicts below, never held during I/O
-        self._footers: dict[int, tuple[pq.FileMetaData, np.ndarray]] = {}
+        self._footers: dict[int, pq.FileMetaData] = {}
+        self._footer_locks: dict[int, threading.Lock] = {}
         self._group_locks: dict[tuple[int, int], threading.Lock] = {}
-        self._groups: OrderedDict[tuple[int, int], pa.Table] = OrderedDict()
+        self._groups: OrderedDict[tuple[int, int], tuple[pa.Table, int]] = OrderedDict()
         self._group_cache_bytes = row_group_cache_bytes
         self._group_bytes = 0
         self.counters = FetchCounters()
 
-    def _open_parquet(self, shard: int, handle) -> pq.ParquetFile:
-        footer = self._footers.get(shard)
-        if footer is not None:
-            return pq.ParquetFile(handle, metadata=footer[0])
-        parquet = pq.ParquetFile(handle)
-        metadata = parquet.metadata
-        sizes = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    def _footer(self, shard: int) -> pq.FileMetaData:
         with self._lock:
-            self._footers[shard] = (metadata, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
-        return parquet
+            footer = self._footers.get(shard)
+            lock = self._footer_locks.setdefault(shard, threading.Lock())
+        if footer is not None:
+            return footer
+        with lock:
+            with self._lock:
+                if shard in self._footers:
+                    return self._footers[shard]
+            entry = self._shards[shard].parquet_footer
+            rel = shard_parquet_path(shard)
+            data = self.storage.read_range(rel, entry.offset, entry.bytes)
+            footer = parse_footer(data, size=entry.bytes, sha256=entry.sha256, where=self.storage.describe(rel))
+            with self._lock:
+                self._footers[shard] = footer
+            return footer
 
-    def _row_group(self, shard: int, group: int) -> tuple[pa.Table, int]:
-        key = (shard, group)
+    def _row_group(self, entry: EpisodeEntry) -> tuple[pa.Table, int]:
+        """The decoded row group holding ``entry``'s rows, and the file row it starts at."""
+        ref = entry.row_group
+        key = (entry.shard, ref.index)
         with self._lock:
             group_lock = self._group_locks.setdefault(key, threading.Lock())
         with group_lock:
             with self._lock:
                 if key in self._groups:
                     self._groups.move_to_end(key)
-                    return self._groups[key], int(self._footers[shard][1][group])
-            known = self._shards.get(shard)
-            handle = self.storage.open_input(shard_parquet_path(shard), size=known.parquet_bytes if known else None)
-            try:
-                parquet = self._open_parquet(shard, handle)
-                if group >= parquet.metadata.num_row_groups:
-                    raise EpisodeDataError(
-                        f"{self.storage.object_url(shard_parquet_path(shard))}: has no row group {group} "
-                        f"(it has {parquet.metadata.num_row_groups})"
-                    )
-                table = parquet.read_row_group(group)
-            finally:
-                handle.close()
+                    return self._groups[key]
+            rel = shard_parquet_path(entry.shard)
+            where = self.storage.describe(rel)
+            metadata = self._footer(entry.shard)
+            group_start = check_row_group(
+                metadata, ref.index, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
+                single_episode=self._group_sizes.get(key, 0) == 1, where=where,
+            )
+            data = self.storage.read_range(rel, ref.offset, ref.bytes)
+            table = decode_row_group(
+                metadata, ref.index, data, offset=ref.offset, sha256=ref.sha256, file_size=self._shards[entry.shard].parquet_bytes,
+                where=where,
+            )
             with self._lock:
-                self._groups[key] = table
+                self._groups[key] = (table, group_start)
                 self._group_bytes += table.nbytes
                 while len(self._groups) > 1 and self._group_bytes > self._group_cache_bytes:
-                    evicted_key, evicted = self._groups.popitem(last=False)
+                    evicted_key, (evicted, _) = self._groups.popitem(last=False)
                     self._group_bytes -= evicted.nbytes
                     self._group_locks.pop(evicted_key, None)
-                return table, int(self._footers[shard][1][group])
+            return table, group_start
 
     def fetch(self, entry: EpisodeEntry) -> LoadedEpisode:
-        """Read one episode's rows and members.
+        """Read one episode's rows and members, checked against the index.
 
         Raises:
-            EpisodeDataError: rows or bytes disagree with the index (names shard + episode).
+            IntegrityError: rows or member bytes differ from what was packed (names the file).
+            EpisodeDataError: rows disagree with the index (names shard + episode).
             StorageError: the read failed after retries.
         """
+        try:
+            return self._fetch(entry)
+        except ShortReadError as err:
+            # The manifest records every file's size: a file shorter than that is damaged.
+            raise IntegrityError(f"{shard_name(entry.shard)} episode {entry.episode_index}: {err}") from err
+        except StorageError as err:
+            raise type(err)(
+                f"{shard_name(entry.shard)} episode {entry.episode_index}: {err}", url=err.url, operation=err.operation,
+                attempts=err.attempts,
+            ) from err
+
+    def _fetch(self, entry: EpisodeEntry) -> LoadedEpisode:
         started = time.perf_counter()
         where = f"{shard_name(entry.shard)} episode {entry.episode_index}"
-        try:
-            table, group_start = self._row_group(entry.shard, entry.row_group)
-        except (OSError, pa.ArrowException) as err:
-            raise EpisodeDataError(f"{where}: cannot read rows from {shard_parquet_path(entry.shard)} ({err})") from err
+        table, group_start = self._row_group(entry)
         rows = table.slice(entry.row_start - group_start, entry.length)
-        if rows.num_rows != entry.length or (
-            entry.length and rows["episode_index"][0].as_py() != entry.episode_index
+        if rows.num_rows != entry.length or "episode_index" not in rows.column_names or (
+            entry.length and (rows["episode_index"][0].as_py(), rows["episode_index"][-1].as_py()) != (entry.episode_index,) * 2
         ):
-            raise EpisodeDataError(f"{where}: shard parquet rows do not match the index (row_start {entry.row_start})")
+            raise EpisodeDataError(
+                f"{self.storage.describe(shard_parquet_path(entry.shard))}: rows [{entry.row_start}, "
+                f"{entry.row_start + entry.length}) are not episode {entry.episode_index}'s"
+            )
         columns = {name: _column_tensor(rows[name]) for name in rows.column_names}
         video: dict[str, bytes] = {}
         offset, size = entry.byte_range
         if size:
-            shard = self._shards.get(entry.shard)
+            shard = self._shards[entry.shard]
+            tar = shard_tar_path(entry.shard)
             # Stamped with the shard's sha256: a re-packed shard misses instead of serving old bytes.
-            cache_key = range_key(self.storage.object_url(shard_tar_path(entry.shard)), offset, size, shard.tar_sha256 if shard else "")
+            cache_key = range_key(self.storage.object_url(tar), offset, size, shard.tar_sha256)
             blob = self.disk_cache.get(cache_key) if self.disk_cache is not None else None
             if blob is not None:
-                with self._lock:
-                    self.counters.disk_cache_hits += 1
-            else:
                 try:
-                    blob = self.storage.read_range(shard_tar_path(entry.shard), offset, size)
-                except StorageError as err:
-                    raise EpisodeDataError(f"{where}: {err}") from err
+                    video = self._members(entry, blob, offset, tar, where)
+                    with self._lock:
+                        self.counters.disk_cache_hits += 1
+                except IntegrityError:
+                    blob = None  # a damaged cache entry is a miss: fetch the shard's bytes
+            if blob is None:
+                blob = self.storage.read_range(tar, offset, size)
+                video = self._members(entry, blob, offset, tar, where)
                 if self.disk_cache is not None:
                     self.disk_cache.put(cache_key, blob)
-            for key, member in entry.cameras.items():
-                data = blob[member.offset - offset : member.offset - offset + member.size]
-                if zlib.crc32(data) != member.crc32:
-                    raise EpisodeDataError(
-                        f"{where} camera {key}: member bytes in {shard_tar_path(entry.shard)} do not match the index "
-                        "crc32 (shard corrupted or replaced?)"
-                    )
-                video[key] = data
         with self._lock:
             self.counters.bytes_fetched += size + rows.nbytes
             self.counters.fetch_seconds += time.perf_counter() - started
@@ -205,6 +226,15 @@ class EpisodeFetcher:
         # What the pool holds: the compressed members and the row tensors (decoders excluded).
         held = size + sum(v.element_size() * v.nelement() for v in columns.values() if isinstance(v, torch.Tensor))
         return LoadedEpisode(entry=entry, columns=columns, video=video, nbytes=held)
+
+    def _members(self, entry: EpisodeEntry, blob: bytes, offset: int, tar: str, where: str) -> dict[str, bytes]:
+        """Each camera's member cut from ``blob`` (bytes from ``offset`` of the tar), checked."""
+        video = {}
+        for key, member in entry.cameras.items():
+            data = blob[member.offset - offset : member.offset - offset + member.size]
+            check_bytes(data, size=member.size, sha256=member.sha256, where=f"{self.storage.describe(tar)} {where} camera {key}")
+            video[key] = data
+        return video
 
 
 class EpisodePool:
@@ -275,12 +305,17 @@ class EpisodePool:
         self.release_all()
 
 
-def decoder_for(episode: LoadedEpisode, camera: str, stage: CpuDecodeStage, counters: dict) -> EpisodeDecoder:
-    """The episode's open decoder for a camera (opened on first use, dropped at eviction)."""
+def decoder_for(episode: LoadedEpisode, camera: str, stage: CpuDecodeStage, counters: dict, frame_size: tuple[int, int] | None = None) -> EpisodeDecoder:
+    """The episode's open decoder for a camera (opened on first use, dropped at eviction).
+
+    ``frame_size`` (height, width from the manifest) and the member's recorded frame count
+    are checked when the decoder opens.
+    """
     decoder = episode.decoders.get(camera)
     if decoder is None:
         counters["decoder_misses"] += 1
-        decoder = stage.open(episode.video[camera], where=episode.where(camera))
+        spec = FrameSpec(frame_size[0], frame_size[1], episode.entry.cameras[camera].frames) if frame_size else None
+        decoder = stage.open(episode.video[camera], where=episode.where(camera), spec=spec)
         episode.decoders[camera] = decoder
     else:
         counters["decoder_hits"] += 1

@@ -25,13 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reader.errors import PlanError
+
 # Mixed into the episode-order seed so that no other stream of the reader seeded with
 # (seed, epoch, ...) can coincide with this one.
 EPISODE_ORDER_TAG = 0x4550_4F52  # "EPOR"
-
-
-class PlanError(ValueError):
-    """Planning inputs are inconsistent: a bad count, seed, world shape or resume offset."""
 
 
 @dataclass(frozen=True, eq=False)

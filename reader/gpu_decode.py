@@ -22,14 +22,12 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import default_collate
 
+from reader.errors import DecodeStageError
+
 ENCODED_KEY = "__encoded_video__"
 
 # NVDEC on A100/H100 decodes H.264 and HEVC, not AV1 (packs made with --video copy keep AV1).
 _NVDEC_CODECS = {"hevc", "h264"}
-
-
-class DecodeStageError(RuntimeError):
-    """The stage cannot decode on the requested device (the message says what to do)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,8 @@ class EncodedFrames:
     indices: tuple[int, ...]
     squeeze: bool  # a one-element video window has no T axis (LeRobot)
     as_float: bool
+    frame_size: tuple[int, int] | None = None  # (height, width) the manifest records
+    frames: int | None = None  # frames the index records for the member
 
 
 def collate(samples: list[dict]) -> dict:
@@ -124,6 +124,7 @@ class DecodeStage:
                 decoder = VideoDecoder(member.data, seek_mode="exact")
             else:
                 raise DecodeStageError(f"{member.member_id}: cannot open a decoder on {device} ({err})") from err
+        _check_member(decoder, member)
         self._decoders[key] = decoder
         while len(self._decoders) > self.cache_size:
             self._decoders.popitem(last=False)
@@ -185,3 +186,15 @@ class DecodeStage:
             batch[key] = torch.stack(frames)
         self.counters["decode_seconds"] += time.perf_counter() - started
         return batch
+
+
+def _check_member(decoder, member: EncodedFrames) -> None:
+    """A member must hold the frames and frame size the dataset records, before any decode."""
+    metadata = decoder.metadata
+    found = (metadata.height, metadata.width, metadata.num_frames)
+    expected = (*member.frame_size, member.frames) if member.frame_size is not None else None
+    if expected is not None and member.frames is not None and found != expected:
+        raise DecodeStageError(
+            f"{member.member_id}: holds {found[2]} frames of {found[0]}x{found[1]}; the dataset records "
+            f"{expected[2]} frames of {expected[0]}x{expected[1]} (damaged or altered member)"
+        )

@@ -22,38 +22,46 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import PurePosixPath
+from dataclasses import replace
 
-import fsspec
 import numpy as np
 import torch
 
-from reader.dataset import PackedDataset
-from reader.epoch_plan import PlanError, plan_epoch
-from reader.format import MANIFEST_PATH, Manifest
-from reader.episode_pool import EpisodeFetcher, EpisodePool
 from reader.consumer_draws import SegmentDraws
+from reader.dataset import PackedDataset
+from reader.episode_pool import EpisodeFetcher, EpisodePool
+from reader.epoch_plan import PlanError, plan_epoch
+from reader.errors import MixtureSpecError
+from reader.format import STATS_PATH
+from reader.format.layout import MAX_RECORD_BYTES
+from reader.format.mixture import MixtureSpec, resolve_dataset_path
+from reader.packed_index import read_manifest, verified_read
 from reader.pool_schedule import PoolSchedule
 from reader.resume import assign_resumed_streams
 from reader.sample_builder import SampleBuilder
 from reader.storage import Storage
 from reader.world import World
 
-MIXTURE_FORMAT = "lerobot-shards-mixture"
 _BLOCK = 4096  # weighted draws are labelled in blocks of this size
 
 
-def load_mixture_file(path: str, storage_options: dict | None = None) -> dict:
-    """Read ``mixture.json``; dataset paths are resolved relative to its directory."""
-    with fsspec.open(path, "r", **(storage_options or {})) as handle:
-        spec = json.load(handle)
-    if spec.get("format") != MIXTURE_FORMAT:
-        raise ValueError(f"{path}: expected format {MIXTURE_FORMAT!r}, found {spec.get('format')!r}")
-    base = path.rsplit("/", 1)[0]
-    for entry in spec["datasets"]:
-        if "://" not in entry["path"] and not entry["path"].startswith("/"):
-            entry["path"] = str(PurePosixPath(base) / entry["path"]) if "://" not in base else f"{base}/{entry['path']}"
-    return spec
+def load_mixture_file(path: str, storage_options: dict | None = None, *, allow_remote_paths: bool = False) -> MixtureSpec:
+    """Read and validate ``mixture.json``; entries' paths are resolved against its directory.
+
+    Raises:
+        MixtureSpecError: the file does not validate, or a dataset path is absolute or a URL
+            without ``allow_remote_paths`` (a mixture file must not pick what a reader opens).
+    """
+    storage = Storage(path.rsplit("/", 1)[0] if "/" in path else ".", storage_options)
+    name = path.rsplit("/", 1)[-1]
+    size = storage.size(name)
+    if size > MAX_RECORD_BYTES:
+        raise MixtureSpecError(f"{path}: {size} bytes, more than the {MAX_RECORD_BYTES} a mixture file may have")
+    spec = MixtureSpec.from_json(storage.read_bytes(name), where=path)
+    resolved = [
+        replace(entry, path=resolve_dataset_path(path, entry.path, allow_remote=allow_remote_paths)) for entry in spec.datasets
+    ]
+    return replace(spec, datasets=tuple(resolved))
 
 
 class _Source:
@@ -66,6 +74,7 @@ class _Source:
         self.builder = SampleBuilder(
             video_keys=dataset.video_keys, offsets=dataset.offsets, tasks=dataset.tasks,
             stage=dataset.decode_stage, return_uint8=dataset.return_uint8, image_transforms=dataset.image_transforms,
+            frame_sizes=dataset.frame_sizes,
         )
         self.pool_size = pool_size
 
@@ -81,6 +90,9 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         delta_timestamps: windows in seconds, keyed by the *mapped* feature names.
         key_map: ``{dataset name: {source key: mixture key}}`` renames.
         pad_keys: vector features zero-padded to a common width with ``<key>_mask``.
+        allow_remote_paths: accept absolute paths and URLs in ``mixture.json`` (by default
+            its dataset paths must be relative to the file: opening a mixture must not read or
+            send requests to places its author chose).
 
     Raises:
         ValueError: inconsistent weights, a camera with different shapes across datasets,
@@ -104,12 +116,13 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         world_size: int | None = None,
         return_uint8: bool = False,
         storage_options: dict | None = None,
+        allow_remote_paths: bool = False,
     ):
         super().__init__()
         if isinstance(sources, str):
-            spec = load_mixture_file(sources, storage_options)
-            paths = [d["path"] for d in spec["datasets"]]
-            names = names or [d["name"] for d in spec["datasets"]]
+            spec = load_mixture_file(sources, storage_options, allow_remote_paths=allow_remote_paths)
+            paths = [d.path for d in spec.datasets]
+            names = names or [d.name for d in spec.datasets]
         else:
             paths = list(sources)
             names = names or [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
@@ -133,7 +146,7 @@ class MixtureDataset(torch.utils.data.IterableDataset):
             if delta_timestamps:
                 # Windows are in seconds and keyed by mapped names: translate per dataset, and
                 # only for keys it has (a missing camera is filled, see _harmonize).
-                features = Manifest.from_json(Storage(path, storage_options).read_bytes(MANIFEST_PATH)).features
+                features = read_manifest(Storage(path, storage_options)).features
                 window = {inverse.get(k, k): v for k, v in delta_timestamps.items() if inverse.get(k, k) in features}
             self.datasets.append(
                 PackedDataset(
@@ -216,10 +229,8 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         """Per-dataset normalization stats (``meta/stats.json``), keyed by dataset name."""
         out = {}
         for name, dataset in zip(self.names, self.datasets):
-            try:
-                out[name] = json.loads(dataset.storage.read_bytes("meta/stats.json"))
-            except FileNotFoundError:
-                out[name] = {}
+            manifest = dataset.index.manifest
+            out[name] = json.loads(verified_read(dataset.storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
         return out
 
     def set_epoch(self, epoch: int) -> None:

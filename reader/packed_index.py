@@ -1,59 +1,75 @@
-"""Loading a packed dataset's manifest and indexes, and selecting anchors.
+"""Loading a packed dataset's manifest and indexes, checked, and selecting anchors.
 
-Loaded once per consumer; everything the epoch plan needs (anchor counts per episode) comes
-from here without touching shard data.
+Loaded once per dataset object; everything the epoch plan needs (anchor counts per episode)
+comes from here without touching shard data. Every byte is checked on its way in: the
+manifest (bounded size, schema, ``content_sha256``, an optional pin), then each file by the
+size and SHA-256 the manifest records (``verified_read``), then the episodes index against
+the manifest (``reader.format.parse_episodes_index``).
 """
 
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
+import os
+import tempfile
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from reader.errors import FormatError, IntegrityError, ObjectNotFoundError
 from reader.format import (
     EPISODES_INDEX_PATH,
     MANIFEST_PATH,
     SAMPLES_INDEX_PATH,
-    FormatError,
+    CameraMember,
+    EpisodeEntry,
     Manifest,
-    video_column,
+    check_bytes,
+    parse_episodes_index,
+    sql_string_literal,
 )
-from reader.storage import ObjectNotFoundError, Storage
+from reader.format.layout import MAX_MANIFEST_BYTES
+from reader.storage import Storage
+
+__all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "read_manifest", "verified_read"]
 
 
-@dataclass(frozen=True)
-class CameraMember:
-    offset: int
-    size: int
-    frames: int
-    crc32: int
-    codec: str
+def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> Manifest:
+    """Read and validate ``manifest.json`` (see ``Manifest.from_json``).
+
+    Raises:
+        FormatError: no manifest (not a packed dataset, or its pack has not finished; a root
+            that does not exist at all says so), or one that does not validate.
+        PinMismatchError: not the pinned manifest.
+    """
+    where = storage.describe(MANIFEST_PATH)
+    try:
+        size = storage.size(MANIFEST_PATH)
+    except ObjectNotFoundError:
+        if storage.is_local and not os.path.exists(storage.path("")):
+            raise FormatError(f"{storage.url}: no such directory") from None
+        if storage.exists("mixture.json"):
+            raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with reader.MixtureDataset") from None
+        raise FormatError(f"{where}: missing; not a packed dataset, or its pack has not finished") from None
+    if size > MAX_MANIFEST_BYTES:
+        raise FormatError(f"{where}: {size} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have")
+    return Manifest.from_json(storage.read_bytes(MANIFEST_PATH), where=where, expected_sha256=manifest_sha256)
 
 
-@dataclass(frozen=True)
-class EpisodeEntry:
-    """One packed episode: where its rows and members are."""
+def verified_read(storage: Storage, manifest: Manifest, rel: str) -> bytes:
+    """The bytes of ``rel`` (an ``index/`` or ``meta/`` file), checked against the size and
+    SHA-256 the manifest records for it.
 
-    episode_index: int
-    shard: int
-    length: int
-    dataset_from_index: int
-    row_start: int
-    row_group: int
-    tasks: tuple[str, ...]
-    cameras: dict[str, CameraMember]
-
-    @property
-    def byte_range(self) -> tuple[int, int]:
-        """``(offset, size)`` covering every member (they are adjacent in the tar)."""
-        if not self.cameras:
-            return 0, 0
-        start = min(m.offset for m in self.cameras.values())
-        stop = max(m.offset + m.size for m in self.cameras.values())
-        return start, stop - start
+    Raises:
+        FormatError: the manifest records nothing for ``rel``.
+        IntegrityError: the file differs from what was packed.
+        StorageError: the read failed.
+    """
+    entry = manifest.file(rel)
+    size = storage.size(rel)  # before reading: a file that grew must not be read whole
+    if size != entry.bytes:
+        raise IntegrityError(f"{storage.describe(rel)}: {size} bytes, the manifest records {entry.bytes} (damaged or replaced after packing)")
+    data = storage.read_range(rel, 0, size)
+    check_bytes(data, size=entry.bytes, sha256=entry.sha256, where=storage.describe(rel))
+    return data
 
 
 class PackedIndex:
@@ -65,6 +81,12 @@ class PackedIndex:
         anchor_counts: (E,) anchors per selected episode.
         anchor_frames: ``None`` when every frame is an anchor, else per episode an int64
             array of anchor frame positions (ascending).
+
+    Raises (from the constructor):
+        FormatError, IntegrityError, PinMismatchError: see ``read_manifest`` and
+            ``verified_read``; the episodes index does not validate.
+        ValueError: unknown ``episodes``, a bad ``where`` predicate, or a selection that
+            matches no anchor.
     """
 
     def __init__(
@@ -73,17 +95,12 @@ class PackedIndex:
         *,
         episodes: list[int] | None = None,
         where: str | None = None,
+        manifest_sha256: str | None = None,
     ):
         self.storage = storage
-        try:
-            self.manifest = Manifest.from_json(storage.read_bytes(MANIFEST_PATH), where=storage.describe(MANIFEST_PATH))
-        except ObjectNotFoundError:
-            raise FormatError(
-                f"{storage.describe(MANIFEST_PATH)}: missing; not a packed dataset, or its pack has not finished"
-            ) from None
-        table = pq.read_table(io.BytesIO(storage.read_bytes(EPISODES_INDEX_PATH)))
-        all_entries = self._entries(table)
-        self._check_against_manifest(all_entries)
+        self.manifest = read_manifest(storage, manifest_sha256=manifest_sha256)
+        data = verified_read(storage, self.manifest, EPISODES_INDEX_PATH)
+        all_entries = parse_episodes_index(data, self.manifest, where=storage.describe(EPISODES_INDEX_PATH))
         if episodes is not None:
             wanted = sorted(set(int(e) for e in episodes))
             known = {e.episode_index for e in all_entries}
@@ -101,89 +118,47 @@ class PackedIndex:
         else:
             self.anchor_frames = self._filtered_anchors(where)
             self.anchor_counts = np.array([len(a) for a in self.anchor_frames], dtype=np.int64)
-
-    def _entries(self, table: pa.Table) -> list[EpisodeEntry]:
-        manifest = self.manifest
-        required = ["episode_index", "shard", "length", "dataset_from_index", "row_start", "row_group", "tasks"]
-        required += [video_column(k, f) for k in manifest.video_keys for f in ("offset", "size", "frames", "crc32", "codec")]
-        missing = [c for c in required if c not in table.column_names]
-        if missing:
-            raise FormatError(f"{self.storage.describe(EPISODES_INDEX_PATH)}: missing columns {missing}")
-        columns = {c: table[c].to_pylist() for c in required}
-        entries = []
-        for i in range(table.num_rows):
-            cameras = {
-                key: CameraMember(
-                    offset=columns[video_column(key, "offset")][i],
-                    size=columns[video_column(key, "size")][i],
-                    frames=columns[video_column(key, "frames")][i],
-                    crc32=columns[video_column(key, "crc32")][i],
-                    codec=columns[video_column(key, "codec")][i],
-                )
-                for key in manifest.video_keys
-            }
-            entries.append(
-                EpisodeEntry(
-                    episode_index=columns["episode_index"][i],
-                    shard=columns["shard"][i],
-                    length=columns["length"][i],
-                    dataset_from_index=columns["dataset_from_index"][i],
-                    row_start=columns["row_start"][i],
-                    row_group=columns["row_group"][i],
-                    tasks=tuple(columns["tasks"][i]),
-                    cameras=cameras,
-                )
-            )
-        return entries
-
-    def _check_against_manifest(self, entries: list[EpisodeEntry]) -> None:
-        manifest = self.manifest
-        where = self.storage.describe(EPISODES_INDEX_PATH)
-        if len(entries) != manifest.totals["episodes"]:
-            raise FormatError(f"{where}: {len(entries)} episodes but the manifest says {manifest.totals['episodes']}")
-        frames = sum(e.length for e in entries)
-        if frames != manifest.totals["frames"]:
-            raise FormatError(f"{where}: {frames} frames but the manifest says {manifest.totals['frames']}")
-        shard_bytes = {s.index: s.tar_bytes for s in manifest.shards}
-        for e in entries:
-            if e.shard not in shard_bytes:
-                raise FormatError(f"{where}: episode {e.episode_index} is in shard {e.shard}, which the manifest lacks")
-            for key, member in e.cameras.items():
-                if member.offset < 0 or member.offset + member.size > shard_bytes[e.shard]:
-                    raise FormatError(
-                        f"{where}: episode {e.episode_index} camera {key}: member [{member.offset}, "
-                        f"{member.offset + member.size}) lies outside shard {e.shard} ({shard_bytes[e.shard]} bytes)"
-                    )
+        if episodes is not None or where is not None:
+            if int(self.anchor_counts.sum()) == 0:
+                selection = " and ".join(s for s in (f"episodes={list(episodes)[:10]}" if episodes is not None else "",
+                                                     f"where={where!r}" if where is not None else "") if s)
+                raise ValueError(f"{selection} selects no anchor of {storage.url} ({self.manifest.totals['frames']} frames)")
 
     def _filtered_anchors(self, where: str) -> list[np.ndarray]:
         """Anchors matching a DuckDB SQL predicate over ``index/samples.parquet``.
 
-        DuckDB reads the file itself (remote roots through the storage's fsspec filesystem),
-        so only the columns the predicate uses are read, never the whole index into memory.
+        The file is read once and checked against its recorded digest, then DuckDB queries
+        that checked copy (in a private temporary file), so only the columns the predicate
+        uses are decoded and the rows it sees are the packed ones.
         """
         import duckdb  # only needed for where=
 
-        con = duckdb.connect()
-        try:
-            root = self.storage.register_with_duckdb(con)
-            source = f"{root}/{SAMPLES_INDEX_PATH}".replace("'", "''")
+        data = verified_read(self.storage, self.manifest, SAMPLES_INDEX_PATH)
+        with tempfile.TemporaryDirectory(prefix="lerobot-shards-where-") as tmp:
+            path = os.path.join(tmp, "samples.parquet")
+            with open(path, "wb") as handle:
+                handle.write(data)
+            del data
+            con = duckdb.connect()
             try:
                 selected = con.execute(
-                    f"SELECT episode_index, frame_index FROM read_parquet('{source}') WHERE ({where}) "
+                    f"SELECT episode_index, frame_index FROM read_parquet({sql_string_literal(path)}) WHERE ({where}) "
                     "ORDER BY episode_index, frame_index"
                 ).fetchnumpy()
-            except duckdb.IOException as err:
-                raise FormatError(f"{self.storage.object_url(SAMPLES_INDEX_PATH)}: cannot read it for where= ({err})") from None
             except duckdb.Error as err:
                 raise ValueError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
-        finally:
-            con.close()
+            finally:
+                con.close()
         episode = np.asarray(selected["episode_index"], dtype=np.int64)
         frame = np.asarray(selected["frame_index"], dtype=np.int64)
         anchors = []
         for entry in self.episodes:
             lo, hi = np.searchsorted(episode, entry.episode_index), np.searchsorted(episode, entry.episode_index, side="right")
-            anchors.append(np.ascontiguousarray(frame[lo:hi], dtype=np.int64))
+            frames = np.ascontiguousarray(frame[lo:hi], dtype=np.int64)
+            if len(frames) and (frames[0] < 0 or frames[-1] >= entry.length or (np.diff(frames) <= 0).any()):
+                raise FormatError(f"{self.storage.describe(SAMPLES_INDEX_PATH)}: anchors of episode {entry.episode_index} "
+                                  f"are not distinct frames in [0, {entry.length})")
+            anchors.append(frames)
         return anchors
 
     def anchor_frame(self, episode_position: int, anchor_positions: np.ndarray) -> np.ndarray:

@@ -13,13 +13,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from reader.format import FormatError
+from reader.errors import LeRobotShardsError, PrefetchError
 
 T = TypeVar("T")
-
-
-class PrefetchError(RuntimeError):
-    """A background fetch failed with an unexpected error; the message names the episode."""
 
 
 class Prefetcher(Generic[T]):
@@ -119,7 +115,7 @@ class Prefetcher(Generic[T]):
         """The item at ``position``: waits for its fetch (or starts it now if not scheduled).
 
         Raises:
-            FormatError: as raised by ``fetch`` (our errors already name shard and episode).
+            LeRobotShardsError: as raised by ``fetch`` (ours name the file, shard and episode).
             PrefetchError: any other exception of ``fetch``, naming the position, chained.
         """
         self._taken.add(position)
@@ -129,8 +125,8 @@ class Prefetcher(Generic[T]):
             future = self._futures.pop(position)
         try:
             return future.result()
-        except FormatError:
-            raise
+        except LeRobotShardsError:
+            raise  # ours name the file, shard and episode already
         except Exception as err:
             raise PrefetchError(
                 f"{self._describe(position)}: background fetch failed ({type(err).__name__}: {err})"

@@ -17,6 +17,7 @@ import torch
 
 from reader.decode import CpuDecodeStage
 from reader.episode_pool import LoadedEpisode, decoder_for
+from reader.errors import EpisodeDataError
 from reader.gpu_decode import ENCODED_KEY, EncodedFrames
 from reader.windows import query_frames
 
@@ -35,6 +36,7 @@ class SampleBuilder:
         image_transforms: Callable | None = None,
         encoded_video: bool = False,
         member_prefix: str = "",
+        frame_sizes: dict[str, tuple[int, int]] | None = None,
     ):
         self.video_keys = list(video_keys)
         self.offsets = offsets
@@ -45,6 +47,8 @@ class SampleBuilder:
         # Ship compressed members + frame indices for a DecodeStage outside the workers.
         self.encoded_video = encoded_video
         self.member_prefix = member_prefix
+        # (height, width) per camera from the manifest: every member is checked against it.
+        self.frame_sizes = dict(frame_sizes or {})
         self.counters = {"decoder_hits": 0, "decoder_misses": 0, "decode_seconds": 0.0, "frames_decoded": 0}
 
     def build(self, episode: LoadedEpisode, frame: int) -> dict:
@@ -80,9 +84,11 @@ class SampleBuilder:
                     indices=tuple(wanted),
                     squeeze=len(wanted) == 1,
                     as_float=not self.return_uint8,
+                    frame_size=self.frame_sizes.get(key),
+                    frames=member.frames,
                 )
                 continue
-            decoder = decoder_for(episode, key, self.stage, self.counters)
+            decoder = decoder_for(episode, key, self.stage, self.counters, self.frame_sizes.get(key))
             decoded = self.stage.decode(decoder, wanted, where=episode.where(key))
             self.counters["frames_decoded"] += len(wanted)
             if not self.return_uint8:
@@ -97,5 +103,10 @@ class SampleBuilder:
         if self.image_transforms is not None:
             for key in self.video_keys:
                 item[key] = self.image_transforms(item[key])
-        item["task"] = self.tasks[int(item["task_index"])]
+        task_index = int(item["task_index"])
+        if task_index not in self.tasks:
+            raise EpisodeDataError(
+                f"{episode.where()}: task_index {task_index} is not in meta/tasks.parquet ({len(self.tasks)} tasks)"
+            )
+        item["task"] = self.tasks[task_index]
         return item

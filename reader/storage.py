@@ -36,6 +36,13 @@ from typing import Any, TypeVar
 import fsspec
 import fsspec.core
 
+from reader.errors import (
+    AccessDeniedError,
+    ObjectNotFoundError,
+    ShortReadError,
+    StorageError,
+)
+
 T = TypeVar("T")
 
 DEFAULT_MAX_GAP_BYTES = 1 << 20
@@ -47,32 +54,6 @@ DEFAULT_MAX_REQUEST_BYTES = 64 << 20
 
 
 # -- errors ---------------------------------------------------------------------------------
-class StorageError(OSError):
-    """A storage operation failed permanently or after retries; the message names the object.
-
-    Attributes ``url``, ``operation`` and ``attempts`` repeat what the message says (empty or 0
-    when unknown, e.g. after the exception crossed a process boundary).
-    """
-
-    def __init__(self, message: str, *, url: str = "", operation: str = "", attempts: int = 0):
-        super().__init__(message)
-        self.url = url
-        self.operation = operation
-        self.attempts = attempts
-
-
-class ObjectNotFoundError(StorageError, FileNotFoundError):
-    """The object does not exist (404, NoSuchKey, no such file): never retried."""
-
-
-class AccessDeniedError(StorageError, PermissionError):
-    """The credentials may not do this (403, AccessDenied, EACCES): never retried."""
-
-
-class ShortReadError(StorageError):
-    """Fewer bytes exist than a ranged read asked for (object truncated or replaced): never retried."""
-
-
 # -- retry policy ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -676,10 +657,34 @@ def _brief(error: BaseException) -> str:
     return f"{type(error).__name__}: {(text or repr(error))[:300]}"
 
 
+def default_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the process umask.
+
+    ``tempfile.mkstemp`` creates files ``0o600``; a file renamed into a dataset must instead be
+    readable by whoever may read the directory (``0o644`` under umask 022), like any other.
+    """
+    try:
+        with open("/proc/self/status") as status:  # reading it does not change the umask
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore (racy only with threads changing it too)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+TEMP_MARKER = ".tmp-"
+"""Temporary files of atomic writes are named ``.<target name>.tmp-<random>`` in the target's
+directory; ``remove_stale_temp_files`` deletes old ones that a killed writer left behind."""
+
+
 def _atomic_write(target: Path, chunks: Sequence[bytes] | Iterator[bytes]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.tmp-")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}{TEMP_MARKER}")
     try:
+        os.fchmod(fd, default_file_mode())
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)
@@ -690,6 +695,22 @@ def _atomic_write(target: Path, chunks: Sequence[bytes] | Iterator[bytes]) -> No
         except FileNotFoundError:
             pass
         raise
+
+
+def remove_stale_temp_files(directory: Path, *, older_than_s: float = 900.0) -> int:
+    """Delete temp files of atomic writes (``TEMP_MARKER`` in the name) under ``directory``
+    whose last write is older than ``older_than_s``: left by a writer that was killed or ran
+    out of space. A live writer keeps its file's mtime fresh, so concurrent writers (other
+    ``--part`` jobs) are never disturbed. Returns how many were deleted."""
+    removed, now = 0, time.time()
+    for path in directory.rglob(f"*{TEMP_MARKER}*") if directory.is_dir() else []:
+        try:
+            if path.is_file() and not path.is_symlink() and now - path.stat().st_mtime > older_than_s:
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue  # gone already, or not ours to delete
+    return removed
 
 
 def _atomic_copy(source: Path, target: Path) -> None:
@@ -739,6 +760,7 @@ __all__ = [
     "StorageCounters",
     "StorageError",
     "coalesce_ranges",
+    "default_file_mode",
     "http_status",
     "is_transient",
 ]

@@ -12,11 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from reader.errors import WindowError
+
 DEFAULT_TOLERANCE_S = 1e-4
-
-
-class WindowError(ValueError):
-    """A ``delta_timestamps`` window is malformed or does not fit the dataset's fps."""
 
 
 def resolve_delta_timestamps(

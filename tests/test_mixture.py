@@ -3,16 +3,17 @@ across workers, heterogeneous datasets (cameras, state sizes, fps) batched with 
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from packer.mixture import create_mixture
 from packer.pack import pack_dataset
 from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
 from reader.epoch_plan import PlanError
+from reader.errors import MixtureSpecError
 from reader.mixture import MixtureDataset
 from reader.mixture_plan import SourceLabels
 
@@ -116,14 +117,18 @@ def test_heterogeneous_datasets_batch_with_masks(mixture_root):
 
 
 def test_mixture_file_and_errors(mixture_root, tmp_path):
-    spec = {
-        "format": "lerobot-shards-mixture",
-        "version": 1,
-        "datasets": [{"name": n, "path": str(mixture_root / n)} for n in ("arm", "slow")],
-    }
-    (tmp_path / "mixture.json").write_text(json.dumps(spec))
+    # Paths relative to the mixture file open as they are.
+    for name in ("arm", "slow"):
+        (tmp_path / name).symlink_to(mixture_root / name)
+    create_mixture(str(tmp_path), names={"arm": "arm", "slow": "slow"})
     dataset = MixtureDataset(str(tmp_path / "mixture.json"))
     assert dataset.names == ["arm", "slow"] and len(dataset) == 19 + 12
+    # Absolute paths (or URLs) in a shared mixture file open only when the caller allows them.
+    elsewhere = tmp_path / "elsewhere"
+    create_mixture(str(elsewhere), names={"arm": str(mixture_root / "arm"), "slow": str(mixture_root / "slow")})
+    with pytest.raises(MixtureSpecError, match="absolute or a URL"):
+        MixtureDataset(str(elsewhere / "mixture.json"))
+    assert len(MixtureDataset(str(elsewhere / "mixture.json"), allow_remote_paths=True)) == 19 + 12
     with pytest.raises(ValueError, match="needs both weights and samples_per_epoch"):
         MixtureDataset(str(tmp_path / "mixture.json"), weights=[1, 1])
     with pytest.raises(ValueError, match=r"camera 'observation.images.wrist' is \(32, 32, 3\) in one dataset and \(32, 48, 3\)"):

@@ -17,7 +17,7 @@ from packer.mixture import MixtureError, create_mixture, failure_path
 from packer.mixture_sources import SourcesError, dataset_name, parse_sources
 from packer.pack import pack_dataset
 from packer.synthetic import SampleSpec, write_sample_dataset
-from reader.mixture_spec import MixtureSpec
+from reader.format.mixture import MixtureSpec
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 SPECS = {"alpha": SampleSpec(episodes=2, lengths=(4, 6)), "beta": SampleSpec(episodes=3, lengths=(3, 5, 2), fps=15, state_dim=4)}

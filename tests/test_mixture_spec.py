@@ -10,15 +10,9 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from reader.mixture_spec import (
-    DatasetFeatures,
-    FeatureHarmonizer,
-    FeatureInfo,
-    HarmonizeError,
-    MixtureSpec,
-    MixtureSpecError,
-    resolve_dataset_path,
-)
+from reader.errors import HarmonizeError, MixtureSpecError
+from reader.format.mixture import FeatureInfo, MixtureSpec, resolve_dataset_path
+from reader.harmonize import DatasetFeatures, FeatureHarmonizer
 
 SCALARS = {k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")}
 SCALARS["timestamp"] = {"dtype": "float32", "shape": [1]}
@@ -152,8 +146,14 @@ def test_dataset_paths_resolve_relative_to_the_mixture_file():
     assert resolve_dataset_path("/data/mix/mixture.json", "org--a") == "/data/mix/org--a"
     assert resolve_dataset_path("mix/mixture.json", "a") == "mix/a"
     assert resolve_dataset_path("mixture.json", "a") == "a"
-    assert resolve_dataset_path("s3://b/mix/mixture.json", "/abs/a") == "/abs/a"
-    assert resolve_dataset_path("/data/mix/mixture.json", "s3://other/a") == "s3://other/a"
+    assert resolve_dataset_path("mix/mixture.json", "group/a") == "mix/group/a"
+    # Absolute paths and URLs only when the caller trusts the file: a shared mixture.json must
+    # not pick which hosts a reader contacts or which local files it opens.
+    assert resolve_dataset_path("s3://b/mix/mixture.json", "/abs/a", allow_remote=True) == "/abs/a"
+    assert resolve_dataset_path("/data/mix/mixture.json", "s3://other/a", allow_remote=True) == "s3://other/a"
+    for hostile in ("/abs/a", "s3://other/a", "http://169.254.169.254/latest", "~/.aws", "../outside", "a/../../b", "./a"):
+        with pytest.raises(MixtureSpecError, match="mixture"):
+            resolve_dataset_path("s3://b/mix/mixture.json", hostile)
 
 
 # -- harmonization ------------------------------------------------------------------------
@@ -276,6 +276,6 @@ def test_spec_module_imports_without_torch():
     import subprocess
     import sys
 
-    code = "import sys, reader.mixture_spec, reader.mixture_plan; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, reader.format.mixture, reader.harmonize, reader.mixture_plan; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
     json.dumps(_spec_dict())  # the fixture itself is plain JSON

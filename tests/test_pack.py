@@ -205,7 +205,7 @@ def test_a_pack_killed_with_sigkill_resumes_and_ends_identical(sample_source, tm
 def test_a_different_plan_in_the_destination_is_refused(sample_source, packed_copy, tmp_path):
     dst = tmp_path / "other"
     shutil.copytree(packed_copy, dst)
-    with pytest.raises(PackError, match="plan for different source/options"):
+    with pytest.raises(PackError, match=r"holds \d+ packed shard\(s\) of another plan \(option video: copy -> h264"):
         pack_dataset(str(sample_source), str(dst), video="h264", shard_size_mb=SHARD_SIZE_MB)
 
 

@@ -99,7 +99,7 @@ def test_a_plan_with_packed_shards_is_not_replaced(sample_source, packed_copy, t
     dst = tmp_path / "other"
     shutil.copytree(packed_copy, dst)
     (dst / "manifest.json").unlink()
-    with pytest.raises(PackError, match=r"plan for different source/options and \d+ shard\(s\) of it are packed"):
+    with pytest.raises(PackError, match=r"holds \d+ packed shard\(s\) of another plan \(.*option video: copy -> h264"):
         pack_dataset(str(sample_source), str(dst), video="h264")
 
 
@@ -127,15 +127,16 @@ def test_schema_drift_packs_what_the_parquet_holds_and_warns_once(sample_source,
         pack_dataset(str(root), str(tmp_path / "w"), windows={"w": {"observation.state": [0.0]}})
 
 
-def test_tasks_missing_from_tasks_parquet_warn_once_and_keep_the_episodes(sample_source, tmp_path, caplog):
+def test_task_index_missing_from_tasks_parquet_is_refused_naming_the_data_file(sample_source, tmp_path, caplog):
+    # Rows whose task_index tasks.parquet does not define would make every reader fail
+    # mid-epoch (the sample's task string cannot be resolved): refuse at pack time.
     root = copy_source(sample_source, tmp_path)
     tasks = pd.read_parquet(root / "meta" / "tasks.parquet")
     tasks.iloc[:1].to_parquet(root / "meta" / "tasks.parquet")
-    with caplog.at_level(logging.WARNING):
-        report = pack_dataset(str(root), str(tmp_path / "out"))
-    assert report.episodes == 9
-    missing = _warnings(caplog, "list tasks missing from meta/tasks.parquet")
-    assert len(missing) == 1
+    with caplog.at_level(logging.WARNING), pytest.raises(SourceError, match=r"data/chunk-000/file-000.parquet: episode \d+ has task_index \[1\], which .*tasks.parquet does not define"):
+        pack_dataset(str(root), str(tmp_path / "out"))
+    # Episodes metadata listing task strings tasks.parquet lacks is reported too (once).
+    assert len(_warnings(caplog, "list tasks missing from meta/tasks.parquet")) == 1
 
 
 def test_a_manifest_is_never_written_for_a_failed_pack(sample_source, tmp_path):
@@ -151,4 +152,4 @@ def test_a_manifest_is_never_written_for_a_failed_pack(sample_source, tmp_path):
     with pytest.raises(FrameMismatchError, match="episode 8"):
         pack_dataset(str(root), str(dst), shard_size_mb=0.001)
     assert (dst / "shards").exists() and not (dst / "manifest.json").exists() and not (dst / "index").exists()
-    assert json.loads((dst / "pack-plan.json").read_text())["plan_version"] == 1
+    assert json.loads((dst / "pack-plan.json").read_text())["plan_version"] == 2

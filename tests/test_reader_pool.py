@@ -12,19 +12,18 @@ import random
 import shutil
 import threading
 import time
-import zlib
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 
 from reader import PackedDataset
 from reader.decode import DecodeError
 from reader.episode_pool import EpisodeFetcher
-from reader.format import EPISODES_INDEX_PATH, shard_tar_path, video_column
-from reader.prefetch import PrefetchError, Prefetcher
+from reader.format import video_column
+from reader.prefetch import Prefetcher, PrefetchError
+from tests.pack_tamper import replace_member
 from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import episodes_index
 
 TOTAL = 141
 TOP = "observation.images.top"
@@ -142,28 +141,17 @@ def test_a_fetch_that_crashes_in_a_worker_names_the_episode(packed_copy, monkeyp
     assert time.perf_counter() - started < 60
 
 
-def _corrupt_member_keep_crc(src, dst, episode: int, camera: str) -> None:
-    """Overwrite one member with noise and record the noise's CRC: only decoding can tell."""
+def _corrupt_member_keep_digest(src, dst, episode: int, camera: str) -> None:
+    """Overwrite one member with noise and re-seal the pack: only decoding can tell."""
     shutil.copytree(src, dst)
-    table = pq.read_table(dst / EPISODES_INDEX_PATH)
-    row = table["episode_index"].to_pylist().index(episode)
-    shard = table["shard"][row].as_py()
-    offset, size = table[video_column(camera, "offset")][row].as_py(), table[video_column(camera, "size")][row].as_py()
-    noise = random.Random(episode).randbytes(size)
-    with open(dst / shard_tar_path(shard), "r+b") as handle:
-        handle.seek(offset)
-        handle.write(noise)
-    crc = table[video_column(camera, "crc32")].to_pylist()
-    crc[row] = zlib.crc32(noise)
-    column = table.schema.get_field_index(video_column(camera, "crc32"))
-    table = table.set_column(column, table.schema.field(column), pa.array(crc, type=table.schema.field(column).type))
-    pq.write_table(table, dst / EPISODES_INDEX_PATH)
+    size = next(r for r in episodes_index(dst) if r["episode_index"] == episode)[video_column(camera, "size")]
+    replace_member(dst, episode, camera, random.Random(episode).randbytes(size))
 
 
 @pytest.mark.parametrize("decoder", ["torchcodec", "pyav"])
 def test_decoder_errors_name_shard_episode_and_camera(packed_copy, tmp_path, decoder):
     dst = tmp_path / "corrupt"
-    _corrupt_member_keep_crc(packed_copy, dst, episode=2, camera=TOP)
+    _corrupt_member_keep_digest(packed_copy, dst, episode=2, camera=TOP)
     dataset = PackedDataset(str(dst), episodes=[2], decoder=decoder, shuffle=False)
     with pytest.raises(DecodeError, match=rf"shard-\d{{6}} episode 2 camera {TOP}: cannot (open video|decode frames)"):
         next(iter(dataset))

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 
+from packer.synthetic_pack import write_tabular_pack
 from reader import PackedDataset
-from reader.format import EPISODES_INDEX_PATH, FORMAT_NAME, FORMAT_VERSION, MANIFEST_PATH, Manifest, ShardEntry
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 TOTAL = 141
@@ -93,38 +90,8 @@ def test_resume_on_a_different_world_size_covers_the_rest_exactly_once(packed_co
 
 
 # -- resume cost on a large index ------------------------------------------------------------
-def _large_index(root, *, episodes: int, length: int) -> None:
-    """manifest + index/episodes.parquet of a tabular-only dataset: enough to plan and resume
-    (the arithmetic never opens a shard, so none is written)."""
-    (root / "index").mkdir(parents=True)
-    ids = np.arange(episodes, dtype=np.int64)
-    pq.write_table(
-        pa.table(
-            {
-                "episode_index": ids,
-                "shard": pa.array(np.zeros(episodes, np.int32)),
-                "length": np.full(episodes, length, np.int64),
-                "dataset_from_index": ids * length,
-                "dataset_to_index": (ids + 1) * length,
-                "tasks": pa.array([["synthetic"]] * episodes),
-                "row_start": ids * length,
-                "row_group": pa.array((ids // 4).astype(np.int32)),
-            }
-        ),
-        root / EPISODES_INDEX_PATH,
-    )
-    features = {name: {"dtype": "int64", "shape": [1], "names": None} for name in ("frame_index", "episode_index", "index", "task_index")}
-    manifest = Manifest(
-        format=FORMAT_NAME, format_version=FORMAT_VERSION, packer_version="test", options={"video": "copy"},
-        source={"uri": "synthetic"}, fps=30, features=features, video_keys=[], windows={}, tolerance_s=1e-4,
-        shards=[ShardEntry(0, "shard-000000", episodes, episodes * length, 0, "0" * 64, 0, "0" * 64)],
-        totals={"episodes": episodes, "frames": episodes * length, "shards": 1, "bytes": 0},
-    )
-    (root / MANIFEST_PATH).write_text(manifest.to_json())
-
-
 def test_resume_cost_does_not_depend_on_the_offset(tmp_path):
-    _large_index(tmp_path, episodes=12_000, length=1_000)  # 1.2e7 anchors
+    write_tabular_pack(tmp_path, episodes=12_000, length=1_000, samples_index=False)  # 1.2e7 anchors
     dataset = PackedDataset(str(tmp_path), seed=0, episode_pool_size=16)
     batch = 16
     timings, heads = {}, {}

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from reader import FormatError, PackedDataset, UnsupportedFormatVersionError
+from reader import FormatError, IntegrityError, PackedDataset, UnsupportedFormatVersionError
 from reader.world import World
+from tests.pack_tamper import edit_manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 TOTAL = 141
@@ -144,7 +145,7 @@ def test_truncated_shard_names_shard_and_episode(packed_copy, tmp_path):
     dst = _copy(packed_copy, tmp_path)
     tar = dst / "shards" / "shard-000001.tar"
     tar.write_bytes(tar.read_bytes()[:600])
-    with pytest.raises(FormatError, match=r"shard-000001 episode \d+: .*shard-000001.tar: ranged read .*truncated"):
+    with pytest.raises(IntegrityError, match=r"shard-000001 episode \d+: .*shard-000001.tar: ranged read .*truncated"):
         list(PackedDataset(str(dst), shuffle=False))
 
 
@@ -154,18 +155,27 @@ def test_member_bytes_that_do_not_match_the_index(packed_copy, tmp_path):
     data = bytearray(tar.read_bytes())
     data[700] ^= 0xFF
     tar.write_bytes(bytes(data))
-    with pytest.raises(FormatError, match=r"shard-000000 episode 0 camera observation.images.top: .*crc32"):
+    with pytest.raises(IntegrityError, match=r"shard-000000.tar shard-000000 episode 0 camera observation.images.top: sha256 .* differs"):
         list(PackedDataset(str(dst), shuffle=False))
 
 
 def test_unknown_version_and_index_disagreement(packed_copy, tmp_path):
     dst = _copy(packed_copy, tmp_path)
     manifest = (dst / "manifest.json").read_text()
-    (dst / "manifest.json").write_text(manifest.replace('"format_version": 1', '"format_version": 99'))
+    (dst / "manifest.json").write_text(manifest.replace('"format_version": 2', '"format_version": 99'))
     with pytest.raises(UnsupportedFormatVersionError, match="format_version 99 is not supported"):
         PackedDataset(str(dst))
+    (dst / "manifest.json").write_text(manifest.replace('"format_version": 2', '"format_version": 1'))
+    with pytest.raises(UnsupportedFormatVersionError, match="format_version 1: .*re-pack the source with this version: lerobot-shards pack"):
+        PackedDataset(str(dst))
+    # Damage to the manifest itself: its content digest no longer matches.
     (dst / "manifest.json").write_text(manifest.replace('"frames": 141', '"frames": 142', 1))
-    with pytest.raises(FormatError, match="141 frames but the manifest says 142"):
+    with pytest.raises(IntegrityError, match="manifest.json: content does not match its content_sha256"):
+        PackedDataset(str(dst))
+    # A consistent rewrite (digests recomputed) is still checked for coherence.
+    (dst / "manifest.json").write_text(manifest)
+    edit_manifest(dst, lambda m: m["totals"].update(frames=142))
+    with pytest.raises(FormatError, match=r"totals: frames 142 \(the shards add up to 141\)"):
         PackedDataset(str(dst))
     (dst / "manifest.json").unlink()
     with pytest.raises(FormatError, match="manifest.json: missing"):

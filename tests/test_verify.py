@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from packer.cli import main as cli
 from packer.verify import verify
+from tests.pack_tamper import edit_episodes_index
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, episodes_index
 
@@ -45,8 +46,8 @@ def test_a_flipped_byte_inside_a_member_names_the_episode(damaged):
     tar.write_bytes(bytes(data))
     problems = verify(str(damaged)).problems
     assert any(f"{tar.name}: sha256" in p for p in problems)
-    assert any(f"episode {row['episode_index']} camera {CAMERAS[0]}: member bytes do not match their crc32" in p for p in problems)
-    assert "crc32" in _cli_fails(damaged)
+    assert any(f"episode {row['episode_index']} camera {CAMERAS[0]}: sha256" in p and "differs from the recorded" in p for p in problems)
+    assert "differs from the recorded" in _cli_fails(damaged)
 
 
 def test_missing_and_truncated_shards(damaged):
@@ -59,16 +60,27 @@ def test_missing_and_truncated_shards(damaged):
     _cli_fails(damaged)
 
 
-def test_an_index_that_disagrees_with_the_shards(damaged):
+def test_edited_index_files_fail_their_digests(damaged):
     samples = pq.read_table(damaged / "index" / "samples.parquet")
     pq.write_table(samples.slice(1), damaged / "index" / "samples.parquet")
     episodes = pq.read_table(damaged / "index" / "episodes.parquet")
     frames = f"video/{CAMERAS[1]}/frames"
-    changed = episodes.set_column(episodes.schema.get_field_index(frames), frames, pa.array([3] * episodes.num_rows, pa.int64()))
+    changed = episodes.set_column(episodes.schema.get_field_index(frames), frames, pa.array([1] * episodes.num_rows, pa.int64()))
     pq.write_table(changed, damaged / "index" / "episodes.parquet")
+    problems = verify(str(damaged)).problems
+    assert any(p.startswith("index/samples.parquet: ") and "manifest says" in p for p in problems)
+    assert any(p.startswith("index/episodes.parquet: ") and "manifest says" in p for p in problems)
+
+
+def test_a_consistently_resealed_index_is_still_checked_against_the_shards(damaged):
+    # A writer who recomputes every digest cannot make the indexes disagree with the data
+    # unnoticed: anchors, pad counts and frame counts are recomputed from what is packed.
+    samples = pq.read_table(damaged / "index" / "samples.parquet")
+    pq.write_table(samples.slice(1), damaged / "index" / "samples.parquet")
+    frames = f"video/{CAMERAS[1]}/frames"
+    edit_episodes_index(damaged, lambda rows: [r.update({frames: min(3, r["length"])}) for r in rows])
     problems = verify(str(damaged), decode=True).problems
-    assert any("anchors, manifest says" in p for p in problems)
-    assert any("index/samples.parquet: episode 0: 11 anchors, episodes index says length 12" in p for p in problems)
+    assert any("index/samples.parquet: 140 anchors, manifest says 141 frames" in p for p in problems)
     assert any(f"camera {CAMERAS[1]}: decodes to 12 frames, index says 3" in p for p in problems)
 
 

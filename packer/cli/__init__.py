@@ -15,7 +15,13 @@ from packer.cli.sample import make_sample  # noqa: E402
 
 main.add_command(make_sample)
 
-from packer.cli.pack import finalize_command, info_command, pack, sql_command, verify_command  # noqa: E402
+from packer.cli.pack import (  # noqa: E402
+    finalize_command,
+    info_command,
+    pack,
+    sql_command,
+    verify_command,
+)
 
 for _command in (pack, finalize_command, verify_command, info_command, sql_command):
     main.add_command(_command)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from packer.cli.pack import _storage_options, storage_option
+from packer.cli.pack import _storage_options, printable, storage_option
 
 
 def _names(items: tuple[str, ...]) -> dict[str, str]:
@@ -37,7 +37,7 @@ def _echo_problems(report) -> None:
     from packer.mixture import format_report
 
     for line in format_report(report):
-        click.echo(line, err=True)
+        click.echo(printable(line), err=True)
 
 
 @click.group("mixture")
@@ -65,7 +65,7 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, storag
     except MixtureError as err:
         if err.report is not None:
             _echo_problems(err.report)
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
     spec = report.spec
@@ -87,13 +87,13 @@ def report_command(dst, name_items, sources_file, storage_options):
     try:
         report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=_storage_options(storage_options))
     except MixtureError as err:
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
     width = max([len(r.name) for r in report.rows] + [7])
     click.echo(f"{'dataset':<{width}}  {'status':<10}  {'anchors':>9}  error")
     for row in report.rows:
-        click.echo(f"{row.name:<{width}}  {row.status:<10}  {row.anchors if row.status == 'ok' else '':>9}  {row.error}")
+        click.echo(printable(f"{row.name:<{width}}  {row.status:<10}  {row.anchors if row.status == 'ok' else '':>9}  {row.error}"))
     bad = sum(r.status != "ok" for r in report.rows)
     click.echo(f"{len(report.rows) - bad} ok, {bad} not ok")
     if bad:

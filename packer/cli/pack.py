@@ -11,6 +11,16 @@ import click
 from packer.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (ESC, BEL, C1 controls, ...) shown as ``\\xNN``:
+    strings from a dataset must not drive the terminal (window titles, screen clears,
+    clipboard writes through OSC 52). Tabs and newlines stay."""
+    return str(text).translate(_CONTROL)
+
+
 def _storage_options(text: str | None) -> dict | None:
     if not text:
         return None
@@ -73,9 +83,11 @@ storage_option = click.option(
 @click.option("--part", "part_text", default=None, help="Pack only part I/N of the plan (then run finalize).")
 @click.option("--cache-dir", default=None, help="Where remote/Hub sources are staged.")
 @click.option("--src-storage-options", default=None, help="fsspec options for SRC as JSON.")
+@click.option("--follow-symlinks", is_flag=True,
+              help="Read symbolic links inside a local SRC (refused by default: they may point outside the dataset).")
 @storage_option
 def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, resize, on_frame_mismatch, window_items,
-         tolerance_s, shard_size_mb, workers, part_text, cache_dir, src_storage_options, storage_options):
+         tolerance_s, shard_size_mb, workers, part_text, cache_dir, src_storage_options, follow_symlinks, storage_options):
     """Pack a LeRobot v3.0 dataset (SRC path/URL or --repo-id) into episode-aligned shards at DST."""
     from packer.pack import PackError, pack_dataset
     from packer.source import SourceError
@@ -94,10 +106,10 @@ def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, re
             gop=gop, crf=crf, preset=preset, resize=_resize(resize), on_frame_mismatch=on_frame_mismatch,
             tolerance_s=tolerance_s, workers=workers, part=part, repo_id=repo_id, revision=revision,
             storage_options=_storage_options(storage_options), src_storage_options=_storage_options(src_storage_options),
-            cache_dir=cache_dir, progress=sys.stderr.isatty(),
+            cache_dir=cache_dir, progress=sys.stderr.isatty(), follow_symlinks=follow_symlinks,
         )
     except (PackError, SourceError, ValueError) as err:
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(printable(str(err))) from None
     click.echo(
         f"packed {report.episodes} episodes, {report.frames} frames into {report.shards} shards "
         f"({report.shards_written} written, {report.shards_skipped} already done); "
@@ -119,26 +131,29 @@ def finalize_command(dst, storage_options):
     try:
         manifest = finalize(dst, storage_options=_storage_options(storage_options))
     except PackError as err:
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(printable(str(err))) from None
     click.echo(f"finalized {manifest.totals['episodes']} episodes in {manifest.totals['shards']} shards")
 
 
 @click.command("verify")
 @click.argument("dst")
-@click.option("--decode", is_flag=True, help="Also decode every member and check its frame count.")
+@click.option("--decode", is_flag=True, help="Also decode every member and check its frame count and frame size.")
+@click.option("--manifest-sha256", "pin", default=None, metavar="sha256:HEX",
+              help="Pin: fail unless manifest.json is exactly this one (as `info` prints it).")
 @storage_option
-def verify_command(dst, decode, storage_options):
+def verify_command(dst, decode, pin, storage_options):
     """Check sizes, sha256, index consistency (and decoding); non-zero exit on any problem."""
     from packer.verify import verify
 
-    report = verify(dst, decode=decode, storage_options=_storage_options(storage_options))
+    report = verify(dst, decode=decode, storage_options=_storage_options(storage_options), manifest_sha256=pin)
     if not report.ok:
         for problem in report.problems:
-            click.echo(f"FAIL {problem}", err=True)
-        raise click.ClickException(f"{len(report.problems)} problem(s) in {dst}")
+            click.echo(f"FAIL {printable(problem)}", err=True)
+        raise click.ClickException(f"{len(report.problems)} problem(s) in {printable(dst)}")
     click.echo(
         f"ok: {report.shards_checked} shards, {report.episodes_checked} episodes"
         + (f", {report.members_decoded} members decoded" if decode else "")
+        + f"; manifest {report.manifest_sha256}"
     )
 
 
@@ -149,16 +164,17 @@ def info_command(dst, storage_options):
     """Summary of a packed dataset."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from packer.inspect import InspectError, summarize
 
     try:
         summary = summarize(dst, storage_options=_storage_options(storage_options))
     except InspectError as err:
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(printable(str(err))) from None
     table = Table(show_header=False)
     for name, value in summary.rows():
-        table.add_row(name, value)
+        table.add_row(Text(name), Text(printable(value)))  # Text: no markup from dataset strings
     Console().print(table)
 
 
@@ -174,20 +190,22 @@ def sql_command(dst, query, fmt, storage_options):
     try:
         columns, rows = run_sql(dst, query, storage_options=_storage_options(storage_options))
     except InspectError as err:
-        raise click.ClickException(str(err)) from None
+        raise click.ClickException(printable(str(err))) from None
     if fmt == "json":
+        # json.dumps escapes control characters itself (ensure_ascii): safe for a terminal.
         click.echo(json.dumps([dict(zip(columns, row)) for row in rows], default=str))
     elif fmt == "csv":
         import csv
 
         writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
-        writer.writerows(rows)
+        writer.writerow([printable(c) for c in columns])
+        writer.writerows([[printable(str(v)) if isinstance(v, str) else v for v in row] for row in rows])
     else:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(*columns)
+        table = Table(*(Text(printable(c)) for c in columns))
         for row in rows:
-            table.add_row(*(str(v) for v in row))
+            table.add_row(*(Text(printable(str(v))) for v in row))
         Console().print(table)

@@ -1,10 +1,8 @@
-"""``mixture.json`` and heterogeneous features: the schema and the harmonization rules.
+"""Heterogeneous features of a mixture: the rules that make samples of different datasets batch together.
 
-Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply`` (the packer imports this
-module on CPU nodes). ``docs/FORMAT.md`` ("Mixtures") is the prose twin of this file.
-
-``MixtureSpec`` is the validated ``mixture.json``: one ``MixtureEntry`` per packed dataset
-(name, path, anchors, episodes, fps, features, video keys, weight).
+Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply``. ``docs/FORMAT.md``
+("Mixtures") is the prose twin of these rules; the mixture file itself is
+``reader.format.mixture``.
 
 ``FeatureHarmonizer`` makes samples of different datasets batch together:
 
@@ -27,284 +25,21 @@ module on CPU nodes). ``docs/FORMAT.md`` ("Mixtures") is the prose twin of this 
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import PurePosixPath
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from reader.errors import HarmonizeError
+from reader.format.mixture import (
+    DEFAULT_PAD_KEYS,
+    MASK_SUFFIX,
+    PAD_SUFFIX,
+    FeatureInfo,
+    MixtureSpec,
+)
 from reader.windows import DEFAULT_TOLERANCE_S, WindowError, resolve_delta_timestamps
-
-MIXTURE_FORMAT = "lerobot-shards-mixture"
-MIXTURE_VERSION = 1
-SUPPORTED_MIXTURE_VERSIONS = frozenset({1})
-MIXTURE_FILE = "mixture.json"
-DEFAULT_WEIGHT_MODES = ("anchors", "explicit")
-DEFAULT_PAD_KEYS = ("observation.state", "action")
-MASK_SUFFIX = "_mask"
-PAD_SUFFIX = "_is_pad"
-
-
-class MixtureSpecError(ValueError):
-    """``mixture.json`` does not follow the schema; the message names the dataset and field."""
-
-
-class HarmonizeError(ValueError):
-    """Datasets' features cannot be made to batch together (shapes, windows, key maps)."""
-
-
-@dataclass(frozen=True)
-class FeatureInfo:
-    """One feature as ``mixture.json`` records it (a subset of the manifest's feature).
-
-    Attributes:
-        dtype: LeRobot dtype (``float32``, ``int64``, ``bool``, ``video``, ...).
-        shape: LeRobot shape; cameras are (H, W, C).
-        names: per-dimension names when the source has them (joint names), else None.
-    """
-
-    dtype: str
-    shape: tuple[int, ...]
-    names: tuple[str, ...] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
-        if self.names is not None:
-            out["names"] = list(self.names)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any, *, where: str) -> FeatureInfo:
-        if not isinstance(data, Mapping):
-            raise MixtureSpecError(f"{where}: expected an object with dtype and shape, got {data!r}")
-        dtype, shape = data.get("dtype"), data.get("shape")
-        if not isinstance(dtype, str) or not dtype:
-            raise MixtureSpecError(f"{where}: field 'dtype' must be a non-empty string, got {dtype!r}")
-        if not isinstance(shape, (list, tuple)) or not all(_is_int(s) and s >= 0 for s in shape):
-            raise MixtureSpecError(f"{where}: field 'shape' must be a list of ints >= 0, got {shape!r}")
-        names = data.get("names")
-        if isinstance(names, Mapping):  # LeRobot sometimes nests names ({"motors": [...]})
-            names = next(iter(names.values()), None) if len(names) == 1 else None
-        if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
-            names = None
-        return cls(dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None)
-
-
-@dataclass(frozen=True)
-class MixtureEntry:
-    """One packed dataset of a mixture.
-
-    Attributes:
-        name: unique name (``org--repo`` for a Hub dataset).
-        path: the packed root, relative to the mixture file's directory, or absolute/URL.
-        anchors: anchors (samples per exactly-once epoch): the frames, or those matching
-            ``where``.
-        episodes: episodes of the packed dataset.
-        fps: frames per second.
-        features: ``{key: FeatureInfo}`` in manifest order.
-        video_keys: camera keys, a subset of ``features`` with dtype ``video``.
-        weight: sampling weight; equals ``anchors`` when the spec's default is "anchors".
-        where: DuckDB predicate over ``index/samples.parquet`` that selected the anchors.
-        extra: unknown fields, kept for round trips.
-    """
-
-    name: str
-    path: str
-    anchors: int
-    episodes: int
-    fps: int
-    features: Mapping[str, FeatureInfo]
-    video_keys: tuple[str, ...]
-    weight: float
-    where: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "path": self.path,
-            "anchors": self.anchors,
-            "episodes": self.episodes,
-            "fps": self.fps,
-            "video_keys": list(self.video_keys),
-            "features": {k: f.to_dict() for k, f in self.features.items()},
-            "weight": int(self.weight) if float(self.weight).is_integer() else self.weight,
-        }
-        if self.where is not None:
-            out["where"] = self.where
-        return {**out, **dict(self.extra)}
-
-
-_ENTRY_FIELDS = ("name", "path", "anchors", "episodes", "fps", "features", "video_keys", "weight", "where")
-
-
-@dataclass(frozen=True)
-class MixtureSpec:
-    """A validated ``mixture.json``.
-
-    Attributes:
-        datasets: the entries, in mixture order (this order defines ``dataset_index``).
-        default_weights: ``"anchors"`` (proportional: an epoch is exactly once over the
-            union) or ``"explicit"`` (each entry's ``weight``; the reader then needs
-            ``samples_per_epoch``).
-        version: the mixture format version.
-    """
-
-    datasets: tuple[MixtureEntry, ...]
-    default_weights: Literal["anchors", "explicit"] = "anchors"
-    version: int = MIXTURE_VERSION
-
-    def __post_init__(self) -> None:
-        names = [d.name for d in self.datasets]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise MixtureSpecError(f"{MIXTURE_FILE}: dataset names must be unique, found {duplicates} more than once")
-        if self.default_weights not in DEFAULT_WEIGHT_MODES:
-            raise MixtureSpecError(
-                f"{MIXTURE_FILE}: default_weights must be one of {list(DEFAULT_WEIGHT_MODES)}, got {self.default_weights!r}"
-            )
-        if not self.datasets:
-            raise MixtureSpecError(f"{MIXTURE_FILE}: a mixture needs at least one dataset")
-        if sum(self.weights()) <= 0:
-            raise MixtureSpecError(f"{MIXTURE_FILE}: the weights sum to 0; at least one dataset needs a positive weight")
-
-    @property
-    def names(self) -> list[str]:
-        return [d.name for d in self.datasets]
-
-    @property
-    def total_anchors(self) -> int:
-        return sum(d.anchors for d in self.datasets)
-
-    def weights(self) -> list[float]:
-        """Per-dataset weights: anchor counts (``"anchors"``) or the entries' ``weight``."""
-        if self.default_weights == "anchors":
-            return [float(d.anchors) for d in self.datasets]
-        return [float(d.weight) for d in self.datasets]
-
-    def entry(self, name: str) -> MixtureEntry:
-        """Return the entry named ``name``. Raises ``KeyError`` naming the known names."""
-        for dataset in self.datasets:
-            if dataset.name == name:
-                return dataset
-        raise KeyError(f"no dataset {name!r} in the mixture; known: {self.names}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": MIXTURE_FORMAT,
-            "version": self.version,
-            "default_weights": self.default_weights,
-            "datasets": [d.to_dict() for d in self.datasets],
-        }
-
-    def to_json(self) -> str:
-        """Serialize deterministically (one space indent, entries in mixture order)."""
-        return json.dumps(self.to_dict(), indent=1) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str | bytes, *, where: str = MIXTURE_FILE) -> MixtureSpec:
-        """Parse ``mixture.json`` text. Raises ``MixtureSpecError`` (see ``from_dict``)."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise MixtureSpecError(f"{where}: not valid JSON ({err})") from None
-        return cls.from_dict(data, where=where)
-
-    @classmethod
-    def from_dict(cls, data: Any, *, where: str = MIXTURE_FILE) -> MixtureSpec:
-        """Validate and build a spec.
-
-        Raises:
-            MixtureSpecError: wrong format name or version, or a dataset entry with a missing
-                or malformed field (the message names the entry and the field).
-        """
-        if not isinstance(data, Mapping) or data.get("format") != MIXTURE_FORMAT:
-            found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
-            raise MixtureSpecError(f"{where}: expected format {MIXTURE_FORMAT!r}, found {found!r}")
-        version = data.get("version")
-        if version not in SUPPORTED_MIXTURE_VERSIONS:
-            raise MixtureSpecError(
-                f"{where}: version {version!r} is not supported (supported: {sorted(SUPPORTED_MIXTURE_VERSIONS)}); "
-                f"upgrade lerobot-shards or re-run `lerobot-shards mixture create`"
-            )
-        mode = data.get("default_weights", "anchors")
-        if mode not in DEFAULT_WEIGHT_MODES:
-            raise MixtureSpecError(f"{where}: default_weights must be one of {list(DEFAULT_WEIGHT_MODES)}, got {mode!r}")
-        datasets = data.get("datasets")
-        if not isinstance(datasets, list):
-            raise MixtureSpecError(f"{where}: field 'datasets' must be a list, got {type(datasets).__name__}")
-        entries = tuple(_entry_from_dict(item, i, mode, where) for i, item in enumerate(datasets))
-        try:
-            return cls(datasets=entries, default_weights=mode, version=int(version))
-        except MixtureSpecError as err:
-            raise MixtureSpecError(str(err).replace(MIXTURE_FILE, where, 1)) from None
-
-
-def _entry_from_dict(item: Any, i: int, mode: str, where: str) -> MixtureEntry:
-    label = f"{where}: datasets[{i}]"
-    if not isinstance(item, Mapping):
-        raise MixtureSpecError(f"{label}: expected an object, got {type(item).__name__}")
-    name = item.get("name")
-    if not isinstance(name, str) or not name:
-        raise MixtureSpecError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
-    label = f"{where}: datasets[{i}] ({name!r})"
-    missing = [f for f in ("path", "anchors", "episodes", "fps", "features", "video_keys") if f not in item]
-    if missing:
-        raise MixtureSpecError(
-            f"{label}: missing field(s) {missing}; write the file with `lerobot-shards mixture create`"
-        )
-
-    def check(field_name: str, ok: bool, expected: str) -> Any:
-        if not ok:
-            raise MixtureSpecError(f"{label}: field {field_name!r} must be {expected}, got {item.get(field_name)!r}")
-        return item.get(field_name)
-
-    path = check("path", isinstance(item["path"], str) and item["path"] != "", "a non-empty string")
-    anchors = check("anchors", _is_int(item["anchors"]) and item["anchors"] >= 0, "an int >= 0")
-    episodes = check("episodes", _is_int(item["episodes"]) and item["episodes"] >= 0, "an int >= 0")
-    fps = check("fps", _is_int(item["fps"]) and item["fps"] > 0, "a positive int")
-    raw_features = check("features", isinstance(item["features"], Mapping), "an object {key: {dtype, shape}}")
-    features = {str(k): FeatureInfo.from_dict(v, where=f"{label}: features[{k!r}]") for k, v in raw_features.items()}
-    video_keys = check(
-        "video_keys",
-        isinstance(item["video_keys"], list) and all(isinstance(k, str) for k in item["video_keys"]),
-        "a list of strings",
-    )
-    not_video = [k for k in video_keys if k not in features or features[k].dtype != "video"]
-    if not_video:
-        raise MixtureSpecError(f"{label}: field 'video_keys' lists {not_video}, which are not video features")
-    weight = item.get("weight", anchors)
-    check("weight", _is_number(weight) and weight >= 0, "a finite number >= 0")
-    if mode == "anchors" and weight != anchors:
-        raise MixtureSpecError(
-            f"{label}: field 'weight' is {weight} but default_weights is 'anchors' (weight = anchors = {anchors}); "
-            f"set default_weights to 'explicit' to sample with these weights"
-        )
-    where_filter = item.get("where")
-    check("where", where_filter is None or isinstance(where_filter, str), "a SQL predicate string or absent")
-    extra = {k: v for k, v in item.items() if k not in _ENTRY_FIELDS}
-    return MixtureEntry(
-        name=name, path=path, anchors=int(anchors), episodes=int(episodes), fps=int(fps), features=features,
-        video_keys=tuple(video_keys), weight=float(weight), where=where_filter, extra=extra,
-    )
-
-
-def resolve_dataset_path(mixture_path: str, path: str) -> str:
-    """Return a dataset's root: ``path`` if absolute or a URL, else relative to the mixture file.
-
-    ``resolve_dataset_path("s3://b/mix/mixture.json", "org--a") == "s3://b/mix/org--a"``.
-    """
-    if "://" in path or path.startswith("/"):
-        return path
-    base = str(mixture_path).rstrip("/").rsplit("/", 1)[0] if "/" in str(mixture_path) else ""
-    if not base:
-        return path
-    if "://" in base:
-        return f"{base}/{path}"
-    return str(PurePosixPath(base) / path)
 
 
 @dataclass(frozen=True)
@@ -609,10 +344,3 @@ def _torch_dtype(name: str):
 
     return getattr(torch, "bool" if name == "bool" else name)
 
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)

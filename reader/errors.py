@@ -1,0 +1,133 @@
+"""The one error hierarchy of lerobot-shards (reader and packer).
+
+Every error the library raises on purpose derives from ``LeRobotShardsError``, so a caller
+can catch everything of ours in one clause, and each also derives from the builtin that
+fits it (``ValueError`` for bad data or arguments, ``OSError`` for storage), so code written
+against builtins keeps working. Messages name the file (and shard, episode, camera) involved
+and say what was expected and what was found.
+
+Imports nothing heavy: the packer, which never loads torch, uses it too.
+"""
+
+from __future__ import annotations
+
+
+class LeRobotShardsError(Exception):
+    """Base class of every error lerobot-shards raises on purpose."""
+
+
+# -- the packed format ----------------------------------------------------------------------
+class FormatError(LeRobotShardsError, ValueError):
+    """A packed dataset (or mixture file) does not follow the format: a bad manifest, index,
+    receipt, plan or shard. The message names the file."""
+
+
+class UnsupportedFormatVersionError(FormatError):
+    """The dataset was written by a format version this reader does not read."""
+
+
+class IntegrityError(FormatError):
+    """Bytes do not match the size or digest the format records for them: the file was
+    damaged or replaced after packing. The message names the file and the range."""
+
+
+class PinMismatchError(IntegrityError):
+    """``manifest.json`` is not the one the caller pinned (``manifest_sha256=``)."""
+
+
+class EpisodeDataError(FormatError):
+    """An episode's rows or member bytes disagree with the index (truncated shard, rows of
+    another episode, a member that decodes to other sizes than the manifest says)."""
+
+
+class MixtureSpecError(FormatError):
+    """``mixture.json`` does not follow the schema; the message names the entry and field."""
+
+
+# -- storage ----------------------------------------------------------------------------------
+class StorageError(LeRobotShardsError, OSError):
+    """A storage operation failed permanently or after retries; the message names the object.
+
+    Attributes ``url``, ``operation`` and ``attempts`` repeat what the message says (empty or 0
+    when unknown, e.g. after the exception crossed a process boundary).
+    """
+
+    def __init__(self, message: str, *, url: str = "", operation: str = "", attempts: int = 0):
+        super().__init__(message)
+        self.url = url
+        self.operation = operation
+        self.attempts = attempts
+
+    def __reduce__(self):
+        # OSError's default pickling drops keyword-only attributes: DataLoader workers send
+        # exceptions to the parent, which must re-raise the same class with the same message.
+        return (_rebuild_storage_error, (type(self), str(self), self.url, self.operation, self.attempts))
+
+
+def _rebuild_storage_error(cls, message, url, operation, attempts):
+    return cls(message, url=url, operation=operation, attempts=attempts)
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The object does not exist (404, NoSuchKey, no such file): never retried."""
+
+
+class AccessDeniedError(StorageError, PermissionError):
+    """The credentials may not do this (403, AccessDenied, EACCES): never retried."""
+
+
+class ShortReadError(StorageError):
+    """Fewer bytes exist than a ranged read asked for (object truncated or replaced): never retried."""
+
+
+# -- planning, windows, resume ---------------------------------------------------------------
+class PlanError(LeRobotShardsError, ValueError):
+    """Planning inputs are inconsistent: a bad count, seed, world shape or resume offset."""
+
+
+class ResumeStateError(PlanError):
+    """A resume state does not belong to this dataset and configuration, or lacks what it
+    needs; the message lists each field found vs expected."""
+
+
+class WindowError(LeRobotShardsError, ValueError):
+    """A ``delta_timestamps`` window is malformed or does not fit the dataset's fps."""
+
+
+class HarmonizeError(LeRobotShardsError, ValueError):
+    """Datasets' features cannot be made to batch together (shapes, windows, key maps)."""
+
+
+# -- decoding ---------------------------------------------------------------------------------
+class DecodeError(LeRobotShardsError, RuntimeError):
+    """A member failed to decode; the message names shard, episode and camera."""
+
+
+class DecodeStageError(LeRobotShardsError, RuntimeError):
+    """A decode stage cannot decode on the requested device (the message says what to do)."""
+
+
+class PrefetchError(LeRobotShardsError, RuntimeError):
+    """A background fetch failed with an unexpected error; the message names the episode."""
+
+
+__all__ = [
+    "AccessDeniedError",
+    "DecodeError",
+    "DecodeStageError",
+    "EpisodeDataError",
+    "FormatError",
+    "HarmonizeError",
+    "IntegrityError",
+    "LeRobotShardsError",
+    "MixtureSpecError",
+    "ObjectNotFoundError",
+    "PinMismatchError",
+    "PlanError",
+    "PrefetchError",
+    "ResumeStateError",
+    "ShortReadError",
+    "StorageError",
+    "UnsupportedFormatVersionError",
+    "WindowError",
+]

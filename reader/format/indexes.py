@@ -1,0 +1,274 @@
+"""``index/episodes.parquet`` and ``index/samples.parquet``: their schemas, defined once, and
+the validating parser of the episodes index.
+
+The packer writes the tables with ``episodes_index_schema``/``samples_index_schema``; the
+reader, ``verify`` and ``sql`` read them through ``parse_episodes_index``, which checks the
+schema, the row count (before reading rows) and every value against the manifest: shards,
+lengths, row ranges, row-group spans inside the shard parquet, member ranges inside the tar,
+frame counts and digests. What it returns can be used without further checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reader.errors import FormatError
+from reader.format.fields import is_sha256_hex
+from reader.format.layout import (
+    EPISODES_INDEX_PATH,
+    VIDEO_CODECS,
+    VIDEO_MEMBER_FIELDS,
+    pad_column,
+    video_column,
+)
+from reader.format.manifest import Manifest
+
+# Tar headers precede every member: a member's data never starts before byte 512.
+_TAR_BLOCK = 512
+
+EPISODE_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("episode_index", pa.int64()),
+    ("shard", pa.int32()),
+    ("length", pa.int64()),
+    ("dataset_from_index", pa.int64()),
+    ("dataset_to_index", pa.int64()),
+    ("tasks", pa.list_(pa.string())),
+    ("row_start", pa.int64()),
+    ("row_group", pa.int32()),
+    ("row_group_offset", pa.int64()),
+    ("row_group_bytes", pa.int64()),
+    ("row_group_sha256", pa.string()),
+)
+MEMBER_COLUMN_TYPES: dict[str, pa.DataType] = {
+    "offset": pa.int64(),
+    "size": pa.int64(),
+    "frames": pa.int64(),
+    "codec": pa.string(),
+    "sha256": pa.string(),
+    "reencoded": pa.bool_(),
+}
+assert tuple(MEMBER_COLUMN_TYPES) == VIDEO_MEMBER_FIELDS
+
+SAMPLE_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("index", pa.int64()),
+    ("episode_index", pa.int64()),
+    ("frame_index", pa.int64()),
+    ("shard", pa.int32()),
+    ("row", pa.int64()),
+    ("timestamp", pa.float32()),
+    ("task_index", pa.int64()),
+)
+
+
+def episodes_index_schema(video_keys: list[str]) -> pa.Schema:
+    """The exact Arrow schema of ``index/episodes.parquet`` for these cameras."""
+    fields = [pa.field(name, arrow_type) for name, arrow_type in EPISODE_COLUMNS]
+    for key in video_keys:
+        fields += [pa.field(video_column(key, name), arrow_type) for name, arrow_type in MEMBER_COLUMN_TYPES.items()]
+    return pa.schema(fields)
+
+
+def samples_index_schema(windows: dict[str, dict[str, object]]) -> pa.Schema:
+    """The exact Arrow schema of ``index/samples.parquet`` for these windows (pad counts)."""
+    fields = [pa.field(name, arrow_type) for name, arrow_type in SAMPLE_COLUMNS]
+    for window, keys in windows.items():
+        for key in keys:
+            fields += [pa.field(pad_column(window, key, side), pa.int32()) for side in ("before", "after")]
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class CameraMember:
+    """One camera's mp4 member of an episode: its byte range in the shard tar and digest."""
+
+    offset: int
+    size: int
+    frames: int
+    sha256: str
+    codec: str
+
+
+@dataclass(frozen=True)
+class RowGroupRef:
+    """The shard parquet row group holding an episode's rows: its index, the byte span of its
+    column chunks (``[offset, offset + bytes)``) and their SHA-256."""
+
+    index: int
+    offset: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class EpisodeEntry:
+    """One packed episode: where its rows and members are (validated)."""
+
+    episode_index: int
+    shard: int
+    length: int
+    dataset_from_index: int
+    row_start: int
+    row_group: RowGroupRef
+    tasks: tuple[str, ...]
+    cameras: dict[str, CameraMember]
+
+    @property
+    def byte_range(self) -> tuple[int, int]:
+        """``(offset, size)`` covering every member (they are adjacent in the tar)."""
+        if not self.cameras:
+            return 0, 0
+        start = min(m.offset for m in self.cameras.values())
+        stop = max(m.offset + m.size for m in self.cameras.values())
+        return start, stop - start
+
+
+def parse_episodes_index(data: bytes, manifest: Manifest, *, where: str = EPISODES_INDEX_PATH) -> list[EpisodeEntry]:
+    """Read and validate ``index/episodes.parquet`` (its bytes, already checked against the
+    manifest's digest) into entries, ascending ``episode_index``.
+
+    Raises:
+        FormatError: not a parquet file, another schema, a row count other than the
+            manifest's, or a value inconsistent with the manifest (the message names the
+            episode and column).
+    """
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        rows = parquet.metadata.num_rows
+        if rows != manifest.totals["episodes"]:
+            raise FormatError(f"{where}: {rows} rows, the manifest records {manifest.totals['episodes']} episodes")
+        table = parquet.read(use_threads=False)
+    except pa.ArrowException as err:
+        raise FormatError(f"{where}: not a readable parquet file ({err})") from None
+    expected = episodes_index_schema(manifest.video_keys)
+    if not table.schema.remove_metadata().equals(expected):
+        found = {f.name: str(f.type) for f in table.schema}
+        want = {f.name: str(f.type) for f in expected}
+        wrong = {k: (found.get(k), v) for k, v in want.items() if found.get(k) != v}
+        extra = sorted(set(found) - set(want))
+        raise FormatError(f"{where}: columns differ from the format: expected/found {wrong}" + (f", unexpected {extra}" if extra else ""))
+    if table.num_rows and any(table[name].null_count for name in table.column_names):
+        nulls = [name for name in table.column_names if table[name].null_count]
+        raise FormatError(f"{where}: null values in {nulls}")
+    return _entries(table, manifest, where)
+
+
+def _entries(table: pa.Table, manifest: Manifest, where: str) -> list[EpisodeEntry]:
+    col = {name: table[name].to_numpy(zero_copy_only=False) for name, _ in EPISODE_COLUMNS if name != "tasks"}
+    tasks = table["tasks"].to_pylist()
+    shards = manifest.shards
+    n = table.num_rows
+    episode = col["episode_index"]
+    if n and (episode[0] < 0 or (np.diff(episode) <= 0).any()):
+        raise FormatError(f"{where}: episode_index must be non-negative and strictly ascending")
+    shard = col["shard"].astype(np.int64)
+    if n and (shard.min() < 0 or shard.max() >= len(shards) or (np.diff(shard) < 0).any()):
+        raise FormatError(f"{where}: shard must be ascending in [0, {len(shards) - 1}]")
+    length = col["length"]
+    if n and (length < 0).any():
+        raise FormatError(f"{where}: episode {int(episode[np.argmax(length < 0)])} has a negative length")
+    wrong_range = ((col["dataset_to_index"] - col["dataset_from_index"]) != length) | (col["dataset_from_index"] < 0)
+    if wrong_range.any():
+        bad = int(episode[np.argmax(wrong_range)])
+        raise FormatError(f"{where}: episode {bad}: dataset_to_index - dataset_from_index must equal length, from >= 0")
+    per_shard_counts = np.bincount(shard, minlength=len(shards))
+    per_shard_frames = np.bincount(shard, weights=length, minlength=len(shards)).astype(np.int64)
+    for s in shards:
+        if (per_shard_counts[s.index], per_shard_frames[s.index]) != (s.num_episodes, s.frames):
+            raise FormatError(
+                f"{where}: shard {s.name} has {int(per_shard_counts[s.index])} episodes / {int(per_shard_frames[s.index])} "
+                f"frames, the manifest records {s.num_episodes} / {s.frames}"
+            )
+    # Rows of a shard's episodes are consecutive in its parquet, in episode order.
+    expected_start = np.zeros(n, dtype=np.int64)
+    for s in range(len(shards)):
+        mask = shard == s
+        expected_start[mask] = np.concatenate([[0], np.cumsum(length[mask])[:-1]]) if mask.any() else []
+    if (col["row_start"] != expected_start).any():
+        bad = int(episode[np.argmax(col["row_start"] != expected_start)])
+        raise FormatError(f"{where}: episode {bad}: row_start is not where its rows begin in the shard parquet")
+
+    members = {key: {name: table[video_column(key, name)].to_pylist() for name in MEMBER_COLUMN_TYPES} for key in manifest.video_keys}
+    entries: list[EpisodeEntry] = []
+    for i in range(n):
+        s = shards[int(shard[i])]
+        label = f"{where}: episode {int(episode[i])}"
+        group = RowGroupRef(
+            index=int(col["row_group"][i]),
+            offset=int(col["row_group_offset"][i]),
+            bytes=int(col["row_group_bytes"][i]),
+            sha256=str(col["row_group_sha256"][i]),
+        )
+        if group.index < 0 or group.offset < 4 or group.bytes < 0 or group.offset + group.bytes > s.parquet_footer.offset:
+            raise FormatError(
+                f"{label}: row group {group.index} at [{group.offset}, {group.offset + group.bytes}) is not inside the "
+                f"row-group area [4, {s.parquet_footer.offset}) of {s.name}.parquet"
+            )
+        if not is_sha256_hex(group.sha256):
+            raise FormatError(f"{label}: row_group_sha256 is not a sha256 hex digest")
+        cameras = {}
+        for key in manifest.video_keys:
+            fields = members[key]
+            member = CameraMember(
+                offset=fields["offset"][i],
+                size=fields["size"][i],
+                frames=fields["frames"][i],
+                sha256=fields["sha256"][i],
+                codec=fields["codec"][i],
+            )
+            if member.offset < _TAR_BLOCK or member.size < 0 or member.offset + member.size > s.tar_bytes:
+                raise FormatError(
+                    f"{label} camera {key}: member [{member.offset}, {member.offset + member.size}) lies outside "
+                    f"{s.name}.tar ({s.tar_bytes} bytes)"
+                )
+            limit = int(length[i])
+            if not (min(1, limit) <= member.frames <= limit):
+                raise FormatError(f"{label} camera {key}: {member.frames} frames for an episode of {limit} rows")
+            if member.codec not in VIDEO_CODECS or not is_sha256_hex(member.sha256):
+                raise FormatError(f"{label} camera {key}: codec {member.codec!r} / sha256 {member.sha256!r} are not valid")
+            cameras[key] = member
+        if not all(isinstance(t, str) for t in tasks[i] or []):
+            raise FormatError(f"{label}: tasks must be strings")
+        entries.append(
+            EpisodeEntry(
+                episode_index=int(episode[i]),
+                shard=s.index,
+                length=int(length[i]),
+                dataset_from_index=int(col["dataset_from_index"][i]),
+                row_start=int(col["row_start"][i]),
+                row_group=group,
+                tasks=tuple(tasks[i] or ()),
+                cameras=cameras,
+            )
+        )
+    _check_members_disjoint(entries, manifest, where)
+    return entries
+
+
+def _check_members_disjoint(entries: list[EpisodeEntry], manifest: Manifest, where: str) -> None:
+    """Members of a shard never overlap (a reader trusts each range to be its own member)."""
+    by_shard: dict[int, list[tuple[int, int, int]]] = {}
+    for entry in entries:
+        for member in entry.cameras.values():
+            by_shard.setdefault(entry.shard, []).append((member.offset, member.offset + member.size, entry.episode_index))
+    for shard, ranges in by_shard.items():
+        ranges.sort()
+        for (_, end, first), (start, _, second) in zip(ranges, ranges[1:]):
+            if start < end:
+                raise FormatError(f"{where}: members of episodes {first} and {second} overlap in {manifest.shards[shard].name}.tar")
+
+
+__all__ = [
+    "EPISODE_COLUMNS",
+    "MEMBER_COLUMN_TYPES",
+    "SAMPLE_COLUMNS",
+    "CameraMember",
+    "EpisodeEntry",
+    "RowGroupRef",
+    "episodes_index_schema",
+    "parse_episodes_index",
+    "samples_index_schema",
+]

@@ -1,0 +1,169 @@
+"""Shard parquet files as the format pins them down: a footer and row groups, each with a
+recorded byte span and SHA-256, decoded only after their bytes were checked.
+
+A reader never lets pyarrow read a shard parquet on its own: it fetches the footer span
+(recorded in the manifest), checks its digest and parses it; then for an episode it fetches
+its row group's span (recorded in the episodes index), checks that digest and decodes the
+group from those bytes alone (``decode_row_group``). The footer's row-group metadata is
+checked against the index and the format's size limits before any row is decoded, so a
+damaged or hostile shard can neither yield wrong rows nor make the reader allocate more than
+the format allows. Pure: bytes in, Arrow out; the caller does the I/O.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reader.errors import FormatError, IntegrityError
+from reader.format.fields import check_bytes
+from reader.format.layout import ROW_GROUP_MAX_BYTES
+
+_MAGIC = b"PAR1"
+
+
+def footer_range(file_size: int, tail: bytes) -> tuple[int, int]:
+    """``(offset, bytes)`` of a parquet file's footer (metadata + length + magic), from its
+    size and its last 8 bytes.
+
+    Raises:
+        FormatError: not a parquet tail, or a footer length beyond the file.
+    """
+    if len(tail) != 8 or tail[4:] != _MAGIC:
+        raise FormatError("not a parquet file (no PAR1 magic at its end)")
+    length = int.from_bytes(tail[:4], "little")
+    if length + 12 > file_size:
+        raise FormatError(f"parquet footer of {length} bytes does not fit a {file_size}-byte file")
+    return file_size - 8 - length, length + 8
+
+
+def row_group_span(metadata: pq.FileMetaData, group: int) -> tuple[int, int]:
+    """``(offset, bytes)`` of row group ``group``'s column chunks (contiguous in the file)."""
+    row_group = metadata.row_group(group)
+    starts, ends = [], []
+    for j in range(row_group.num_columns):
+        column = row_group.column(j)
+        start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+        starts.append(start)
+        ends.append(start + column.total_compressed_size)
+    if not starts:
+        return 4, 0
+    return min(starts), max(ends) - min(starts)
+
+
+def parse_footer(footer: bytes, *, size: int, sha256: str, where: str) -> pq.FileMetaData:
+    """Check a footer's bytes against its recorded size and digest, then parse it.
+
+    Raises:
+        IntegrityError: the bytes differ from the recorded ones.
+        FormatError: the footer does not parse as parquet metadata.
+    """
+    check_bytes(footer, size=size, sha256=sha256, where=f"{where} footer")
+    try:
+        # A footer alone parses as the tail of a file that starts with the magic.
+        return pq.read_metadata(pa.BufferReader(_MAGIC + bytes(footer)))
+    except pa.ArrowException as err:
+        raise FormatError(f"{where}: footer does not parse as parquet metadata ({err})") from None
+
+
+def check_row_group(
+    metadata: pq.FileMetaData,
+    group: int,
+    *,
+    offset: int,
+    nbytes: int,
+    first_row: int,
+    rows: int,
+    single_episode: bool,
+    where: str,
+) -> int:
+    """Check row group ``group`` of a parsed footer against the index before reading it.
+
+    The group must exist, span exactly ``[offset, offset + nbytes)``, hold rows
+    ``[first_row, first_row + rows)`` of the file and decode to at most
+    ``ROW_GROUP_MAX_BYTES`` (unless it holds one episode, which the format allows to exceed
+    it; its size is then bounded by the episode's own recorded length).
+
+    Returns:
+        The file row at which the group starts.
+
+    Raises:
+        FormatError: any of the above does not hold (names the file and group).
+    """
+    if not 0 <= group < metadata.num_row_groups:
+        raise FormatError(f"{where}: has no row group {group} (it has {metadata.num_row_groups})")
+    start_row = sum(metadata.row_group(g).num_rows for g in range(group))
+    row_group = metadata.row_group(group)
+    if row_group_span(metadata, group) != (offset, nbytes):
+        raise FormatError(f"{where}: row group {group} spans {row_group_span(metadata, group)}, the index records {(offset, nbytes)}")
+    if not (start_row <= first_row and first_row + rows <= start_row + row_group.num_rows):
+        raise FormatError(
+            f"{where}: rows [{first_row}, {first_row + rows}) are not inside row group {group} "
+            f"(rows [{start_row}, {start_row + row_group.num_rows}))"
+        )
+    if row_group.total_byte_size > ROW_GROUP_MAX_BYTES and not single_episode:
+        raise FormatError(
+            f"{where}: row group {group} decodes to {row_group.total_byte_size} bytes, more than the format's "
+            f"{ROW_GROUP_MAX_BYTES} for a group of several episodes"
+        )
+    return start_row
+
+
+def decode_row_group(metadata: pq.FileMetaData, group: int, data: bytes, *, offset: int, sha256: str, file_size: int, where: str) -> pa.Table:
+    """Decode row group ``group`` from its own bytes (``data``, found at ``offset``), after
+    checking them against their recorded digest.
+
+    Raises:
+        IntegrityError: ``data`` is not the recorded row group.
+        FormatError: the bytes do not decode (or pyarrow asked for bytes outside the group).
+    """
+    check_bytes(data, size=len(data), sha256=sha256, where=f"{where} row group {group}")
+    source = _OneRangeFile(file_size, offset, data, where=f"{where} row group {group}")
+    try:
+        return pq.ParquetFile(source, metadata=metadata).read_row_group(group, use_threads=False)
+    except IntegrityError:
+        raise
+    except (pa.ArrowException, OSError) as err:
+        raise FormatError(f"{where}: row group {group} does not decode ({err})") from None
+
+
+class _OneRangeFile(io.RawIOBase):
+    """A file of ``size`` bytes of which only ``[offset, offset + len(data))`` is present:
+    what a row group's decoder may read. A read elsewhere raises instead of returning bytes
+    nobody checked."""
+
+    def __init__(self, size: int, offset: int, data: bytes, *, where: str):
+        self._size, self._offset, self._data, self._where, self._position = size, offset, memoryview(data), where, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def readinto(self, buffer) -> int:
+        count = min(len(buffer), self._size - self._position)
+        if count <= 0:
+            return 0
+        start = self._position - self._offset
+        if start < 0 or start + count > len(self._data):
+            raise IntegrityError(
+                f"{self._where}: the decoder asked for bytes [{self._position}, {self._position + count}) outside the "
+                f"verified span [{self._offset}, {self._offset + len(self._data)})"
+            )
+        memoryview(buffer).cast("B")[:count] = self._data[start : start + count]
+        self._position += count
+        return count
+
+
+__all__ = ["check_row_group", "decode_row_group", "footer_range", "parse_footer", "row_group_span"]

@@ -1,0 +1,103 @@
+"""An attacker's tools for tests: change a packed dataset and re-seal it consistently.
+
+Checksums catch accidental damage; a hostile writer of a bucket can recompute them. These
+helpers play that writer: after any change they recompute every digest the format records
+(index rows, ``files``, shard entries, ``content_sha256``), so a test shows which defence
+still holds when digests cannot help (format limits, frame-size checks, pinning).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reader.format import EPISODES_INDEX_PATH, episodes_index_schema, shard_parquet_path, shard_tar_path, video_column
+from reader.format.manifest import content_sha256
+from reader.format.shard_parquet import footer_range, row_group_span
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def reseal(root: Path) -> dict:
+    """Recompute every digest and size the manifest records (files, shards, footers,
+    ``content_sha256``) and the row-group digests of the episodes index; returns the manifest."""
+    root = Path(root)
+    manifest = json.loads((root / "manifest.json").read_text())
+    table = pq.read_table(root / EPISODES_INDEX_PATH)
+    rows = table.to_pylist()
+    for shard in manifest["shards"]:
+        parquet = (root / shard_parquet_path(shard["index"])).read_bytes()
+        metadata = pq.read_metadata(io.BytesIO(parquet))
+        for row in rows:
+            if row["shard"] == shard["index"] and row["row_group"] < metadata.num_row_groups:
+                offset, size = row_group_span(metadata, row["row_group"])
+                row.update(row_group_offset=offset, row_group_bytes=size, row_group_sha256=sha256(parquet[offset : offset + size]))
+        offset, size = footer_range(len(parquet), parquet[-8:])
+        tar = (root / shard_tar_path(shard["index"])).read_bytes()
+        shard.update(tar_bytes=len(tar), tar_sha256=sha256(tar), parquet_bytes=len(parquet), parquet_sha256=sha256(parquet),
+                     parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])})
+    schema = episodes_index_schema(manifest["video_keys"])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), root / EPISODES_INDEX_PATH)
+    for rel in manifest["files"]:
+        data = (root / rel).read_bytes()
+        manifest["files"][rel] = {"bytes": len(data), "sha256": sha256(data)}
+    manifest["totals"]["bytes"] = sum(s["tar_bytes"] + s["parquet_bytes"] for s in manifest["shards"])
+    manifest.pop("content_sha256", None)
+    manifest["content_sha256"] = content_sha256(manifest)
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def edit_manifest(root: Path, edit: Callable[[dict], None]) -> dict:
+    """Change the manifest's JSON with ``edit`` and re-seal."""
+    path = Path(root) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return reseal(root)
+
+
+def edit_episodes_index(root: Path, edit: Callable[[list[dict]], None]) -> dict:
+    """Change the episodes index rows with ``edit`` (a list of dicts, in place) and re-seal."""
+    path = Path(root) / EPISODES_INDEX_PATH
+    manifest = json.loads((Path(root) / "manifest.json").read_text())
+    rows = pq.read_table(path).to_pylist()
+    edit(rows)
+    pq.write_table(pa.Table.from_pylist(rows, schema=episodes_index_schema(manifest["video_keys"])), path)
+    return reseal(root)
+
+
+def replace_member(root: Path, episode: int, camera: str, data: bytes) -> dict:
+    """Put ``data`` in place of one member (the tar is rewritten around it: later members
+    move), record its size and digest, and re-seal."""
+    root = Path(root)
+    rows = pq.read_table(root / EPISODES_INDEX_PATH).to_pylist()
+    row = next(r for r in rows if r["episode_index"] == episode)
+    tar_path = root / shard_tar_path(row["shard"])
+    tar = tar_path.read_bytes()
+    offset, size = row[video_column(camera, "offset")], row[video_column(camera, "size")]
+    # Keep the tar's 512-byte blocks: pad the new member to the old block count, or append.
+    old_blocks = -(-size // 512) * 512
+    if len(data) <= old_blocks:
+        tar = tar[:offset] + data + b"\0" * (old_blocks - len(data)) + tar[offset + old_blocks :]
+        new_offset = offset
+    else:
+        new_offset = len(tar)
+        tar = tar + data + b"\0" * (-len(data) % 512)
+    tar_path.write_bytes(tar)
+
+    def edit(rows: list[dict]) -> None:
+        target = next(r for r in rows if r["episode_index"] == episode)
+        target[video_column(camera, "offset")] = new_offset
+        target[video_column(camera, "size")] = len(data)
+        target[video_column(camera, "sha256")] = sha256(data)
+
+    return edit_episodes_index(root, edit)
