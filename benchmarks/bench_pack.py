@@ -33,16 +33,19 @@ def ffmpeg_reencode_seconds(source: LeRobotSource, codec: str) -> tuple[float, i
     """The ffmpeg CLI re-encoding each episode's frames with our settings (same GOP, CRF,
     preset, closed GOP, no B-frames); returns (seconds, frames)."""
     settings = EncodeSettings(codec=codec)
-    options = settings.options()
-    args = ["-c:v", settings.encoder_name(), "-pix_fmt", "yuv420p", "-crf", options["crf"], "-preset", options["preset"]]
-    if codec == "hevc":
-        args += ["-x265-params", options["x265-params"], "-tag:v", "hvc1"]
-    else:
-        args += ["-bf", "0", "-g", options["g"], "-keyint_min", options["keyint_min"], "-sc_threshold", "0", "-flags", "+cgop"]
+
+    def encoder_args(width: int) -> list[str]:
+        options = settings.options(width)
+        args = ["-c:v", settings.encoder_name(), "-pix_fmt", "yuv420p", "-crf", options["crf"], "-preset", options["preset"]]
+        if codec == "hevc":
+            return args + ["-x265-params", options["x265-params"], "-tag:v", "hvc1"]
+        return args + ["-bf", "0", "-g", options["g"], "-keyint_min", options["keyint_min"], "-sc_threshold", "0", "-flags", "+cgop"]
+
     frames, seconds = 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for episode in source.episode_indices:
             for key in source.video_keys:
+                args = encoder_args(int(source.features[key]["shape"][1]))
                 location = source.video_location(episode, key)
                 command = [
                     "ffmpeg", "-v", "error", "-y", "-ss", f"{location.from_timestamp:.6f}", "-to", f"{location.to_timestamp:.6f}",

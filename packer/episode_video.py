@@ -44,12 +44,27 @@ class EncodeSettings:
     def encoder_name(self) -> str:
         return {"hevc": "libx265", "h264": "libx264"}[self.codec]
 
-    def options(self) -> dict[str, str]:
+    def options(self, width: int) -> dict[str, str]:
+        """Encoder options for frames ``width`` pixels wide (after any resize).
+
+        Raises:
+            VideoCutError: hevc frames at most 16 pixels wide (see below); use h264.
+        """
         crf = str(self.crf if self.crf is not None else (23 if self.codec == "hevc" else 20))
         preset = self.preset or ("fast" if self.codec == "hevc" else "veryfast")
         if self.codec == "hevc":
             # Closed GOP and no B-frames: x265's default open GOP makes fast seeks return wrong frames.
-            params = f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:log-level=error"
+            # The CTU size keeps every picture at least two CTUs wide: with a single CTU column
+            # x265 leaves the right padding corners of reference frames uninitialized and motion
+            # search reads them (seen under valgrind), so output bytes depended on heap contents
+            # and the decoder's reconstruction checksum failed. 16 is x265's smallest CTU.
+            if width <= 16:
+                raise VideoCutError(
+                    f"hevc cannot encode {width}-pixel-wide frames reproducibly (x265 needs at least two 16-pixel "
+                    "CTUs per row); use --video h264 or --resize to a wider size"
+                )
+            ctu = 64 if width > 64 else 32 if width > 32 else 16
+            params = f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:log-level=error"
             return {"crf": crf, "preset": preset, "x265-params": params}
         return {
             "crf": crf,
@@ -338,7 +353,7 @@ def encode_frames(
             if sink is None:
                 height, width = settings.resize or (frame.height, frame.width)
                 sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
-                stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options())
+                stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width))
                 stream.pix_fmt = "yuv420p"
                 stream.height, stream.width = height, width
                 if settings.codec == "hevc":

@@ -449,6 +449,27 @@ def copy_meta(source: LeRobotSource, destination: Destination) -> None:
         destination.write_bytes(rel, local.read_bytes())
 
 
+def _explain_full_disk(function):
+    """A full disk (or quota) anywhere in a pack becomes a ``PackError`` saying where and what to
+    do, instead of a bare ``OSError`` traceback."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except OSError as err:
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            where = f" writing {err.filename}" if err.filename else ""
+            raise PackError(
+                f"no space left on device{where} (staging shards in {tempfile.gettempdir()}); free space and "
+                "re-run the same command: finished shards are kept"
+            ) from err
+
+    return wrapper
+
+
+@_explain_full_disk
 def pack_dataset(
     src: str | None,
     dst: str,
@@ -550,14 +571,6 @@ def pack_dataset(
                 bar.shard_done(report)
         else:
             _build_in_pool(args, workers, report, bar)
-    except OSError as err:
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
-            where = f" writing {err.filename}" if err.filename else ""
-            raise PackError(
-                f"no space left on device{where} (packing into {destination.url}, staging shards in "
-                f"{tempfile.gettempdir()}); free space and re-run the same command: finished shards are kept"
-            ) from err
-        raise
     finally:
         bar.close()
     if part is None:

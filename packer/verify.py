@@ -85,14 +85,25 @@ def verify(
     except (FormatError, StorageError) as err:
         report.problems.append(str(err))
         return report
-    report.problems.extend(_samples_index_problems(storage, manifest, episodes))
+    _guarded(report, SAMPLES_INDEX_PATH, lambda: _samples_index_problems(storage, manifest, episodes))
     for shard in manifest.shards:
         report.shards_checked += 1
         mine = [e for e in episodes if e.shard == shard.index]
         report.episodes_checked += len(mine)
-        report.problems.extend(_shard_parquet_problems(storage, manifest, shard, mine))
-        report.problems.extend(_member_problems(storage, manifest, shard, mine, decode, report))
+        _guarded(report, shard_parquet_path(shard.index), lambda: _shard_parquet_problems(storage, manifest, shard, mine))
+        _guarded(report, shard_tar_path(shard.index), lambda: _member_problems(storage, manifest, shard, mine, decode, report))
     return report
+
+
+def _guarded(report: VerifyReport, rel: str, check) -> None:
+    """Run one check; damage that makes a library raise something unexpected (pyarrow on a
+    mangled file) is a problem to report, never a crash of verify."""
+    try:
+        report.problems.extend(check())
+    except (FormatError, OSError) as err:
+        report.problems.append(f"{rel}: {err}")
+    except Exception as err:  # noqa: BLE001 - any failure to check a file is a finding about it
+        report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
 
 
 def _manifest(storage: Storage, report: VerifyReport, pin: str | None) -> Manifest | None:
@@ -203,7 +214,7 @@ def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episode
         try:
             for entry in members:
                 check_row_group(metadata, group, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
-                                single_episode=len(members) == 1, where=where)
+                                group_rows=sum(e.length for e in members), single_episode=len(members) == 1, where=where)
             data = storage.read_range(rel, ref.offset, ref.bytes)
             table = decode_row_group(metadata, group, data, offset=ref.offset, sha256=ref.sha256, file_size=shard.parquet_bytes, where=where)
         except (FormatError, OSError) as err:

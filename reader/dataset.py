@@ -378,7 +378,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         data = verified_read(self.storage, self.index.manifest, TASKS_PATH)
         try:
             table = pq.read_table(pa.BufferReader(data), use_threads=False)
-        except pa.ArrowException as err:
+        except (pa.ArrowException, OSError) as err:
             raise FormatError(f"{where}: not a readable parquet file ({err})") from None
         if "task" not in table.column_names or "task_index" not in table.column_names:
             raise FormatError(f"{where}: needs columns task_index and task, found {table.column_names[:10]}")

@@ -35,6 +35,7 @@ _HEADER = struct.Struct("<4sIQ")  # magic, crc32 of payload, payload length
 _ENTRY_NAME = re.compile(r"[0-9a-f]{64}")
 _SUBDIR_NAME = re.compile(r"[0-9a-f]{2}")
 _TMP_PREFIX = ".tmp-"
+CACHE_SUBDIR = "lerobot-shards-v1"  # everything the cache writes or deletes lives below this
 _STALE_TMP_S = 3600.0  # temp files older than this were left by a crashed writer
 
 
@@ -67,8 +68,9 @@ class DiskCache:
     """``get``/``put`` bytes by string key under ``directory``, keeping about ``limit_bytes``.
 
     Args:
-        directory: created if missing; entries live in ``<2 hex>/<64 hex>`` below it, and only
-            such files are ever deleted.
+        directory: created if missing. Entries live in ``lerobot-shards-v1/<2 hex>/<64 hex>``
+            below it, and only such files are ever deleted: a directory shared with other
+            files (even one holding hex-named files) loses nothing.
         limit_bytes: the cap on the entries' total size (headers included).
         low_water: eviction frees space down to this fraction of the cap, so scans are rare.
     """
@@ -78,7 +80,7 @@ class DiskCache:
             raise ValueError(f"cache limit must be positive, got {limit_bytes} bytes")
         if not 0 < low_water <= 1:
             raise ValueError(f"low_water must be in (0, 1], got {low_water}")
-        self.directory = Path(directory)
+        self.directory = Path(directory) / CACHE_SUBDIR
         self.directory.mkdir(parents=True, exist_ok=True)
         self.limit_bytes = int(limit_bytes)
         self.low_water = low_water

@@ -103,11 +103,14 @@ class EpisodeFetcher:
         self.index = index
         self.disk_cache = disk_cache
         self._shards = {s.index: s for s in index.manifest.shards}
-        # Episodes sharing a row group: a group of one episode may exceed ROW_GROUP_MAX_BYTES.
-        self._group_sizes: dict[tuple[int, int], int] = {}
-        for entry in index.episodes:
+        # Per row group, its episodes and rows in the whole index (not only the selection):
+        # a group must hold exactly those, and only a group of one episode may exceed
+        # ROW_GROUP_MAX_BYTES.
+        self._group_sizes: dict[tuple[int, int], tuple[int, int]] = {}
+        for entry in index.all_episodes:
             key = (entry.shard, entry.row_group.index)
-            self._group_sizes[key] = self._group_sizes.get(key, 0) + 1
+            count, rows = self._group_sizes.get(key, (0, 0))
+            self._group_sizes[key] = (count + 1, rows + entry.length)
         self._lock = threading.Lock()  # guards the dicts below, never held during I/O
         self._footers: dict[int, pq.FileMetaData] = {}
         self._footer_locks: dict[int, threading.Lock] = {}
@@ -149,9 +152,10 @@ class EpisodeFetcher:
             rel = shard_parquet_path(entry.shard)
             where = self.storage.describe(rel)
             metadata = self._footer(entry.shard)
+            episodes_in_group, group_rows = self._group_sizes[key]
             group_start = check_row_group(
                 metadata, ref.index, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
-                single_episode=self._group_sizes.get(key, 0) == 1, where=where,
+                group_rows=group_rows, single_episode=episodes_in_group == 1, where=where,
             )
             data = self.storage.read_range(rel, ref.offset, ref.bytes)
             table = decode_row_group(

@@ -9,6 +9,7 @@ the manifest (``reader.format.parse_episodes_index``).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -17,6 +18,7 @@ import numpy as np
 from reader.errors import FormatError, IntegrityError, ObjectNotFoundError
 from reader.format import (
     EPISODES_INDEX_PATH,
+    INFO_PATH,
     MANIFEST_PATH,
     SAMPLES_INDEX_PATH,
     CameraMember,
@@ -78,6 +80,7 @@ class PackedIndex:
     Attributes:
         manifest: the validated ``Manifest``.
         episodes: selected ``EpisodeEntry`` list, ascending episode index.
+        all_episodes: every episode of the dataset (the selection's superset).
         anchor_counts: (E,) anchors per selected episode.
         anchor_frames: ``None`` when every frame is an anchor, else per episode an int64
             array of anchor frame positions (ascending).
@@ -101,6 +104,8 @@ class PackedIndex:
         self.manifest = read_manifest(storage, manifest_sha256=manifest_sha256)
         data = verified_read(storage, self.manifest, EPISODES_INDEX_PATH)
         all_entries = parse_episodes_index(data, self.manifest, where=storage.describe(EPISODES_INDEX_PATH))
+        self.all_episodes = all_entries
+        self._check_info()
         if episodes is not None:
             wanted = sorted(set(int(e) for e in episodes))
             known = {e.episode_index for e in all_entries}
@@ -123,6 +128,20 @@ class PackedIndex:
                 selection = " and ".join(s for s in (f"episodes={list(episodes)[:10]}" if episodes is not None else "",
                                                      f"where={where!r}" if where is not None else "") if s)
                 raise ValueError(f"{selection} selects no anchor of {storage.url} ({self.manifest.totals['frames']} frames)")
+
+    def _check_info(self) -> None:
+        """``meta/info.json`` (checked by digest) must agree with the manifest on fps: the
+        windows, and so every windowed sample, depend on it."""
+        if INFO_PATH not in self.manifest.files:
+            return
+        where = self.storage.describe(INFO_PATH)
+        try:
+            info = json.loads(verified_read(self.storage, self.manifest, INFO_PATH))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+            raise FormatError(f"{where}: not valid JSON ({type(err).__name__})") from None
+        if not isinstance(info, dict) or info.get("fps") != self.manifest.fps:
+            found = info.get("fps") if isinstance(info, dict) else None
+            raise FormatError(f"{where}: fps {str(found)[:20]} disagrees with the manifest's {self.manifest.fps}")
 
     def _filtered_anchors(self, where: str) -> list[np.ndarray]:
         """Anchors matching a DuckDB SQL predicate over ``index/samples.parquet``.

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
 
     step, epoch, consumed = 0, 0, 0
     if args.ckpt.exists():
-        state = torch.load(args.ckpt, weights_only=False)
+        # weights_only: a checkpoint is data; unpickling arbitrary objects would run code from it.
+        state = torch.load(args.ckpt, weights_only=True)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]

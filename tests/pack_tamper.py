@@ -17,7 +17,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reader.format import EPISODES_INDEX_PATH, episodes_index_schema, shard_parquet_path, shard_tar_path, video_column
+from reader.format import (
+    EPISODES_INDEX_PATH,
+    episodes_index_schema,
+    shard_parquet_path,
+    shard_tar_path,
+    video_column,
+)
 from reader.format.manifest import content_sha256
 from reader.format.shard_parquet import footer_range, row_group_span
 

@@ -37,6 +37,7 @@ from tests.packed_fixtures import (
     source_frames,
 )
 
+
 def test_every_source_row_comes_back_bit_identical(sample_source, packed_copy):
     source = pa.concat_tables([pq.read_table(p) for p in sorted((sample_source / "data").glob("*/*.parquet"))])
     packed = pa.concat_tables([pq.read_table(p) for p in sorted((packed_copy / "shards").glob("*.parquet"))])
@@ -192,7 +193,8 @@ def test_a_pack_killed_with_sigkill_resumes_and_ends_identical(sample_source, tm
     process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     deadline = time.time() + 120
     while not (killed / "shards" / "shard-000000.json").exists():
-        assert process.poll() is None and time.time() < deadline, "pack ended before it could be killed"
+        if process.poll() is not None or time.time() > deadline:
+            pytest.fail("the pack ended (or hung) before it could be killed")
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     process.wait()

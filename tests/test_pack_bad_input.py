@@ -19,7 +19,13 @@ from packer.source import SourceError
 from packer.verify import verify
 from reader.format import Manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
-from tests.packed_fixtures import CAMERAS, copy_source, edit_episodes_metadata, episodes_index, member_bytes
+from tests.packed_fixtures import (
+    CAMERAS,
+    copy_source,
+    edit_episodes_metadata,
+    episodes_index,
+    member_bytes,
+)
 
 TOP = CAMERAS[0]
 

@@ -8,7 +8,14 @@ import pytest
 from packer import pack as pack_module
 from packer.pack import FrameMismatchError, pack_dataset
 from tests.packed_fixtures import *  # noqa: F401,F403
-from tests.packed_fixtures import CAMERAS, PACK_WINDOWS, SHARD_SIZE_MB, assert_same_tree, copy_source, edit_episodes_metadata
+from tests.packed_fixtures import (
+    CAMERAS,
+    PACK_WINDOWS,
+    SHARD_SIZE_MB,
+    assert_same_tree,
+    copy_source,
+    edit_episodes_metadata,
+)
 
 
 @pytest.fixture

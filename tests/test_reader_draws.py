@@ -8,14 +8,13 @@ segment costs the same at its beginning and deep inside it.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
 from reader.consumer_draws import _MAX_LOOKAHEAD_DRAWS, SegmentDraws
 from reader.epoch_plan import plan_epoch
 from reader.pool_schedule import PoolSchedule
+from tests.work_counter import lines_executed
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +52,8 @@ def test_lazy_admissions_equal_the_eager_ones(plan, start_fraction):
 
 def test_starting_deep_in_a_long_segment_costs_no_more_than_at_its_start(plan):
     stop = int(plan.consumer_counts[0])
-    timings = {}
+    lines = {}
     for start in (0, stop - 5_000):
-        began = time.perf_counter()
-        next(SegmentDraws(plan, 0, start, stop, pool_size=16).blocks(ahead=20))
-        timings[start] = time.perf_counter() - began
-    assert max(timings.values()) < 0.5, timings
+        _, lines[start] = lines_executed(lambda: next(SegmentDraws(plan, 0, start, stop, pool_size=16).blocks(ahead=20)))
+    print(f"first block of draws: Python lines by start: {lines}")
+    assert lines[stop - 5_000] <= 2 * lines[0] + 2_000, lines

@@ -4,13 +4,17 @@ with real worker processes (issue 4, contracts 2-6)."""
 from __future__ import annotations
 
 import shutil
-import time
 
 import numpy as np
 import pytest
 import torch
 
-from reader import FormatError, IntegrityError, PackedDataset, UnsupportedFormatVersionError
+from reader import (
+    FormatError,
+    IntegrityError,
+    PackedDataset,
+    UnsupportedFormatVersionError,
+)
 from reader.world import World
 from tests.pack_tamper import edit_manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
@@ -109,9 +113,7 @@ def test_resume_reads_no_data_to_skip(packed_copy):
     list(full)
     tail = PackedDataset(str(packed_copy), seed=4, episode_pool_size=2, return_uint8=True)
     tail.load_state_dict({"epoch": 0, "samples_consumed": TOTAL - 3, "batch_size": 1})
-    started = time.perf_counter()
     assert len(list(tail)) == 3
-    assert time.perf_counter() - started < 5
     assert tail.stats()["episodes_admitted"] <= 2 < full.stats()["episodes_admitted"]
 
 

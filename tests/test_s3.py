@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
@@ -18,9 +17,10 @@ from packer.cli import main as cli
 from packer.inspect import run_sql
 from packer.pack import pack_dataset
 from packer.verify import verify
-from reader import PackedDataset, RetryPolicy, StorageError
+from reader import IntegrityError, PackedDataset, RetryPolicy, StorageError
 from reader.storage import ObjectNotFoundError, Storage, is_transient
 from tests.fault_proxy import FaultProxy
+from tests.hang_guard import hang_guard
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
@@ -114,15 +114,14 @@ def test_missing_and_truncated_shards_fail_naming_the_shard(packed_in_bucket):
     root = dst.removeprefix("s3://")
     tar = f"{root}/shards/shard-000001.tar"
     fs.pipe_file(tar, fs.cat_file(tar)[:700])
-    started = time.perf_counter()
-    with pytest.raises(Exception, match=r"shard-000001"):
-        list(PackedDataset(dst, storage_options=options, shuffle=False))
-    fs.rm_file(f"{root}/shards/shard-000002.tar")
-    index = pq.read_table(io.BytesIO(fs.cat_file(f"{root}/index/episodes.parquet"))).to_pylist()
-    in_shard_2 = [e["episode_index"] for e in index if e["shard"] == 2]
-    with pytest.raises(Exception, match=r"shard-000002.*not found"):
-        list(PackedDataset(dst, storage_options=options, shuffle=False, episodes=in_shard_2))
-    assert time.perf_counter() - started < 30, "errors must surface, not hang"
+    with hang_guard(120, "errors must surface"):
+        with pytest.raises(IntegrityError, match=r"shard-000001"):
+            list(PackedDataset(dst, storage_options=options, shuffle=False))
+        fs.rm_file(f"{root}/shards/shard-000002.tar")
+        index = pq.read_table(io.BytesIO(fs.cat_file(f"{root}/index/episodes.parquet"))).to_pylist()
+        in_shard_2 = [e["episode_index"] for e in index if e["shard"] == 2]
+        with pytest.raises(ObjectNotFoundError, match=r"shard-000002.*not found"):
+            list(PackedDataset(dst, storage_options=options, shuffle=False, episodes=in_shard_2))
 
 
 def test_transient_faults_are_retried_and_samples_stay_exact(packed_copy, packed_in_bucket, s3_server):
@@ -151,15 +150,12 @@ def test_pack_through_faults_completes_and_verifies(sample_source, s3_bucket, s3
 def test_storage_errors_are_classified_and_bounded(s3_bucket, s3_server):
     url, options = s3_bucket
     storage = Storage(url, options, retry=RetryPolicy(max_attempts=3, base_s=0.01))
-    started = time.perf_counter()
     with pytest.raises(ObjectNotFoundError, match=r"missing\.bin: not found"):
         storage.read_bytes("missing.bin")
-    assert storage.counters.retries == 0 and time.perf_counter() - started < 5
+    assert storage.counters.retries == 0 and storage.counters.requests == 1
     host, port = urlparse(s3_server.endpoint_url).hostname, urlparse(s3_server.endpoint_url).port
     with FaultProxy(host, port, stall_probability=1.0) as proxy:
         stalled = Storage(url, s3_server.storage_options(proxy.url), retry=RetryPolicy(max_attempts=2, base_s=0.01))
-        started = time.perf_counter()
-        with pytest.raises(StorageError, match=r"after 2 attempts"):
+        with hang_guard(120, "a stalled endpoint"), pytest.raises(StorageError, match=r"after 2 attempts"):
             stalled.read_bytes("anything.bin")
-        assert time.perf_counter() - started < 30
     assert is_transient(ConnectionResetError()) and not is_transient(PermissionError())

@@ -2,7 +2,13 @@
 
 import pytest
 
-from packer.shard_plan import ShardPlanError, parse_episode_ranges, parse_part, plan_shards, shards_of_part
+from packer.shard_plan import (
+    ShardPlanError,
+    parse_episode_ranges,
+    parse_part,
+    plan_shards,
+    shards_of_part,
+)
 
 
 def test_consecutive_shards_close_at_the_target():

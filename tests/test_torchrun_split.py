@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.loopback import free_port
+from tests.packed_fixtures import *  # noqa: F401,F403
 
 SCRIPT = Path(__file__).parent / "scripts" / "torchrun_ranks.py"
 

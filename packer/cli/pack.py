@@ -173,6 +173,8 @@ def info_command(dst, storage_options):
     except InspectError as err:
         raise click.ClickException(printable(str(err))) from None
     table = Table(show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # never cut a value (a pin, a path) to fit the terminal
     for name, value in summary.rows():
         table.add_row(Text(name), Text(printable(value)))  # Text: no markup from dataset strings
     Console().print(table)
@@ -205,7 +207,9 @@ def sql_command(dst, query, fmt, storage_options):
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(*(Text(printable(c)) for c in columns))
+        table = Table()
+        for column in columns:
+            table.add_column(Text(printable(column)), overflow="fold")
         for row in rows:
             table.add_row(*(Text(printable(str(v))) for v in row))
         Console().print(table)

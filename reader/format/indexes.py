@@ -136,13 +136,19 @@ def parse_episodes_index(data: bytes, manifest: Manifest, *, where: str = EPISOD
             episode and column).
     """
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(data))
-        rows = parquet.metadata.num_rows
-        if rows != manifest.totals["episodes"]:
-            raise FormatError(f"{where}: {rows} rows, the manifest records {manifest.totals['episodes']} episodes")
-        table = parquet.read(use_threads=False)
-    except pa.ArrowException as err:
-        raise FormatError(f"{where}: not a readable parquet file ({err})") from None
+        return _parse_episodes_index(data, manifest, where)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
+        # Damage that makes pyarrow fail in any of its ways (thrift, flatbuffers, strings
+        # that are not UTF-8) is a format error naming the file.
+        raise FormatError(f"{where}: not a readable parquet file ({type(err).__name__}: {err})") from None
+
+
+def _parse_episodes_index(data: bytes, manifest: Manifest, where: str) -> list[EpisodeEntry]:
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    rows = parquet.metadata.num_rows
+    if rows != manifest.totals["episodes"]:
+        raise FormatError(f"{where}: {rows} rows, the manifest records {manifest.totals['episodes']} episodes")
+    table = parquet.read(use_threads=False)
     expected = episodes_index_schema(manifest.video_keys)
     if not table.schema.remove_metadata().equals(expected):
         found = {f.name: str(f.type) for f in table.schema}

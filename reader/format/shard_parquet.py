@@ -22,6 +22,9 @@ from reader.format.fields import check_bytes
 from reader.format.layout import ROW_GROUP_MAX_BYTES
 
 _MAGIC = b"PAR1"
+# Tabular rows of real datasets compress a few times at most; a group that would expand
+# beyond this from its compressed span is a decompression bomb, not data.
+MAX_EXPANSION = 64
 
 
 def footer_range(file_size: int, tail: bytes) -> tuple[int, int]:
@@ -64,7 +67,7 @@ def parse_footer(footer: bytes, *, size: int, sha256: str, where: str) -> pq.Fil
     try:
         # A footer alone parses as the tail of a file that starts with the magic.
         return pq.read_metadata(pa.BufferReader(_MAGIC + bytes(footer)))
-    except pa.ArrowException as err:
+    except (pa.ArrowException, OSError) as err:
         raise FormatError(f"{where}: footer does not parse as parquet metadata ({err})") from None
 
 
@@ -76,15 +79,18 @@ def check_row_group(
     nbytes: int,
     first_row: int,
     rows: int,
+    group_rows: int,
     single_episode: bool,
     where: str,
 ) -> int:
     """Check row group ``group`` of a parsed footer against the index before reading it.
 
-    The group must exist, span exactly ``[offset, offset + nbytes)``, hold rows
-    ``[first_row, first_row + rows)`` of the file and decode to at most
-    ``ROW_GROUP_MAX_BYTES`` (unless it holds one episode, which the format allows to exceed
-    it; its size is then bounded by the episode's own recorded length).
+    The group must exist, span exactly ``[offset, offset + nbytes)``, hold exactly
+    ``group_rows`` rows (those of the index's episodes in it) with this episode's rows
+    ``[first_row, first_row + rows)`` among them, and decode to at most ``ROW_GROUP_MAX_BYTES``.
+    A group of one episode may exceed that (the format allows it), but never by expanding
+    more than ``MAX_EXPANSION`` times the bytes actually read: what a reader allocates stays
+    proportional to what it fetched and checked.
 
     Returns:
         The file row at which the group starts.
@@ -98,15 +104,18 @@ def check_row_group(
     row_group = metadata.row_group(group)
     if row_group_span(metadata, group) != (offset, nbytes):
         raise FormatError(f"{where}: row group {group} spans {row_group_span(metadata, group)}, the index records {(offset, nbytes)}")
+    if row_group.num_rows != group_rows:
+        raise FormatError(f"{where}: row group {group} holds {row_group.num_rows} rows, its episodes in the index {group_rows}")
     if not (start_row <= first_row and first_row + rows <= start_row + row_group.num_rows):
         raise FormatError(
             f"{where}: rows [{first_row}, {first_row + rows}) are not inside row group {group} "
             f"(rows [{start_row}, {start_row + row_group.num_rows}))"
         )
-    if row_group.total_byte_size > ROW_GROUP_MAX_BYTES and not single_episode:
+    decoded = row_group.total_byte_size
+    if decoded > ROW_GROUP_MAX_BYTES and (not single_episode or decoded > MAX_EXPANSION * max(nbytes, 1)):
         raise FormatError(
-            f"{where}: row group {group} decodes to {row_group.total_byte_size} bytes, more than the format's "
-            f"{ROW_GROUP_MAX_BYTES} for a group of several episodes"
+            f"{where}: row group {group} decodes to {decoded} bytes from {nbytes}: more than the format's "
+            f"{ROW_GROUP_MAX_BYTES} (allowed only for one episode, expanding at most {MAX_EXPANSION}x)"
         )
     return start_row
 

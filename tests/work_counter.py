@@ -1,0 +1,34 @@
+"""Count work instead of timing it: Python lines executed by a call.
+
+Wall-clock thresholds fail on loaded CI machines; the number of Python lines a call executes
+does not depend on load, and it shows what a cost test means to show: that skipping to draw
+10^7 is a handful of numpy calls, not a loop per draw. Lines inside numpy's C code are not
+counted (one vectorized call counts as its Python lines), which is exactly the distinction
+these tests draw.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def lines_executed(function: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Call ``function(*args, **kwargs)``; return its result and the Python lines it executed
+    (in every frame it called, library code included)."""
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        result = function(*args, **kwargs)
+    finally:
+        sys.settrace(previous)
+    return result, count
