@@ -39,7 +39,7 @@ def main() -> None:
         started = time.perf_counter()
         dataset = PackedDataset(str(args.out / "synthetic"), seed=0)
         opened = time.perf_counter()
-        dataset.load_state_dict({"epoch": 0, "samples_consumed": offset, "batch_size": args.batch_size})
+        dataset.load_state_dict(dataset.state_dict(samples_consumed=offset, batch_size=args.batch_size, num_workers=args.workers))
         loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers)
         batch = next(iter(loader))
         done = time.perf_counter()

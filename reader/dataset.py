@@ -9,6 +9,7 @@ collective, no shared state, and resuming is arithmetic.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, NamedTuple
@@ -24,10 +25,11 @@ from reader.disk_cache import DiskCache
 from reader.episode_pool import EpisodeFetcher, EpisodePool
 from reader.epoch_plan import EpochPlan, plan_epoch
 from reader.errors import FormatError
-from reader.format import TASKS_PATH
+from reader.format import TASKS_PATH, sha256_hex
 from reader.packed_index import PackedIndex, verified_read
+from reader.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.reader_stats import SharedStats
-from reader.resume import assign_resumed_streams
+from reader.resume_state import EpochResume
 from reader.sample_builder import SampleBuilder
 from reader.storage import RetryPolicy, Storage
 from reader.windows import resolve_delta_timestamps
@@ -146,7 +148,19 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.decode_device = decode_device
         self._rank_arg, self._world_size_arg = rank, world_size
         self.epoch = 0
-        self._resume: dict | None = None
+        selection = None if episodes is None else "sha256:" + sha256_hex(json.dumps(sorted({int(e) for e in episodes})).encode())
+        self._resume = EpochResume(
+            "PackedDataset",
+            {
+                "dataset": self.index.manifest_sha256,
+                "episodes": selection,
+                "where": where,
+                "seed": self.seed,
+                "shuffle": bool(shuffle),
+                "episode_pool_size": self.episode_pool_size,
+                "pool_block_size": POOL_BLOCK_SIZE,
+            },
+        )
         self.tasks = self._load_tasks()
         self._stats = SharedStats()
 
@@ -162,9 +176,10 @@ class PackedDataset(torch.utils.data.IterableDataset):
         return self.decode_stage.backend
 
     def __len__(self) -> int:
-        """Samples this rank yields per epoch (equal on every rank)."""
+        """Samples this rank yields from the start of the current epoch, or from the resume
+        point after ``load_state_dict`` (equal on every rank)."""
         world = World.detect(self._rank_arg, self._world_size_arg)
-        return self.num_anchors // world.world_size
+        return self._resume.per_rank(self.epoch, world.world_size, self._plan_counts)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch: a new episode order and new draws (call before ``iter(loader)``).
@@ -174,45 +189,45 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """
         self.epoch = int(epoch)
 
-    def state_dict(
-        self, *, samples_consumed: int, batch_size: int, num_workers: int | None = None, drop_last: bool = False
-    ) -> dict:
-        """The resume state a trainer saves: where this rank is in the current epoch.
+    def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int, drop_last: bool = False) -> dict:
+        """The resume state a trainer saves (identical on every rank: one file serves all).
 
-        ``samples_consumed`` counts samples the trainer received this epoch (identical on every
-        rank). ``num_workers`` lets a resume with a different worker count re-split exactly;
-        ``drop_last`` is the DataLoader's (each worker then drops its partial last batch).
-        """
-        world = World.detect(self._rank_arg, self._world_size_arg)
-        state = {"epoch": self.epoch, "samples_consumed": int(samples_consumed), "batch_size": int(batch_size), "world_size": world.world_size}
-        if num_workers is not None:
-            state["num_workers"] = int(num_workers)
-        if drop_last:
-            state["drop_last"] = True
-        return state
+        Args:
+            samples_consumed: samples this rank has received this epoch, counted across
+                resumes (the same number on every rank).
+            batch_size, num_workers, drop_last: the DataLoader's.
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``{"epoch", "samples_consumed", "batch_size"}`` by arithmetic only.
-
-        Call before ``iter(loader)`` (workers copy the dataset when the iterator starts). With
-        the same world size and workers the exact sample sequence of the uninterrupted run
-        continues; if ``world_size``/``num_workers`` recorded in the state differ, the
-        remaining anchors of the epoch are re-split exactly once over the new world (a
-        different order; at most ``world_size - 1`` more anchors dropped to keep per-rank
-        counts equal). Without ``num_workers`` in the state the old run is assumed to have
-        had the current loader's worker count. Optional ``drop_last``: the old loader's.
-        A ``samples_consumed`` that does not end a batch raises when iteration starts.
+        Returns:
+            A JSON-able dict: the epoch, ``samples_consumed``, the epoch's phases (the shape
+            it was planned on and every re-split since) and the identity of what is read
+            (manifest digest, selection, seed, shuffle, pool size, block size). See
+            ``reader.resume_state``.
 
         Raises:
-            ValueError: missing keys or negative/invalid values.
+            ResumeStateError: ``samples_consumed`` is behind the point this run resumed from.
         """
-        missing = [k for k in ("epoch", "samples_consumed", "batch_size") if k not in state]
-        if missing:
-            raise ValueError(f"resume state lacks {missing}; expected epoch, samples_consumed, batch_size")
-        if state["samples_consumed"] < 0 or state["batch_size"] < 1:
-            raise ValueError(f"invalid resume state {state}: samples_consumed >= 0 and batch_size >= 1 required")
-        self.epoch = int(state["epoch"])
-        self._resume = dict(state)
+        world = World.detect(self._rank_arg, self._world_size_arg)
+        return self._resume.state_dict(
+            epoch=self.epoch, world_size=world.world_size, samples_consumed=int(samples_consumed),
+            batch_size=int(batch_size), num_workers=int(num_workers), drop_last=bool(drop_last),
+        )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue an epoch from a ``state_dict``, by arithmetic only (no data is read to skip).
+
+        Call before ``iter(loader)`` (workers copy the dataset when the iterator starts). With
+        the loader shape of the saved run (world size, workers, batch size, drop_last) the
+        exact sample sequence of the uninterrupted run continues. On any other shape the
+        rest of the epoch is re-split exactly once over the new ranks and workers (another
+        order; at most ``world_size - 1`` more anchors dropped, to keep per-rank counts
+        equal), and this holds through any chain of resumes. ``len(self)`` then counts the
+        samples each rank yields until the epoch ends.
+
+        Raises:
+            ResumeStateError: the state belongs to another dataset or configuration (each
+                differing field found vs expected), or lacks what an exact resume needs.
+        """
+        self.epoch = self._resume.load(state)
 
     def stats(self) -> dict[str, float | str]:
         """Reader counters since this dataset was built, summed over this process and its
@@ -278,24 +293,15 @@ class PackedDataset(torch.utils.data.IterableDataset):
             shuffle=self.shuffle,
         )
 
+    def _plan_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
+        return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
+
     def _segments(self, world: World) -> tuple[EpochPlan, list[tuple[int, int, int]]]:
         """(plan whose consumers the segments refer to, [(consumer, start, stop), ...])."""
-        state = self._resume if self._resume is not None and self._resume["epoch"] == self.epoch else None
-        if state is None or state["samples_consumed"] == 0:
-            plan = self.plan(world_size=world.world_size, workers_per_rank=world.workers_per_rank)
+        (plan_world, plan_workers), streams = self._resume.streams(self.epoch, world, self._plan_counts)
+        plan = self.plan(world_size=plan_world, workers_per_rank=plan_workers)
+        if streams is None:
             return plan, [(world.consumer, 0, int(plan.consumer_counts[world.consumer]))]
-        old_world = int(state.get("world_size", world.world_size))
-        old_workers = max(1, int(state.get("num_workers", world.num_workers)))
-        plan = self.plan(world_size=old_world, workers_per_rank=old_workers)
-        streams = assign_resumed_streams(
-            plan.consumer_counts,
-            old_world_size=old_world,
-            batch_size=int(state["batch_size"]),
-            samples_consumed=int(state["samples_consumed"]),
-            new_world_size=world.world_size,
-            new_workers_per_rank=world.workers_per_rank,
-            drop_last=bool(state.get("drop_last", False)),
-        )
         sources, starts, stops = streams.segments_of(world.consumer)
         return plan, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
 

@@ -32,12 +32,13 @@ from reader.dataset import PackedDataset
 from reader.episode_pool import EpisodeFetcher, EpisodePool
 from reader.epoch_plan import PlanError, plan_epoch
 from reader.errors import MixtureSpecError
-from reader.format import STATS_PATH
+from reader.format import STATS_PATH, sha256_hex
 from reader.format.layout import MAX_RECORD_BYTES
 from reader.format.mixture import MixtureSpec, resolve_dataset_path
 from reader.packed_index import read_manifest, verified_read
+from reader.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.pool_schedule import PoolSchedule
-from reader.resume import assign_resumed_streams
+from reader.resume_state import EpochResume
 from reader.sample_builder import SampleBuilder
 from reader.storage import Storage
 from reader.world import World
@@ -138,7 +139,6 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.samples_per_epoch = samples_per_epoch
         self.seed, self.shuffle, self.pool_size, self.epoch = int(seed), shuffle, int(episode_pool_size), 0
         self._rank_arg, self._world_size_arg = rank, world_size
-        self._resume: dict | None = None
         self.datasets = []
         for name, path in zip(names, paths):
             inverse = {dst: src for src, dst in self.key_map[name].items()}
@@ -146,7 +146,7 @@ class MixtureDataset(torch.utils.data.IterableDataset):
             if delta_timestamps:
                 # Windows are in seconds and keyed by mapped names: translate per dataset, and
                 # only for keys it has (a missing camera is filled, see _harmonize).
-                features = read_manifest(Storage(path, storage_options)).features
+                features = read_manifest(Storage(path, storage_options))[0].features
                 window = {inverse.get(k, k): v for k, v in delta_timestamps.items() if inverse.get(k, k) in features}
             self.datasets.append(
                 PackedDataset(
@@ -157,6 +157,21 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.delta_timestamps = delta_timestamps or {}
         self.pad_keys = tuple(pad_keys)
         self._layout()
+        members = [[name, d.index.manifest_sha256, d._resume.identity["episodes"], d._resume.identity["where"]]
+                   for name, d in zip(self.names, self.datasets)]
+        self._resume = EpochResume(
+            "MixtureDataset",
+            {
+                "mixture": "sha256:" + sha256_hex(json.dumps(members).encode()),
+                "weights": None if self.weights is None else [float(w) for w in self.weights],
+                "samples_per_epoch": samples_per_epoch,
+                "seed": self.seed,
+                "shuffle": bool(shuffle),
+                "episode_pool_size": self.pool_size,
+                "pool_block_size": POOL_BLOCK_SIZE,
+                "label_block_size": _BLOCK,
+            },
+        )
 
     # -- feature harmonization --------------------------------------------------------------
     def _mapped(self, index: int, key: str) -> str:
@@ -234,15 +249,37 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         return out
 
     def set_epoch(self, epoch: int) -> None:
+        """Select the epoch (call before ``iter(loader)``), as ``PackedDataset.set_epoch``."""
         self.epoch = int(epoch)
 
+    def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int, drop_last: bool = False) -> dict:
+        """The resume state a trainer saves; the same contract as ``PackedDataset.state_dict``.
+
+        Its identity names every dataset (by manifest digest, with its selection), the
+        weights, ``samples_per_epoch``, seed, shuffle, pool size and block sizes.
+        """
+        world = World.detect(self._rank_arg, self._world_size_arg)
+        return self._resume.state_dict(
+            epoch=self.epoch, world_size=world.world_size, samples_consumed=int(samples_consumed),
+            batch_size=int(batch_size), num_workers=int(num_workers), drop_last=bool(drop_last),
+        )
+
     def load_state_dict(self, state: dict) -> None:
-        """Resume like ``PackedDataset.load_state_dict`` (arithmetic only)."""
-        missing = [k for k in ("epoch", "samples_consumed", "batch_size") if k not in state]
-        if missing:
-            raise ValueError(f"resume state lacks {missing}")
-        self.epoch = int(state["epoch"])
-        self._resume = dict(state)
+        """Continue an epoch from a ``state_dict``, by arithmetic only.
+
+        Both modes follow ``PackedDataset.load_state_dict``: an unchanged loader shape
+        continues the exact sequence; any other shape re-splits the rest of the epoch over the
+        new ranks and workers, through any chain of resumes. In proportional mode the epoch
+        stays exactly once over the union of the datasets' anchors; in weighted mode every
+        one of the epoch's planned draws (a source label and that source's anchor, a pure
+        function of the seed) is served at most once, and all of them except at most
+        ``world_size - 1`` per re-split.
+
+        Raises:
+            ResumeStateError: a state of another mixture or configuration, or one lacking
+                what an exact resume needs.
+        """
+        self.epoch = self._resume.load(state)
 
     def _anchor_counts(self) -> tuple[np.ndarray, np.ndarray]:
         counts = [d.index.anchor_counts for d in self.datasets]
@@ -250,10 +287,10 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         return np.concatenate(counts), owner
 
     def __len__(self) -> int:
+        """Samples this rank yields from the start of the current epoch, or from the resume
+        point after ``load_state_dict`` (equal on every rank)."""
         world = World.detect(self._rank_arg, self._world_size_arg)
-        if self.weights is not None:
-            return self.samples_per_epoch // world.world_size
-        return int(self._anchor_counts()[0].sum()) // world.world_size
+        return self._resume.per_rank(self.epoch, world.world_size, self._consumer_counts)
 
     def _consumer_counts(self, world_size: int, workers: int) -> np.ndarray:
         if self.weights is None:
@@ -265,19 +302,13 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         return np.tile(per_worker, world_size)
 
     def _segments(self, world: World) -> tuple[int, int, list[tuple[int, int, int]]]:
-        """(old world size, old workers, [(consumer, start, stop)]) for this consumer."""
-        state = self._resume if self._resume is not None and self._resume["epoch"] == self.epoch else None
-        if state is None or state["samples_consumed"] == 0:
-            counts = self._consumer_counts(world.world_size, world.workers_per_rank)
-            return world.world_size, world.workers_per_rank, [(world.consumer, 0, int(counts[world.consumer]))]
-        old_world = int(state.get("world_size", world.world_size))
-        old_workers = max(1, int(state.get("num_workers", world.num_workers)))
-        streams = assign_resumed_streams(
-            self._consumer_counts(old_world, old_workers), old_world_size=old_world, batch_size=int(state["batch_size"]),
-            samples_consumed=int(state["samples_consumed"]), new_world_size=world.world_size, new_workers_per_rank=world.workers_per_rank,
-        )
+        """(plan world size, plan workers, [(plan consumer, start, stop)]) for this consumer."""
+        (plan_world, plan_workers), streams = self._resume.streams(self.epoch, world, self._consumer_counts)
+        if streams is None:
+            counts = self._consumer_counts(plan_world, plan_workers)
+            return plan_world, plan_workers, [(world.consumer, 0, int(counts[world.consumer]))]
         sources, starts, stops = streams.segments_of(world.consumer)
-        return old_world, old_workers, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
+        return plan_world, plan_workers, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
 
     def __iter__(self) -> Iterator[dict]:
         world = World.detect(self._rank_arg, self._world_size_arg)

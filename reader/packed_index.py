@@ -26,6 +26,7 @@ from reader.format import (
     Manifest,
     check_bytes,
     parse_episodes_index,
+    sha256_hex,
     sql_string_literal,
 )
 from reader.format.layout import MAX_MANIFEST_BYTES
@@ -34,8 +35,11 @@ from reader.storage import Storage
 __all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "read_manifest", "verified_read"]
 
 
-def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> Manifest:
+def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tuple[Manifest, str]:
     """Read and validate ``manifest.json`` (see ``Manifest.from_json``).
+
+    Returns:
+        ``(manifest, pin)``: the pin is ``"sha256:<hex>"`` of the bytes read.
 
     Raises:
         FormatError: no manifest (not a packed dataset, or its pack has not finished; a root
@@ -53,7 +57,8 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> Ma
         raise FormatError(f"{where}: missing; not a packed dataset, or its pack has not finished") from None
     if size > MAX_MANIFEST_BYTES:
         raise FormatError(f"{where}: {size} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have")
-    return Manifest.from_json(storage.read_bytes(MANIFEST_PATH), where=where, expected_sha256=manifest_sha256)
+    data = storage.read_bytes(MANIFEST_PATH)
+    return Manifest.from_json(data, where=where, expected_sha256=manifest_sha256), "sha256:" + sha256_hex(data)
 
 
 def verified_read(storage: Storage, manifest: Manifest, rel: str) -> bytes:
@@ -79,6 +84,7 @@ class PackedIndex:
 
     Attributes:
         manifest: the validated ``Manifest``.
+        manifest_sha256: ``"sha256:<hex>"`` of the manifest's bytes (its pin).
         episodes: selected ``EpisodeEntry`` list, ascending episode index.
         all_episodes: every episode of the dataset (the selection's superset).
         anchor_counts: (E,) anchors per selected episode.
@@ -101,7 +107,7 @@ class PackedIndex:
         manifest_sha256: str | None = None,
     ):
         self.storage = storage
-        self.manifest = read_manifest(storage, manifest_sha256=manifest_sha256)
+        self.manifest, self.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
         data = verified_read(storage, self.manifest, EPISODES_INDEX_PATH)
         all_entries = parse_episodes_index(data, self.manifest, where=storage.describe(EPISODES_INDEX_PATH))
         self.all_episodes = all_entries

@@ -17,6 +17,7 @@ times), never a loop per batch: ``samples_consumed`` may be 1e7 with ``batch_siz
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -296,6 +297,111 @@ def assign_resumed_streams(
         segment_start=seg_start,
         segment_stop=seg_start + split.piece_length,
     )
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of one epoch served by one loader shape.
+
+    Attributes:
+        start: the per-rank ``samples_consumed`` at which this phase began (0 for the first;
+            the counter runs on across resumes within the epoch).
+        world_size, num_workers, batch_size, drop_last: the loader's shape in this phase
+            (``num_workers=0`` serves like one worker).
+    """
+
+    start: int
+    world_size: int
+    num_workers: int
+    batch_size: int
+    drop_last: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("start", self.start, 0)
+        _check_int("world_size", self.world_size, 1)
+        _check_int("num_workers", self.num_workers, 0)
+        _check_int("batch_size", self.batch_size, 1)
+
+    @property
+    def workers_per_rank(self) -> int:
+        return max(1, self.num_workers)
+
+    def same_loader(self, other: Phase) -> bool:
+        """Whether ``other`` continues this phase's batch sequence exactly (same shape)."""
+        return (self.world_size, self.workers_per_rank, self.batch_size, self.drop_last) == (
+            other.world_size,
+            other.workers_per_rank,
+            other.batch_size,
+            other.drop_last,
+        )
+
+
+def identity_streams(counts: np.ndarray, *, world_size: int, workers_per_rank: int) -> ResumedStreams:
+    """Streams of an epoch's first phase: consumer ``c`` serves all of plan stream ``c``."""
+    counts = _as_int_array(counts, "counts")
+    if len(counts) != world_size * workers_per_rank:
+        raise PlanError(f"{len(counts)} plan streams for {world_size} ranks x {workers_per_rank} workers")
+    ids = np.arange(len(counts), dtype=np.int64)
+    return ResumedStreams(
+        world_size=world_size,
+        workers_per_rank=workers_per_rank,
+        exact=True,
+        dropped=0,
+        consumer_counts=counts,
+        consumer_ptr=np.arange(len(counts) + 1, dtype=np.int64),
+        segment_source=ids,
+        segment_start=np.zeros(len(counts), dtype=np.int64),
+        segment_stop=counts.copy(),
+    )
+
+
+def resume_streams(
+    plan_counts: np.ndarray,
+    phases: Sequence[Phase],
+    *,
+    resumed_at: int,
+    world_size: int,
+    workers_per_rank: int,
+) -> ResumedStreams:
+    """What each consumer of a resumed loader serves, after any chain of earlier resumes.
+
+    The epoch was planned on ``phases[0]``'s shape (``plan_counts``: draws per plan stream);
+    each later phase began at its ``start`` on its own shape; the trainer saved at
+    ``resumed_at`` (per-rank samples this epoch) and resumes on ``world_size`` x
+    ``workers_per_rank``. Every transition is ``assign_resumed_streams`` on the streams of the
+    phase before it (an exact continuation when the shape is kept, else a re-split of the
+    rest), composed back onto the plan's streams, so any chain serves the epoch's draws
+    exactly once, each phase with equal counts per rank and at most ``world_size - 1`` more
+    draws dropped per re-split. With one phase and the same shape the result is exactly
+    the uninterrupted sequence.
+
+    Returns:
+        ``ResumedStreams`` whose segments index the plan's streams.
+
+    Raises:
+        PlanError: no phase, phases out of order, or an offset that does not end a batch of
+            the phase it falls in (``worker_progress``).
+    """
+    if not phases:
+        raise PlanError("a resume needs the phase the epoch was planned on")
+    starts = [phase.start for phase in phases]
+    if starts[0] != 0 or any(b < a for a, b in zip(starts, starts[1:])) or resumed_at < starts[-1]:
+        raise PlanError(f"phases must start at 0 and ascend up to the resume point {resumed_at}, got starts {starts}")
+    streams = identity_streams(plan_counts, world_size=phases[0].world_size, workers_per_rank=phases[0].workers_per_rank)
+    targets = [(later.start, later.world_size, later.workers_per_rank) for later in phases[1:]]
+    targets.append((resumed_at, world_size, workers_per_rank))
+    for phase, (at, new_world, new_workers) in zip(phases, targets):
+        step = assign_resumed_streams(
+            streams.consumer_counts,
+            old_world_size=phase.world_size,
+            batch_size=phase.batch_size,
+            samples_consumed=at - phase.start,
+            new_world_size=new_world,
+            new_workers_per_rank=new_workers,
+            drop_last=phase.drop_last,
+        )
+        streams = step.through(streams)
+    return streams
 
 
 def _boundary_error(found: int, before: int, after: int) -> PlanError:

@@ -3,8 +3,9 @@
 Runs under ``torchrun`` (or ``accelerate launch``, which sets the same environment), on CPU
 (gloo) or GPU (nccl). The policy is deliberately tiny (an MLP on the state and a pooled image
 feature, predicting an action chunk): the point is the data path. Checkpoints hold the model,
-the optimizer and the dataset position ``{epoch, samples_consumed, batch_size}``; resuming
-continues the exact sample sequence of the uninterrupted run.
+the optimizer and ``dataset.state_dict(...)``: resuming on the same shape continues the
+exact sample sequence of the uninterrupted run, and on any other number of ranks or workers
+serves the rest of the epoch exactly once (reader.resume_state).
 
     torchrun --nproc_per_node=2 scripts/train.py --data /path/packed --steps 200 --ckpt run/ckpt.pt
 """
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
+    # The trainer's one counter: samples this rank received this epoch, across resumes.
     step, epoch, consumed = 0, 0, 0
     if args.ckpt.exists():
         # weights_only: a checkpoint is data; unpickling arbitrary objects would run code from it.
@@ -92,15 +94,15 @@ def main(argv: list[str] | None = None) -> None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
-        epoch, consumed = state["data"]["epoch"], state["data"]["samples_consumed"]
+        dataset.load_state_dict(state["data"])  # refuses a state of another dataset or configuration
+        epoch, consumed = dataset.epoch, state["data"]["samples_consumed"]
         if rank == 0:
             print(f"[train] resumed at step {step}, epoch {epoch}, samples_consumed {consumed}", flush=True)
 
     log = args.log_batches.open("a") if args.log_batches is not None else None
     started, seen = time.perf_counter(), 0
     while step < args.steps:
-        dataset.set_epoch(epoch)
-        dataset.load_state_dict({"epoch": epoch, "samples_consumed": consumed, "batch_size": args.batch_size})
+        dataset.set_epoch(epoch)  # a loaded state applies to its own epoch only
         loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers)
         for batch in loader:
             state_in = batch[STATE_KEY]
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
                 rate = seen * world_size / (time.perf_counter() - started)
                 print(f"[train] step {step} epoch {epoch} loss {loss.item():.4f} samples/s {rate:.1f}", flush=True)
             if step % args.ckpt_every == 0 or step == args.steps:
-                save_checkpoint(args.ckpt, rank, model, optimizer, step, epoch, consumed, args.batch_size)
+                position = dataset.state_dict(samples_consumed=consumed, batch_size=args.batch_size, num_workers=args.num_workers)
+                save_checkpoint(args.ckpt, rank, model, optimizer, step, position)
             if step >= args.steps or (args.stop_after is not None and step >= args.stop_after):
                 break
         else:
@@ -135,21 +138,13 @@ def main(argv: list[str] | None = None) -> None:
         dist.destroy_process_group()
 
 
-def save_checkpoint(path: Path, rank: int, model, optimizer, step: int, epoch: int, consumed: int, batch_size: int) -> None:
-    """Rank 0 writes atomically; the data position is identical on every rank by design."""
+def save_checkpoint(path: Path, rank: int, model, optimizer, step: int, data_state: dict) -> None:
+    """Rank 0 writes atomically; the data state is identical on every rank by design."""
     if rank != 0:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    torch.save(
-        {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "step": step,
-            "data": {"epoch": epoch, "samples_consumed": consumed, "batch_size": batch_size},
-        },
-        tmp,
-    )
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "data": data_state}, tmp)
     os.replace(tmp, path)
 
 

@@ -3,6 +3,7 @@ with real worker processes (issue 4, contracts 2-6)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -13,6 +14,7 @@ from reader import (
     FormatError,
     IntegrityError,
     PackedDataset,
+    ResumeStateError,
     UnsupportedFormatVersionError,
 )
 from reader.world import World
@@ -91,7 +93,9 @@ def test_resume_continues_the_exact_sequence(packed_copy, num_workers):
     full = _indices(_loader(dataset(), batch_size=batch_size, num_workers=num_workers))
     for k in (1, 3, 8, len(full) - 1):
         resumed_ds = dataset()
-        resumed_ds.load_state_dict({"epoch": 0, "samples_consumed": sum(len(b) for b in full[:k]), "batch_size": batch_size})
+        consumed = sum(len(b) for b in full[:k])
+        resumed_ds.load_state_dict(dataset().state_dict(samples_consumed=consumed, batch_size=batch_size, num_workers=num_workers))
+        assert len(resumed_ds) == len(resumed_ds.upcoming_anchors(num_workers=0).index) == sum(len(b) for b in full[k:])
         resumed = _indices(_loader(resumed_ds, batch_size=batch_size, num_workers=num_workers))
         assert resumed == full[k:], f"resume after {k} batches with {num_workers} workers diverged"
 
@@ -101,7 +105,7 @@ def test_resume_with_different_workers_stays_exactly_once(packed_copy):
     batches = _indices(_loader(first, batch_size=4, num_workers=2))
     consumed = sum(len(b) for b in batches[:5])
     resumed = PackedDataset(str(packed_copy), seed=2, return_uint8=True)
-    resumed.load_state_dict({"epoch": 0, "samples_consumed": consumed, "batch_size": 4, "num_workers": 2})
+    resumed.load_state_dict(first.state_dict(samples_consumed=consumed, batch_size=4, num_workers=2))
     rest = [i for b in _indices(_loader(resumed, batch_size=4, num_workers=3)) for i in b]
     done = [i for b in batches[:5] for i in b]
     assert sorted(done + rest) == list(range(TOTAL))
@@ -112,7 +116,7 @@ def test_resume_reads_no_data_to_skip(packed_copy):
     full = PackedDataset(str(packed_copy), seed=4, episode_pool_size=2, return_uint8=True)
     list(full)
     tail = PackedDataset(str(packed_copy), seed=4, episode_pool_size=2, return_uint8=True)
-    tail.load_state_dict({"epoch": 0, "samples_consumed": TOTAL - 3, "batch_size": 1})
+    tail.load_state_dict(full.state_dict(samples_consumed=TOTAL - 3, batch_size=1, num_workers=0))
     assert len(list(tail)) == 3
     assert tail.stats()["episodes_admitted"] <= 2 < full.stats()["episodes_admitted"]
 
@@ -121,10 +125,14 @@ def test_resume_state_round_trip_and_errors(packed_copy):
     dataset = PackedDataset(str(packed_copy))
     dataset.set_epoch(3)
     state = dataset.state_dict(samples_consumed=8, batch_size=4, num_workers=2)
-    assert state == {"epoch": 3, "samples_consumed": 8, "batch_size": 4, "world_size": 1, "num_workers": 2}
-    with pytest.raises(ValueError, match="lacks \\['batch_size'\\]"):
-        dataset.load_state_dict({"epoch": 0, "samples_consumed": 3})
-    dataset.load_state_dict({"epoch": 0, "samples_consumed": 3, "batch_size": 2})
+    assert state["epoch"] == 3 and state["samples_consumed"] == 8 and state["kind"] == "PackedDataset"
+    assert state["phases"] == [{"start": 0, "world_size": 1, "num_workers": 2, "batch_size": 4, "drop_last": False}]
+    assert json.loads(json.dumps(state)) == state, "a state is plain JSON"
+    # The README's old form cannot say how the epoch was split: refused, not guessed.
+    with pytest.raises(ResumeStateError, match=r"not a resume state .*found keys \['batch_size', 'epoch', 'samples_consumed'\]"):
+        dataset.load_state_dict({"epoch": 0, "samples_consumed": 3, "batch_size": 2})
+    odd = dataset.state_dict(samples_consumed=3, batch_size=2, num_workers=0)
+    dataset.load_state_dict(odd)
     with pytest.raises(ValueError, match="samples_consumed=3 does not end a batch"):
         list(dataset)
 

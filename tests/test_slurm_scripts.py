@@ -175,7 +175,10 @@ def test_task_records_termination_and_config_errors(tmp_path):
     ready = tmp_path / "ready"
     code = (
         "import sys, time, pathlib, packer.mixture_task as t\n"
-        f"def slow(*a):\n    pathlib.Path({str(ready)!r}).touch(); time.sleep(60)\n"
+        # Python runs a signal handler in the main thread between bytecodes; the kernel may
+        # deliver SIGTERM to another thread (numpy's BLAS pool), so one long sleep would not
+        # return early. Packing works in short C calls (a frame, a packet): so does this.
+        f"def slow(*a):\n    pathlib.Path({str(ready)!r}).touch()\n    for _ in range(600): time.sleep(0.1)\n"
         "t._pack = slow\n"
         f"raise SystemExit(t.main([{str(tmp_path / 'mix')!r}, '--sources', {str(tmp_path / 'sources.txt')!r}]))\n"
     )
