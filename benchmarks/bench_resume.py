@@ -44,7 +44,7 @@ def main() -> None:
         batch = next(iter(loader))
         done = time.perf_counter()
         plan_started = time.perf_counter()
-        from reader.world import World
+        from reader.plan.world import World
 
         dataset._segments(World(rank=0, world_size=1, worker=1, num_workers=args.workers))  # the arithmetic alone
         arithmetic = time.perf_counter() - plan_started

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import fsspec
 
-from reader.storage import TEMP_MARKER, default_file_mode, remove_stale_temp_files
+from reader.fetch.storage import TEMP_MARKER, default_file_mode, remove_stale_temp_files
 
 
 class Destination:
@@ -64,7 +64,7 @@ class Destination:
 
     def remove_stale_temp_files(self, *, older_than_s: float = 900.0) -> int:
         """Delete temp files an interrupted writer left in a local destination (see
-        ``reader.storage.remove_stale_temp_files``); object stores have none. Returns the count."""
+        ``reader.fetch.storage.remove_stale_temp_files``); object stores have none. Returns the count."""
         return remove_stale_temp_files(Path(self.root), older_than_s=older_than_s) if self.is_local else 0
 
     def remove(self, rel: str) -> None:

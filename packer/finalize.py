@@ -38,7 +38,7 @@ from reader.format import (
     shard_parquet_path,
     shard_receipt_path,
 )
-from reader.windows import pad_counts, resolve_delta_timestamps
+from reader.plan.windows import pad_counts, resolve_delta_timestamps
 
 
 def packer_version() -> str:

@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass
 
 from reader.errors import FormatError, LeRobotShardsError, StorageError
+from reader.fetch.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     MANIFEST_PATH,
@@ -20,7 +21,6 @@ from reader.format import (
     sql_string_literal,
 )
 from reader.format.layout import MAX_MANIFEST_BYTES
-from reader.storage import Storage
 
 
 class InspectError(LeRobotShardsError, ValueError):

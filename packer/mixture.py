@@ -25,12 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
-
 from packer.destination import Destination
 from packer.mixture_sources import read_sources
 from reader.errors import LeRobotShardsError
 from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError, Manifest
+from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
 
 MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"

@@ -57,7 +57,7 @@ from reader.format import (
     video_member_name,
 )
 from reader.format.shard_parquet import footer_range, row_group_span
-from reader.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
+from reader.plan.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
 
 log = logging.getLogger(__name__)
 

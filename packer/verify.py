@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reader.errors import FormatError, StorageError
+from reader.fetch.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     MANIFEST_PATH,
@@ -36,8 +37,7 @@ from reader.format import (
 )
 from reader.format.layout import MAX_MANIFEST_BYTES
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
-from reader.storage import Storage
-from reader.windows import pad_counts, resolve_delta_timestamps
+from reader.plan.windows import pad_counts, resolve_delta_timestamps
 
 
 @dataclass

@@ -13,7 +13,7 @@ _EXPORTS = {
     "MixtureDataset": "reader.mixture",
     "FORMAT_VERSION": "reader.format",
     "Manifest": "reader.format",
-    "RetryPolicy": "reader.storage",
+    "RetryPolicy": "reader.fetch.storage",
     # The one error hierarchy (reader.errors): catch LeRobotShardsError for all of ours.
     "LeRobotShardsError": "reader.errors",
     "FormatError": "reader.errors",

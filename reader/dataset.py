@@ -19,21 +19,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from reader.consumer_draws import SegmentDraws
-from reader.decode import CpuDecodeStage
-from reader.disk_cache import DiskCache
-from reader.episode_pool import EpisodeFetcher, EpisodePool
-from reader.epoch_plan import EpochPlan, plan_epoch
+from reader.decode.frames import CpuDecodeStage
 from reader.errors import FormatError
+from reader.fetch.disk_cache import DiskCache
+from reader.fetch.episode_pool import EpisodeFetcher, EpisodePool
+from reader.fetch.packed_index import PackedIndex, verified_read
+from reader.fetch.storage import RetryPolicy, Storage
 from reader.format import TASKS_PATH, sha256_hex
-from reader.packed_index import PackedIndex, verified_read
-from reader.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from reader.reader_stats import SharedStats
-from reader.resume_state import EpochResume
-from reader.sample_builder import SampleBuilder
-from reader.storage import RetryPolicy, Storage
-from reader.windows import resolve_delta_timestamps
-from reader.world import World
+from reader.plan.consumer_draws import SegmentDraws
+from reader.plan.epoch_plan import EpochPlan, plan_epoch
+from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
+from reader.plan.resume_state import EpochResume
+from reader.plan.windows import resolve_delta_timestamps
+from reader.plan.world import World
+from reader.runtime.sample_builder import SampleBuilder
+from reader.runtime.stats import SharedStats
 
 _PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
 
@@ -78,7 +78,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             or an error.
         decode_device: ``None`` decodes in the workers. ``"cuda"``/``"cpu"``: workers ship
             compressed members and frame indices instead; build the loader with
-            ``collate_fn=reader.gpu_decode.collate`` and apply ``DecodeStage(device)`` to
+            ``collate_fn=reader.decode.stage.collate`` and apply ``DecodeStage(device)`` to
             each batch in the training process (NVDEC for hevc/h264 packs).
 
     Raises:
@@ -201,7 +201,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             A JSON-able dict: the epoch, ``samples_consumed``, the epoch's phases (the shape
             it was planned on and every re-split since) and the identity of what is read
             (manifest digest, selection, seed, shuffle, pool size, block size). See
-            ``reader.resume_state``.
+            ``reader.plan.resume_state``.
 
         Raises:
             ResumeStateError: ``samples_consumed`` is behind the point this run resumed from.
@@ -240,7 +240,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         an episode's member), ``frames_decoded``, ``storage_retries``, ``max_open_episodes``,
         ``max_open_bytes`` (one consumer's open pool), ``max_prefetched_bytes`` (one consumer's
         video bytes fetched ahead of use; at most ``prefetch_bytes`` unless a single episode is
-        larger). Iterators publish through shared memory (see ``reader.reader_stats``) every
+        larger). Iterators publish through shared memory (see ``reader.runtime.stats``) every
         50 ms and when their stream ends: current while a loader runs, complete once an epoch's
         loader is exhausted.
         """

@@ -6,7 +6,7 @@ Two modes:
   ``PackedDataset`` (exact rank/worker split, equal per-rank counts, pool, resume by
   arithmetic) carries over unchanged.
 - **weighted** (``weights=[...]`` + ``samples_per_epoch``): each consumer's draw picks a source
-  with ``reader.mixture_plan.SourceLabels`` (a pure function of the RNG); each source streams
+  with ``reader.plan.mixture_plan.SourceLabels`` (a pure function of the RNG); each source streams
   its own exactly-once cycles of anchors split over the consumers, reshuffled per cycle, and
   cycles when exhausted.
 
@@ -27,21 +27,21 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from reader.consumer_draws import SegmentDraws
 from reader.dataset import PackedDataset
-from reader.episode_pool import EpisodeFetcher, EpisodePool
-from reader.epoch_plan import PlanError, plan_epoch
 from reader.errors import MixtureSpecError
+from reader.fetch.episode_pool import EpisodeFetcher, EpisodePool
+from reader.fetch.packed_index import read_manifest, verified_read
+from reader.fetch.storage import Storage
 from reader.format import STATS_PATH, sha256_hex
 from reader.format.layout import MAX_RECORD_BYTES
 from reader.format.mixture import MixtureSpec, resolve_dataset_path
-from reader.packed_index import read_manifest, verified_read
-from reader.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from reader.pool_schedule import PoolSchedule
-from reader.resume_state import EpochResume
-from reader.sample_builder import SampleBuilder
-from reader.storage import Storage
-from reader.world import World
+from reader.plan.consumer_draws import SegmentDraws
+from reader.plan.epoch_plan import PlanError, plan_epoch
+from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
+from reader.plan.pool_schedule import PoolSchedule
+from reader.plan.resume_state import EpochResume
+from reader.plan.world import World
+from reader.runtime.sample_builder import SampleBuilder
 
 _BLOCK = 4096  # weighted draws are labelled in blocks of this size
 
@@ -350,7 +350,7 @@ class MixtureDataset(torch.utils.data.IterableDataset):
                 yield self._harmonize(index, sample)
 
     def _iter_weighted(self, segments, world_size, workers, runtime):
-        from reader.mixture_plan import SourceLabels
+        from reader.plan.mixture_plan import SourceLabels
 
         for consumer, start, stop in segments:
             labels = SourceLabels(self.weights, seed=self.seed, epoch=self.epoch, consumer=consumer)

@@ -5,7 +5,7 @@ Runs under ``torchrun`` (or ``accelerate launch``, which sets the same environme
 feature, predicting an action chunk): the point is the data path. Checkpoints hold the model,
 the optimizer and ``dataset.state_dict(...)``: resuming on the same shape continues the
 exact sample sequence of the uninterrupted run, and on any other number of ranks or workers
-serves the rest of the epoch exactly once (reader.resume_state).
+serves the rest of the epoch exactly once (reader.plan.resume_state).
 
     torchrun --nproc_per_node=2 scripts/train.py --data /path/packed --steps 200 --ckpt run/ckpt.pt
 """

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from reader.consumer_draws import SegmentDraws
-from reader.epoch_plan import plan_epoch
+from reader.plan.consumer_draws import SegmentDraws
+from reader.plan.epoch_plan import plan_epoch
 
 
 def test_draws_cover_the_segment_once_and_flag_last_draws():

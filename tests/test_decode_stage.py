@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from reader import PackedDataset
-from reader.gpu_decode import ENCODED_KEY, DecodeStage, DecodeStageError, collate
+from reader.decode.stage import ENCODED_KEY, DecodeStage, DecodeStageError, collate
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 DELTA = {"observation.images.top": [-1 / 30, 0.0, 1 / 30], "action": [0.0, 1 / 30]}

@@ -12,11 +12,11 @@ import torch
 from packer.mixture import create_mixture
 from packer.pack import pack_dataset
 from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
-from reader.epoch_plan import PlanError
-from reader.errors import MixtureSpecError, ResumeStateError
 from reader import PackedDataset
+from reader.errors import MixtureSpecError, ResumeStateError
 from reader.mixture import MixtureDataset
-from reader.mixture_plan import SourceLabels
+from reader.plan.epoch_plan import PlanError
+from reader.plan.mixture_plan import SourceLabels
 
 TOP = CameraSpec("observation.images.top", 32, 48)
 

@@ -205,7 +205,7 @@ def test_packer_modules_do_not_import_torch():
     # Packing nodes are CPU nodes: torch is seconds of start-up per process for nothing.
     code = (
         "import sys, packer.mixture, packer.mixture_task, packer.mixture_sources, packer.cli.mixture, packer.pack, "
-        "packer.finalize, packer.verify, packer.inspect, packer.cli, reader.format, reader.storage; "
+        "packer.finalize, packer.verify, packer.inspect, packer.cli, reader.format, reader.fetch.storage; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reader.epoch_plan import PlanError
-from reader.mixture_plan import (
+from reader.plan.epoch_plan import PlanError
+from reader.plan.mixture_plan import (
     MixtureLayout,
     ProportionalConsumerSchedule,
     SourceLabels,

@@ -12,7 +12,7 @@ from torch.utils.data import default_collate
 
 from reader.errors import HarmonizeError, MixtureSpecError
 from reader.format.mixture import FeatureInfo, MixtureSpec, resolve_dataset_path
-from reader.harmonize import DatasetFeatures, FeatureHarmonizer
+from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
 
 SCALARS = {k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")}
 SCALARS["timestamp"] = {"dtype": "float32", "shape": [1]}
@@ -276,6 +276,6 @@ def test_spec_module_imports_without_torch():
     import subprocess
     import sys
 
-    code = "import sys, reader.format.mixture, reader.harmonize, reader.mixture_plan; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, reader.format.mixture, reader.runtime.harmonize, reader.plan.mixture_plan; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
     json.dumps(_spec_dict())  # the fixture itself is plain JSON

@@ -9,8 +9,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from reader.epoch_plan import PlanError, plan_epoch
-from reader.pool_schedule import PoolSchedule
+from reader.plan.epoch_plan import PlanError, plan_epoch
+from reader.plan.pool_schedule import PoolSchedule
 from tests.work_counter import lines_executed
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reader.consumer_draws import _MAX_LOOKAHEAD_DRAWS, SegmentDraws
-from reader.epoch_plan import plan_epoch
-from reader.pool_schedule import PoolSchedule
+from reader.plan.consumer_draws import _MAX_LOOKAHEAD_DRAWS, SegmentDraws
+from reader.plan.epoch_plan import plan_epoch
+from reader.plan.pool_schedule import PoolSchedule
 from tests.work_counter import lines_executed
 
 

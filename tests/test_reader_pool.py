@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from reader import PackedDataset
-from reader.decode import DecodeError
-from reader.episode_pool import EpisodeFetcher
+from reader.decode.frames import DecodeError
+from reader.fetch.episode_pool import EpisodeFetcher
+from reader.fetch.prefetch import Prefetcher, PrefetchError
 from reader.format import video_column
-from reader.prefetch import Prefetcher, PrefetchError
 from tests.hang_guard import hang_guard
 from tests.pack_tamper import replace_member
 from tests.packed_fixtures import *  # noqa: F401,F403

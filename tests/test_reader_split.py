@@ -17,7 +17,7 @@ from reader import (
     ResumeStateError,
     UnsupportedFormatVersionError,
 )
-from reader.world import World
+from reader.plan.world import World
 from tests.pack_tamper import edit_manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
 

@@ -18,7 +18,7 @@ from packer.inspect import run_sql
 from packer.pack import pack_dataset
 from packer.verify import verify
 from reader import IntegrityError, PackedDataset, RetryPolicy, StorageError
-from reader.storage import ObjectNotFoundError, Storage, is_transient
+from reader.fetch.storage import ObjectNotFoundError, Storage, is_transient
 from tests.fault_proxy import FaultProxy
 from tests.hang_guard import hang_guard
 from tests.packed_fixtures import *  # noqa: F401,F403

@@ -25,7 +25,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from reader.storage import (
+from reader.fetch.storage import (
     AccessDeniedError,
     ObjectNotFoundError,
     RetryPolicy,

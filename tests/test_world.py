@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from reader.epoch_plan import PlanError
-from reader.world import World
+from reader.plan.epoch_plan import PlanError
+from reader.plan.world import World
 
 
 def test_consumer_numbering_is_rank_major():

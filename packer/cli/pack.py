@@ -10,7 +10,6 @@ import click
 
 from packer.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
 
-
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
 
 

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from reader.epoch_plan import EpochPlan, PlanError
+from reader.plan.epoch_plan import EpochPlan, PlanError
 
 DEFAULT_BLOCK_SIZE = 65536
 

@@ -15,11 +15,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from reader.decode import CpuDecodeStage
-from reader.episode_pool import LoadedEpisode, decoder_for
+from reader.decode.frames import CpuDecodeStage
+from reader.decode.stage import ENCODED_KEY, EncodedFrames
 from reader.errors import EpisodeDataError
-from reader.gpu_decode import ENCODED_KEY, EncodedFrames
-from reader.windows import query_frames
+from reader.fetch.episode_pool import LoadedEpisode, decoder_for
+from reader.plan.windows import query_frames
 
 
 class SampleBuilder:

@@ -9,7 +9,7 @@ One checkpoint serves every rank: the state holds nothing rank-specific. It name
 - the **epoch** and **samples_consumed**, the trainer's per-rank counter of samples received
   this epoch, continued across resumes;
 - the **phases** of the epoch so far: the shape it was planned on and every re-split since
-  (at which counter value, onto which shape). ``reader.resume.resume_streams`` turns them into
+  (at which counter value, onto which shape). ``reader.plan.resume.resume_streams`` turns them into
   what each consumer of the next loader serves.
 
 ``EpochResume`` is the wiring both ``PackedDataset`` and ``MixtureDataset`` use, so the two
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from reader.errors import ResumeStateError
-from reader.resume import Phase, ResumedStreams, resume_streams
-from reader.world import World
+from reader.plan.resume import Phase, ResumedStreams, resume_streams
+from reader.plan.world import World
 
 STATE_VERSION = 1
 _PHASE_FIELDS = ("start", "world_size", "num_workers", "batch_size", "drop_last")

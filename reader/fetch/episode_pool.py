@@ -2,7 +2,7 @@
 
 ``EpisodeFetcher`` reads one episode: its parquet row group(s) and ONE ranged read covering
 all its mp4 members (they are adjacent in the tar), checked against the index CRCs.
-``EpisodePool`` holds the open episodes, has ``reader.prefetch.Prefetcher`` fetch the next
+``EpisodePool`` holds the open episodes, has ``reader.fetch.prefetch.Prefetcher`` fetch the next
 ones in background threads in the exact order the pool schedule will need them, and releases
 an episode after its last draw.
 """
@@ -19,14 +19,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from reader.decode import CpuDecodeStage, EpisodeDecoder, FrameSpec
-from reader.disk_cache import DiskCache, range_key
+from reader.decode.frames import CpuDecodeStage, EpisodeDecoder, FrameSpec
 from reader.errors import EpisodeDataError, IntegrityError, ShortReadError, StorageError
+from reader.fetch.disk_cache import DiskCache, range_key
+from reader.fetch.packed_index import EpisodeEntry, PackedIndex
+from reader.fetch.prefetch import Prefetcher
+from reader.fetch.storage import Storage
 from reader.format import check_bytes, shard_name, shard_parquet_path, shard_tar_path
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
-from reader.packed_index import EpisodeEntry, PackedIndex
-from reader.prefetch import Prefetcher
-from reader.storage import Storage
 
 
 def _column_tensor(array: pa.ChunkedArray):

@@ -15,8 +15,8 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from reader.epoch_plan import EpochPlan
-from reader.pool_schedule import PoolSchedule
+from reader.plan.epoch_plan import EpochPlan
+from reader.plan.pool_schedule import PoolSchedule
 
 _DRAW_BLOCK = 4096
 # Admissions are looked for at most this many draws ahead: with very long pieces the next

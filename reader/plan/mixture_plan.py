@@ -38,9 +38,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from reader.epoch_plan import EpochPlan, PlanError, plan_epoch, split_stream
-from reader.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from reader.pool_schedule import PoolSchedule
+from reader.plan.epoch_plan import EpochPlan, PlanError, plan_epoch, split_stream
+from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
+from reader.plan.pool_schedule import PoolSchedule
 
 DEFAULT_BLOCK = 65536
 _TAG = 0x6D6978  # "mix": separates the source-label stream from other seeded streams

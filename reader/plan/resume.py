@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from reader.epoch_plan import PlanError, split_stream
+from reader.plan.epoch_plan import PlanError, split_stream
 
 
 class WorkerProgress(NamedTuple):

@@ -7,7 +7,7 @@ shared by samples of a batch), and ``DecodeStage`` decodes them in the training 
 ``device``: ``"cuda"`` (torchcodec's NVDEC decoder) or ``"cpu"`` (the same code path, tested
 in CI). Output keys, shapes, dtypes and value scale equal the in-worker CPU path.
 
-    loader = DataLoader(ds, batch_size=64, num_workers=8, collate_fn=reader.gpu_decode.collate)
+    loader = DataLoader(ds, batch_size=64, num_workers=8, collate_fn=reader.decode.stage.collate)
     stage = DecodeStage(device="cuda")
     for batch in stage.wrap(loader):     # or: batch = stage(batch) inside the loop
         ...

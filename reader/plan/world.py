@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from reader.epoch_plan import PlanError
+from reader.plan.epoch_plan import PlanError
 
 
 @dataclass(frozen=True)

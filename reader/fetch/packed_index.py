@@ -16,6 +16,7 @@ import tempfile
 import numpy as np
 
 from reader.errors import FormatError, IntegrityError, ObjectNotFoundError
+from reader.fetch.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     INFO_PATH,
@@ -30,7 +31,6 @@ from reader.format import (
     sql_string_literal,
 )
 from reader.format.layout import MAX_MANIFEST_BYTES
-from reader.storage import Storage
 
 __all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "read_manifest", "verified_read"]
 

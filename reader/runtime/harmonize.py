@@ -16,7 +16,7 @@ Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply``. ``docs/FORMAT.m
   ``return_uint8``), with ``<camera>_mask = False`` (0-d bool; True where present) and, if
   windowed, ``<camera>_is_pad`` all True.
 * ``delta_timestamps`` are in seconds and keyed by mixture names; each dataset resolves them
-  at its own fps (``reader.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
+  at its own fps (``reader.plan.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
   30 fps and 1 frame at 10 fps.
 * Other keys are kept only when every dataset has them, with equal shapes; dtypes that
   differ are promoted (``numpy.result_type``).
@@ -39,7 +39,11 @@ from reader.format.mixture import (
     FeatureInfo,
     MixtureSpec,
 )
-from reader.windows import DEFAULT_TOLERANCE_S, WindowError, resolve_delta_timestamps
+from reader.plan.windows import (
+    DEFAULT_TOLERANCE_S,
+    WindowError,
+    resolve_delta_timestamps,
+)
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,7 @@ class FeatureHarmonizer:
         """
         import torch
 
-        from reader.gpu_decode import ENCODED_KEY
+        from reader.decode.stage import ENCODED_KEY
 
         name = self.names[index]
         mapping = self.key_maps[index]

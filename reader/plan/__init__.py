@@ -1,0 +1,12 @@
+"""Pure planning math: which anchors each consumer draws, in which order, and where a resumed
+run continues. Numbers and arrays in, numbers and arrays out; no files, no torch, no I/O:
+every rank computes the same plan on its own and resume is arithmetic.
+
+- ``world``: a consumer's place (rank x DataLoader worker), detected in one classmethod;
+- ``epoch_plan``: the epoch's split of anchors over consumers (equal per-rank counts);
+- ``pool_schedule``: the episode pool as slots, with seekable draw order;
+- ``consumer_draws``: one consumer segment's draws as episode coordinates;
+- ``windows``: LeRobot ``delta_timestamps`` as frame offsets and padding;
+- ``resume`` and ``resume_state``: the DataLoader round robin, chains of resumes, the saved state;
+- ``mixture_plan``: proportional and weighted mixtures.
+"""
