@@ -11,6 +11,8 @@ _EXPORTS = {
     "PackedDataset": "reader.dataset",
     "AnchorSequence": "reader.dataset",
     "MixtureDataset": "reader.mixture",
+    "BatchLoader": "reader.loader",
+    "to_device": "reader.loader",
     "FORMAT_VERSION": "reader.format",
     "Manifest": "reader.format",
     "RetryPolicy": "reader.fetch.storage",

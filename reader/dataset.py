@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, NamedTuple
 
@@ -21,21 +20,17 @@ import torch
 
 from reader.decode.frames import CpuDecodeStage
 from reader.errors import FormatError
-from reader.fetch.disk_cache import DiskCache
-from reader.fetch.episode_pool import EpisodeFetcher, EpisodePool
 from reader.fetch.packed_index import PackedIndex, verified_read
 from reader.fetch.storage import RetryPolicy, Storage
 from reader.format import TASKS_PATH, sha256_hex
-from reader.plan.consumer_draws import SegmentDraws
+from reader.plan.consumer_draws import SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.resume_state import EpochResume
 from reader.plan.windows import resolve_delta_timestamps
 from reader.plan.world import World
-from reader.runtime.sample_builder import SampleBuilder
+from reader.runtime.consumer import Consumer
 from reader.runtime.stats import SharedStats
-
-_PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
 
 
 class AnchorSequence(NamedTuple):
@@ -181,6 +176,13 @@ class PackedDataset(torch.utils.data.IterableDataset):
         world = World.detect(self._rank_arg, self._world_size_arg)
         return self._resume.per_rank(self.epoch, world.world_size, self._plan_counts)
 
+    def worker_counts(self, num_workers: int) -> np.ndarray:
+        """(max(1, num_workers),) samples each DataLoader worker of this rank yields until the
+        epoch ends (from the resume point after ``load_state_dict``)."""
+        detected = World.detect(self._rank_arg, self._world_size_arg)
+        world = World(rank=detected.rank, world_size=detected.world_size, num_workers=num_workers)
+        return self._resume.worker_counts(self.epoch, world, self._plan_counts)
+
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch: a new episode order and new draws (call before ``iter(loader)``).
 
@@ -308,75 +310,17 @@ class PackedDataset(torch.utils.data.IterableDataset):
     # -- iteration ------------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
         world = World.detect(self._rank_arg, self._world_size_arg)
+        consumer = Consumer([self], stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
+        for _, sample in consumer.samples(self._blocks(world)):
+            yield sample
+
+    def _blocks(self, world: World):
+        """This consumer's draws, segment by segment (see ``reader.runtime.consumer``)."""
         plan, segments = self._segments(world)
-        disk_cache = DiskCache(self.cache_dir, self.cache_limit_bytes) if self.cache_dir else None
-        fetcher = EpisodeFetcher(self.storage, self.index, disk_cache=disk_cache)
-        pool = EpisodePool(fetcher, prefetch=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes)
-        builder = SampleBuilder(
-            video_keys=self.video_keys,
-            offsets=self.offsets,
-            tasks=self.tasks,
-            stage=self.decode_stage,
-            return_uint8=self.return_uint8,
-            image_transforms=self.image_transforms,
-            encoded_video=self.decode_device is not None,
-            member_prefix=self.root,
-            frame_sizes=self.frame_sizes,
-        )
-        publisher = self._stats.publisher(world.worker if world.num_workers > 0 else None)
-        retries_before = self.storage.counters.retries  # the Storage outlives iterators
-        samples = 0
-
-        def publish() -> None:
-            self._publish(publisher, samples, fetcher, builder, pool, retries_before)
-
-        next_publish = 0.0  # publish at most every _PUBLISH_INTERVAL_S, and at the end
-        try:
-            for consumer, start, stop in segments:
-                draws = SegmentDraws(plan, consumer, start, stop, self.episode_pool_size)
-                pool.schedule([])
-                # Admissions are learned a block of draws at a time, far enough ahead for
-                # prefetch: starting costs the same at any offset and segment length.
-                for admitted, block in draws.blocks(ahead=max(self.prefetch_episodes, 1) + self.episode_pool_size):
-                    pool.extend(admitted)
-                    for position, anchor_position, last in block:
-                        episode = pool.get(position)
-                        frame = int(self.index.anchor_frame(position, np.array([anchor_position]))[0])
-                        sample = builder.build(episode, frame)
-                        samples += 1
-                        if last:
-                            pool.release(position)
-                        if time.monotonic() >= next_publish:
-                            publish()
-                            next_publish = time.monotonic() + _PUBLISH_INTERVAL_S
-                        yield sample
-                # A piece whose last draw lies past this segment (only after a re-split
-                # resume) must not stay open while the next segment runs.
-                pool.release_all()
-        finally:
-            # Runs when the stream ends (before a DataLoader worker reports it is done) or the
-            # generator is closed, so an epoch's totals are complete once the loader is.
-            publish()
-            pool.close()
-
-    def _publish(self, publisher, samples: int, fetcher: EpisodeFetcher, builder: SampleBuilder, pool: EpisodePool, retries_before: int) -> None:
-        publisher.publish(
-            {
-                "samples": samples,
-                "bytes_fetched": fetcher.counters.bytes_fetched,
-                "fetch_seconds": fetcher.counters.fetch_seconds,
-                "decode_seconds": builder.counters["decode_seconds"],
-                "episodes_admitted": fetcher.counters.episodes_admitted,
-                "disk_cache_hits": fetcher.counters.disk_cache_hits,
-                "decoder_hits": builder.counters["decoder_hits"],
-                "decoder_misses": builder.counters["decoder_misses"],
-                "frames_decoded": builder.counters["frames_decoded"],
-                "storage_retries": self.storage.counters.retries - retries_before,
-                "max_open_episodes": pool.max_open,
-                "max_open_bytes": pool.max_open_bytes,
-                "max_prefetched_bytes": pool.prefetcher.peak_bytes,
-            }
-        )
+        # Admissions are learned a block of draws at a time, far enough ahead for prefetch:
+        # starting costs the same at any offset and segment length.
+        ahead = max(self.prefetch_episodes, 1) + self.episode_pool_size
+        return segment_blocks(plan, segments, pool_size=self.episode_pool_size, ahead=ahead)
 
     def _load_tasks(self) -> dict[int, str]:
         """``{task_index: task}`` from ``meta/tasks.parquet``, checked against the manifest."""

@@ -29,21 +29,25 @@ import torch
 
 from reader.dataset import PackedDataset
 from reader.errors import MixtureSpecError
-from reader.fetch.episode_pool import EpisodeFetcher, EpisodePool
 from reader.fetch.packed_index import read_manifest, verified_read
 from reader.fetch.storage import Storage
 from reader.format import STATS_PATH, sha256_hex
 from reader.format.layout import MAX_RECORD_BYTES
 from reader.format.mixture import MixtureSpec, resolve_dataset_path
-from reader.plan.consumer_draws import SegmentDraws
-from reader.plan.epoch_plan import PlanError, plan_epoch
+from reader.plan.consumer_draws import segment_blocks
+from reader.plan.epoch_plan import EpochPlan
+from reader.plan.mixture_plan import DEFAULT_BLOCK as LABEL_BLOCK_SIZE
+from reader.plan.mixture_plan import (
+    MixtureLayout,
+    WeightedMixturePlan,
+    plan_proportional,
+    weighted_segment_blocks,
+)
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from reader.plan.pool_schedule import PoolSchedule
 from reader.plan.resume_state import EpochResume
 from reader.plan.world import World
-from reader.runtime.sample_builder import SampleBuilder
-
-_BLOCK = 4096  # weighted draws are labelled in blocks of this size
+from reader.runtime.consumer import Consumer
+from reader.runtime.stats import SharedStats
 
 
 def load_mixture_file(path: str, storage_options: dict | None = None, *, allow_remote_paths: bool = False) -> MixtureSpec:
@@ -63,21 +67,6 @@ def load_mixture_file(path: str, storage_options: dict | None = None, *, allow_r
         replace(entry, path=resolve_dataset_path(path, entry.path, allow_remote=allow_remote_paths)) for entry in spec.datasets
     ]
     return replace(spec, datasets=tuple(resolved))
-
-
-class _Source:
-    """One dataset's runtime inside a consumer: fetcher, pool and sample builder (lazy)."""
-
-    def __init__(self, dataset: PackedDataset, pool_size: int):
-        self.dataset = dataset
-        self.fetcher = EpisodeFetcher(dataset.storage, dataset.index)
-        self.pool = EpisodePool(self.fetcher, prefetch=dataset.prefetch_episodes, prefetch_bytes=dataset.prefetch_bytes)
-        self.builder = SampleBuilder(
-            video_keys=dataset.video_keys, offsets=dataset.offsets, tasks=dataset.tasks,
-            stage=dataset.decode_stage, return_uint8=dataset.return_uint8, image_transforms=dataset.image_transforms,
-            frame_sizes=dataset.frame_sizes,
-        )
-        self.pool_size = pool_size
 
 
 class MixtureDataset(torch.utils.data.IterableDataset):
@@ -157,6 +146,8 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.delta_timestamps = delta_timestamps or {}
         self.pad_keys = tuple(pad_keys)
         self._layout()
+        # Counters of every consumer over all datasets (PackedDataset.stats() has the keys).
+        self._stats = SharedStats()
         members = [[name, d.index.manifest_sha256, d._resume.identity["episodes"], d._resume.identity["where"]]
                    for name, d in zip(self.names, self.datasets)]
         self._resume = EpochResume(
@@ -169,7 +160,7 @@ class MixtureDataset(torch.utils.data.IterableDataset):
                 "shuffle": bool(shuffle),
                 "episode_pool_size": self.pool_size,
                 "pool_block_size": POOL_BLOCK_SIZE,
-                "label_block_size": _BLOCK,
+                "label_block_size": LABEL_BLOCK_SIZE,
             },
         )
 
@@ -239,14 +230,26 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         return result
 
     # -- epochs -----------------------------------------------------------------------------
+    def stats(self) -> dict[str, float]:
+        """Reader counters of this mixture's consumers, as ``PackedDataset.stats()`` (summed
+        over datasets, workers and iterators since the mixture was built)."""
+        return self._stats.snapshot()
+
     @property
-    def stats(self) -> dict[str, dict]:
+    def normalization_stats(self) -> dict[str, dict]:
         """Per-dataset normalization stats (``meta/stats.json``), keyed by dataset name."""
         out = {}
         for name, dataset in zip(self.names, self.datasets):
             manifest = dataset.index.manifest
             out[name] = json.loads(verified_read(dataset.storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
         return out
+
+    def worker_counts(self, num_workers: int) -> np.ndarray:
+        """(max(1, num_workers),) samples each DataLoader worker of this rank yields until the
+        epoch ends (from the resume point after ``load_state_dict``)."""
+        detected = World.detect(self._rank_arg, self._world_size_arg)
+        world = World(rank=detected.rank, world_size=detected.world_size, num_workers=num_workers)
+        return self._resume.worker_counts(self.epoch, world, self._consumer_counts)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch (call before ``iter(loader)``), as ``PackedDataset.set_epoch``."""
@@ -281,10 +284,21 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         """
         self.epoch = self._resume.load(state)
 
-    def _anchor_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        counts = [d.index.anchor_counts for d in self.datasets]
-        owner = np.concatenate([np.full(len(c), i, dtype=np.int64) for i, c in enumerate(counts)])
-        return np.concatenate(counts), owner
+    def _layout_of_episodes(self) -> MixtureLayout:
+        return MixtureLayout.from_anchor_counts([d.index.anchor_counts for d in self.datasets])
+
+    def _weighted_plan(self, world_size: int, workers: int) -> WeightedMixturePlan:
+        return WeightedMixturePlan.create(
+            self._layout_of_episodes(), self.weights, samples_per_epoch=self.samples_per_epoch, seed=self.seed,
+            epoch=self.epoch, world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle,
+            pool_size=self.pool_size, names=self.names,
+        )
+
+    def _proportional_plan(self, world_size: int, workers: int) -> EpochPlan:
+        return plan_proportional(
+            self._layout_of_episodes(), seed=self.seed, epoch=self.epoch, world_size=world_size, workers_per_rank=workers,
+            shuffle=self.shuffle,
+        )
 
     def __len__(self) -> int:
         """Samples this rank yields from the start of the current epoch, or from the resume
@@ -294,12 +308,8 @@ class MixtureDataset(torch.utils.data.IterableDataset):
 
     def _consumer_counts(self, world_size: int, workers: int) -> np.ndarray:
         if self.weights is None:
-            counts, _ = self._anchor_counts()
-            return plan_epoch(counts, seed=self.seed, epoch=self.epoch, world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle).consumer_counts
-        per_rank = self.samples_per_epoch // world_size
-        base, extra = divmod(per_rank, workers)
-        per_worker = np.array([base + (w < extra) for w in range(workers)], dtype=np.int64)
-        return np.tile(per_worker, world_size)
+            return self._proportional_plan(world_size, workers).consumer_counts
+        return self._weighted_plan(world_size, workers).consumer_counts
 
     def _segments(self, world: World) -> tuple[int, int, list[tuple[int, int, int]]]:
         """(plan world size, plan workers, [(plan consumer, start, stop)]) for this consumer."""
@@ -310,85 +320,23 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         sources, starts, stops = streams.segments_of(world.consumer)
         return plan_world, plan_workers, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
 
+    def _blocks(self, world: World):
+        """This consumer's draws as ``(dataset, local episode, anchor, last)`` blocks."""
+        plan_world, plan_workers, segments = self._segments(world)
+        if self.weights is not None:
+            return weighted_segment_blocks(self._weighted_plan(plan_world, plan_workers), segments)
+        layout = self._layout_of_episodes()
+
+        def to_local(episode: int) -> tuple[int, int]:
+            dataset, local = layout.to_local(episode)
+            return int(dataset), int(local)
+
+        ahead = max(self.datasets[0].prefetch_episodes, 1) + self.pool_size
+        return segment_blocks(self._proportional_plan(plan_world, plan_workers), segments, pool_size=self.pool_size,
+                              ahead=ahead, to_local=to_local)
+
     def __iter__(self) -> Iterator[dict]:
         world = World.detect(self._rank_arg, self._world_size_arg)
-        old_world, old_workers, segments = self._segments(world)
-        runtimes: dict[int, _Source] = {}
-
-        def runtime(index: int) -> _Source:
-            if index not in runtimes:
-                runtimes[index] = _Source(self.datasets[index], self.pool_size)
-            return runtimes[index]
-
-        try:
-            if self.weights is None:
-                yield from self._iter_proportional(segments, old_world, old_workers, runtime)
-            else:
-                yield from self._iter_weighted(segments, old_world, old_workers, runtime)
-        finally:
-            for source in runtimes.values():
-                source.pool.close()
-
-    def _iter_proportional(self, segments, world_size, workers, runtime):
-        counts, owner = self._anchor_counts()
-        starts = np.concatenate([[0], np.cumsum([len(d.index.anchor_counts) for d in self.datasets])])
-        plan = plan_epoch(counts, seed=self.seed, epoch=self.epoch, world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle)
-        for consumer, start, stop in segments:
-            draws = SegmentDraws(plan, consumer, start, stop, self.pool_size)
-            # Prefetch each source's episodes in the order this segment first needs them.
-            for index in set(int(owner[g]) for g in draws.admission):
-                runtime(index).pool.schedule([g - int(starts[index]) for g in draws.admission if owner[g] == index])
-            for global_episode, anchor_position, last in draws:
-                index = int(owner[global_episode])
-                local = global_episode - int(starts[index])
-                source = runtime(index)
-                episode = source.pool.get(local)
-                frame = int(source.dataset.index.anchor_frame(local, np.array([anchor_position]))[0])
-                sample = source.builder.build(episode, frame)
-                if last:
-                    source.pool.release(local)
-                yield self._harmonize(index, sample)
-
-    def _iter_weighted(self, segments, world_size, workers, runtime):
-        from reader.plan.mixture_plan import SourceLabels
-
-        for consumer, start, stop in segments:
-            labels = SourceLabels(self.weights, seed=self.seed, epoch=self.epoch, consumer=consumer)
-            streams: dict[tuple[int, int], tuple] = {}
-            for block_start in range(start, stop, _BLOCK):
-                sources, ranks = labels.labels(block_start, min(stop, block_start + _BLOCK))
-                for index, rank_in_source in zip(sources.tolist(), ranks.tolist()):
-                    dataset = self.datasets[index]
-                    source = runtime(index)
-                    # This consumer's share of one exactly-once cycle over the source's anchors.
-                    cycle_length = self._cycle_share(index, consumer, world_size, workers)
-                    if cycle_length == 0:
-                        raise PlanError(
-                            f"dataset {self.names[index]!r} has fewer anchors than consumers; it cannot feed consumer {consumer}"
-                        )
-                    cycle, position = divmod(rank_in_source, cycle_length)
-                    key = (index, cycle)
-                    if key not in streams:
-                        plan = plan_epoch(
-                            dataset.index.anchor_counts, seed=self.seed, epoch=self.epoch * 1_000_003 + cycle,
-                            world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle,
-                        )
-                        streams = {k: v for k, v in streams.items() if k[0] != index}  # one cycle open per source
-                        streams[key] = (PoolSchedule.from_plan(plan, consumer, pool_size=self.pool_size), plan.pieces_of(consumer)[0])
-                    schedule, episode_of_piece = streams[key]
-                    piece, anchor_position = (int(a[0]) for a in schedule.draws(position, position + 1))
-                    local = int(episode_of_piece[piece])
-                    episode = source.pool.get(local)
-                    frame = int(dataset.index.anchor_frame(local, np.array([anchor_position]))[0])
-                    sample = source.builder.build(episode, frame)
-                    if len(source.pool.open_episodes) > self.pool_size:
-                        oldest = next(iter(source.pool.open_episodes))
-                        source.pool.release(oldest)
-                    yield self._harmonize(index, sample)
-
-    def _cycle_share(self, index: int, consumer: int, world_size: int, workers: int) -> int:
-        counts = self.datasets[index].index.anchor_counts
-        total = int(counts.sum()) // world_size * world_size
-        per_rank = total // world_size
-        base, extra = divmod(per_rank, workers)
-        return base + ((consumer % workers) < extra)
+        consumer = Consumer(self.datasets, stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
+        for index, sample in consumer.samples(self._blocks(world)):
+            yield self._harmonize(index, sample)

@@ -179,7 +179,10 @@ def test_heterogeneous_datasets_batch_with_masks(mixture_root):
     arm = [i for i, n in enumerate(names) if n == "arm"][0]
     assert batch["action"][slow, 1, 0] - batch["action"][slow, 0, 0] in (0.0, 1.0)
     assert batch["action"][arm, 1, 0] - batch["action"][arm, 0, 0] in (0.0, 1.0, 2.0)
-    assert set(dataset.stats) == {"arm", "slow", "front"}
+    assert set(dataset.normalization_stats) == {"arm", "slow", "front"}
+    before = dataset.stats()["samples"]
+    assert len(list(dataset)) == TOTAL  # an exhausted iterator has published its counters
+    assert dataset.stats()["samples"] - before == TOTAL and dataset.stats()["episodes_admitted"] >= 7
 
 
 def test_mixture_file_and_errors(mixture_root, tmp_path):

@@ -100,3 +100,30 @@ class SegmentDraws:
         """Yield ``(episode position, anchor position, is the piece's last draw)``."""
         for _, draws in self.blocks():
             yield from draws
+
+
+def segment_blocks(
+    plan: EpochPlan,
+    segments: list[tuple[int, int, int]],
+    *,
+    pool_size: int,
+    ahead: int,
+    to_local=None,
+) -> Iterator[Iterator[tuple[list[tuple[int, int]], list[tuple[int, int, int, bool]]]]]:
+    """Each segment ``(plan consumer, start, stop)`` as blocks of ``(admitted, draws)`` in the
+    form ``reader.runtime.consumer.Consumer`` serves: ``(dataset, episode)`` pairs first needed
+    (at least ``ahead`` pieces beyond the block) and ``(dataset, episode, anchor, last)`` draws.
+
+    ``to_local(global episode) -> (dataset, local episode)`` maps a mixture's concatenated
+    episodes back to its datasets; by default every episode belongs to dataset 0.
+    """
+    local = to_local or (lambda episode: (0, episode))
+
+    def one(consumer: int, start: int, stop: int):
+        for admitted, block in SegmentDraws(plan, consumer, start, stop, pool_size).blocks(ahead=ahead):
+            yield (
+                [local(e) for e in admitted],
+                [(*local(episode), anchor, last) for episode, anchor, last in block],
+            )
+
+    return (one(consumer, start, stop) for consumer, start, stop in segments)

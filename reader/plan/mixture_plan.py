@@ -539,3 +539,36 @@ def _check_weights(weights: Sequence[float] | np.ndarray) -> np.ndarray:
 def _frozen(arr: np.ndarray) -> np.ndarray:
     arr.setflags(write=False)
     return arr
+
+
+def weighted_segment_blocks(plan: WeightedMixturePlan, segments: list[tuple[int, int, int]], *, block: int = 4096):
+    """Each segment ``(plan consumer, start, stop)`` of a weighted plan as blocks of
+    ``(admitted, draws)`` in the form ``reader.runtime.consumer.Consumer`` serves (see
+    ``reader.plan.consumer_draws.segment_blocks``). Admissions cover the block and the one
+    after it, so prefetch runs a block ahead of the draws.
+    """
+
+    def one(consumer: int, start: int, stop: int):
+        schedule = plan.consumer(consumer)
+        upcoming = schedule.draws(start, min(stop, start + block)) if start < stop else None
+        reported: set[tuple[int, int, int]] = set()
+        for lo in range(start, stop, block):
+            hi = min(stop, lo + block)
+            draws = upcoming
+            upcoming = schedule.draws(hi, min(stop, hi + block)) if hi < stop else None
+            admitted = []
+            for batch in (draws, upcoming):
+                if batch is None:
+                    continue
+                key = np.stack([batch.dataset, batch.cycle, batch.piece], axis=1)
+                _, first = np.unique(key, axis=0, return_index=True)
+                for i in np.sort(first).tolist():
+                    piece = (int(batch.dataset[i]), int(batch.cycle[i]), int(batch.piece[i]))
+                    if piece not in reported:
+                        reported.add(piece)
+                        admitted.append((piece[0], int(batch.episode[i])))
+            yield admitted, list(
+                zip(draws.dataset.tolist(), draws.episode.tolist(), draws.anchor.tolist(), draws.last.tolist())
+            )
+
+    return (one(consumer, start, stop) for consumer, start, stop in segments)

@@ -167,6 +167,13 @@ class EpochResume:
         )
         return (first.world_size, first.workers_per_rank), streams
 
+    def worker_counts(self, epoch: int, world: World, plan_counts_for: Any) -> np.ndarray:
+        """(workers,) samples each DataLoader worker of ``world.rank`` yields to the epoch's end."""
+        (plan_world, plan_workers), streams = self.streams(epoch, world, plan_counts_for)
+        counts = np.asarray(plan_counts_for(plan_world, plan_workers)) if streams is None else streams.consumer_counts
+        k = world.workers_per_rank
+        return np.asarray(counts, dtype=np.int64)[world.rank * k : (world.rank + 1) * k]
+
     def per_rank(self, epoch: int, world_size: int, plan_counts_for: Any) -> int:
         """Samples each rank yields from here to the epoch's end (equal on every rank)."""
         world = World(rank=0, world_size=world_size)

@@ -1,0 +1,72 @@
+"""Whole batches built inside a consumer: ``default_collate``'s result, with the frames of a
+batch stacked into one reusable shared-memory slot (``reader.runtime.frame_ring``).
+
+A batch is exactly ``torch.utils.data.default_collate`` of its samples (tensors stacked along
+a new first axis, strings as lists); only where the frame tensors live differs. The samples of
+a batch are consecutive draws of one consumer, ``batch_size`` of them (the last batch of a
+consumer's stream may be shorter, or is dropped with ``drop_last``), which is how a DataLoader
+with ``batch_size`` batches an IterableDataset: the order of batches, and so resume, is the
+same as the per-sample path's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+import torch
+from torch.utils.data import default_collate
+
+from reader.decode.stage import ENCODED_KEY
+from reader.decode.stage import collate as collate_encoded
+from reader.runtime.frame_ring import FrameRing, layout_bytes, views
+
+LEASE_KEY = "__frame_lease__"
+"""Batch key holding ``[worker, slot]`` of the ring slot its frames live in (``None`` if none);
+``reader.loader.BatchLoader`` removes it before the batch reaches the user."""
+
+
+def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: FrameRing | None) -> dict:
+    """``default_collate(samples)`` with the tensors under ``frame_keys`` stacked into a ring slot.
+
+    The batch carries ``LEASE_KEY``. Samples that carry encoded video (``decode_device``) are
+    collated by ``reader.decode.stage.collate`` instead (members deduplicated, nothing decoded).
+    """
+    if any(ENCODED_KEY in s for s in samples):
+        batch = collate_encoded(samples)
+        batch[LEASE_KEY] = None
+        return batch
+    frames = [k for k in frame_keys if k in samples[0] and isinstance(samples[0][k], torch.Tensor)]
+    if ring is None or not frames:
+        batch = default_collate(samples)
+        batch[LEASE_KEY] = None
+        return batch
+    layout = {k: ((len(samples), *samples[0][k].shape), samples[0][k].dtype) for k in frames}
+    lease, storage = ring.acquire(layout_bytes(layout))
+    outputs = views(storage, layout)
+    batch = {}
+    for key in samples[0]:
+        values = [s[key] for s in samples]
+        if key in outputs:
+            torch.stack(values, out=outputs[key])
+            batch[key] = outputs[key]
+        else:
+            batch[key] = default_collate(values)
+    batch[LEASE_KEY] = list(lease) if lease is not None else None
+    return batch
+
+
+def batches(samples: Iterable[dict], *, batch_size: int, drop_last: bool, frame_keys: Sequence[str], ring: FrameRing | None) -> Iterator[dict]:
+    """Group a consumer's samples into batches of ``batch_size`` (see the module docstring)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    pending: list[dict] = []
+    for sample in samples:
+        pending.append(sample)
+        if len(pending) == batch_size:
+            yield collate_batch(pending, frame_keys=frame_keys, ring=ring)
+            pending = []
+    if pending and not drop_last:
+        yield collate_batch(pending, frame_keys=frame_keys, ring=ring)
+
+
+__all__ = ["LEASE_KEY", "batches", "collate_batch"]

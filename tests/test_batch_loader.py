@@ -1,0 +1,110 @@
+"""BatchLoader (issue 13): batches built in the workers, frames in reused shared buffers.
+
+Contracts: its batches are bit-for-bit the batches of a ``DataLoader`` with the same batch size
+and workers (so resume states are interchangeable); a buffer is reused only when nothing in the
+training process refers to it (kept batches and views are never overwritten); resume and
+exactly-once hold through it; mixtures batch the same way; ``to_device`` gives LeRobot's float32
+frames exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reader import BatchLoader, MixtureDataset, PackedDataset, to_device
+from tests.packed_fixtures import *  # noqa: F401,F403
+
+TOTAL = 141
+WINDOWS = {"action": [0.0, 1 / 30], "observation.images.top": [-1 / 30, 0.0]}
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+
+
+def _dataset(packed, **kwargs) -> PackedDataset:
+    options = dict(seed=3, episode_pool_size=3, return_uint8=True, delta_timestamps=WINDOWS)
+    options.update(kwargs)
+    return PackedDataset(str(packed), **options)
+
+
+def assert_same_batch(a: dict, b: dict) -> None:
+    assert list(a) == list(b)
+    for key in a:
+        if isinstance(a[key], torch.Tensor):
+            assert isinstance(b[key], torch.Tensor) and a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+            assert torch.equal(a[key], b[key]), key
+        else:
+            assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("return_uint8", [True, False])
+def test_batches_equal_the_dataloader_batches(packed_copy, num_workers, return_uint8):
+    dataset = _dataset(packed_copy, return_uint8=return_uint8)
+    reference = list(torch.utils.data.DataLoader(dataset, batch_size=5, num_workers=num_workers))
+    loader = BatchLoader(dataset, batch_size=5, num_workers=num_workers)
+    assert len(loader) == len(reference)
+    count = 0
+    for mine, theirs in zip(loader, reference):
+        assert_same_batch(theirs, mine)
+        count += 1
+    assert count == len(reference) and loader.samples_consumed == TOTAL
+
+
+def test_buffers_are_reused_only_when_nothing_refers_to_them(packed_copy):
+    dataset = _dataset(packed_copy)
+    reference = list(torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2))
+    # Dropped batches: the workers recycle their buffers (counted, not timed).
+    dropping = BatchLoader(dataset, batch_size=4, num_workers=2)
+    for mine, theirs in zip(dropping, reference):
+        assert_same_batch(theirs, mine)
+    assert dropping.stats()["frame_buffers_reused"] > len(reference) // 2, dropping.stats()
+    # Kept batches, and views of frames, are never overwritten: their buffers stay out of the ring.
+    keeping = BatchLoader(dataset, batch_size=4, num_workers=2)
+    kept = list(keeping)
+    views = [batch["observation.images.wrist"][-1:] for batch in BatchLoader(dataset, batch_size=4, num_workers=2)]
+    for mine, view, theirs in zip(kept, views, reference):
+        assert_same_batch(theirs, mine)
+        assert torch.equal(view, theirs["observation.images.wrist"][-1:])
+    assert keeping.stats()["frame_buffers_reused"] == 0
+
+
+def test_the_loader_counts_and_resumes(packed_copy):
+    full = list(BatchLoader(_dataset(packed_copy), batch_size=6, num_workers=2))
+    loader = BatchLoader(_dataset(packed_copy), batch_size=6, num_workers=2)
+    for step, _ in enumerate(loader):
+        if step == 4:
+            state = loader.state_dict()
+            break
+    assert state["samples_consumed"] == 30 and state["phases"][0]["batch_size"] == 6
+    resumed = BatchLoader(_dataset(packed_copy), batch_size=6, num_workers=2)
+    resumed.load_state_dict(state)
+    assert len(resumed) == len(full) - 5
+    for mine, theirs in zip(resumed, full[5:]):
+        assert_same_batch(theirs, mine)
+    # Another shape: the rest exactly once.
+    other = BatchLoader(_dataset(packed_copy), batch_size=4, num_workers=3)
+    other.load_state_dict(state)
+    served = [i for batch in full[:5] for i in batch["index"].tolist()] + [i for b in other for i in b["index"].tolist()]
+    assert sorted(served) == list(range(TOTAL))
+    # A new epoch counts from zero: 141 anchors over 3 workers, 47 each, 12 batches of 4 each.
+    other.set_epoch(1)
+    assert other.samples_consumed == 0 and len(other) == 3 * 12
+
+
+def test_mixture_batches_equal_the_dataloader_batches(packed_copy, packed_hevc):
+    def mixture():
+        return MixtureDataset([str(packed_copy), str(packed_hevc)], names=["copy", "hevc"], seed=2, return_uint8=True)
+
+    reference = list(torch.utils.data.DataLoader(mixture(), batch_size=7, num_workers=2))
+    loader = BatchLoader(mixture(), batch_size=7, num_workers=2)
+    assert len(loader) == len(reference)
+    for mine, theirs in zip(loader, reference):
+        assert_same_batch(theirs, mine)
+    assert loader.stats()["frame_buffers_reused"] > 0
+
+
+def test_to_device_gives_lerobot_float_frames(packed_copy):
+    as_float = list(torch.utils.data.DataLoader(_dataset(packed_copy, return_uint8=False), batch_size=8))
+    as_uint8 = BatchLoader(_dataset(packed_copy), batch_size=8)
+    for theirs, mine in zip(as_float, as_uint8):
+        moved = to_device(mine, "cpu")
+        assert_same_batch(theirs, moved)
