@@ -38,6 +38,7 @@ from reader.format import (
     shard_parquet_path,
     shard_receipt_path,
 )
+from reader.format.arrow_io import parquet_file
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
 
 
@@ -203,11 +204,10 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
                 parquet_footer=receipt.parquet_footer,
             )
         )
-        with destination.open(shard_parquet_path(shard)) as handle:
-            parquet = pq.ParquetFile(handle)
-            for field in parquet.schema_arrow:
-                parquet_fields.setdefault(field.name, field)
-            table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
+        parquet = parquet_file(destination.read_bytes(shard_parquet_path(shard)))
+        for field in parquet.schema_arrow:
+            parquet_fields.setdefault(field.name, field)
+        table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
         lengths = {r["episode_index"]: r["length"] for r in receipt.episodes}
         episode_of_row = table["episode_index"].to_numpy()
         frame_index = table["frame_index"].to_numpy()

@@ -19,7 +19,6 @@ Only ``ok`` datasets enter the mixture; the others are reported.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from packer.destination import Destination
 from packer.mixture_sources import read_sources
 from reader.errors import LeRobotShardsError
 from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError, Manifest
+from reader.format.arrow_io import read_parquet_bytes
 from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
 
 MIXTURE_PATH = MIXTURE_FILE
@@ -220,9 +220,8 @@ def _failure_records(root: Destination) -> dict[str, str]:
 
 def _count_anchors(dataset: Destination, where: str) -> int:
     import duckdb
-    import pyarrow.parquet as pq
 
-    samples = pq.read_table(io.BytesIO(dataset.read_bytes(SAMPLES_INDEX_PATH)))
+    samples = read_parquet_bytes(dataset.read_bytes(SAMPLES_INDEX_PATH))
     con = duckdb.connect()
     try:
         con.register("samples", samples)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from reader.errors import FormatError, StorageError
 from reader.fetch.storage import Storage
@@ -35,6 +34,7 @@ from reader.format import (
     shard_tar_path,
     video_member_name,
 )
+from reader.format.arrow_io import read_parquet_bytes
 from reader.format.layout import MAX_MANIFEST_BYTES
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
@@ -158,7 +158,7 @@ def _samples_index_problems(storage: Storage, manifest: Manifest, episodes) -> l
     rows, and pad counts equal to a recomputation from the manifest's windows."""
     where = storage.describe(SAMPLES_INDEX_PATH)
     try:
-        table = pq.read_table(pa.BufferReader(storage.read_bytes(SAMPLES_INDEX_PATH)), use_threads=False)
+        table = read_parquet_bytes(storage.read_bytes(SAMPLES_INDEX_PATH))
     except (pa.ArrowException, OSError) as err:
         return [f"{where}: unreadable ({err})"]
     expected = samples_index_schema(manifest.windows)

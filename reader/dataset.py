@@ -15,7 +15,6 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
 from reader.decode.frames import CpuDecodeStage
@@ -23,6 +22,7 @@ from reader.errors import FormatError
 from reader.fetch.packed_index import PackedIndex, verified_read
 from reader.fetch.storage import RetryPolicy, Storage
 from reader.format import TASKS_PATH, sha256_hex
+from reader.format.arrow_io import read_parquet_bytes
 from reader.plan.consumer_draws import SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
@@ -327,7 +327,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         where = self.storage.describe(TASKS_PATH)
         data = verified_read(self.storage, self.index.manifest, TASKS_PATH)
         try:
-            table = pq.read_table(pa.BufferReader(data), use_threads=False)
+            table = read_parquet_bytes(data)
         except (pa.ArrowException, OSError) as err:
             raise FormatError(f"{where}: not a readable parquet file ({err})") from None
         if "task" not in table.column_names or "task_index" not in table.column_names:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from reader.errors import FormatError
+from reader.format.arrow_io import parquet_file
 from reader.format.fields import is_sha256_hex
 from reader.format.layout import (
     EPISODES_INDEX_PATH,
@@ -144,7 +144,7 @@ def parse_episodes_index(data: bytes, manifest: Manifest, *, where: str = EPISOD
 
 
 def _parse_episodes_index(data: bytes, manifest: Manifest, where: str) -> list[EpisodeEntry]:
-    parquet = pq.ParquetFile(pa.BufferReader(data))
+    parquet = parquet_file(data)
     rows = parquet.metadata.num_rows
     if rows != manifest.totals["episodes"]:
         raise FormatError(f"{where}: {rows} rows, the manifest records {manifest.totals['episodes']} episodes")

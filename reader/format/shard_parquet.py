@@ -12,12 +12,11 @@ the format allows. Pure: bytes in, Arrow out; the caller does the I/O.
 
 from __future__ import annotations
 
-import io
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reader.errors import FormatError, IntegrityError
+from reader.errors import FormatError
+from reader.format.arrow_io import placed_buffer, read_parquet_metadata
 from reader.format.fields import check_bytes
 from reader.format.layout import ROW_GROUP_MAX_BYTES
 
@@ -66,7 +65,7 @@ def parse_footer(footer: bytes, *, size: int, sha256: str, where: str) -> pq.Fil
     check_bytes(footer, size=size, sha256=sha256, where=f"{where} footer")
     try:
         # A footer alone parses as the tail of a file that starts with the magic.
-        return pq.read_metadata(pa.BufferReader(_MAGIC + bytes(footer)))
+        return read_parquet_metadata(_MAGIC + bytes(footer))
     except (pa.ArrowException, OSError) as err:
         raise FormatError(f"{where}: footer does not parse as parquet metadata ({err})") from None
 
@@ -129,50 +128,16 @@ def decode_row_group(metadata: pq.FileMetaData, group: int, data: bytes, *, offs
         FormatError: the bytes do not decode (or pyarrow asked for bytes outside the group).
     """
     check_bytes(data, size=len(data), sha256=sha256, where=f"{where} row group {group}")
-    source = _OneRangeFile(file_size, offset, data, where=f"{where} row group {group}")
+    if not 0 <= offset <= offset + len(data) <= file_size:
+        raise FormatError(f"{where}: row group {group} span [{offset}, {offset + len(data)}) is outside the {file_size}-byte file")
     try:
+        # The group's bytes at their file offset in an Arrow-owned buffer (see arrow_io for
+        # why not a Python file object). Nothing before ``offset`` is ever read: check_row_group
+        # proved every column chunk starts inside the span, and the buffer ends where it ends.
+        source = pa.BufferReader(placed_buffer(data, offset))
         return pq.ParquetFile(source, metadata=metadata).read_row_group(group, use_threads=False)
-    except IntegrityError:
-        raise
-    except (pa.ArrowException, OSError) as err:
+    except (pa.ArrowException, OSError, MemoryError) as err:
         raise FormatError(f"{where}: row group {group} does not decode ({err})") from None
-
-
-class _OneRangeFile(io.RawIOBase):
-    """A file of ``size`` bytes of which only ``[offset, offset + len(data))`` is present:
-    what a row group's decoder may read. A read elsewhere raises instead of returning bytes
-    nobody checked."""
-
-    def __init__(self, size: int, offset: int, data: bytes, *, where: str):
-        self._size, self._offset, self._data, self._where, self._position = size, offset, memoryview(data), where, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
-        self._position = max(0, base + offset)
-        return self._position
-
-    def readinto(self, buffer) -> int:
-        count = min(len(buffer), self._size - self._position)
-        if count <= 0:
-            return 0
-        start = self._position - self._offset
-        if start < 0 or start + count > len(self._data):
-            raise IntegrityError(
-                f"{self._where}: the decoder asked for bytes [{self._position}, {self._position + count}) outside the "
-                f"verified span [{self._offset}, {self._offset + len(self._data)})"
-            )
-        memoryview(buffer).cast("B")[:count] = self._data[start : start + count]
-        self._position += count
-        return count
 
 
 __all__ = ["check_row_group", "decode_row_group", "footer_range", "parse_footer", "row_group_span"]
