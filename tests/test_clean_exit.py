@@ -1,4 +1,4 @@
-"""Processes that read packs exit cleanly (issue 11, finding 18).
+"""Processes that read packs exit cleanly (issue 11, finding 18; issue 13's decode stage).
 
 pyarrow readers over memory Python owns made interpreter shutdown abort with "terminate
 called without an active exception": the job had succeeded and its exit status said it
@@ -72,6 +72,18 @@ def test_reader_and_verify_in_threads_exit_zero(small_pack):
     results = _run_children([str(SCRIPTS / "read_and_exit.py"), str(small_pack)], 6)
     failed = [(rc, err) for rc, err in results if rc != 0]
     assert not failed, f"{len(failed)} of 6 runs exited non-zero; first: {failed[0]}"
+
+
+def test_leaving_a_decode_stage_loop_early_never_aborts_at_exit(tmp_path):
+    """``DecodeStage.wrap`` decodes ahead in a thread; a script that stops after two batches
+    and exits aborted in 8 of 12 runs (480x640 frames keep the thread inside the decoder)
+    before the thread was stopped and joined on the way out."""
+    spec = SampleSpec(episodes=3, lengths=(40, 40, 40), cameras=(CameraSpec("observation.images.top", 480, 640),), seed=5)
+    write_sample_dataset(tmp_path / "src", spec)
+    pack_dataset(str(tmp_path / "src"), str(tmp_path / "pack"))
+    results = _run_children([str(SCRIPTS / "decode_stage_exit.py"), str(tmp_path / "pack")], 10)
+    failed = [(rc, err) for rc, err in results if rc != 0]
+    assert not failed, f"{len(failed)} of 10 runs exited non-zero; first: {failed[0]}"
 
 
 # Functions of pyarrow that read a parquet file from whatever they are given.
