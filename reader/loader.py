@@ -11,7 +11,7 @@
 
 What it does differently from ``DataLoader(ds, batch_size=64, num_workers=8)``:
 
-- **Whole batches in the workers.** Each worker assembles its batches itself and stacks their
+- **Whole batches in the workers.** Each worker assembles its batches itself and copies their
   frames into a ring of shared-memory buffers it reuses (``reader.runtime.frame_ring``),
   instead of fresh shared memory per batch: for 480x640 frames that allocation, not decoding,
   was most of the cost of moving frames to the training process. A buffer is reused only once
@@ -27,11 +27,13 @@ Batches are exactly what a ``DataLoader`` with the same ``batch_size`` and ``num
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
+from reader.dataset import PackedDataset
 from reader.runtime.batching import LEASE_KEY, batches
 from reader.runtime.frame_ring import MAX_SLOTS, FrameRing, RingReleaser, SlotFlags
 
@@ -46,8 +48,15 @@ class _BatchedView(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
         ring = FrameRing(self.flags, info.id if info is not None else None, self.slots)
-        return batches(iter(self.dataset), batch_size=self.batch_size, drop_last=self.drop_last,
-                       frame_keys=frame_keys_of(self.dataset), ring=ring)
+        dataset, float_frames = self.dataset, False
+        if isinstance(dataset, PackedDataset) and not dataset.return_uint8 and dataset.image_transforms is None:
+            # Float32 frames are converted straight into the ring slot (same values as the
+            # sample path's) instead of into a new 4-bytes-per-pixel tensor per sample that is
+            # then copied again: 1.7x the float32 samples/s on 480x640 frames.
+            dataset, float_frames = copy.copy(dataset), True
+            dataset.return_uint8 = True
+        return batches(iter(dataset), batch_size=self.batch_size, drop_last=self.drop_last,
+                       frame_keys=frame_keys_of(dataset), ring=ring, float_frames=float_frames)
 
 
 def frame_keys_of(dataset) -> list[str]:
@@ -104,12 +113,17 @@ class BatchLoader:
         if num_workers > 0:
             self._loader_options["prefetch_factor"] = prefetch_factor
         self.samples_consumed = 0
+        self._loaded_epoch: int | None = None
 
     # -- epochs and resume --------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch (a new order) and start counting it from zero."""
+        """Select the epoch (a new order) and start counting it from zero, unless it is the
+        epoch of a state just loaded: then counting continues from that state, as the
+        dataset continues its sequence."""
         self.dataset.set_epoch(epoch)
-        self.samples_consumed = 0
+        if epoch != self._loaded_epoch:
+            self.samples_consumed = 0
+        self._loaded_epoch = None
 
     def state_dict(self) -> dict:
         """The dataset's resume state at the samples this loader delivered this epoch."""
@@ -121,6 +135,7 @@ class BatchLoader:
         ``state_dict``); the next iteration continues where it stood. See ``PackedDataset.load_state_dict``."""
         self.dataset.load_state_dict(state)
         self.samples_consumed = int(state["samples_consumed"])
+        self._loaded_epoch = int(state["epoch"])
 
     def stats(self) -> dict[str, int]:
         """Frame buffers the workers allocated and reused (a reused one costs no new shared
@@ -168,15 +183,19 @@ def to_device(batch: dict, device: str | torch.device, *, float_frames: bool = T
     in [0, 1] there (``frames.float() / 255``: bit-identical to LeRobot's CPU conversion, and
     four times fewer bytes moved than converting before the copy).
 
-    Frames are the uint8 tensors with a channel axis and more (batched ``(B, C, H, W)`` or
-    ``(B, T, C, H, W)``). Other values (strings, lists) are kept as they are.
+    Frames are the tensors with a channel axis and more (batched ``(B, C, H, W)`` or
+    ``(B, T, C, H, W)``); they come out contiguous (``BatchLoader`` ships them channels-last:
+    the copy moves them as they are and the layout changes on the device). Other values
+    (strings, lists) are kept as they are.
     """
     out = {}
     for key, value in batch.items():
         if isinstance(value, torch.Tensor):
             moved = value.to(device, non_blocking=non_blocking)
-            if float_frames and moved.dtype == torch.uint8 and moved.dim() >= 4:
-                moved = moved.to(torch.float32).div_(255.0)
+            if moved.dim() >= 4:
+                if float_frames and moved.dtype == torch.uint8:
+                    moved = moved.to(torch.float32).div_(255.0)
+                moved = moved.contiguous()  # BatchLoader's frames are channels-last in memory
             out[key] = moved
         else:
             out[key] = value

@@ -2,8 +2,10 @@
 
 Runs under ``torchrun`` (or ``accelerate launch``, which sets the same environment), on CPU
 (gloo) or GPU (nccl). The policy is deliberately tiny (an MLP on the state and a pooled image
-feature, predicting an action chunk): the point is the data path. Checkpoints hold the model,
-the optimizer and ``dataset.state_dict(...)``: resuming on the same shape continues the
+feature, predicting an action chunk): the point is the data path, the recommended one:
+``BatchLoader`` builds whole uint8 batches in the workers and ``to_device`` turns frames into
+float32 on the training device. Checkpoints hold the model, the optimizer and
+``loader.state_dict()``: resuming on the same shape continues the
 exact sample sequence of the uninterrupted run, and on any other number of ranks or workers
 serves the rest of the epoch exactly once (reader.plan.resume_state).
 
@@ -22,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from reader import PackedDataset
+from reader import BatchLoader, PackedDataset, to_device
 
 ACTION_KEY = "action"
 STATE_KEY = "observation.state"
@@ -72,6 +74,14 @@ def setup_distributed() -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     rank, world_size = setup_distributed()
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        # This process's ops share the cores with the loader's workers: more intra-op threads
+        # than free cores makes OpenMP spin (10-40x slower ops).
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - args.num_workers))
     torch.manual_seed(args.seed)
     fps_probe = PackedDataset(args.data, shuffle=False)
     fps = fps_probe.fps
@@ -81,30 +91,32 @@ def main(argv: list[str] | None = None) -> None:
     sample_state = fps_probe.features[STATE_KEY]["shape"][0]
     action_dim = fps_probe.features[ACTION_KEY]["shape"][0]
 
-    model = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon)
+    model = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon).to(device)
     if world_size > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
-    # The trainer's one counter: samples this rank received this epoch, across resumes.
-    step, epoch, consumed = 0, 0, 0
+    # Whole uint8 batches built in the workers into reused shared memory; the loader counts
+    # the samples this rank received this epoch (across resumes) for its state_dict.
+    loader = BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers)
+    step, epoch = 0, 0
     if args.ckpt.exists():
         # weights_only: a checkpoint is data; unpickling arbitrary objects would run code from it.
-        state = torch.load(args.ckpt, weights_only=True)
+        state = torch.load(args.ckpt, weights_only=True, map_location="cpu")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
-        dataset.load_state_dict(state["data"])  # refuses a state of another dataset or configuration
-        epoch, consumed = dataset.epoch, state["data"]["samples_consumed"]
+        loader.load_state_dict(state["data"])  # refuses a state of another dataset or configuration
+        epoch = dataset.epoch
         if rank == 0:
-            print(f"[train] resumed at step {step}, epoch {epoch}, samples_consumed {consumed}", flush=True)
+            print(f"[train] resumed at step {step}, epoch {epoch}, samples_consumed {loader.samples_consumed}", flush=True)
 
     log = args.log_batches.open("a") if args.log_batches is not None else None
     started, seen = time.perf_counter(), 0
     while step < args.steps:
-        dataset.set_epoch(epoch)  # a loaded state applies to its own epoch only
-        loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers)
+        loader.set_epoch(epoch)  # a loaded state applies to its own epoch only
         for batch in loader:
+            batch = to_device(batch, device)  # frames travel as uint8, become float32 in [0, 1] here
             state_in = batch[STATE_KEY]
             target = batch[ACTION_KEY]
             prediction = model(state_in, [batch[k] for k in cameras])
@@ -114,7 +126,6 @@ def main(argv: list[str] | None = None) -> None:
             loss.backward()
             optimizer.step()
             step += 1
-            consumed += len(state_in)
             seen += len(state_in)
             if log is not None:
                 log.write(json.dumps({"rank": rank, "step": step, "epoch": epoch, "index": batch["index"].tolist(), "loss": loss.item()}) + "\n")
@@ -123,12 +134,11 @@ def main(argv: list[str] | None = None) -> None:
                 rate = seen * world_size / (time.perf_counter() - started)
                 print(f"[train] step {step} epoch {epoch} loss {loss.item():.4f} samples/s {rate:.1f}", flush=True)
             if step % args.ckpt_every == 0 or step == args.steps:
-                position = dataset.state_dict(samples_consumed=consumed, batch_size=args.batch_size, num_workers=args.num_workers)
-                save_checkpoint(args.ckpt, rank, model, optimizer, step, position)
+                save_checkpoint(args.ckpt, rank, model, optimizer, step, loader.state_dict())
             if step >= args.steps or (args.stop_after is not None and step >= args.stop_after):
                 break
         else:
-            epoch, consumed = epoch + 1, 0
+            epoch += 1
             continue
         break
     if log is not None:

@@ -77,9 +77,11 @@ def test_the_loader_counts_and_resumes(packed_copy):
     assert state["samples_consumed"] == 30 and state["phases"][0]["batch_size"] == 6
     resumed = BatchLoader(_dataset(packed_copy), batch_size=6, num_workers=2)
     resumed.load_state_dict(state)
-    assert len(resumed) == len(full) - 5
+    resumed.set_epoch(state["epoch"])  # a training loop's usual call keeps the loaded position
+    assert len(resumed) == len(full) - 5 and resumed.samples_consumed == 30
     for mine, theirs in zip(resumed, full[5:]):
         assert_same_batch(theirs, mine)
+    assert resumed.samples_consumed == TOTAL and resumed.state_dict()["samples_consumed"] == TOTAL
     # Another shape: the rest exactly once.
     other = BatchLoader(_dataset(packed_copy), batch_size=4, num_workers=3)
     other.load_state_dict(state)
@@ -108,3 +110,15 @@ def test_to_device_gives_lerobot_float_frames(packed_copy):
     for theirs, mine in zip(as_float, as_uint8):
         moved = to_device(mine, "cpu")
         assert_same_batch(theirs, moved)
+        assert all(moved[k].is_contiguous() for k in ("observation.images.top", "observation.images.wrist"))
+
+
+def test_frames_are_channels_last_in_memory_with_default_collate_values(packed_copy):
+    """Decoders give (C, H, W) views of (H, W, C) pixels; the ring keeps that layout so the copy
+    into it is a straight one. Shapes and values are default_collate's; strides are not."""
+    reference = next(iter(torch.utils.data.DataLoader(_dataset(packed_copy), batch_size=5)))
+    batch = next(iter(BatchLoader(_dataset(packed_copy), batch_size=5, num_workers=1)))
+    frames = batch["observation.images.top"]  # (B, T, C, H, W)
+    assert frames.shape == reference["observation.images.top"].shape
+    assert frames.stride()[2] == 1 and frames.permute(0, 1, 3, 4, 2).is_contiguous()
+    assert torch.equal(frames, reference["observation.images.top"])

@@ -1,5 +1,6 @@
 """Whole batches built inside a consumer: ``default_collate``'s result, with the frames of a
-batch stacked into one reusable shared-memory slot (``reader.runtime.frame_ring``).
+batch copied into one reusable shared-memory slot (``reader.runtime.frame_ring``), laid out
+channels-last in memory.
 
 A batch is exactly ``torch.utils.data.default_collate`` of its samples (tensors stacked along
 a new first axis, strings as lists); only where the frame tensors live differs. The samples of
@@ -25,8 +26,13 @@ LEASE_KEY = "__frame_lease__"
 ``reader.loader.BatchLoader`` removes it before the batch reaches the user."""
 
 
-def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: FrameRing | None) -> dict:
-    """``default_collate(samples)`` with the tensors under ``frame_keys`` stacked into a ring slot.
+def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: FrameRing | None, float_frames: bool = False) -> dict:
+    """``default_collate(samples)`` with the tensors under ``frame_keys`` copied into a ring slot
+    (same values and shapes; channels-last strides).
+
+    With ``float_frames``, uint8 frames land in the slot as float32 in [0, 1]: converted
+    during the copy and divided by 255 in place, the same float32 operations, so the same
+    bits, as the sample path's ``frames.to(float32).div_(255)``.
 
     The batch carries ``LEASE_KEY``. Samples that carry encoded video (``decode_device``) are
     collated by ``reader.decode.stage.collate`` instead (members deduplicated, nothing decoded).
@@ -38,16 +44,29 @@ def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: Frame
     frames = [k for k in frame_keys if k in samples[0] and isinstance(samples[0][k], torch.Tensor)]
     if ring is None or not frames:
         batch = default_collate(samples)
+        for key in frames if float_frames else ():
+            if batch[key].dtype == torch.uint8:
+                batch[key] = batch[key].to(torch.float32).div_(255.0)
         batch[LEASE_KEY] = None
         return batch
-    layout = {k: ((len(samples), *samples[0][k].shape), samples[0][k].dtype) for k in frames}
+
+    def dtype_of(key: str) -> torch.dtype:
+        dtype = samples[0][key].dtype
+        return torch.float32 if float_frames and dtype == torch.uint8 else dtype
+
+    layout = {k: ((len(samples), *samples[0][k].shape), dtype_of(k)) for k in frames}
     lease, storage = ring.acquire(layout_bytes(layout))
     outputs = views(storage, layout)
     batch = {}
     for key in samples[0]:
         values = [s[key] for s in samples]
         if key in outputs:
-            torch.stack(values, out=outputs[key])
+            if any(v.shape != values[0].shape or v.dtype != values[0].dtype for v in values):
+                raise ValueError(f"{key}: samples of one batch hold frames of different shapes or dtypes")
+            for row, value in zip(outputs[key], values):
+                row.copy_(value)
+            if float_frames and values[0].dtype == torch.uint8:
+                outputs[key].div_(255.0)
             batch[key] = outputs[key]
         else:
             batch[key] = default_collate(values)
@@ -55,7 +74,9 @@ def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: Frame
     return batch
 
 
-def batches(samples: Iterable[dict], *, batch_size: int, drop_last: bool, frame_keys: Sequence[str], ring: FrameRing | None) -> Iterator[dict]:
+def batches(
+    samples: Iterable[dict], *, batch_size: int, drop_last: bool, frame_keys: Sequence[str], ring: FrameRing | None, float_frames: bool = False
+) -> Iterator[dict]:
     """Group a consumer's samples into batches of ``batch_size`` (see the module docstring)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -63,10 +84,10 @@ def batches(samples: Iterable[dict], *, batch_size: int, drop_last: bool, frame_
     for sample in samples:
         pending.append(sample)
         if len(pending) == batch_size:
-            yield collate_batch(pending, frame_keys=frame_keys, ring=ring)
+            yield collate_batch(pending, frame_keys=frame_keys, ring=ring, float_frames=float_frames)
             pending = []
     if pending and not drop_last:
-        yield collate_batch(pending, frame_keys=frame_keys, ring=ring)
+        yield collate_batch(pending, frame_keys=frame_keys, ring=ring, float_frames=float_frames)
 
 
 __all__ = ["LEASE_KEY", "batches", "collate_batch"]
