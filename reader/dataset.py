@@ -23,6 +23,7 @@ from reader.fetch.packed_index import PackedIndex, verified_read
 from reader.fetch.storage import RetryPolicy, Storage
 from reader.format import TASKS_PATH, sha256_hex
 from reader.format.arrow_io import read_parquet_bytes
+from reader.lerobot_meta import PackedMeta, load_packed_meta
 from reader.plan.consumer_draws import SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
@@ -157,9 +158,25 @@ class PackedDataset(torch.utils.data.IterableDataset):
             },
         )
         self.tasks = self._load_tasks()
+        self._meta: PackedMeta | None = None
         self._stats = SharedStats()
 
     # -- public API -------------------------------------------------------------------------
+    @property
+    def meta(self) -> PackedMeta:
+        """What LeRobot policies and processors read from ``LeRobotDatasetMetadata``
+        (``fps``, ``features``, ``stats``, ``camera_keys``, ``video_keys``, ``robot_type``,
+        totals, ``tasks``), for this pack: pass it as ``make_policy(cfg, ds_meta=ds.meta)``
+        and ``dataset_stats=ds.meta.stats``. Read once (digest-checked), then cached.
+
+        Raises:
+            FormatError: ``meta/info.json`` or ``meta/stats.json`` is malformed.
+            IntegrityError: one of them differs from what was packed.
+        """
+        if self._meta is None:
+            self._meta = load_packed_meta(self.storage, self.index.manifest, self.tasks)
+        return self._meta
+
     @property
     def num_anchors(self) -> int:
         """Anchors in the selection (all frames of the selected episodes, or the where= subset)."""

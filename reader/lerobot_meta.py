@@ -1,0 +1,153 @@
+"""``PackedDataset.meta``: what LeRobot policies and processors read from a dataset's metadata,
+for a packed dataset (local or in a bucket), without importing lerobot.
+
+LeRobot builds a policy with ``make_policy(cfg, ds_meta=...)`` and its normalization with
+``make_pre_post_processors(cfg, dataset_stats=ds_meta.stats)``; both read ``features``,
+``stats``, ``fps`` and the key lists of a ``LeRobotDatasetMetadata``. ``PackedMeta`` has those
+attributes with the same names, types and values, computed from the pack: ``features`` as
+packed (video shapes and codec info after ``--resize``/re-encoding, from the manifest),
+totals of the packed episodes, ``stats`` from the source's ``meta/stats.json`` (over the
+source's episodes: a pack of a subset keeps the source's normalization), ``tasks`` as LeRobot's
+DataFrame (task strings as the index, a ``task_index`` column).
+
+Every file is read through its manifest digest; values are type-checked (they come from data).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from reader.errors import FormatError
+from reader.fetch.packed_index import verified_read
+from reader.fetch.storage import Storage
+from reader.format import INFO_PATH, STATS_PATH
+from reader.format.manifest import Manifest
+
+# stats.json is a few KB for real datasets; refuse anything absurd before parsing it.
+MAX_STATS_BYTES = 64 << 20
+
+
+@dataclass
+class PackedMeta:
+    """The metadata of a packed dataset in ``LeRobotDatasetMetadata``'s shape (see the module)."""
+
+    repo_id: str
+    fps: int
+    features: dict[str, dict]
+    stats: dict[str, dict[str, np.ndarray]]
+    robot_type: str | None
+    total_episodes: int
+    total_frames: int
+    task_names: dict[int, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def video_keys(self) -> list[str]:
+        return [key for key, ft in self.features.items() if ft["dtype"] == "video"]
+
+    @property
+    def image_keys(self) -> list[str]:
+        return [key for key, ft in self.features.items() if ft["dtype"] == "image"]
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return [key for key, ft in self.features.items() if ft["dtype"] in ("video", "image")]
+
+    @property
+    def names(self) -> dict[str, Any]:
+        return {key: ft.get("names") for key, ft in self.features.items()}
+
+    @property
+    def shapes(self) -> dict[str, tuple]:
+        return {key: tuple(ft["shape"]) for key, ft in self.features.items()}
+
+    @property
+    def total_tasks(self) -> int:
+        return len(self.task_names)
+
+    @property
+    def tasks(self):
+        """LeRobot's form: a ``pandas.DataFrame`` indexed by task string, column ``task_index``."""
+        import pandas as pd
+
+        ordered = sorted(self.task_names.items())
+        return pd.DataFrame({"task_index": [i for i, _ in ordered]}, index=pd.Index([t for _, t in ordered], name="task"))
+
+
+def load_packed_meta(storage: Storage, manifest: Manifest, tasks: dict[int, str]) -> PackedMeta:
+    """Build ``PackedMeta`` from a pack's manifest, ``meta/info.json`` and ``meta/stats.json``.
+
+    Raises:
+        FormatError: a file is missing from the manifest, not JSON, or holds values of the
+            wrong type (names the file).
+        IntegrityError: a file differs from what was packed.
+    """
+    info_where = storage.describe(INFO_PATH)
+    info = _json(verified_read(storage, manifest, INFO_PATH), info_where)
+    robot_type = info.get("robot_type")
+    if robot_type is not None and not isinstance(robot_type, str):
+        raise FormatError(f"{info_where}: robot_type must be a string or null, found {type(robot_type).__name__}")
+    stats: dict[str, dict[str, np.ndarray]] = {}
+    if STATS_PATH in manifest.files:
+        stats_where = storage.describe(STATS_PATH)
+        if manifest.file(STATS_PATH).bytes > MAX_STATS_BYTES:
+            raise FormatError(f"{stats_where}: more than {MAX_STATS_BYTES} bytes")
+        stats = _stats(_json(verified_read(storage, manifest, STATS_PATH), stats_where), stats_where)
+    source = manifest.source if isinstance(manifest.source, dict) else {}
+    return PackedMeta(
+        repo_id=str(source.get("uri") or storage.describe("")),
+        fps=int(manifest.fps),
+        features=json.loads(json.dumps(manifest.features)),  # a copy the caller may edit
+        stats=stats,
+        robot_type=robot_type,
+        total_episodes=int(manifest.totals["episodes"]),
+        total_frames=int(manifest.totals["frames"]),
+        task_names=dict(tasks),
+        info=info,
+    )
+
+
+def _json(data: bytes, where: str) -> dict:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError) as err:
+        raise FormatError(f"{where}: not valid JSON ({type(err).__name__})") from None
+    if not isinstance(value, dict):
+        raise FormatError(f"{where}: must hold a JSON object, found {type(value).__name__}")
+    return value
+
+
+def _stats(raw: dict, where: str) -> dict[str, dict[str, np.ndarray]]:
+    """LeRobot's ``load_stats``: leaves flattened to ``"a/b/c"`` keys, each made a numpy array
+    (at least 1-d), then nested again by ``/``. Every leaf must be numbers."""
+    flat: dict[str, Any] = {}
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        prefix, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{prefix}/{k}" if prefix else str(k), v) for k, v in value.items()]
+            continue
+        try:
+            array = np.atleast_1d(np.array(value))
+        except ValueError:  # ragged lists
+            array = np.asarray([], dtype=object)
+        if array.dtype.kind not in "biuf":
+            raise FormatError(f"{where}: {prefix!r} is not numbers")
+        flat[prefix] = array
+    nested: dict[str, Any] = {}
+    for key in sorted(flat):
+        *parents, leaf = key.split("/")
+        inner = nested
+        for part in parents:
+            inner = inner.setdefault(part, {})
+            if not isinstance(inner, dict):
+                raise FormatError(f"{where}: {key!r} nests under a value")
+        inner[leaf] = flat[key]
+    return nested
+
+
+__all__ = ["PackedMeta", "load_packed_meta"]

@@ -1,0 +1,93 @@
+"""``PackedDataset.meta``: LeRobotDatasetMetadata's fields for a pack, local or in a bucket.
+
+The reference values are read independently from the source's own meta files (what
+``LeRobotDatasetMetadata`` reads: info.json features, stats.json cast as LeRobot's
+``load_stats`` does, tasks.parquet) and the pack's totals; ``make parity`` also compares with
+``LeRobotDatasetMetadata`` itself. A hostile stats.json is refused with the file's name.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import s3fs
+
+from packer.pack import pack_dataset
+from reader import PackedDataset
+from reader.errors import FormatError
+from tests.pack_tamper import reseal
+from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.s3_server import s3_bucket, s3_server  # noqa: F401
+
+
+def _lerobot_stats(path) -> dict:
+    """LeRobot's load_stats on a plain file: flatten, np.atleast_1d(np.array(v)), unflatten."""
+    def walk(prefix, value, out):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}/{k}" if prefix else k, v, out)
+        else:
+            out[prefix] = np.atleast_1d(np.array(value))
+        return out
+
+    nested: dict = {}
+    for key, value in walk("", json.loads(path.read_text()), {}).items():
+        feature, statistic = key.split("/", 1)
+        nested.setdefault(feature, {})[statistic] = value
+    return nested
+
+
+def _assert_meta_matches_source(meta, source, packed):
+    info = json.loads((source / "meta" / "info.json").read_text())
+    manifest = json.loads((packed / "manifest.json").read_text())
+    assert meta.fps == info["fps"]
+    assert meta.features == info["features"]  # a copy pack: the source's features
+    assert meta.robot_type == info.get("robot_type")
+    assert (meta.total_episodes, meta.total_frames) == (manifest["totals"]["episodes"], manifest["totals"]["frames"])
+    assert meta.camera_keys == meta.video_keys == [k for k, f in info["features"].items() if f["dtype"] == "video"]
+    assert meta.shapes == {k: tuple(f["shape"]) for k, f in info["features"].items()}
+    reference = _lerobot_stats(source / "meta" / "stats.json")
+    assert set(meta.stats) == set(reference)
+    for feature, stats in reference.items():
+        assert set(meta.stats[feature]) == set(stats), feature
+        for name, value in stats.items():
+            assert meta.stats[feature][name].shape == value.shape and np.array_equal(meta.stats[feature][name], value), (feature, name)
+    tasks = pd.read_parquet(source / "meta" / "tasks.parquet")
+    tasks.index.name = "task"
+    pd.testing.assert_frame_equal(meta.tasks.sort_values("task_index"), tasks[["task_index"]].sort_values("task_index"), check_dtype=False)
+
+
+def test_meta_of_a_local_pack_is_the_sources_lerobot_metadata(sample_source, packed_copy):
+    _assert_meta_matches_source(PackedDataset(str(packed_copy)).meta, sample_source, packed_copy)
+
+
+def test_meta_of_a_bucket_pack_equals_the_local_one(sample_source, packed_copy, s3_bucket):
+    url, options = s3_bucket
+    s3fs.S3FileSystem(**options).put(str(packed_copy), f"{url.removeprefix('s3://')}/meta-pack", recursive=True)
+    meta = PackedDataset(f"{url}/meta-pack", storage_options=options).meta
+    _assert_meta_matches_source(meta, sample_source, packed_copy)
+
+
+def test_meta_features_describe_the_packed_video(sample_source, tmp_path):
+    packed = tmp_path / "resized"
+    pack_dataset(str(sample_source), str(packed), video="h264", resize=(24, 32), shard_size_mb=1)
+    meta = PackedDataset(str(packed)).meta
+    for key in meta.video_keys:
+        assert meta.features[key]["shape"][:2] == [24, 32]
+        assert meta.features[key]["info"]["video.codec"] == "h264"
+        assert (meta.features[key]["info"]["video.height"], meta.features[key]["info"]["video.width"]) == (24, 32)
+
+
+@pytest.mark.parametrize("stats", [{"action": {"mean": ["x"]}}, {"action": {"mean": [[1, 2], [3]]}}, ["not", "an", "object"], {"action": 5, "action/mean": [1]}])
+def test_a_hostile_stats_file_is_refused_naming_it(packed_copy, tmp_path, stats):
+    root = tmp_path / "pack"
+    shutil.copytree(packed_copy, root)
+    (root / "meta" / "stats.json").write_text(json.dumps(stats))
+    reseal(root)  # an attacker who re-seals every digest
+    dataset = PackedDataset(str(root))
+    with pytest.raises(FormatError, match="stats.json"):
+        dataset.meta
