@@ -101,7 +101,8 @@ def load_packed_meta(storage: Storage, manifest: Manifest, tasks: dict[int, str]
     return PackedMeta(
         repo_id=str(source.get("uri") or storage.describe("")),
         fps=int(manifest.fps),
-        features=json.loads(json.dumps(manifest.features)),  # a copy the caller may edit
+        # A copy the caller may edit, shapes as tuples (as LeRobot's DatasetInfo loads them).
+        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(manifest.features)).items()},
         stats=stats,
         robot_type=robot_type,
         total_episodes=int(manifest.totals["episodes"]),

@@ -5,7 +5,9 @@ Runs in ``.venv-parity`` (Python 3.12, ``lerobot[dataset]==0.6.1``), never in CI
    written by our generator, sample for sample, with and without windows;
 2. ``reader.PackedDataset`` over a copy-mode pack equals ``LeRobotDataset`` on a dataset
    written by *LeRobot's own writer* (``LeRobotDataset.create`` / ``add_frame`` /
-   ``save_episode``), and on the generator's dataset, for every anchor.
+   ``save_episode``), and on the generator's dataset, for every anchor;
+3. ``PackedDataset.meta`` equals ``LeRobotDatasetMetadata`` built from the same pack (its
+   ``meta/`` is the source's): fps, features, stats, keys, shapes, totals, tasks, robot type.
 Exits non-zero on the first mismatch, naming the index and key.
 """
 
@@ -92,6 +94,24 @@ def compare_reader(source: Path, packed: Path, name: str) -> int:
     return checked
 
 
+def compare_meta(packed: Path, name: str) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    theirs = LeRobotDatasetMetadata("local/x", root=packed)
+    mine = PackedDataset(str(packed)).meta
+    for field in ("fps", "features", "robot_type", "total_episodes", "total_frames", "camera_keys", "video_keys", "image_keys", "shapes", "names"):
+        if getattr(theirs, field) != getattr(mine, field):
+            raise AssertionError(f"{name}: meta.{field} differs: {getattr(theirs, field)!r} != {getattr(mine, field)!r}")
+    if not theirs.tasks.equals(mine.tasks):
+        raise AssertionError(f"{name}: meta.tasks differs:\n{theirs.tasks}\n{mine.tasks}")
+    if set(theirs.stats) != set(mine.stats):
+        raise AssertionError(f"{name}: meta.stats features differ")
+    for feature, stats in theirs.stats.items():
+        for statistic, value in stats.items():
+            if not np.array_equal(value, mine.stats[feature][statistic]) or value.shape != mine.stats[feature][statistic].shape:
+                raise AssertionError(f"{name}: meta.stats[{feature!r}][{statistic!r}] differs")
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="lerobot-parity-"))
     try:
@@ -122,7 +142,9 @@ def main() -> None:
             packed = work / f"{name}-packed"
             pack_dataset(str(source), str(packed), video="copy")
             total += compare_reader(source, packed, name)
+            compare_meta(packed, name)
         print(f"[parity] PackedDataset == LeRobotDataset on {total} samples (copy mode, bit-exact)")
+        print("[parity] PackedDataset.meta == LeRobotDatasetMetadata on both packs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -45,7 +45,8 @@ def _assert_meta_matches_source(meta, source, packed):
     info = json.loads((source / "meta" / "info.json").read_text())
     manifest = json.loads((packed / "manifest.json").read_text())
     assert meta.fps == info["fps"]
-    assert meta.features == info["features"]  # a copy pack: the source's features
+    # A copy pack: the source's features, shapes as tuples as LeRobot loads them.
+    assert meta.features == {k: {**f, "shape": tuple(f["shape"])} for k, f in info["features"].items()}
     assert meta.robot_type == info.get("robot_type")
     assert (meta.total_episodes, meta.total_frames) == (manifest["totals"]["episodes"], manifest["totals"]["frames"])
     assert meta.camera_keys == meta.video_keys == [k for k, f in info["features"].items() if f["dtype"] == "video"]
@@ -77,7 +78,7 @@ def test_meta_features_describe_the_packed_video(sample_source, tmp_path):
     pack_dataset(str(sample_source), str(packed), video="h264", resize=(24, 32), shard_size_mb=1)
     meta = PackedDataset(str(packed)).meta
     for key in meta.video_keys:
-        assert meta.features[key]["shape"][:2] == [24, 32]
+        assert meta.features[key]["shape"][:2] == (24, 32)
         assert meta.features[key]["info"]["video.codec"] == "h264"
         assert (meta.features[key]["info"]["video.height"], meta.features[key]["info"]["video.width"]) == (24, 32)
 
