@@ -58,6 +58,39 @@ def _resize(text: str | None) -> tuple[int, int] | None:
     return height, width
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 shard``, ``2 shards``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def human_bytes(count: float) -> str:
+    """``512 B``, ``12.3 KB``, ``4.56 MB``, ``7.89 GB`` (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.{1 if unit == 'KB' else 2}f} {unit}"
+    return f"{int(count)} B"
+
+
+def pack_summary(report) -> str:
+    """One line on what a pack run did; rates only for work done in this run."""
+    line = (
+        f"packed {plural(report.episodes, 'episode')}, {plural(report.frames, 'frame')} into {plural(report.shards, 'shard')} "
+        f"({report.shards_written} written, {report.shards_skipped} already done)"
+    )
+    if report.shards_written:
+        line += (
+            f"; read {human_bytes(report.bytes_in)} (video and rows), wrote {human_bytes(report.bytes_out)} "
+            f"in {report.seconds:.1f} s ({human_bytes(report.bytes_in / max(report.seconds, 1e-9))}/s)"
+        )
+    else:
+        line += "; nothing left to pack"
+    line += (
+        f"; re-encoded {len(report.reencoded_episodes)}, dropped {len(report.dropped_episodes)}, "
+        f"padded {len(report.padded_episodes)} episodes"
+    )
+    return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
+
+
 storage_option = click.option(
     "--storage-options", default=None, help='fsspec options for DST as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'.'
 )
@@ -69,16 +102,26 @@ storage_option = click.option(
 @click.option("--repo-id", default=None, help="Hugging Face Hub dataset ORG/NAME (instead of SRC).")
 @click.option("--revision", default=None, help="Hub branch, tag or commit SHA.")
 @click.option("--episodes", "episodes_text", default=None, help="Subset, e.g. 0,3,10-20.")
-@click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default="copy", show_default=True)
-@click.option("--gop", default=2, show_default=True, help="Keyframe interval of re-encodes.")
-@click.option("--crf", type=int, default=None, help="Re-encode quality (default: hevc 23, h264 20).")
+@click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default="copy", show_default=True,
+              help="copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
+                   "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study).")
+@click.option("--gop", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Keyframe interval of re-encodes: 1-2 for random access; longer GOPs are smaller but a random "
+                   "frame costs up to GOP-1 extra decodes.")
+@click.option("--crf", type=click.IntRange(0, 51), default=None,
+              help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20).")
 @click.option("--preset", default=None, help="Encoder preset (default: hevc fast, h264 veryfast).")
 @click.option("--resize", default=None, help="HxW downscale during re-encode.")
-@click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True)
+@click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True,
+              help="When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short "
+                   "video with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest.")
 @click.option("--window", "window_items", multiple=True, help='NAME=JSON delta_timestamps window, e.g. chunk=\'{"action": [0, 0.0333]}\'.')
-@click.option("--tolerance-s", default=1e-4, show_default=True)
-@click.option("--shard-size-mb", default=512.0, show_default=True)
-@click.option("--workers", default=1, show_default=True, help="Parallel processes.")
+@click.option("--tolerance-s", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+              help="How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s).")
+@click.option("--shard-size-mb", type=click.FloatRange(min=0, min_open=True), default=512.0, show_default=True,
+              help="Target shard size; shards hold whole episodes, so one long episode may exceed it.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Parallel packing processes (one shard each); up to the cores you have.")
 @click.option("--part", "part_text", default=None, help="Pack only part I/N of the plan (then run finalize).")
 @click.option("--cache-dir", default=None, help="Where remote/Hub sources are staged.")
 @click.option("--src-storage-options", default=None, help="fsspec options for SRC as JSON.")
@@ -93,6 +136,10 @@ def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, re
 
     if repo_id is None and src is None:
         raise click.UsageError("give SRC and DST, or --repo-id ORG/NAME and DST")
+    if repo_id is not None and src is not None:
+        raise click.UsageError(f"give SRC ({src}) or --repo-id ({repo_id}), not both")
+    if video == "copy" and (crf is not None or preset is not None):
+        raise click.UsageError("--crf and --preset apply to re-encodes: add --video hevc or --video h264")
     try:
         episodes = parse_episode_ranges(episodes_text) if episodes_text else None
         part = parse_part(part_text) if part_text else None
@@ -109,14 +156,7 @@ def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, re
         )
     except (PackError, SourceError, ValueError) as err:
         raise click.ClickException(printable(str(err))) from None
-    click.echo(
-        f"packed {report.episodes} episodes, {report.frames} frames into {report.shards} shards "
-        f"({report.shards_written} written, {report.shards_skipped} already done); "
-        f"{report.bytes_in / 1e6:.2f} MB in, {report.bytes_out / 1e6:.2f} MB out, "
-        f"re-encoded {len(report.reencoded_episodes)}, dropped {len(report.dropped_episodes)}, "
-        f"padded {len(report.padded_episodes)}; {report.seconds:.1f} s ({report.mb_per_s:.1f} MB/s)"
-        + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
-    )
+    click.echo(pack_summary(report))
 
 
 @click.command("finalize")

@@ -47,6 +47,10 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
         PinMismatchError: not the pinned manifest.
     """
     where = storage.describe(MANIFEST_PATH)
+    if storage.url.rstrip("/").endswith("/mixture.json") or storage.url == "mixture.json":
+        raise FormatError(f"{storage.url} is a mixture file, not a packed dataset: open it with reader.MixtureDataset")
+    if storage.is_local and os.path.isfile(storage.path("")):
+        raise FormatError(f"{storage.url} is a file; a packed dataset is the directory that holds manifest.json")
     try:
         size = storage.size(MANIFEST_PATH)
     except ObjectNotFoundError:

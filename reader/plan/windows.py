@@ -8,7 +8,7 @@ reported as padding (``<key>_is_pad``), so a padded slot repeats the boundary fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -39,7 +39,12 @@ def resolve_delta_timestamps(
     for key, deltas in delta_timestamps.items():
         if known_keys is not None and key not in known_keys:
             raise WindowError(f"delta_timestamps key {key!r} is not a feature; expected one of {sorted(known_keys)}")
-        deltas = [float(d) for d in deltas]
+        if isinstance(deltas, (str, bytes)) or not isinstance(deltas, Iterable):
+            raise WindowError(f"delta_timestamps[{key!r}] must be a list of seconds (e.g. [-0.1, 0.0]), got {type(deltas).__name__} {deltas!r}")
+        try:
+            deltas = [float(d) for d in deltas]
+        except (TypeError, ValueError):
+            raise WindowError(f"delta_timestamps[{key!r}] must hold numbers (seconds), got {deltas!r}") from None
         if not deltas:
             raise WindowError(f"delta_timestamps[{key!r}] is empty")
         bad = [d for d in deltas if abs(d * fps - round(d * fps)) / fps > tolerance_s]

@@ -1,0 +1,76 @@
+"""A CLI and API that explain themselves (issue 15): each misleading case a newcomer hit gets
+a message that says what is wrong and what to do, and the pack summary tells the truth."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from packer.cli import main as cli
+from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
+from reader import PackedDataset
+from reader.errors import FormatError, WindowError
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli") / "src"
+    write_sample_dataset(root, SampleSpec(episodes=2, lengths=(4, 5), cameras=(CameraSpec("observation.images.top", 32, 48),), seed=1))
+    return root
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--repo-id", "org/name"], "not both"),
+        (["--workers", "0"], "'--workers': 0 is not in the range x>=1"),
+        (["--video", "h264", "--crf", "99"], "'--crf': 99 is not in the range 0<=x<=51"),
+        (["--crf", "20"], "--crf and --preset apply to re-encodes"),
+        (["--gop", "0"], "'--gop': 0 is not in the range x>=1"),
+        (["--shard-size-mb", "0"], "'--shard-size-mb'"),
+    ],
+)
+def test_pack_refuses_contradictory_or_out_of_range_options(source, tmp_path, args, message):
+    result = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "out"), *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_pack_summary_counts_truthfully(source, tmp_path):
+    first = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "out")])
+    assert first.exit_code == 0, first.output
+    assert "into 1 shard (1 written, 0 already done); read " in first.output and "1 shards" not in first.output
+    again = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "out")])
+    assert "(0 written, 1 already done); nothing left to pack" in again.output and "/s" not in again.output
+
+
+def test_every_pack_option_has_help():
+    result = CliRunner().invoke(cli, ["pack", "--help"])
+    options = [line.split()[0] for line in result.output.splitlines() if line.strip().startswith("--")]
+    command = cli.commands["pack"]
+    undocumented = [p.opts[0] for p in command.params if p.opts[0].startswith("--") and not p.help]
+    assert options and not undocumented, undocumented
+
+
+def test_reader_explains_a_mixture_file_a_file_and_a_missing_root(tmp_path):
+    (tmp_path / "mixture.json").write_text(json.dumps({"datasets": []}))
+    with pytest.raises(FormatError, match="is a mixture file, not a packed dataset: open it with reader.MixtureDataset"):
+        PackedDataset(str(tmp_path / "mixture.json"))
+    with pytest.raises(FormatError, match="holds a mixture.json"):
+        PackedDataset(str(tmp_path))
+    (tmp_path / "plain.txt").write_text("x")
+    with pytest.raises(FormatError, match="is a file"):
+        PackedDataset(str(tmp_path / "plain.txt"))
+    with pytest.raises(FormatError, match="no such directory"):
+        PackedDataset(str(tmp_path / "absent"))
+
+
+def test_delta_timestamps_that_are_not_lists_of_seconds_are_refused_clearly(source, tmp_path):
+    result = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    with pytest.raises(WindowError, match=r"must be a list of seconds .* got float 0.1"):
+        PackedDataset(str(tmp_path / "p"), delta_timestamps={"action": 0.1})
+    with pytest.raises(WindowError, match="must hold numbers"):
+        PackedDataset(str(tmp_path / "p"), delta_timestamps={"action": ["soon"]})
