@@ -33,3 +33,7 @@ main.add_command(mixture)
 from packer.cli.bench import bench  # noqa: E402
 
 main.add_command(bench)
+
+from packer.cli.preview import preview_command  # noqa: E402
+
+main.add_command(preview_command)

@@ -1,0 +1,36 @@
+"""``preview``: a self-contained HTML page of a packed dataset (packer/preview.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from packer.cli.pack import _storage_options, printable
+
+
+@click.command("preview")
+@click.argument("packed")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write.")
+@click.option("--episodes", "max_episodes", type=click.IntRange(min=0), default=12, show_default=True,
+              help="Episodes shown with frames and plots (the first ones; the summary covers all).")
+@click.option("--frames", "frames_per_episode", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Frames per camera in each episode's contact sheet, evenly spaced.")
+@click.option("--storage-options", default=None, help="fsspec options for a bucket PACKED, as JSON.")
+def preview_command(packed, output, max_episodes, frames_per_episode, storage_options):
+    """Write one HTML file (images inlined) to look at PACKED: summary, cameras, tasks, window
+    validity, and per episode a contact sheet and state/action plots."""
+    from packer.preview import render_preview
+    from reader.errors import LeRobotShardsError
+
+    def progress(done: int, total: int) -> None:
+        click.echo(f"preview: episode {done}/{total}", err=True)
+
+    try:
+        page, report = render_preview(packed, storage_options=_storage_options(storage_options), max_episodes=max_episodes,
+                                      frames_per_episode=frames_per_episode, progress=progress)
+    except LeRobotShardsError as err:
+        raise click.ClickException(printable(str(err))) from None
+    output.write_text(page, encoding="utf-8")
+    click.echo(f"wrote {output} ({report.html_bytes / 1e6:.2f} MB): {report.episodes_shown} of {report.episodes_total} episodes, "
+               f"{report.frames_decoded} frames decoded, {report.seconds:.1f} s")
