@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import multiprocessing
 import os
 import platform
-import random
 import subprocess
 import sys
 import time
@@ -33,11 +31,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from decode_ceiling import decode_ceiling  # noqa: E402
+from lerobot_baseline import run_lerobot  # noqa: E402
 from loader_measure import measure_loader  # noqa: E402
 
 from packer.pack import pack_dataset  # noqa: E402
 from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset  # noqa: E402
-from reader import PackedDataset  # noqa: E402
+from reader import BatchLoader, PackedDataset  # noqa: E402
 
 MODES = {
     "single": None,
@@ -75,62 +75,15 @@ def build_data(out: Path, args) -> dict[str, Path]:
     return packs
 
 
-def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
-    """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
-    from reader.decode.frames import CpuDecodeStage
-    from reader.fetch.packed_index import PackedIndex
-    from reader.fetch.storage import Storage
-    from reader.plan.windows import query_frames, resolve_delta_timestamps
-
-    storage = Storage(packed)
-    index = PackedIndex(storage)
-    offsets = resolve_delta_timestamps(delta, index.manifest.fps) if delta else {}
-    stage = CpuDecodeStage("auto")
-    episode_of_frame = []
-    for position, entry in enumerate(index.episodes):
-        episode_of_frame += [(position, j) for j in range(entry.length)]
-    tars: dict[int, bytes] = {}
-    decoders: dict[tuple[int, str], object] = {}
-    started = time.perf_counter()
-    for anchor in anchors:
-        position, frame = episode_of_frame[anchor]
-        entry = index.episodes[position]
-        for key, member in entry.cameras.items():
-            if (position, key) not in decoders:
-                if entry.shard not in tars:
-                    tars[entry.shard] = (Path(packed) / "shards" / f"shard-{entry.shard:06d}.tar").read_bytes()
-                data = tars[entry.shard][member.offset : member.offset + member.size]
-                decoders[(position, key)] = stage.open(data, where=key)
-            wanted = query_frames(frame, entry.length, offsets[key])[0].tolist() if key in offsets else [frame]
-            stage.decode(decoders[(position, key)], wanted, where=key)
-    queue.put((len(anchors), time.perf_counter() - started))
-
-
-def decode_ceiling(packed: Path, delta, samples: int, workers: int, seed: int) -> dict:
-    total = PackedDataset(str(packed)).num_anchors
-    anchors = list(range(total))
-    random.Random(seed).shuffle(anchors)
-    anchors = anchors[:samples]
-    # spawn: forking a process that runs threads (prefetch, s3fs, RSS sampler) can deadlock.
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    shares = [anchors[i::workers] for i in range(workers)]
-    processes = [context.Process(target=_ceiling_worker, args=(str(packed), delta, s, queue)) for s in shares]
-    started = time.perf_counter()
-    for process in processes:
-        process.start()
-    results = [queue.get() for _ in processes]
-    for process in processes:
-        process.join()
-    wall = time.perf_counter() - started
-    slowest = max(seconds for _, seconds in results)
-    return {"samples_per_s": sum(n for n, _ in results) / slowest, "wall_s": wall}
-
-
-def ours(packed: str, delta, args, storage_options=None) -> dict:
-    dataset = PackedDataset(packed, delta_timestamps=delta, seed=args.seed, storage_options=storage_options)
+def ours(packed: str, delta, args, storage_options=None, batch_loader: bool = False) -> dict:
+    """The LeRobot-identical float32 samples through a ``DataLoader``, or with ``batch_loader``
+    the recommended path: uint8 frames, whole batches from ``BatchLoader``."""
+    dataset = PackedDataset(packed, delta_timestamps=delta, seed=args.seed, storage_options=storage_options, return_uint8=batch_loader)
 
     def make_loader():
+        if batch_loader:
+            return BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.workers, prefetch_factor=args.prefetch_factor,
+                               pin_memory=args.pin_memory)
         return torch.utils.data.DataLoader(
             dataset, batch_size=args.batch_size, num_workers=args.workers, prefetch_factor=args.prefetch_factor,
             pin_memory=args.pin_memory, persistent_workers=False,
@@ -148,22 +101,6 @@ def ours(packed: str, delta, args, storage_options=None) -> dict:
         max_open_episodes=stats["max_open_episodes"],
     )
     return result
-
-
-def lerobot(system: str, source: Path, delta, args) -> dict:
-    python = ROOT / ".venv-parity" / "bin" / "python"
-    if not python.exists():
-        return {"skipped": "no .venv-parity (run `make parity` once to create it)"}
-    command = [
-        str(python), str(ROOT / "benchmarks" / "lerobot_baseline.py"), "--root", str(source), "--system", system,
-        "--delta", json.dumps(delta), "--workers", str(args.workers), "--batch-size", str(args.batch_size),
-        "--warmup", str(args.warmup), "--max-batches", str(args.max_batches),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        return {"error": result.stderr[-500:]}
-    return json.loads(lines[-1])
 
 
 def s3_packed(packed: Path):
@@ -215,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     parser.add_argument("--modes", default="single,sarm,chunk")
-    parser.add_argument("--systems", default="copy,hevc,h264,ceiling,s3,lerobot-map,lerobot-streaming")
+    parser.add_argument("--systems", default="copy,batchloader,hevc,h264,ceiling,s3,lerobot-map,lerobot-streaming")
     parser.add_argument("--episodes", type=int, default=24)
     parser.add_argument("--min-length", type=int, default=80)
     parser.add_argument("--max-length", type=int, default=160)
@@ -242,13 +179,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[bench] {mode} / {system} ...", flush=True)
                 if system in ("copy", "hevc", "h264"):
                     result = ours(str(packs[system]), delta, args)
+                elif system == "batchloader":
+                    result = ours(str(packs["copy"]), delta, args, batch_loader=True)
                 elif system == "s3":
                     result = ours(s3[0], delta, args, storage_options=s3[1])
                 elif system == "ceiling":
                     samples = (args.max_batches - args.warmup) * args.batch_size
                     result = decode_ceiling(packs["copy"], delta, samples, max(args.workers, 1), args.seed)
                 else:
-                    result = lerobot(system, packs["source"], delta, args)
+                    result = run_lerobot(system, packs["source"], delta, workers=args.workers, batch_size=args.batch_size,
+                                         warmup=args.warmup, max_batches=args.max_batches)
                 rows.append({"mode": mode, "system": system, **result})
                 print("        " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}), flush=True)
     finally:
@@ -264,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         writer.writerows(rows)
     chart(rows, args.out / "chart.png")
     print(json.dumps(summary, indent=1))
-    ours_rows = [r for r in rows if r["system"] in ("copy", "hevc", "h264", "s3")]
+    ours_rows = [r for r in rows if r["system"] in ("copy", "batchloader", "hevc", "h264", "s3")]
     return 1 if any(not r.get("samples_per_s") for r in ours_rows) else 0
 
 
@@ -278,6 +218,10 @@ def summarize(rows: list[dict]) -> dict:
             ratios["copy_vs_ceiling"] = by["copy"] / by["ceiling"]
         if by.get("copy") and by.get("lerobot-map"):
             ratios["copy_vs_lerobot_map"] = by["copy"] / by["lerobot-map"]
+        if by.get("batchloader") and by.get("lerobot-map"):
+            ratios["batchloader_vs_lerobot_map"] = by["batchloader"] / by["lerobot-map"]
+        if by.get("batchloader") and by.get("ceiling"):
+            ratios["batchloader_vs_ceiling"] = by["batchloader"] / by["ceiling"]
         if by.get("copy") and by.get("lerobot-streaming"):
             ratios["copy_vs_lerobot_streaming"] = by["copy"] / by["lerobot-streaming"]
         if by.get("copy") and by.get("s3"):

@@ -17,6 +17,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loader_measure import measure_loader  # noqa: E402
 
 
+def run_lerobot(system: str, source: Path, delta, *, workers: int, batch_size: int, warmup: int, max_batches: int) -> dict:
+    """Run this script in ``.venv-parity`` and return its JSON result (``{"skipped": ...}``
+    when that venv does not exist, ``{"error": ...}`` when LeRobot failed)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    python = root / ".venv-parity" / "bin" / "python"
+    if not python.exists():
+        return {"skipped": "no .venv-parity (run `make parity` once to create it)"}
+    command = [
+        str(python), str(Path(__file__).resolve()), "--root", str(source), "--system", system, "--delta", json.dumps(delta),
+        "--workers", str(workers), "--batch-size", str(batch_size), "--warmup", str(warmup), "--max-batches", str(max_batches),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"error": result.stderr[-500:]}
+    return json.loads(lines[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
