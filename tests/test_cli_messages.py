@@ -44,6 +44,8 @@ def test_pack_summary_counts_truthfully(source, tmp_path):
     assert "into 1 shard (1 written, 0 already done); read " in first.output and "1 shards" not in first.output
     again = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "out")])
     assert "(0 written, 1 already done); nothing left to pack" in again.output and "/s" not in again.output
+    h264 = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "h264"), "--video", "h264"])
+    assert "re-encoded 2 (h264)" in h264.output, h264.output
 
 
 def test_every_pack_option_has_help():

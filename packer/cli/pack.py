@@ -71,8 +71,10 @@ def human_bytes(count: float) -> str:
     return f"{int(count)} B"
 
 
-def pack_summary(report) -> str:
-    """One line on what a pack run did; rates only for work done in this run."""
+def pack_summary(report, video: str = "copy") -> str:
+    """One line on what a pack run did; rates only for work done in this run. With
+    ``--video hevc|h264`` every packed episode is re-encoded; with ``copy`` only those whose
+    video could not be cut at a keyframe are."""
     line = (
         f"packed {plural(report.episodes, 'episode')}, {plural(report.frames, 'frame')} into {plural(report.shards, 'shard')} "
         f"({report.shards_written} written, {report.shards_skipped} already done)"
@@ -84,9 +86,10 @@ def pack_summary(report) -> str:
         )
     else:
         line += "; nothing left to pack"
+    reencoded = report.episodes if video != "copy" else len(report.reencoded_episodes)
     line += (
-        f"; re-encoded {len(report.reencoded_episodes)}, dropped {len(report.dropped_episodes)}, "
-        f"padded {len(report.padded_episodes)} episodes"
+        f"; re-encoded {reencoded} ({video if video != 'copy' else 'copy mode: not cut at a keyframe'}), "
+        f"dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)} episodes"
     )
     return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
 
@@ -156,7 +159,7 @@ def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, re
         )
     except (PackError, SourceError, ValueError) as err:
         raise click.ClickException(printable(str(err))) from None
-    click.echo(pack_summary(report))
+    click.echo(pack_summary(report, video))
 
 
 @click.command("finalize")
