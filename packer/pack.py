@@ -492,7 +492,7 @@ def pack_dataset(
     src_storage_options: dict | None = None,
     cache_dir: str | None = None,
     row_group_max_bytes: int = ROW_GROUP_TARGET_BYTES,
-    progress: bool = False,
+    progress: bool | str = False,
     follow_symlinks: bool = False,
 ) -> PackReport:
     """Pack a LeRobot v3.0 dataset into ``dst``.
@@ -763,8 +763,58 @@ class _RichProgress:
         self.progress.stop()
 
 
-def _progress_bar(enabled: bool, *, total: int, done: int):
-    return _RichProgress(total, done) if enabled else _NoProgress()
+def progress_line(done: int, total: int, bytes_in: int, seconds: float, *, started_done: int = 0) -> str:
+    """``12/40 episodes (30%), 30.1 MB in, 5.2 MB/s, ETA 0:01:20``: the rate and ETA from the
+    episodes done in this run (resumed ones cost nothing)."""
+    percent = 100 * done / total if total else 100.0
+    line = f"{done}/{total} episodes ({percent:.0f}%), {bytes_in / 1e6:.1f} MB in"
+    ran = done - started_done
+    if seconds > 0 and ran > 0:
+        line += f", {bytes_in / 1e6 / seconds:.1f} MB/s"
+        remaining = max(total - done, 0) * seconds / ran
+        hours, rest = divmod(int(remaining + 0.5), 3600)
+        line += f", ETA {hours}:{rest // 60:02d}:{rest % 60:02d}"
+    return line
+
+
+class _LogProgress(_RichProgress):
+    """For output that is not a terminal (a SLURM log, a pipe): a plain line on stderr at most
+    every ``interval_s`` seconds (``LEROBOT_SHARDS_PROGRESS_S``, default 30) and at the end."""
+
+    def __init__(self, total_episodes: int, done_episodes: int, interval_s: float | None = None):
+        self.started = time.perf_counter()
+        self.total, self.done, self.started_done, self.bytes_in = total_episodes, done_episodes, done_episodes, 0
+        self.interval_s = float(os.environ.get("LEROBOT_SHARDS_PROGRESS_S", "30")) if interval_s is None else interval_s
+        self.last = float("-inf")
+        self.lines = 0
+
+    def _emit(self) -> None:
+        seconds = time.perf_counter() - self.started
+        print(f"[pack] {progress_line(self.done, self.total, self.bytes_in, seconds, started_done=self.started_done)}",
+              file=sys.stderr, flush=True)
+        self.last, self.lines = time.perf_counter(), self.lines + 1
+
+    def put(self, item: tuple[int, int]) -> None:
+        episodes, bytes_in = item
+        self.done += episodes
+        self.bytes_in += bytes_in
+        if time.perf_counter() - self.last >= self.interval_s:
+            self._emit()
+
+    def shard_done(self, report: PackReport) -> None:
+        pass
+
+    def close(self) -> None:
+        self._emit()
+
+
+def _progress_bar(mode: bool | str, *, total: int, done: int):
+    """``True``/``"bar"``: a rich bar (a terminal); ``"log"``: periodic lines; else none."""
+    if mode is True or mode == "bar":
+        return _RichProgress(total, done)
+    if mode == "log":
+        return _LogProgress(total, done)
+    return _NoProgress()
 
 
 def stage_source(

@@ -76,3 +76,21 @@ def test_delta_timestamps_that_are_not_lists_of_seconds_are_refused_clearly(sour
         PackedDataset(str(tmp_path / "p"), delta_timestamps={"action": 0.1})
     with pytest.raises(WindowError, match="must hold numbers"):
         PackedDataset(str(tmp_path / "p"), delta_timestamps={"action": ["soon"]})
+
+
+def test_pack_logs_progress_lines_when_output_is_not_a_terminal(source, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEROBOT_SHARDS_PROGRESS_S", "0")  # a line per episode: counted, not timed
+    result = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    text = result.stderr if hasattr(result, "stderr") else result.output
+    lines = [line for line in text.splitlines() if line.startswith("[pack] ")]
+    assert lines[0].startswith("[pack] 1/2 episodes (50%)") and lines[-1].startswith("[pack] 2/2 episodes (100%)"), lines
+    assert "MB in" in lines[-1]
+
+
+def test_progress_line_rate_and_eta_come_from_this_runs_episodes():
+    from packer.pack import progress_line
+
+    assert progress_line(30, 40, 20_000_000, 10.0, started_done=20) == "30/40 episodes (75%), 20.0 MB in, 2.0 MB/s, ETA 0:00:10"
+    assert progress_line(20, 40, 0, 5.0, started_done=20) == "20/40 episodes (50%), 0.0 MB in"
+    assert progress_line(1, 4000, 1, 3600.0).endswith("ETA 3999:00:00")

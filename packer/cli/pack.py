@@ -155,7 +155,7 @@ def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, re
             gop=gop, crf=crf, preset=preset, resize=_resize(resize), on_frame_mismatch=on_frame_mismatch,
             tolerance_s=tolerance_s, workers=workers, part=part, repo_id=repo_id, revision=revision,
             storage_options=_storage_options(storage_options), src_storage_options=_storage_options(src_storage_options),
-            cache_dir=cache_dir, progress=sys.stderr.isatty(), follow_symlinks=follow_symlinks,
+            cache_dir=cache_dir, progress="bar" if sys.stderr.isatty() else "log", follow_symlinks=follow_symlinks,
         )
     except (PackError, SourceError, ValueError) as err:
         raise click.ClickException(printable(str(err))) from None
