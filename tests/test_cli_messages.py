@@ -94,3 +94,13 @@ def test_progress_line_rate_and_eta_come_from_this_runs_episodes():
     assert progress_line(30, 40, 20_000_000, 10.0, started_done=20) == "30/40 episodes (75%), 20.0 MB in, 2.0 MB/s, ETA 0:00:10"
     assert progress_line(20, 40, 0, 5.0, started_done=20) == "20/40 episodes (50%), 0.0 MB in"
     assert progress_line(1, 4000, 1, 3600.0).endswith("ETA 3999:00:00")
+
+
+def test_bench_help_lists_each_benchmarks_options(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)  # not the checkout: the benchmarks come from the installed package
+    for which, option in (([], "--max-batches"), (["real"], "--source")):
+        shown = subprocess.run([sys.executable, "-m", "packer.cli", "bench", *which, "--help"], capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0 and option in shown.stdout, shown.stdout[-500:] + shown.stderr[-500:]

@@ -1,19 +1,28 @@
-"""``bench``: run the reader benchmark (benchmarks/bench_read.py) from a source checkout."""
+"""``bench``: run a reader benchmark (``benchmarks/bench_read.py`` or ``bench_real.py``)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 
+_SCRIPTS = {"read": "benchmarks.bench_read", "real": "benchmarks.bench_real"}
 
-@click.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+
+@click.command("bench", add_help_option=False, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
 def bench(ctx):
-    """Reader benchmark vs the decode ceiling and LeRobot; options as benchmarks/bench_read.py."""
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_read.py"
-    if not script.exists():
-        raise click.ClickException(f"{script} not found: `bench` runs from a source checkout of lerobot-shards")
-    raise SystemExit(subprocess.call([sys.executable, str(script), *ctx.args]))
+    """Reader benchmarks vs the decode ceiling and LeRobot (docs/BENCHMARKS.md).
+
+    \b
+    lerobot-shards bench [read] [OPTIONS]   generated data, 3 codecs, S3 (benchmarks/bench_read.py)
+    lerobot-shards bench real --source DIR  a real LeRobot v3 dataset, e.g. 480x640 footage (bench_real.py)
+    lerobot-shards bench [read|real] --help lists each benchmark's options.
+    """
+    args = list(ctx.args)
+    which = args.pop(0) if args and args[0] in _SCRIPTS else "read"
+    if args[:1] in (["-h"], ["--help"]) and which == "read" and not ctx.args[:1] == ["read"]:
+        click.echo(ctx.get_help())
+        click.echo("\nOptions of `bench read`:\n")
+    raise SystemExit(subprocess.call([sys.executable, "-m", _SCRIPTS[which], *args]))
