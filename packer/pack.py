@@ -36,6 +36,7 @@ from packer.episode_video import (
     reencode_episode,
 )
 from packer.errors import FrameMismatchError, PackError
+from packer.progress_log import eta_text
 from packer.shard_plan import plan_shards, shards_of_part
 from packer.source import LeRobotSource, SourceError
 from packer.tar_writer import DeterministicTarWriter
@@ -770,10 +771,7 @@ def progress_line(done: int, total: int, bytes_in: int, seconds: float, *, start
     line = f"{done}/{total} episodes ({percent:.0f}%), {bytes_in / 1e6:.1f} MB in"
     ran = done - started_done
     if seconds > 0 and ran > 0:
-        line += f", {bytes_in / 1e6 / seconds:.1f} MB/s"
-        remaining = max(total - done, 0) * seconds / ran
-        hours, rest = divmod(int(remaining + 0.5), 3600)
-        line += f", ETA {hours}:{rest // 60:02d}:{rest % 60:02d}"
+        line += f", {bytes_in / 1e6 / seconds:.1f} MB/s, {eta_text(ran, total - started_done, seconds)}"
     return line
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,7 +57,12 @@ class VerifyReport:
 
 
 def verify(
-    dst: str, *, decode: bool = False, storage_options: dict | None = None, manifest_sha256: str | None = None
+    dst: str,
+    *,
+    decode: bool = False,
+    storage_options: dict | None = None,
+    manifest_sha256: str | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
 ) -> VerifyReport:
     """Check a packed dataset; see the module docstring for what is checked.
 
@@ -65,6 +71,7 @@ def verify(
         decode: also decode every member (slow: every frame of every camera).
         storage_options: fsspec options for remote roots.
         manifest_sha256: a pin (``sha256:<hex>``): the manifest must be exactly that one.
+        progress: called after each shard with (shards checked, shards, episodes checked).
 
     Returns:
         A ``VerifyReport``; ``report.ok`` is False when anything is wrong, and
@@ -92,6 +99,8 @@ def verify(
         report.episodes_checked += len(mine)
         _guarded(report, shard_parquet_path(shard.index), lambda: _shard_parquet_problems(storage, manifest, shard, mine))
         _guarded(report, shard_tar_path(shard.index), lambda: _member_problems(storage, manifest, shard, mine, decode, report))
+        if progress is not None:
+            progress(report.shards_checked, len(manifest.shards), report.episodes_checked)
     return report
 
 

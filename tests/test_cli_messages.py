@@ -104,3 +104,15 @@ def test_bench_help_lists_each_benchmarks_options(tmp_path, monkeypatch):
     for which, option in (([], "--max-batches"), (["real"], "--source")):
         shown = subprocess.run([sys.executable, "-m", "packer.cli", "bench", *which, "--help"], capture_output=True, text=True, timeout=120)
         assert shown.returncode == 0 and option in shown.stdout, shown.stdout[-500:] + shown.stderr[-500:]
+
+
+def test_verify_logs_progress_per_shard(source, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEROBOT_SHARDS_PROGRESS_S", "0")
+    packed = tmp_path / "p"
+    assert CliRunner().invoke(cli, ["pack", str(source), str(packed), "--shard-size-mb", "0.002"]).exit_code == 0
+    shards = len(list((packed / "shards").glob("*.tar")))
+    result = CliRunner().invoke(cli, ["verify", str(packed)])
+    assert result.exit_code == 0, result.output
+    text = result.stderr if hasattr(result, "stderr") else result.output
+    lines = [line for line in text.splitlines() if line.startswith("[verify] ")]
+    assert len(lines) == shards and lines[-1].startswith(f"[verify] {shards}/{shards} shards (100%), 2 episodes checked"), lines

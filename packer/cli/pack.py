@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from packer.progress_log import ProgressLog
 from packer.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
@@ -187,7 +188,10 @@ def verify_command(dst, decode, pin, storage_options):
     """Check sizes, sha256, index consistency (and decoding); non-zero exit on any problem."""
     from packer.verify import verify
 
-    report = verify(dst, decode=decode, storage_options=_storage_options(storage_options), manifest_sha256=pin)
+    log = ProgressLog("verify", unit="shards")
+    report = verify(dst, decode=decode, storage_options=_storage_options(storage_options), manifest_sha256=pin,
+                    progress=lambda done, total, episodes: log.update(done, total, note=f"{episodes} episodes checked"))
+    log.close()
     if not report.ok:
         for problem in report.problems:
             click.echo(f"FAIL {printable(problem)}", err=True)
