@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
@@ -145,8 +146,10 @@ def _feature_of_field(field: pa.Field) -> dict:
     return {"dtype": dtype, "shape": shape, "names": None}
 
 
-def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
+def finalize(dst: str, *, storage_options: dict | None = None, progress: Callable[[int, int], None] | None = None) -> Manifest:
     """Write ``index/episodes.parquet``, ``index/samples.parquet`` and ``manifest.json``.
+
+    ``progress(shards indexed, shards)`` is called after each shard's rows are indexed.
 
     Returns:
         The written ``Manifest``.
@@ -227,6 +230,8 @@ def finalize(dst: str, *, storage_options: dict | None = None) -> Manifest:
                 columns[pad_column(name, key, "before")] = pa.array(before)
                 columns[pad_column(name, key, "after")] = pa.array(after)
         sample_tables.append(pa.table(columns))
+        if progress is not None:
+            progress(len(sample_tables), len(receipts))
 
     episode_rows.sort(key=lambda r: r["episode_index"])
     files = _meta_files(destination)

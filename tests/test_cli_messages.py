@@ -116,3 +116,16 @@ def test_verify_logs_progress_per_shard(source, tmp_path, monkeypatch):
     text = result.stderr if hasattr(result, "stderr") else result.output
     lines = [line for line in text.splitlines() if line.startswith("[verify] ")]
     assert len(lines) == shards and lines[-1].startswith(f"[verify] {shards}/{shards} shards (100%), 2 episodes checked"), lines
+
+
+def test_finalize_logs_progress_per_shard(source, tmp_path, monkeypatch):
+    monkeypatch.setenv("LEROBOT_SHARDS_PROGRESS_S", "0")
+    packed = tmp_path / "p"
+    for part in ("0/2", "1/2"):
+        assert CliRunner().invoke(cli, ["pack", str(source), str(packed), "--shard-size-mb", "0.002", "--part", part]).exit_code == 0
+    shards = len(list((packed / "shards").glob("*.tar")))
+    result = CliRunner().invoke(cli, ["finalize", str(packed)])
+    assert result.exit_code == 0, result.output
+    text = result.stderr if hasattr(result, "stderr") else result.output
+    lines = [line for line in text.splitlines() if line.startswith("[finalize] ")]
+    assert len(lines) == shards >= 2 and lines[-1].startswith(f"[finalize] {shards}/{shards} shards (100%)"), lines

@@ -172,7 +172,9 @@ def finalize_command(dst, storage_options):
     from packer.pack import PackError
 
     try:
-        manifest = finalize(dst, storage_options=_storage_options(storage_options))
+        log = ProgressLog("finalize", unit="shards")
+        manifest = finalize(dst, storage_options=_storage_options(storage_options), progress=lambda done, total: log.update(done, total))
+        log.close()
     except PackError as err:
         raise click.ClickException(printable(str(err))) from None
     click.echo(f"finalized {manifest.totals['episodes']} episodes in {manifest.totals['shards']} shards")
