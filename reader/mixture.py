@@ -47,6 +47,7 @@ from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.resume_state import EpochResume
 from reader.plan.world import World
 from reader.runtime.consumer import Consumer
+from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
 from reader.runtime.stats import SharedStats
 
 
@@ -128,24 +129,25 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.samples_per_epoch = samples_per_epoch
         self.seed, self.shuffle, self.pool_size, self.epoch = int(seed), shuffle, int(episode_pool_size), 0
         self._rank_arg, self._world_size_arg = rank, world_size
-        self.datasets = []
-        for name, path in zip(names, paths):
-            inverse = {dst: src for src, dst in self.key_map[name].items()}
-            window = None
-            if delta_timestamps:
-                # Windows are in seconds and keyed by mapped names: translate per dataset, and
-                # only for keys it has (a missing camera is filled, see _harmonize).
-                features = read_manifest(Storage(path, storage_options))[0].features
-                window = {inverse.get(k, k): v for k, v in delta_timestamps.items() if inverse.get(k, k) in features}
-            self.datasets.append(
-                PackedDataset(
-                    path, delta_timestamps=window or None, seed=seed, shuffle=shuffle, episode_pool_size=episode_pool_size,
-                    return_uint8=return_uint8, storage_options=storage_options,
-                )
+        manifests = [read_manifest(Storage(path, storage_options))[0] for path in paths]
+        # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
+        # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
+        self.harmonizer = FeatureHarmonizer.build(
+            [DatasetFeatures.from_manifest_features(name, m.fps, m.features) for name, m in zip(names, manifests)],
+            key_map=self.key_map, pad_keys=tuple(pad_keys), delta_timestamps=delta_timestamps, return_uint8=return_uint8,
+        )
+        self.datasets = [
+            PackedDataset(
+                path, delta_timestamps=self.harmonizer.source_delta_timestamps(i) or None, seed=seed, shuffle=shuffle,
+                episode_pool_size=episode_pool_size, return_uint8=return_uint8, storage_options=storage_options,
             )
+            for i, path in enumerate(paths)
+        ]
         self.delta_timestamps = delta_timestamps or {}
         self.pad_keys = tuple(pad_keys)
-        self._layout()
+        self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
+        self.pad_widths = dict(self.harmonizer.pad_widths)
+        self.fps = {name: d.fps for name, d in zip(self.names, self.datasets)}
         # Counters of every consumer over all datasets (PackedDataset.stats() has the keys).
         self._stats = SharedStats()
         members = [[name, d.index.manifest_sha256, d._resume.identity["episodes"], d._resume.identity["where"]]
@@ -163,71 +165,6 @@ class MixtureDataset(torch.utils.data.IterableDataset):
                 "label_block_size": LABEL_BLOCK_SIZE,
             },
         )
-
-    # -- feature harmonization --------------------------------------------------------------
-    def _mapped(self, index: int, key: str) -> str:
-        return self.key_map[self.names[index]].get(key, key)
-
-    def _layout(self) -> None:
-        per_dataset_keys = []
-        self.pad_widths: dict[str, int] = {}
-        self.cameras: dict[str, tuple[int, ...]] = {}
-        for i, dataset in enumerate(self.datasets):
-            keys = set()
-            for key, feature in dataset.features.items():
-                mapped = self._mapped(i, key)
-                keys.add(mapped)
-                if feature["dtype"] == "video":
-                    shape = tuple(feature["shape"])
-                    if mapped in self.cameras and self.cameras[mapped] != shape:
-                        raise ValueError(
-                            f"camera {mapped!r} is {self.cameras[mapped]} in one dataset and {shape} in "
-                            f"{self.names[i]!r}; repack with --video hevc --resize to a common size"
-                        )
-                    self.cameras[mapped] = shape
-                elif mapped in self.pad_keys:
-                    self.pad_widths[mapped] = max(self.pad_widths.get(mapped, 0), int(feature["shape"][0]))
-            per_dataset_keys.append(keys)
-        self.common_keys = set.intersection(*per_dataset_keys) | {"task"}
-        self.fps = {name: d.fps for name, d in zip(self.names, self.datasets)}
-
-    def _harmonize(self, index: int, sample: dict) -> dict:
-        out = {}
-        for key, value in sample.items():
-            mapped = key
-            for suffix in ("_is_pad",):
-                if key.endswith(suffix):
-                    mapped = self._mapped(index, key[: -len(suffix)]) + suffix
-                    break
-            else:
-                mapped = self._mapped(index, key)
-            out[mapped] = value
-        for key, width in self.pad_widths.items():
-            if key in out:
-                value = out[key]
-                missing = width - value.shape[-1]
-                mask = torch.zeros(width, dtype=torch.bool)
-                mask[: value.shape[-1]] = True
-                if missing:
-                    out[key] = torch.nn.functional.pad(value, (0, missing))
-                out[f"{key}_mask"] = mask
-        for camera, (height, width, channels) in self.cameras.items():
-            present = camera in out
-            if not present:
-                deltas = self.delta_timestamps.get(camera)
-                shape = (channels, height, width) if not deltas or len(deltas) == 1 else (len(deltas), channels, height, width)
-                dtype = torch.uint8 if self.datasets[index].return_uint8 else torch.float32
-                out[camera] = torch.zeros(shape, dtype=dtype)
-                if deltas:
-                    out[f"{camera}_is_pad"] = torch.ones(len(deltas), dtype=torch.bool)
-            out[f"{camera}_mask"] = torch.tensor(present)
-        keep = self.common_keys | set(self.cameras) | set(self.pad_widths)
-        keep |= {f"{k}_mask" for k in list(self.cameras) + list(self.pad_widths)}
-        keep |= {f"{k}_is_pad" for k in self.delta_timestamps}
-        result = {k: v for k, v in out.items() if k in keep}
-        result["dataset_index"] = torch.tensor(index, dtype=torch.int64)
-        result["dataset_name"] = self.names[index]
-        return result
 
     # -- epochs -----------------------------------------------------------------------------
     def stats(self) -> dict[str, float]:
@@ -339,4 +276,4 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         world = World.detect(self._rank_arg, self._world_size_arg)
         consumer = Consumer(self.datasets, stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
         for index, sample in consumer.samples(self._blocks(world)):
-            yield self._harmonize(index, sample)
+            yield self.harmonizer.apply(index, sample)

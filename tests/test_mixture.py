@@ -200,7 +200,7 @@ def test_mixture_file_and_errors(mixture_root, tmp_path):
     assert len(MixtureDataset(str(elsewhere / "mixture.json"), allow_remote_paths=True)) == 19 + 12
     with pytest.raises(ValueError, match="needs both weights and samples_per_epoch"):
         MixtureDataset(str(tmp_path / "mixture.json"), weights=[1, 1])
-    with pytest.raises(ValueError, match=r"camera 'observation.images.wrist' is \(32, 32, 3\) in one dataset and \(32, 48, 3\)"):
+    with pytest.raises(ValueError, match=r"camera 'observation.images.wrist' is \(H, W, C\) \(32, 32, 3\) in 'a' and \(32, 48, 3\) in 'front'; repack"):
         MixtureDataset([str(mixture_root / "arm"), str(mixture_root / "front")],
                        key_map={"front": {"observation.images.front": "observation.images.wrist"}}, names=["a", "front"])
     with pytest.raises(PlanError, match="non-negative"):
