@@ -34,6 +34,7 @@ from reader.fetch.storage import Storage
 from reader.format import STATS_PATH, sha256_hex
 from reader.format.layout import MAX_RECORD_BYTES
 from reader.format.mixture import MixtureSpec, resolve_dataset_path
+from reader.lerobot_meta import PackedMeta, aggregate_stats
 from reader.plan.consumer_draws import segment_blocks
 from reader.plan.epoch_plan import EpochPlan
 from reader.plan.mixture_plan import DEFAULT_BLOCK as LABEL_BLOCK_SIZE
@@ -148,6 +149,7 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
         self.pad_widths = dict(self.harmonizer.pad_widths)
         self.fps = {name: d.fps for name, d in zip(self.names, self.datasets)}
+        self._meta: PackedMeta | None = None
         # Counters of every consumer over all datasets (PackedDataset.stats() has the keys).
         self._stats = SharedStats()
         members = [[name, d.index.manifest_sha256, d._resume.identity["episodes"], d._resume.identity["where"]]
@@ -171,6 +173,48 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         """Reader counters of this mixture's consumers, as ``PackedDataset.stats()`` (summed
         over datasets, workers and iterators since the mixture was built)."""
         return self._stats.snapshot()
+
+    @property
+    def meta(self) -> PackedMeta:
+        """``PackedDataset.meta`` for the harmonized samples: the mixture's keys and shapes
+        (cameras, vectors at their padded width, promoted dtypes; no ``_mask`` keys), stats of
+        all datasets aggregated as LeRobot's ``aggregate_stats`` does (per element for padded
+        vectors), summed totals, the union of tasks. ``fps`` and ``robot_type`` are the
+        datasets' common value, or None where they differ.
+
+        Raises:
+            FormatError / IntegrityError: a dataset's meta files are malformed or altered.
+        """
+        if self._meta is None:
+            metas = [d.meta for d in self.datasets]
+            h = self.harmonizer
+            sources = [{v: k for k, v in h.key_maps[i].items() if v is not None} for i in range(len(metas))]
+            features: dict[str, dict] = {}
+            for key in h.keys:
+                if key in h.cameras:
+                    channels, height, width = h.cameras[key]
+                    features[key] = {"dtype": "video", "shape": (height, width, channels), "names": ["height", "width", "channels"]}
+                    continue
+                first = next(i for i in range(len(metas)) if key in sources[i])
+                feature = dict(metas[first].features[sources[first][key]])
+                if key in h.pad_widths:
+                    feature.update(shape=(h.pad_widths[key],), names=None)
+                if key in h.dtypes:
+                    feature["dtype"] = h.dtypes[key]
+                features[key] = feature
+            stats = aggregate_stats([
+                {h.key_maps[i][k]: v for k, v in m.stats.items() if h.key_maps[i].get(k) in features} for i, m in enumerate(metas)
+            ])
+            fps = {m.fps for m in metas}
+            robots = {m.robot_type for m in metas}
+            tasks = sorted({t for m in metas for t in m.task_names.values()})
+            self._meta = PackedMeta(
+                repo_id="mixture:" + ",".join(self.names), fps=fps.pop() if len(fps) == 1 else None, features=features,
+                stats=stats, robot_type=robots.pop() if len(robots) == 1 else None,
+                total_episodes=sum(m.total_episodes for m in metas), total_frames=sum(m.total_frames for m in metas),
+                task_names=dict(enumerate(tasks)), info={"datasets": list(self.names)},
+            )
+        return self._meta
 
     @property
     def normalization_stats(self) -> dict[str, dict]:

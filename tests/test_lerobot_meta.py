@@ -17,6 +17,7 @@ import pytest
 import s3fs
 
 from packer.pack import pack_dataset
+from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
 from reader import PackedDataset
 from reader.errors import FormatError
 from tests.pack_tamper import reseal
@@ -92,3 +93,51 @@ def test_a_hostile_stats_file_is_refused_naming_it(packed_copy, tmp_path, stats)
     dataset = PackedDataset(str(root))
     with pytest.raises(FormatError, match="stats.json"):
         dataset.meta
+
+
+def _stats_of(values: np.ndarray) -> dict:
+    return {"mean": values.mean(0), "std": values.std(0), "min": values.min(0), "max": values.max(0),
+            "count": np.array([len(values)]), "q50": np.quantile(values, 0.5, axis=0)}
+
+
+def test_aggregated_stats_equal_the_stats_of_the_pooled_data_per_element():
+    from reader.lerobot_meta import aggregate_stats
+
+    rng = np.random.default_rng(0)
+    narrow, wide = rng.normal(1.0, 2.0, size=(300, 3)), rng.normal(-4.0, 0.5, size=(500, 5))
+    image = rng.random((200, 3, 1, 1))
+    stats = aggregate_stats([{"state": _stats_of(narrow), "img": _stats_of(image)}, {"state": _stats_of(wide), "img": _stats_of(image * 2)}])
+    pooled_first = np.concatenate([narrow, wide[:, :3]])
+    np.testing.assert_allclose(stats["state"]["mean"][:3], pooled_first.mean(0))
+    np.testing.assert_allclose(stats["state"]["std"][:3], pooled_first.std(0))
+    np.testing.assert_allclose(stats["state"]["mean"][3:], wide[:, 3:].mean(0))  # only the wide dataset has these
+    np.testing.assert_allclose(stats["state"]["std"][3:], wide[:, 3:].std(0))
+    np.testing.assert_array_equal(stats["state"]["min"], np.concatenate([np.minimum(narrow.min(0), wide[:, :3].min(0)), wide[:, 3:].min(0)]))
+    np.testing.assert_array_equal(stats["state"]["max"], np.concatenate([np.maximum(narrow.max(0), wide[:, :3].max(0)), wide[:, 3:].max(0)]))
+    both = np.concatenate([image, image * 2])
+    np.testing.assert_allclose(stats["img"]["mean"], both.mean(0))
+    np.testing.assert_allclose(stats["img"]["std"], both.std(0))
+    assert stats["img"]["mean"].shape == (3, 1, 1) and int(stats["state"]["count"][0]) == 800
+
+
+def test_mixture_meta_describes_the_harmonized_samples(tmp_path):
+    from reader import MixtureDataset
+
+    roots = []
+    for name, state_dim in (("narrow", 3), ("wide", 5)):
+        spec = SampleSpec(episodes=2, lengths=(6, 7), state_dim=state_dim, action_dim=state_dim, seed=state_dim,
+                          cameras=(CameraSpec("observation.images.top", 32, 48),))
+        write_sample_dataset(tmp_path / name, spec)
+        pack_dataset(str(tmp_path / name), str(tmp_path / f"{name}-pack"))
+        roots.append(str(tmp_path / f"{name}-pack"))
+    mixture = MixtureDataset(roots, names=["narrow", "wide"])
+    meta = mixture.meta
+    sample = next(iter(mixture))
+    assert meta.features["observation.state"]["shape"] == (5,) == tuple(sample["observation.state"].shape)
+    assert meta.features["observation.images.top"]["shape"] == (32, 48, 3)
+    assert not any(k.endswith("_mask") for k in meta.features)
+    assert meta.total_frames == 26 and meta.total_episodes == 4 and meta.fps == 30
+    narrow, wide = (PackedDataset(r).meta.stats["observation.state"] for r in roots)
+    total = narrow["count"][0] + wide["count"][0]
+    expected = np.concatenate([(narrow["mean"] * narrow["count"][0] + wide["mean"][:3] * wide["count"][0]) / total, wide["mean"][3:]])
+    np.testing.assert_allclose(meta.stats["observation.state"]["mean"], expected)
