@@ -129,3 +129,12 @@ def test_finalize_logs_progress_per_shard(source, tmp_path, monkeypatch):
     text = result.stderr if hasattr(result, "stderr") else result.output
     lines = [line for line in text.splitlines() if line.startswith("[finalize] ")]
     assert len(lines) == shards >= 2 and lines[-1].startswith(f"[finalize] {shards}/{shards} shards (100%)"), lines
+
+
+def test_make_sample_logs_progress_lines(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEROBOT_SHARDS_PROGRESS_S", "0")
+    result = CliRunner().invoke(cli, ["make-sample", str(tmp_path / "s"), "--episodes", "3", "--min-length", "2", "--max-length", "3"])
+    assert result.exit_code == 0, result.output
+    text = result.stderr if hasattr(result, "stderr") else result.output
+    lines = [line for line in text.splitlines() if line.startswith("[make-sample] ")]
+    assert [line.split(" (")[0] for line in lines] == ["[make-sample] 1/3 episodes", "[make-sample] 2/3 episodes", "[make-sample] 3/3 episodes"]

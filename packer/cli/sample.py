@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from packer.progress_log import ProgressLog
 from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
 
 
@@ -51,8 +54,13 @@ def make_sample(out, episodes, fps, min_length, max_length, cameras, data_file_m
         seed=seed,
     )
     try:
-        with click.progressbar(length=episodes, label="encoding episodes") as bar:
-            report = write_sample_dataset(out, spec, progress=lambda done, total: bar.update(1))
+        if sys.stderr.isatty():
+            with click.progressbar(length=episodes, label="encoding episodes", file=sys.stderr) as bar:
+                report = write_sample_dataset(out, spec, progress=lambda done, total: bar.update(1))
+        else:  # a log: periodic lines with counts and ETA
+            log = ProgressLog("make-sample", unit="episodes")
+            report = write_sample_dataset(out, spec, progress=lambda done, total: log.update(done, total))
+            log.close()
     except (FileExistsError, ValueError) as err:
         raise click.ClickException(str(err)) from None
     click.echo(
