@@ -231,7 +231,8 @@ def info_command(dst, storage_options):
 @click.command("sql")
 @click.argument("dst")
 @click.argument("query")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table for reading; csv, or json (an array of one object per row), for other tools.")
 @storage_option
 def sql_command(dst, query, fmt, storage_options):
     """Run DuckDB SQL over views `episodes`, `samples` and `frames`."""

@@ -25,7 +25,7 @@ def _parse_cameras(text: str) -> tuple[CameraSpec, ...]:
 @click.command("make-sample")
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--episodes", default=6, show_default=True, help="Number of episodes.")
-@click.option("--fps", default=30, show_default=True)
+@click.option("--fps", type=click.IntRange(min=1), default=30, show_default=True, help="Frames per second of every episode.")
 @click.option("--min-length", default=8, show_default=True, help="Shortest episode (frames).")
 @click.option("--max-length", default=40, show_default=True, help="Longest episode (frames).")
 @click.option(
@@ -37,7 +37,7 @@ def _parse_cameras(text: str) -> tuple[CameraSpec, ...]:
 @click.option("--data-file-mb", default=100.0, show_default=True, help="Data parquet rollover size (MB).")
 @click.option("--video-file-mb", default=200.0, show_default=True, help="Video file rollover size (MB).")
 @click.option("--chunks-size", default=1000, show_default=True, help="Files per chunk directory.")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Seed of episode lengths, tasks and values: the same seed writes the same dataset.")
 def make_sample(out, episodes, fps, min_length, max_length, cameras, data_file_mb, video_file_mb, chunks_size, seed):
     """Write a synthetic LeRobot v3.0 dataset to OUT (AV1 video, frames carry their identity)."""
     if episodes < 1:
