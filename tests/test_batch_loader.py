@@ -122,3 +122,14 @@ def test_frames_are_channels_last_in_memory_with_default_collate_values(packed_c
     assert frames.shape == reference["observation.images.top"].shape
     assert frames.stride()[2] == 1 and frames.permute(0, 1, 3, 4, 2).is_contiguous()
     assert torch.equal(frames, reference["observation.images.top"])
+
+
+def test_in_process_batches_kept_by_the_caller_are_never_overwritten(packed_copy):
+    """num_workers=0 reuses the training process's own buffers by use count: a kept batch
+    (all of them here) keeps its buffer and is never written again."""
+    reference = list(torch.utils.data.DataLoader(_dataset(packed_copy), batch_size=4))
+    loader = BatchLoader(_dataset(packed_copy), batch_size=4)
+    kept = list(loader)
+    assert len(kept) == len(reference)
+    for theirs, mine in zip(reference, kept):
+        assert_same_batch(theirs, mine)
