@@ -37,9 +37,14 @@ fi
 
 stamp="$VENV/.installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints-cpu.txt -nt "$stamp" ]; then
-    echo "[setup] installing lerobot-shards and its dependencies into $VENV"
+    echo "[setup] installing lerobot-shards and its dependencies into $VENV (a few minutes the first time)"
+    started=$(date +%s)
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -c constraints-cpu.txt -e '.[all]'
+    # One log line per package (pip's own bars are useless in a CI log); pip's exit status
+    # still decides (pipefail).
+    "$VENV/bin/python" -m pip install --progress-bar off -c constraints-cpu.txt -e '.[all]' \
+        | { grep -E '^(Collecting|Successfully installed)' | sed 's/^/[setup] pip: /' || true; }
+    echo "[setup] installed in $(( $(date +%s) - started )) s"
     touch "$stamp"
 fi
 "$VENV/bin/python" -c "import torch, av, pyarrow, duckdb; print('[setup] ok: torch', torch.__version__, '| av', av.__version__)"
