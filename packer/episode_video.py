@@ -105,6 +105,22 @@ def _seek_target(seconds: float, time_base: Fraction) -> int:
     return max(int(math.floor(float(start / time_base))), 0) if time_base else 0
 
 
+def _open_video(path: Path):
+    """``(container, first video stream)`` of ``path``.
+
+    Raises:
+        VideoCutError: the file does not open or holds no video stream.
+    """
+    try:
+        container = av.open(str(path))
+    except Exception as err:
+        raise VideoCutError(f"{path}: cannot open video ({err})") from None
+    if not container.streams.video:
+        container.close()
+        raise VideoCutError(f"{path}: no video stream")
+    return container, container.streams.video[0]
+
+
 class SourceVideoReader:
     """Packets of consecutive episode windows of one concatenated file, in one demux pass.
 
@@ -115,14 +131,7 @@ class SourceVideoReader:
 
     def __init__(self, path: Path):
         self.path = path
-        try:
-            self.container = av.open(str(path))
-        except Exception as err:
-            raise VideoCutError(f"{path}: cannot open video ({err})") from None
-        if not self.container.streams.video:
-            self.container.close()
-            raise VideoCutError(f"{path}: no video stream")
-        self.stream = self.container.streams.video[0]
+        self.container, self.stream = _open_video(path)
         self._packets = None
         self._pending = None
         self._position = float("inf")  # seconds of the next unread packet; inf = must seek
@@ -188,14 +197,7 @@ class SourceFrameDecoder:
 
     def __init__(self, path: Path):
         self.path = path
-        try:
-            self.container = av.open(str(path))
-        except Exception as err:
-            raise VideoCutError(f"{path}: cannot open video ({err})") from None
-        if not self.container.streams.video:
-            self.container.close()
-            raise VideoCutError(f"{path}: no video stream")
-        self.stream = self.container.streams.video[0]
+        self.container, self.stream = _open_video(path)
         self.stream.thread_type = "AUTO"
         self._frames: Iterator[av.VideoFrame] | None = None
         self._pending: av.VideoFrame | None = None

@@ -36,7 +36,7 @@ from packer.episode_video import (
     reencode_episode,
 )
 from packer.errors import FrameMismatchError, PackError
-from packer.progress_log import eta_text
+from packer.progress_log import ProgressLog, progress_text
 from packer.shard_plan import plan_shards, shards_of_part
 from packer.source import LeRobotSource, SourceError
 from packer.tar_writer import DeterministicTarWriter
@@ -767,43 +767,40 @@ class _RichProgress:
 def progress_line(done: int, total: int, bytes_in: int, seconds: float, *, started_done: int = 0) -> str:
     """``12/40 episodes (30%), 30.1 MB in, 5.2 MB/s, ETA 0:01:20``: the rate and ETA from the
     episodes done in this run (resumed ones cost nothing)."""
-    percent = 100 * done / total if total else 100.0
-    line = f"{done}/{total} episodes ({percent:.0f}%), {bytes_in / 1e6:.1f} MB in"
-    ran = done - started_done
-    if seconds > 0 and ran > 0:
-        line += f", {bytes_in / 1e6 / seconds:.1f} MB/s, {eta_text(ran, total - started_done, seconds)}"
-    return line
+    return progress_text(done, total, "episodes", _bytes_note(bytes_in, seconds, done - started_done), seconds,
+                         started_done=started_done)
+
+
+def _bytes_note(bytes_in: int, seconds: float, ran: int) -> str:
+    rate = f", {bytes_in / 1e6 / seconds:.1f} MB/s" if seconds > 0 and ran > 0 else ""
+    return f"{bytes_in / 1e6:.1f} MB in{rate}"
 
 
 class _LogProgress(_RichProgress):
-    """For output that is not a terminal (a SLURM log, a pipe): a plain line on stderr at most
-    every ``interval_s`` seconds (``LEROBOT_SHARDS_PROGRESS_S``, default 30) and at the end."""
+    """For output that is not a terminal (a SLURM log, a pipe): ``ProgressLog`` lines with the
+    source bytes read (``LEROBOT_SHARDS_PROGRESS_S``, default every 30 s, and at the end)."""
 
-    def __init__(self, total_episodes: int, done_episodes: int, interval_s: float | None = None):
-        self.started = time.perf_counter()
+    def __init__(self, total_episodes: int, done_episodes: int):
         self.total, self.done, self.started_done, self.bytes_in = total_episodes, done_episodes, done_episodes, 0
-        self.interval_s = float(os.environ.get("LEROBOT_SHARDS_PROGRESS_S", "30")) if interval_s is None else interval_s
-        self.last = float("-inf")
-        self.lines = 0
+        self.log = ProgressLog("pack", unit="episodes", started_done=done_episodes)
 
-    def _emit(self) -> None:
-        seconds = time.perf_counter() - self.started
-        print(f"[pack] {progress_line(self.done, self.total, self.bytes_in, seconds, started_done=self.started_done)}",
-              file=sys.stderr, flush=True)
-        self.last, self.lines = time.perf_counter(), self.lines + 1
+    def _update(self) -> None:
+        seconds = time.perf_counter() - self.log.started
+        self.log.update(self.done, self.total, note=_bytes_note(self.bytes_in, seconds, self.done - self.started_done))
 
     def put(self, item: tuple[int, int]) -> None:
         episodes, bytes_in = item
         self.done += episodes
         self.bytes_in += bytes_in
-        if time.perf_counter() - self.last >= self.interval_s:
-            self._emit()
+        self._update()
 
     def shard_done(self, report: PackReport) -> None:
         pass
 
     def close(self) -> None:
-        self._emit()
+        if self.log.state is None:  # nothing packed in this run: still say where it stands
+            self._update()
+        self.log.close()
 
 
 def _progress_bar(mode: bool | str, *, total: int, done: int):

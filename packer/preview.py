@@ -108,13 +108,10 @@ def _jpeg(frame) -> str:
 
 
 def _vector_columns(columns: dict) -> list[tuple[str, object]]:
-    """Float feature columns worth plotting (state, action, ...), largest first in name order."""
+    """Float feature columns worth plotting (state, action, ...), in column order, as (rows, dims)."""
     out = []
     for name, value in columns.items():
-        if name in ("timestamp", "index", "frame_index", "episode_index", "task_index"):
-            continue
-        array = getattr(value, "numpy", None)
-        if array is None:
+        if name in ("timestamp", "index", "frame_index", "episode_index", "task_index") or not hasattr(value, "numpy"):
             continue
         array = value.numpy()
         if array.dtype.kind == "f" and array.ndim in (1, 2) and len(array):

@@ -21,11 +21,20 @@ def eta_text(done: int, total: int, seconds: float) -> str:
     return f"ETA {hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-class ProgressLog:
-    """Periodic progress lines (see the module docstring)."""
+def progress_text(done: int, total: int, unit: str, note: str, seconds: float, *, started_done: int = 0) -> str:
+    """``3/10 shards (30%), <note>, ETA 0:02:10``; the ETA from the ``done - started_done``
+    items of this run (items done by an earlier run, e.g. resumed shards, cost nothing)."""
+    parts = [f"{done}/{total} {unit} ({100 * done / total if total else 100:.0f}%)", note,
+             eta_text(done - started_done, total - started_done, seconds)]
+    return ", ".join(p for p in parts if p)
 
-    def __init__(self, label: str, *, unit: str, interval_s: float | None = None, stream=None):
-        self.label, self.unit = label, unit
+
+class ProgressLog:
+    """Periodic progress lines (see the module docstring); ``started_done`` items were done
+    before this run started."""
+
+    def __init__(self, label: str, *, unit: str, interval_s: float | None = None, stream=None, started_done: int = 0):
+        self.label, self.unit, self.started_done = label, unit, started_done
         self.interval_s = float(os.environ.get("LEROBOT_SHARDS_PROGRESS_S", "30")) if interval_s is None else interval_s
         self.stream = stream if stream is not None else sys.stderr
         self.started = time.perf_counter()
@@ -43,9 +52,8 @@ class ProgressLog:
         if self.state is None:
             return
         done, total, note = self.state
-        parts = [f"{done}/{total} {self.unit} ({100 * done / total if total else 100:.0f}%)", note,
-                 eta_text(done, total, time.perf_counter() - self.started)]
-        print(f"[{self.label}] " + ", ".join(p for p in parts if p), file=self.stream, flush=True)
+        text = progress_text(done, total, self.unit, note, time.perf_counter() - self.started, started_done=self.started_done)
+        print(f"[{self.label}] {text}", file=self.stream, flush=True)
         self.last, self.lines, self.printed = time.perf_counter(), self.lines + 1, self.state
 
     def close(self) -> None:

@@ -123,12 +123,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self.video_keys = list(manifest.video_keys)
         self.frame_sizes = {k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys}
         self.tolerance_s = manifest.tolerance_s if tolerance_s is None else tolerance_s
-        self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
-        self.offsets = (
-            resolve_delta_timestamps(self.delta_timestamps, self.fps, tolerance_s=self.tolerance_s, known_keys=list(self.features))
-            if self.delta_timestamps
-            else {}
-        )
+        self._set_windows(delta_timestamps)
         self.shuffle = shuffle
         self.seed = int(seed)
         self.episode_pool_size = int(episode_pool_size)
@@ -161,6 +156,20 @@ class PackedDataset(torch.utils.data.IterableDataset):
         self._meta: PackedMeta | None = None
         self._stats = SharedStats()
 
+    def _set_windows(self, delta_timestamps: dict[str, list[float]] | None) -> None:
+        """Resolve ``delta_timestamps`` into frame offsets (also called by ``MixtureDataset``,
+        which learns a dataset's windows from the features of all datasets).
+
+        Raises:
+            WindowError: an unknown key or a delta that is not a multiple of 1/fps.
+        """
+        self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
+        self.offsets = (
+            resolve_delta_timestamps(self.delta_timestamps, self.fps, tolerance_s=self.tolerance_s, known_keys=list(self.features))
+            if self.delta_timestamps
+            else {}
+        )
+
     # -- public API -------------------------------------------------------------------------
     @property
     def meta(self) -> PackedMeta:
@@ -174,7 +183,7 @@ class PackedDataset(torch.utils.data.IterableDataset):
             IntegrityError: one of them differs from what was packed.
         """
         if self._meta is None:
-            self._meta = load_packed_meta(self.storage, self.index.manifest, self.tasks)
+            self._meta = load_packed_meta(self.storage, self.index.manifest, self.index.info, self.tasks)
         return self._meta
 
     @property

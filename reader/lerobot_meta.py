@@ -78,16 +78,16 @@ class PackedMeta:
         return pd.DataFrame({"task_index": [i for i, _ in ordered]}, index=pd.Index([t for _, t in ordered], name="task"))
 
 
-def load_packed_meta(storage: Storage, manifest: Manifest, tasks: dict[int, str]) -> PackedMeta:
-    """Build ``PackedMeta`` from a pack's manifest, ``meta/info.json`` and ``meta/stats.json``.
+def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: dict[int, str]) -> PackedMeta:
+    """Build ``PackedMeta`` from a pack's manifest, its ``meta/info.json`` (as ``PackedIndex``
+    read and checked it) and ``meta/stats.json``.
 
     Raises:
-        FormatError: a file is missing from the manifest, not JSON, or holds values of the
-            wrong type (names the file).
-        IntegrityError: a file differs from what was packed.
+        FormatError: stats.json is not JSON or holds values of the wrong type, or info.json's
+            robot_type is not a string (names the file).
+        IntegrityError: stats.json differs from what was packed.
     """
     info_where = storage.describe(INFO_PATH)
-    info = _json(verified_read(storage, manifest, INFO_PATH), info_where)
     robot_type = info.get("robot_type")
     if robot_type is not None and not isinstance(robot_type, str):
         raise FormatError(f"{info_where}: robot_type must be a string or null, found {type(robot_type).__name__}")
@@ -108,7 +108,7 @@ def load_packed_meta(storage: Storage, manifest: Manifest, tasks: dict[int, str]
         total_episodes=int(manifest.totals["episodes"]),
         total_frames=int(manifest.totals["frames"]),
         task_names=dict(tasks),
-        info=info,
+        info=dict(info),
     )
 
 

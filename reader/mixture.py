@@ -29,7 +29,7 @@ import torch
 
 from reader.dataset import PackedDataset
 from reader.errors import MixtureSpecError
-from reader.fetch.packed_index import read_manifest, verified_read
+from reader.fetch.packed_index import verified_read
 from reader.fetch.storage import Storage
 from reader.format import STATS_PATH, sha256_hex
 from reader.format.layout import MAX_RECORD_BYTES
@@ -130,20 +130,19 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.samples_per_epoch = samples_per_epoch
         self.seed, self.shuffle, self.pool_size, self.epoch = int(seed), shuffle, int(episode_pool_size), 0
         self._rank_arg, self._world_size_arg = rank, world_size
-        manifests = [read_manifest(Storage(path, storage_options))[0] for path in paths]
+        self.datasets = [
+            PackedDataset(path, seed=seed, shuffle=shuffle, episode_pool_size=episode_pool_size, return_uint8=return_uint8,
+                          storage_options=storage_options)
+            for path in paths
+        ]
         # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
         # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
         self.harmonizer = FeatureHarmonizer.build(
-            [DatasetFeatures.from_manifest_features(name, m.fps, m.features) for name, m in zip(names, manifests)],
+            [DatasetFeatures.from_manifest_features(name, d.fps, d.features) for name, d in zip(names, self.datasets)],
             key_map=self.key_map, pad_keys=tuple(pad_keys), delta_timestamps=delta_timestamps, return_uint8=return_uint8,
         )
-        self.datasets = [
-            PackedDataset(
-                path, delta_timestamps=self.harmonizer.source_delta_timestamps(i) or None, seed=seed, shuffle=shuffle,
-                episode_pool_size=episode_pool_size, return_uint8=return_uint8, storage_options=storage_options,
-            )
-            for i, path in enumerate(paths)
-        ]
+        for i, dataset in enumerate(self.datasets):
+            dataset._set_windows(self.harmonizer.source_delta_timestamps(i))
         self.delta_timestamps = delta_timestamps or {}
         self.pad_keys = tuple(pad_keys)
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}

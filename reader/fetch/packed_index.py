@@ -141,7 +141,8 @@ class PackedIndex:
 
     def _check_info(self) -> None:
         """``meta/info.json`` (checked by digest) must agree with the manifest on fps: the
-        windows, and so every windowed sample, depend on it."""
+        windows, and so every windowed sample, depend on it. Kept as ``self.info``."""
+        self.info: dict = {}
         if INFO_PATH not in self.manifest.files:
             return
         where = self.storage.describe(INFO_PATH)
@@ -152,6 +153,7 @@ class PackedIndex:
         if not isinstance(info, dict) or info.get("fps") != self.manifest.fps:
             found = info.get("fps") if isinstance(info, dict) else None
             raise FormatError(f"{where}: fps {str(found)[:20]} disagrees with the manifest's {self.manifest.fps}")
+        self.info = info
 
     def _filtered_anchors(self, where: str) -> list[np.ndarray]:
         """Anchors matching a DuckDB SQL predicate over ``index/samples.parquet``.
