@@ -10,9 +10,9 @@ import huggingface_hub
 import pytest
 from huggingface_hub.errors import HfHubHTTPError
 
-from packer import hub_source
-from packer.pack import pack_dataset
-from packer.source import SourceError
+from packer.source import hub as hub_source
+from packer.run.pack import pack_dataset
+from packer.source.lerobot import SourceError
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.mixture import MixtureError, create_mixture, failure_path
-from packer.mixture_sources import SourcesError, dataset_name, parse_sources
-from packer.pack import pack_dataset
-from packer.synthetic import SampleSpec, write_sample_dataset
+from packer.mixture.create import MixtureError, create_mixture, failure_path
+from packer.mixture.sources import SourcesError, dataset_name, parse_sources
+from packer.run.pack import pack_dataset
+from packer.synthetic.dataset import SampleSpec, write_sample_dataset
 from reader.format.mixture import MixtureSpec
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
@@ -192,20 +192,20 @@ def test_sources_file_errors_name_the_line(text, message):
 
 def test_sources_module_validates_and_counts(tmp_path):
     (tmp_path / "s.txt").write_text("a/b\n# c\n/x/y\n")
-    ok = subprocess.run([sys.executable, "-m", "packer.mixture_sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "packer.mixture.sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout == "2\n"
-    listing = subprocess.run([sys.executable, "-m", "packer.mixture_sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    listing = subprocess.run([sys.executable, "-m", "packer.mixture.sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert listing.stdout == "0\ta--b\ta/b\n1\ty\t/x/y\n"
     (tmp_path / "s.txt").write_text("a/b\nc/b b\nb\n")
-    bad = subprocess.run([sys.executable, "-m", "packer.mixture_sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "packer.mixture.sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert bad.returncode == 2 and "s.txt:3: name 'b'" in bad.stderr
 
 
 def test_packer_modules_do_not_import_torch():
     # Packing nodes are CPU nodes: torch is seconds of start-up per process for nothing.
     code = (
-        "import sys, packer.mixture, packer.mixture_task, packer.mixture_sources, packer.cli.mixture, packer.pack, "
-        "packer.finalize, packer.verify, packer.inspect, packer.cli, reader.format, reader.fetch.storage; "
+        "import sys, packer.mixture.create, packer.mixture.task, packer.mixture.sources, packer.cli.mixture, packer.run.pack, "
+        "packer.run.finalize, packer.tools.verify, packer.tools.inspect, packer.cli, reader.format, reader.fetch.storage; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

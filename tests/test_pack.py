@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from torchcodec.decoders import VideoDecoder
 
 from packer.cli import main as cli
-from packer.frame_identity import read_identity
-from packer.pack import FrameMismatchError, PackError, pack_dataset
-from packer.source import SourceError
-from packer.verify import verify
+from packer.synthetic.frame_identity import read_identity
+from packer.run.pack import FrameMismatchError, PackError, pack_dataset
+from packer.source.lerobot import SourceError
+from packer.tools.verify import verify
 from reader.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from packer import pack as pack_module
-from packer.pack import FrameMismatchError, pack_dataset
+from packer.run import pack as pack_module
+from packer.run.pack import FrameMismatchError, pack_dataset
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
     CAMERAS,

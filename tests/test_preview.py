@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.pack import pack_dataset
-from packer.preview import render_preview
-from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
+from packer.run.pack import pack_dataset
+from packer.tools.preview import render_preview
+from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
 
 HOSTILE_TASK = '<img src=x onerror="document.title=1">pick & place'
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from packer.shard_plan import (
+from packer.plan.shard_plan import (
     ShardPlanError,
     parse_episode_ranges,
     parse_part,

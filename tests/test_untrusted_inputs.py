@@ -24,11 +24,11 @@ from click.testing import CliRunner
 
 from packer.cli import main as cli
 from packer.errors import FrameMismatchError, PackError
-from packer.inspect import InspectError, run_sql
-from packer.pack import pack_dataset
-from packer.source import SourceError
-from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
-from packer.verify import verify
+from packer.tools.inspect import InspectError, run_sql
+from packer.run.pack import pack_dataset
+from packer.source.lerobot import SourceError
+from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from packer.tools.verify import verify
 from reader import PackedDataset
 from reader.errors import DecodeError, FormatError, IntegrityError, PinMismatchError
 from reader.format import EPISODES_INDEX_PATH, manifest_sha256, video_column
@@ -261,7 +261,7 @@ def test_6_a_pinned_manifest_refuses_any_other(packed_copy, tmp_path):
 # -- 8. file modes ---------------------------------------------------------------------------------
 def test_8_packed_files_are_readable_by_others_under_umask_022(sample_source, tmp_path):
     code = (
-        "import os; os.umask(0o022)\nfrom packer.pack import pack_dataset\n"
+        "import os; os.umask(0o022)\nfrom packer.run.pack import pack_dataset\n"
         f"pack_dataset({str(sample_source)!r}, {str(tmp_path / 'out')!r}, shard_size_mb=0.03)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=_env(), timeout=300)

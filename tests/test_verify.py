@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.verify import verify
+from packer.tools.verify import verify
 from tests.pack_tamper import edit_episodes_index
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, episodes_index

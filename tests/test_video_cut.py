@@ -12,7 +12,7 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from packer.episode_video import (
+from packer.shard.members import (
     EncodeSettings,
     SourceFrameDecoder,
     SourceVideoReader,
@@ -20,8 +20,8 @@ from packer.episode_video import (
     cut_episode,
     reencode_episode,
 )
-from packer.frame_identity import read_identity
-from packer.source import LeRobotSource, VideoLocation
+from packer.synthetic.frame_identity import read_identity
+from packer.source.lerobot import LeRobotSource, VideoLocation
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, source_episodes, source_frames
 

@@ -1,4 +1,4 @@
-"""``mixture create`` and ``mixture report``: a thin layer over ``packer.mixture``."""
+"""``mixture create`` and ``mixture report``: a thin layer over ``packer.mixture.create``."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _with_datasets_options(command):
 
 
 def _echo_problems(report) -> None:
-    from packer.mixture import format_report
+    from packer.mixture.create import format_report
 
     for line in format_report(report):
         click.echo(printable(line), err=True)
@@ -54,8 +54,8 @@ def mixture() -> None:
 @storage_option
 def create(dst, name_items, sources_file, where, verify_datasets, strict, storage_options):
     """Write DST/mixture.json from the complete packed datasets; list the others with their errors."""
-    from packer.mixture import MixtureError, create_mixture
-    from packer.mixture_sources import SourcesError
+    from packer.mixture.create import MixtureError, create_mixture
+    from packer.mixture.sources import SourcesError
 
     try:
         report = create_mixture(
@@ -81,8 +81,8 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, storag
 @storage_option
 def report_command(dst, name_items, sources_file, storage_options):
     """List every dataset with its status (ok, failed, incomplete, missing, invalid); exit 1 unless all are ok."""
-    from packer.mixture import MixtureError, scan_datasets
-    from packer.mixture_sources import SourcesError
+    from packer.mixture.create import MixtureError, scan_datasets
+    from packer.mixture.sources import SourcesError
 
     try:
         report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=_storage_options(storage_options))

@@ -8,8 +8,8 @@ import sys
 
 import click
 
-from packer.progress_log import ProgressLog
-from packer.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
+from packer.cli.progress import ProgressLog
+from packer.plan.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
 
@@ -135,8 +135,8 @@ storage_option = click.option(
 def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, resize, on_frame_mismatch, window_items,
          tolerance_s, shard_size_mb, workers, part_text, cache_dir, src_storage_options, follow_symlinks, storage_options):
     """Pack a LeRobot v3.0 dataset (SRC path/URL or --repo-id) into episode-aligned shards at DST."""
-    from packer.pack import PackError, pack_dataset
-    from packer.source import SourceError
+    from packer.run.pack import PackError, pack_dataset
+    from packer.source.lerobot import SourceError
 
     if repo_id is None and src is None:
         raise click.UsageError("give SRC and DST, or --repo-id ORG/NAME and DST")
@@ -168,8 +168,8 @@ def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, re
 @storage_option
 def finalize_command(dst, storage_options):
     """Write the global index and manifest once every --part has finished."""
-    from packer.finalize import finalize
-    from packer.pack import PackError
+    from packer.run.finalize import finalize
+    from packer.run.pack import PackError
 
     try:
         log = ProgressLog("finalize", unit="shards")
@@ -188,7 +188,7 @@ def finalize_command(dst, storage_options):
 @storage_option
 def verify_command(dst, decode, pin, storage_options):
     """Check sizes, sha256, index consistency (and decoding); non-zero exit on any problem."""
-    from packer.verify import verify
+    from packer.tools.verify import verify
 
     log = ProgressLog("verify", unit="shards")
     report = verify(dst, decode=decode, storage_options=_storage_options(storage_options), manifest_sha256=pin,
@@ -214,7 +214,7 @@ def info_command(dst, storage_options):
     from rich.table import Table
     from rich.text import Text
 
-    from packer.inspect import InspectError, summarize
+    from packer.tools.inspect import InspectError, summarize
 
     try:
         summary = summarize(dst, storage_options=_storage_options(storage_options))
@@ -236,7 +236,7 @@ def info_command(dst, storage_options):
 @storage_option
 def sql_command(dst, query, fmt, storage_options):
     """Run DuckDB SQL over views `episodes`, `samples` and `frames`."""
-    from packer.inspect import InspectError, run_sql
+    from packer.tools.inspect import InspectError, run_sql
 
     try:
         columns, rows = run_sql(dst, query, storage_options=_storage_options(storage_options))

@@ -1,4 +1,4 @@
-"""``preview``: a self-contained HTML page of a packed dataset (packer/preview.py)."""
+"""``preview``: a self-contained HTML page of a packed dataset (packer/tools/preview.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from packer.cli.pack import _storage_options, printable
 def preview_command(packed, output, max_episodes, frames_per_episode, storage_options):
     """Write one HTML file (images inlined) to look at PACKED: summary, cameras, tasks, window
     validity, and per episode a contact sheet and state/action plots."""
-    from packer.preview import render_preview
+    from packer.tools.preview import render_preview
     from reader.errors import LeRobotShardsError
 
     def progress(done: int, total: int) -> None:

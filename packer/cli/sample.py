@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from packer.progress_log import ProgressLog
-from packer.synthetic import CameraSpec, SampleSpec, write_sample_dataset
+from packer.cli.progress import ProgressLog
+from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
 
 
 def _parse_cameras(text: str) -> tuple[CameraSpec, ...]:

@@ -1,7 +1,7 @@
 """``mixture create`` / ``mixture report``: describe the packed datasets under a root.
 
 Which datasets: those given by name (``NAME=PATH``), else the lines of a sources file
-(``packer.mixture_sources``), else every directory directly under ``DST`` (names starting
+(``packer.mixture.sources``), else every directory directly under ``DST`` (names starting
 with ``_`` or ``.`` are skipped). Each is read through fsspec (local or ``s3://``):
 
 * ``ok``: ``manifest.json`` parses (``reader.format.Manifest``); it enters ``mixture.json``
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from packer.destination import Destination
-from packer.mixture_sources import read_sources
+from packer.mixture.sources import read_sources
 from reader.errors import LeRobotShardsError
 from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError, Manifest
 from reader.format.arrow_io import read_parquet_bytes
@@ -134,7 +134,7 @@ def scan_datasets(
             manifest = Manifest.from_json(dataset.read_bytes(MANIFEST_PATH), where=f"{dataset.url}/{MANIFEST_PATH}")
             anchors = manifest.totals["frames"] if where is None else _count_anchors(dataset, where)
             if verify:
-                from packer.verify import verify as verify_dataset
+                from packer.tools.verify import verify as verify_dataset
 
                 problems = verify_dataset(dataset.url, storage_options=storage_options).problems
                 if problems:

@@ -17,8 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from packer.remote_source import default_cache_dir
-from packer.source import LeRobotSource, SourceError
+from packer.source.bucket import default_cache_dir
+from packer.source.lerobot import LeRobotSource, SourceError
 
 MAX_ATTEMPTS = 6
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import fsspec
 
-from packer.source import LeRobotSource, SourceError
+from packer.source.lerobot import LeRobotSource, SourceError
 from reader.format import safe_relative_path
 
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.destination import Destination
-from packer.episode_video import (
+from packer.shard.members import (
     EncodeSettings,
     EpisodeVideo,
     SourceFrameDecoder,
@@ -36,10 +36,10 @@ from packer.episode_video import (
     reencode_episode,
 )
 from packer.errors import FrameMismatchError, PackError
-from packer.progress_log import ProgressLog, progress_text
-from packer.shard_plan import plan_shards, shards_of_part
-from packer.source import LeRobotSource, SourceError
-from packer.tar_writer import DeterministicTarWriter
+from packer.cli.progress import ProgressLog, progress_text
+from packer.plan.shard_plan import plan_shards, shards_of_part
+from packer.source.lerobot import LeRobotSource, SourceError
+from packer.shard.tar_writer import DeterministicTarWriter
 from reader.errors import FormatError
 from reader.format import (
     FRAME_MISMATCH_POLICIES,
@@ -575,7 +575,7 @@ def pack_dataset(
     finally:
         bar.close()
     if part is None:
-        from packer.finalize import finalize
+        from packer.run.finalize import finalize
 
         finalize(dst, storage_options=storage_options)
         report.finalized = True
@@ -823,14 +823,14 @@ def stage_source(
 ) -> tuple[Path, dict]:
     """Return a local root holding what the pack needs, and a description for the manifest."""
     if repo_id is not None:
-        from packer.hub_source import stage_hub_source
+        from packer.source.hub import stage_hub_source
 
         root = stage_hub_source(repo_id, revision=revision, episodes=episodes, cache_dir=cache_dir)
         return root, {"repo_id": repo_id, "revision": revision, "codebase_version": _version_of(root)}
     if src is None:
         raise PackError("give SRC (a path or URL) or --repo-id")
     if "://" in src and not src.startswith("file://"):
-        from packer.remote_source import stage_fsspec_source
+        from packer.source.bucket import stage_fsspec_source
 
         root = stage_fsspec_source(src, storage_options=storage_options, episodes=episodes, cache_dir=cache_dir)
         return root, {"uri": src, "codebase_version": _version_of(root)}

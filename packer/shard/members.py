@@ -20,7 +20,7 @@ from pathlib import Path
 
 import av
 
-from packer.source import VideoLocation
+from packer.source.lerobot import VideoLocation
 from reader.errors import LeRobotShardsError
 
 # Half a frame at 1000 fps: smaller than any frame period, larger than timestamp rounding.

@@ -1,7 +1,7 @@
 """Reading a LeRobot v3.0 dataset root: metadata, per-episode rows and video locations.
 
 The packer works on a local root; remote roots (buckets, the Hub) are staged locally first
-by ``packer.remote_source`` and ``packer.hub_source`` with only the files the selected
+by ``packer.source.bucket`` and ``packer.source.hub`` with only the files the selected
 episodes need.
 """
 

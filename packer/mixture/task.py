@@ -1,10 +1,10 @@
 """One SLURM array task of ``slurm/pack_mixture.sbatch``: pack one line of a sources file.
 
-    python -m packer.mixture_task DST --sources sources.txt [--index I] [-- PACK OPTIONS]
+    python -m packer.mixture.task DST --sources sources.txt [--index I] [-- PACK OPTIONS]
 
 ``--index`` defaults to ``$SLURM_ARRAY_TASK_ID + --offset`` (offsets let arrays larger
 than SLURM's MaxArraySize be submitted in pieces). The line's dataset
-(``packer.mixture_sources``) is packed into ``DST/<name>/`` by ``lerobot-shards pack`` with
+(``packer.mixture.sources``) is packed into ``DST/<name>/`` by ``lerobot-shards pack`` with
 the options after ``--`` (``--video hevc``, ``--window ...``, ``--storage-options ...``).
 
 * Already packed and verified (``manifest.json`` and ``verify`` clean): skipped.
@@ -29,8 +29,8 @@ import sys
 import traceback
 
 from packer.destination import Destination
-from packer.mixture import failure_path
-from packer.mixture_sources import (
+from packer.mixture.create import failure_path
+from packer.mixture.sources import (
     MixtureSource,
     SourcesError,
     dataset_name,
@@ -80,7 +80,7 @@ def run(
     try:
         _pack(source, target, list(pack_args or []))
         if verify_after:
-            from packer.verify import verify
+            from packer.tools.verify import verify
 
             problems = verify(target, storage_options=storage_options).problems
             if problems:
@@ -106,7 +106,7 @@ def _pack(source: MixtureSource, target: str, pack_args: list[str]) -> None:
 def _packed_and_verified(target: str, storage_options: dict | None) -> bool:
     if not Destination(target, storage_options).exists("manifest.json"):
         return False
-    from packer.verify import verify
+    from packer.tools.verify import verify
 
     return verify(target, storage_options=storage_options).ok
 
@@ -144,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, pack_args = argv[:cut], argv[cut + 1 :]
     parser = argparse.ArgumentParser(
-        prog="python -m packer.mixture_task", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m packer.mixture.task", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("dst", help="mixture root: datasets go to DST/<name>/")
-    parser.add_argument("--sources", required=True, help="sources file (see packer.mixture_sources)")
+    parser.add_argument("--sources", required=True, help="sources file (see packer.mixture.sources)")
     parser.add_argument("--index", type=int, default=None, help="0-based dataset line (default: $SLURM_ARRAY_TASK_ID + --offset)")
     parser.add_argument("--offset", type=int, default=0, help="added to $SLURM_ARRAY_TASK_ID (default 0)")
     parser.add_argument("--video", default=None, choices=["copy", "hevc", "h264"], help="shorthand for `-- --video MODE`")

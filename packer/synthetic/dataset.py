@@ -6,7 +6,7 @@ and per-camera mp4 files in which each episode is encoded separately with libsvt
 then concatenated by stream copy), including file rollover: data files and each camera's
 video files roll over independently by size, so an episode's data file index and video
 file index differ. Every frame carries its ``(episode, frame)`` identity
-(``packer.frame_identity``) so tests can check which frame a decoder returned.
+(``packer.synthetic.frame_identity``) so tests can check which frame a decoder returned.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from packer.frame_identity import identity_frame
+from packer.synthetic.frame_identity import identity_frame
 
 # SVT-AV1 prints its banner straight to stderr for every encoder; 1 = errors only.
 os.environ.setdefault("SVT_LOG", "1")

@@ -123,7 +123,7 @@ def read_sources(path: str | Path) -> list[MixtureSource]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m packer.mixture_sources FILE``: validate a sources file, print its dataset count.
+    """``python -m packer.mixture.sources FILE``: validate a sources file, print its dataset count.
 
     With ``--list``, print ``index<TAB>name<TAB>source`` per dataset instead. Exit 2 on errors.
     """
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     listing = "--list" in args
     args = [a for a in args if a != "--list"]
     if len(args) != 1:
-        print("usage: python -m packer.mixture_sources [--list] SOURCES_FILE", file=sys.stderr)
+        print("usage: python -m packer.mixture.sources [--list] SOURCES_FILE", file=sys.stderr)
         return 2
     try:
         sources = read_sources(args[0])
