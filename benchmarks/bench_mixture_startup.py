@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer.mixture.create import create_mixture  # noqa: E402
-from packer.run.pack import pack_dataset  # noqa: E402
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset  # noqa: E402
+from packer import create_mixture  # noqa: E402
+from packer import pack_dataset  # noqa: E402
+from packer import CameraSpec, SampleSpec, write_sample_dataset  # noqa: E402
 
 
 def main() -> None:

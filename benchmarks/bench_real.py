@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchmarks.decode_ceiling import decode_ceiling  # noqa: E402
 from benchmarks.lerobot_baseline import run_lerobot  # noqa: E402
 from benchmarks.loader_measure import measure_loader  # noqa: E402
-from packer.run.pack import pack_dataset  # noqa: E402
+from packer import pack_dataset  # noqa: E402
 from reader import BatchLoader, PackedDataset, to_device  # noqa: E402
 
 SYSTEMS = ("lerobot-map", "float32", "uint8", "batchloader", "batchloader-float32", "batchloader+to-float", "inprocess", "ceiling")

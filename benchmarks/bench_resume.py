@@ -21,7 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer.synthetic.tabular_pack import write_tabular_pack  # noqa: E402
+from packer import write_tabular_pack  # noqa: E402
 from reader import PackedDataset  # noqa: E402
 
 

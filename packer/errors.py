@@ -1,8 +1,18 @@
-"""The packer's errors (part of the one hierarchy rooted at ``reader.errors.LeRobotShardsError``)."""
+"""The packer's errors: part of the one hierarchy rooted at ``reader.errors.LeRobotShardsError``.
+
+Catch ``LeRobotShardsError`` for every error of ours (reader and packer alike). Messages name
+the file, episode, shard or option value involved; option errors also carry the option's
+name (``OptionsError.option``) so a command line can name its flag.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from reader.errors import LeRobotShardsError
+
+if TYPE_CHECKING:
+    from packer.mixture.create import MixtureReport
 
 
 class PackError(LeRobotShardsError, RuntimeError):
@@ -13,4 +23,64 @@ class FrameMismatchError(PackError):
     """A video holds a different number of frames than its episode has rows."""
 
 
-__all__ = ["FrameMismatchError", "PackError"]
+class PackInterrupted(PackError):
+    """A pack stopped on a signal (SIGTERM from ``scancel`` or a job's time limit, SIGINT);
+    finished shards are kept and re-running the same command resumes."""
+
+
+class OptionsError(PackError, ValueError):
+    """An option value that cannot be packed with (a ``PackError`` and a ``ValueError``).
+
+    Attributes:
+        option: the option's name as ``pack_dataset`` spells it (``"resize"``, ``"windows"``).
+    """
+
+    def __init__(self, message: str, *, option: str):
+        super().__init__(message)
+        self.option = option
+
+
+class SourceError(LeRobotShardsError, ValueError):
+    """The source dataset is missing files, has an unsupported version or is inconsistent."""
+
+
+class VideoCutError(LeRobotShardsError, ValueError):
+    """A source video cannot be cut or decoded for an episode."""
+
+
+class ShardPlanError(LeRobotShardsError, ValueError):
+    """Invalid planning input (sizes, targets or part specification)."""
+
+
+class InspectError(LeRobotShardsError, ValueError):
+    """The destination is not a complete packed dataset, or the SQL failed."""
+
+
+class SourcesError(LeRobotShardsError, ValueError):
+    """The sources file of a mixture is malformed; the message names the file and line."""
+
+
+class MixtureError(LeRobotShardsError, ValueError):
+    """No complete dataset to describe, or bad arguments; names what was looked at.
+
+    Attributes:
+        report: the ``MixtureReport`` of what was found, when the scan ran.
+    """
+
+    def __init__(self, message: str, report: MixtureReport | None = None):
+        super().__init__(message)
+        self.report = report
+
+
+__all__ = [
+    "FrameMismatchError",
+    "InspectError",
+    "MixtureError",
+    "OptionsError",
+    "PackError",
+    "PackInterrupted",
+    "ShardPlanError",
+    "SourceError",
+    "SourcesError",
+    "VideoCutError",
+]

@@ -5,39 +5,21 @@ imported lazily (PEP 562) so that ``reader.format`` and the planning modules loa
 torch: the packer uses them on CPU nodes where importing torch is pure start-up cost.
 """
 
-from importlib import import_module
+from reader.exports import lazy_exports
 
 _EXPORTS = {
-    "PackedDataset": "reader.dataset",
-    "AnchorSequence": "reader.dataset",
-    "MixtureDataset": "reader.mixture",
-    "BatchLoader": "reader.loader",
-    "to_device": "reader.loader",
-    "FORMAT_VERSION": "reader.format",
-    "Manifest": "reader.format",
-    "RetryPolicy": "reader.fetch.storage",
+    "reader.dataset": ["PackedDataset", "AnchorSequence"],
+    "reader.mixture": ["MixtureDataset"],
+    "reader.loader": ["BatchLoader", "to_device"],
+    "reader.format": ["FORMAT_VERSION", "Manifest"],
+    "reader.fetch.storage": ["RetryPolicy"],
     # The one error hierarchy (reader.errors): catch LeRobotShardsError for all of ours.
-    "LeRobotShardsError": "reader.errors",
-    "FormatError": "reader.errors",
-    "UnsupportedFormatVersionError": "reader.errors",
-    "IntegrityError": "reader.errors",
-    "PinMismatchError": "reader.errors",
-    "EpisodeDataError": "reader.errors",
-    "MixtureSpecError": "reader.errors",
-    "StorageError": "reader.errors",
-    "ObjectNotFoundError": "reader.errors",
-    "PlanError": "reader.errors",
-    "ResumeStateError": "reader.errors",
-    "WindowError": "reader.errors",
-    "DecodeError": "reader.errors",
-    "DecodeStageError": "reader.errors",
-    "PrefetchError": "reader.errors",
+    "reader.errors": [
+        "LeRobotShardsError", "FormatError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
+        "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
+        "ResumeStateError", "WindowError", "DecodeError", "DecodeStageError", "PrefetchError",
+    ],
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'reader' has no attribute {name!r}")
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

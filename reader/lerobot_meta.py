@@ -24,7 +24,7 @@ import numpy as np
 from reader.errors import FormatError
 from reader.fetch.packed_index import verified_read
 from reader.fetch.storage import Storage
-from reader.format import INFO_PATH, STATS_PATH
+from reader.format import INFO_PATH, STATS_PATH, video_keys_of
 from reader.format.manifest import Manifest
 
 # stats.json is a few KB for real datasets; refuse anything absurd before parsing it.
@@ -47,7 +47,7 @@ class PackedMeta:
 
     @property
     def video_keys(self) -> list[str]:
-        return [key for key, ft in self.features.items() if ft["dtype"] == "video"]
+        return video_keys_of(self.features)
 
     @property
     def image_keys(self) -> list[str]:

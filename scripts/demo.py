@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from packer.tools.inspect import run_sql
-from packer.run.pack import pack_dataset
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
-from packer.tools.verify import verify
+from packer import run_sql
+from packer import pack_dataset
+from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer import verify
 from reader import PackedDataset
 
 

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
 
-from packer.run.pack import pack_dataset  # noqa: E402
-from packer.synthetic.dataset import rollover_spec, write_sample_dataset  # noqa: E402
+from packer import pack_dataset  # noqa: E402
+from packer import rollover_spec, write_sample_dataset  # noqa: E402
 from reader import PackedDataset  # noqa: E402
 from tests.lerobot_reference import reference_item  # noqa: E402
 
@@ -66,7 +66,7 @@ def write_with_lerobot(root: Path) -> None:
     }
     ds = LeRobotDataset.create("local/parity", fps=30, features=features, root=root, use_videos=True)
     rng = np.random.default_rng(0)
-    from packer.synthetic.frame_identity import identity_frame
+    from packer import identity_frame
 
     for episode, length in enumerate([5, 1, 23, 2, 11]):
         for j in range(length):

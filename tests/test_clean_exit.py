@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer.run.pack import pack_dataset
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from packer import pack_dataset
+from packer import CameraSpec, SampleSpec, write_sample_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"

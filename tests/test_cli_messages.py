@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from packer import CameraSpec, SampleSpec, write_sample_dataset
 from reader import PackedDataset
 from reader.errors import FormatError, WindowError
 
@@ -99,7 +99,7 @@ def test_pack_logs_progress_lines_when_output_is_not_a_terminal(source, tmp_path
 
 
 def test_progress_line_rate_and_eta_come_from_this_runs_episodes():
-    from packer.run.pack import progress_line
+    from packer.cli import progress_line
 
     assert progress_line(30, 40, 20_000_000, 10.0, started_done=20) == "30/40 episodes (75%), 20.0 MB in, 2.0 MB/s, ETA 0:00:10"
     assert progress_line(20, 40, 0, 5.0, started_done=20) == "20/40 episodes (50%), 0.0 MB in"

@@ -11,8 +11,8 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError
 
 from packer.source import hub as hub_source
-from packer.run.pack import pack_dataset
-from packer.source.lerobot import SourceError
+from packer import pack_dataset
+from packer import SourceError
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.tools.inspect import InspectError, run_sql, summarize
+from packer import InspectError, run_sql, summarize
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import source_episodes
 

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import s3fs
 
-from packer.run.pack import pack_dataset
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from packer import pack_dataset
+from packer import CameraSpec, SampleSpec, write_sample_dataset
 from reader import PackedDataset
 from reader.errors import FormatError
 from tests.pack_tamper import reseal

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from packer.mixture.create import create_mixture
-from packer.run.pack import pack_dataset
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from packer import create_mixture
+from packer import pack_dataset
+from packer import CameraSpec, SampleSpec, write_sample_dataset
 from reader import PackedDataset
 from reader.errors import MixtureSpecError, ResumeStateError
 from reader.mixture import MixtureDataset

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.mixture.create import MixtureError, create_mixture, failure_path
-from packer.mixture.sources import SourcesError, dataset_name, parse_sources
-from packer.run.pack import pack_dataset
-from packer.synthetic.dataset import SampleSpec, write_sample_dataset
+from packer import MixtureError, create_mixture, failure_path
+from packer import SourcesError, dataset_name, parse_sources
+from packer import pack_dataset
+from packer import SampleSpec, write_sample_dataset
 from reader.format.mixture import MixtureSpec
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
@@ -140,16 +140,16 @@ def test_invalid_manifest_and_nothing_complete(root, tmp_path):
 
 def test_create_on_a_bucket(packed, s3_bucket):
     url, options = s3_bucket
-    from packer.destination import Destination
+    from reader.fetch.storage import Storage
 
     for name, path in packed.items():
-        bucket = Destination(f"{url}/mix/{name}", options)
+        bucket = Storage(f"{url}/mix/{name}", options)
         for file in sorted(p for p in path.rglob("*") if p.is_file()):
             bucket.write_bytes(str(file.relative_to(path)), file.read_bytes())
-    Destination(f"{url}/mix", options).write_bytes(failure_path("broken"), json.dumps({"error": "boom"}).encode())
+    Storage(f"{url}/mix", options).write_bytes(failure_path("broken"), json.dumps({"error": "boom"}).encode())
     report = create_mixture(f"{url}/mix", storage_options=options)
     assert [d["name"] for d in report.datasets] == ["alpha", "beta"] and report.failures == {"broken": "boom"}
-    spec = MixtureSpec.from_json(Destination(f"{url}/mix", options).read_bytes("mixture.json"))
+    spec = MixtureSpec.from_json(Storage(f"{url}/mix", options).read_bytes("mixture.json"))
     assert spec.total_anchors == 20
 
 
@@ -192,20 +192,20 @@ def test_sources_file_errors_name_the_line(text, message):
 
 def test_sources_module_validates_and_counts(tmp_path):
     (tmp_path / "s.txt").write_text("a/b\n# c\n/x/y\n")
-    ok = subprocess.run([sys.executable, "-m", "packer.mixture.sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout == "2\n"
-    listing = subprocess.run([sys.executable, "-m", "packer.mixture.sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    listing = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert listing.stdout == "0\ta--b\ta/b\n1\ty\t/x/y\n"
     (tmp_path / "s.txt").write_text("a/b\nc/b b\nb\n")
-    bad = subprocess.run([sys.executable, "-m", "packer.mixture.sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert bad.returncode == 2 and "s.txt:3: name 'b'" in bad.stderr
 
 
 def test_packer_modules_do_not_import_torch():
     # Packing nodes are CPU nodes: torch is seconds of start-up per process for nothing.
     code = (
-        "import sys, packer.mixture.create, packer.mixture.task, packer.mixture.sources, packer.cli.mixture, packer.run.pack, "
-        "packer.run.finalize, packer.tools.verify, packer.tools.inspect, packer.cli, reader.format, reader.fetch.storage; "
+        "import sys, packer, packer.cli; from packer import pack_dataset, finalize, verify, summarize, create_mixture, read_sources; "
+        "import packer.mixture.task, packer.cli.mixture, reader.format, reader.fetch.storage; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

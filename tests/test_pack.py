@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from torchcodec.decoders import VideoDecoder
 
 from packer.cli import main as cli
-from packer.synthetic.frame_identity import read_identity
-from packer.run.pack import FrameMismatchError, PackError, pack_dataset
-from packer.source.lerobot import SourceError
-from packer.tools.verify import verify
+from packer import read_identity
+from packer import FrameMismatchError, PackError, pack_dataset
+from packer import SourceError
+from packer import verify
 from reader.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
@@ -236,7 +236,7 @@ def test_subset_keeps_source_indices(sample_source, tmp_path):
     samples = pq.read_table(dst / "index" / "samples.parquet")
     expected = [i for e in (1, 3, 4, 5) for i in range(source[e]["dataset_from_index"], source[e]["dataset_to_index"])]
     assert samples["index"].to_pylist() == expected
-    with pytest.raises(PackError, match=r"not in the source: \[99\]"):
+    with pytest.raises(PackError, match=r"episodes \[99\] are not in the source"):
         pack_dataset(str(sample_source), str(tmp_path / "bad"), episodes=[1, 99])
 
 
@@ -292,11 +292,11 @@ def test_frame_mismatch_errors_pads_or_drops(sample_source, tmp_path):
 
 
 def test_bad_options_are_refused(sample_source, tmp_path):
-    with pytest.raises(ValueError, match="--resize needs a re-encode"):
+    with pytest.raises(ValueError, match=r"resize \(32, 32\) needs a re-encode"):
         pack_dataset(str(sample_source), str(tmp_path / "a"), resize=(32, 32))
-    with pytest.raises(PackError, match="--window w: .*not multiples of 1/fps"):
+    with pytest.raises(PackError, match="window 'w': .*not multiples of 1/fps"):
         pack_dataset(str(sample_source), str(tmp_path / "b"), windows={"w": {"action": [0.01]}})
-    with pytest.raises(PackError, match="--window w: .*not a feature"):
+    with pytest.raises(PackError, match="window 'w': .*not a feature"):
         pack_dataset(str(sample_source), str(tmp_path / "c"), windows={"w": {"nope": [0.0]}})
 
 

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from torchcodec.decoders import VideoDecoder
 
-from packer.synthetic.frame_identity import read_identity
-from packer.run.pack import FrameMismatchError, PackError, pack_dataset
-from packer.source.lerobot import SourceError
-from packer.tools.verify import verify
+from packer import read_identity
+from packer import FrameMismatchError, PackError, pack_dataset
+from packer import SourceError
+from packer import verify
 from reader.format import Manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
@@ -92,7 +92,7 @@ def test_an_empty_video_window_can_only_be_dropped(sample_source, tmp_path):
             row[f"videos/{TOP}/from_timestamp"] = row[f"videos/{TOP}/to_timestamp"] = 99.0
 
     edit_episodes_metadata(root, empty)
-    with pytest.raises(FrameMismatchError, match="episode 3, camera .*: video has 0 frames .* use --on-frame-mismatch drop-episode"):
+    with pytest.raises(FrameMismatchError, match="episode 3, camera .*: video has 0 frames .* set on_frame_mismatch to 'drop-episode'"):
         pack_dataset(str(root), str(tmp_path / "pad"), on_frame_mismatch="pad")
     report = pack_dataset(str(root), str(tmp_path / "drop"), on_frame_mismatch="drop-episode")
     assert report.dropped_episodes == [3]
@@ -129,7 +129,7 @@ def test_schema_drift_packs_what_the_parquet_holds_and_warns_once(sample_source,
     assert "observation.state" not in manifest.features
     assert manifest.features["gripper.force"] == {"dtype": "float32", "shape": [1], "names": None}
     assert manifest.extra["schema_drift"] == {"only_in_info": ["observation.state"], "only_in_parquet": ["gripper.force"]}
-    with pytest.raises(PackError, match=r"--window w: \['observation.state'\] declared in meta/info.json but missing from the data parquet"):
+    with pytest.raises(PackError, match=r"window 'w': \['observation.state'\] declared in meta/info.json but missing from the data parquet"):
         pack_dataset(str(root), str(tmp_path / "w"), windows={"w": {"observation.state": [0.0]}})
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from packer.run import pack as pack_module
-from packer.run.pack import FrameMismatchError, pack_dataset
+from packer import FrameMismatchError, pack_dataset
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
     CAMERAS,
@@ -19,31 +18,33 @@ from tests.packed_fixtures import (
 
 
 @pytest.fixture
-def progress_events(monkeypatch):
-    """Record what reaches the progress bar (it renders to a non-terminal here)."""
-    events = []
-    original = pack_module._RichProgress.put
+def progress_events():
+    """Record the progress ``pack_dataset`` reports: the increments of episodes done and source
+    bytes read between calls (one call per episode, from the worker processes, and per shard)."""
+    events, last = [], {"done": None, "read": 0}
 
-    def put(self, item):
-        events.append(item)
-        original(self, item)
+    def progress(state):
+        done = state.episodes_before if last["done"] is None else last["done"]
+        if state.episodes_done > done:
+            events.append((state.episodes_done - done, state.bytes_in - last["read"]))
+        last["done"], last["read"] = state.episodes_done, state.bytes_in
 
-    monkeypatch.setattr(pack_module._RichProgress, "put", put)
-    return events
+    progress.events = events
+    return progress
 
 
 def test_two_workers_write_the_same_bytes_as_one_process(sample_source, packed_copy, tmp_path, progress_events):
     dst = tmp_path / "pool"
-    report = pack_dataset(str(sample_source), str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, workers=2, progress=True)
+    report = pack_dataset(str(sample_source), str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, workers=2, progress=progress_events)
     assert report.shards_written == report.shards > 1 and report.finalized
     assert_same_tree(packed_copy, dst)
-    assert len(progress_events) == 9, "one progress event per episode, from the worker processes"
-    assert sum(b for _, b in progress_events) == report.bytes_in > 0
+    assert len(progress_events.events) == 9, "one progress event per episode, from the worker processes"
+    assert sum(b for _, b in progress_events.events) == report.bytes_in > 0
 
 
 def test_one_process_reports_progress_per_episode(sample_source, tmp_path, progress_events):
-    report = pack_dataset(str(sample_source), str(tmp_path / "one"), episodes=[0, 2, 5], progress=True)
-    assert [n for n, _ in progress_events] == [1, 1, 1]
+    report = pack_dataset(str(sample_source), str(tmp_path / "one"), episodes=[0, 2, 5], progress=progress_events)
+    assert [n for n, _ in progress_events.events] == [1, 1, 1]
     assert report.mb_per_s > 0 and report.bytes_out > 0
 
 

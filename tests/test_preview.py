@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.run.pack import pack_dataset
-from packer.tools.preview import render_preview
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from packer import pack_dataset
+from packer import render_preview
+from packer import CameraSpec, SampleSpec, write_sample_dataset
 
 HOSTILE_TASK = '<img src=x onerror="document.title=1">pick & place'
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from packer.synthetic.frame_identity import read_identity
+from packer import read_identity
 from reader import PackedDataset
 from tests.lerobot_reference import reference_item
 from tests.packed_fixtures import *  # noqa: F401,F403

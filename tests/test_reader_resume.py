@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from packer.synthetic.tabular_pack import write_tabular_pack
+from packer import write_tabular_pack
 from reader import PackedDataset
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.work_counter import lines_executed

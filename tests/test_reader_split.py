@@ -188,5 +188,5 @@ def test_unknown_version_and_index_disagreement(packed_copy, tmp_path):
     with pytest.raises(FormatError, match=r"totals: frames 142 \(the shards add up to 141\)"):
         PackedDataset(str(dst))
     (dst / "manifest.json").unlink()
-    with pytest.raises(FormatError, match="manifest.json: missing"):
+    with pytest.raises(FormatError, match="no manifest.json; not a packed dataset"):
         PackedDataset(str(dst))

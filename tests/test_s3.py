@@ -14,9 +14,9 @@ import torch
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.tools.inspect import run_sql
-from packer.run.pack import pack_dataset
-from packer.tools.verify import verify
+from packer import run_sql
+from packer import pack_dataset
+from packer import verify
 from reader import IntegrityError, PackedDataset, RetryPolicy, StorageError
 from reader.fetch.storage import ObjectNotFoundError, Storage, is_transient
 from tests.fault_proxy import FaultProxy

@@ -2,8 +2,8 @@
 
 import pytest
 
-from packer.plan.shard_plan import (
-    ShardPlanError,
+from packer import ShardPlanError
+from packer.plan import (
     parse_episode_ranges,
     parse_part,
     plan_shards,

@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.synthetic.dataset import SampleSpec, write_sample_dataset
+from packer import SampleSpec, write_sample_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for task in range(3):
         result = subprocess.run(
-            [sys.executable, "-m", "packer.mixture.task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", str(task)],
+            [sys.executable, "-m", "packer.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", str(task)],
             env=env, capture_output=True, text=True, timeout=300,
         )
         assert result.returncode == 0, result.stderr  # a failure never fails the array task
@@ -44,7 +44,7 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     assert runner.invoke(cli, ["mixture", "create", str(dst), "--strict"]).exit_code != 0
     # Re-running a finished task skips the verified dataset.
     rerun = subprocess.run(
-        [sys.executable, "-m", "packer.mixture.task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", "0"],
+        [sys.executable, "-m", "packer.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", "0"],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert "already packed and verified" in rerun.stdout

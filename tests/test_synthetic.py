@@ -14,8 +14,8 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from packer.synthetic.frame_identity import identity_frame, read_identity
-from packer.synthetic.dataset import SampleSpec, rollover_spec, write_sample_dataset
+from packer import identity_frame, read_identity
+from packer import SampleSpec, rollover_spec, write_sample_dataset
 from tests.lerobot_reference import reference_item
 
 

@@ -23,12 +23,12 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.errors import FrameMismatchError, PackError
-from packer.tools.inspect import InspectError, run_sql
-from packer.run.pack import pack_dataset
-from packer.source.lerobot import SourceError
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
-from packer.tools.verify import verify
+from packer import FrameMismatchError, PackError
+from packer import InspectError, run_sql
+from packer import pack_dataset
+from packer import SourceError
+from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer import verify
 from reader import PackedDataset
 from reader.errors import DecodeError, FormatError, IntegrityError, PinMismatchError
 from reader.format import EPISODES_INDEX_PATH, manifest_sha256, video_column
@@ -261,7 +261,7 @@ def test_6_a_pinned_manifest_refuses_any_other(packed_copy, tmp_path):
 # -- 8. file modes ---------------------------------------------------------------------------------
 def test_8_packed_files_are_readable_by_others_under_umask_022(sample_source, tmp_path):
     code = (
-        "import os; os.umask(0o022)\nfrom packer.run.pack import pack_dataset\n"
+        "import os; os.umask(0o022)\nfrom packer import pack_dataset\n"
         f"pack_dataset({str(sample_source)!r}, {str(tmp_path / 'out')!r}, shard_size_mb=0.03)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=_env(), timeout=300)
@@ -443,7 +443,7 @@ def _with_empty_episode(sample_source, tmp_path) -> Path:
 
 def test_15_a_zero_length_episode_is_dropped_or_named(sample_source, tmp_path):
     root = _with_empty_episode(sample_source, tmp_path)
-    with pytest.raises(FrameMismatchError, match=r"episode 0 has no rows .*--on-frame-mismatch drop-episode"):
+    with pytest.raises(FrameMismatchError, match=r"episode 0 has no rows .*on_frame_mismatch to 'drop-episode'"):
         pack_dataset(str(root), str(tmp_path / "strict"))
     for policy in ("drop-episode", "pad"):
         report = pack_dataset(str(root), str(tmp_path / policy), on_frame_mismatch=policy)

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.tools.verify import verify
+from packer import verify
 from tests.pack_tamper import edit_episodes_index
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, episodes_index
@@ -86,5 +86,5 @@ def test_a_consistently_resealed_index_is_still_checked_against_the_shards(damag
 
 def test_no_manifest_is_an_incomplete_pack(damaged):
     (damaged / "manifest.json").unlink()
-    assert verify(str(damaged)).problems == [f"{damaged}: no manifest.json (pack incomplete or not a packed dataset)"]
+    assert verify(str(damaged)).problems == [f"{damaged}: no manifest.json; not a packed dataset, or its pack has not finished"]
     assert "no manifest.json" in _cli_fails(damaged)

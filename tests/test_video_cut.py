@@ -12,16 +12,9 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from packer.shard.members import (
-    EncodeSettings,
-    SourceFrameDecoder,
-    SourceVideoReader,
-    VideoCutError,
-    cut_episode,
-    reencode_episode,
-)
-from packer.synthetic.frame_identity import read_identity
-from packer.source.lerobot import LeRobotSource, VideoLocation
+from packer import VideoCutError, read_identity
+from packer.shard import EncodeSettings, cut_episode, reencode_episode
+from packer.source import LeRobotSource, SourceFrameDecoder, SourceVideoReader, VideoLocation
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, source_episodes, source_frames
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import click
 
+from packer.cli.progress import progress_line
+
+__all__ = ["main", "progress_line"]
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="lerobot-shards")

@@ -1,10 +1,12 @@
-"""``mixture create`` and ``mixture report``: a thin layer over ``packer.mixture.create``."""
+"""``mixture create``, ``report``, ``sources`` and ``task``: a thin layer over ``packer.mixture``."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from packer.cli.pack import _storage_options, printable, storage_option
+from packer.cli.text import json_object, printable, storage_option
 
 
 def _names(items: tuple[str, ...]) -> dict[str, str]:
@@ -54,13 +56,13 @@ def mixture() -> None:
 @storage_option
 def create(dst, name_items, sources_file, where, verify_datasets, strict, storage_options):
     """Write DST/mixture.json from the complete packed datasets; list the others with their errors."""
-    from packer.mixture.create import MixtureError, create_mixture
-    from packer.mixture.sources import SourcesError
+    from packer.errors import MixtureError, SourcesError
+    from packer.mixture.create import create_mixture
 
     try:
         report = create_mixture(
             dst, names=_names(name_items), sources_file=sources_file, where=where, verify=verify_datasets,
-            storage_options=_storage_options(storage_options),
+            storage_options=json_object(storage_options),
         )
     except MixtureError as err:
         if err.report is not None:
@@ -81,11 +83,11 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, storag
 @storage_option
 def report_command(dst, name_items, sources_file, storage_options):
     """List every dataset with its status (ok, failed, incomplete, missing, invalid); exit 1 unless all are ok."""
-    from packer.mixture.create import MixtureError, scan_datasets
-    from packer.mixture.sources import SourcesError
+    from packer.errors import MixtureError, SourcesError
+    from packer.mixture.create import scan_datasets
 
     try:
-        report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=_storage_options(storage_options))
+        report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=json_object(storage_options))
     except MixtureError as err:
         raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
@@ -98,3 +100,63 @@ def report_command(dst, name_items, sources_file, storage_options):
     click.echo(f"{len(report.rows) - bad} ok, {bad} not ok")
     if bad:
         raise SystemExit(1)
+
+
+@mixture.command("sources")
+@click.argument("sources_file", type=click.Path(dir_okay=False))
+@click.option("--list", "listing", is_flag=True, help="Print INDEX<TAB>NAME<TAB>SOURCE per dataset instead of the count.")
+def sources_command(sources_file, listing):
+    """Validate a sources file (one dataset per line) and print how many datasets it lists.
+
+    Exit 2 with the file and line on a malformed file: submit_mixture.sh runs this first.
+    """
+    from packer.errors import SourcesError
+    from packer.mixture.sources import read_sources
+
+    try:
+        sources = read_sources(sources_file)
+    except SourcesError as err:
+        raise click.BadParameter(printable(str(err)), param_hint="SOURCES_FILE") from None
+    if listing:
+        for i, source in enumerate(sources):
+            click.echo(printable(f"{i}\t{source.name}\t{source.source}"))
+    else:
+        click.echo(len(sources))
+
+
+@mixture.command("task")
+@click.argument("dst")
+@click.option("--sources", "sources_file", required=True, help="The sources file (see `mixture sources`).")
+@click.option("--index", type=int, default=None, help="0-based dataset line (default: $SLURM_ARRAY_TASK_ID + --offset).")
+@click.option("--offset", type=int, default=0, show_default=True, help="Added to $SLURM_ARRAY_TASK_ID (arrays submitted in pieces).")
+@click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default=None, help="Shorthand for `-- --video MODE`.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Shorthand for `-- --workers N`.")
+@click.option("--no-verify", is_flag=True, help="Do not verify after packing.")
+@storage_option
+@click.argument("pack_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def task_command(ctx, dst, sources_file, index, offset, video, workers, no_verify, storage_options, pack_args):
+    """Pack one line of a sources file into DST/<name> (one SLURM array task; pack options
+    after `--`). A failed dataset is recorded in DST/_failures/<name>.json and the task
+    exits 0 (143 after SIGTERM), so the array goes on; exit 2 on configuration errors."""
+    from packer.cli.pack import parse_pack_args
+    from packer.mixture.task import EXIT_CONFIG, array_index, run
+
+    line = array_index(index, offset)
+    if line is None:
+        click.echo("error: give --index or run inside a SLURM array (SLURM_ARRAY_TASK_ID is not set)", err=True)
+        ctx.exit(EXIT_CONFIG)
+    args = list(pack_args)
+    if video:
+        args = ["--video", video, *args]
+    if workers:
+        args = ["--workers", str(workers), *args]
+    if storage_options:
+        args = ["--storage-options", storage_options, *args]
+    try:
+        options = parse_pack_args(args)
+    except click.ClickException as err:
+        click.echo(f"error: pack options after --: {err.format_message()}", err=True)
+        ctx.exit(EXIT_CONFIG)
+    sys.stdout.flush()
+    ctx.exit(run(sources_file, line, dst, options, verify_after=not no_verify, storage_options=json_object(storage_options)))

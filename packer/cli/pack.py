@@ -8,29 +8,9 @@ import sys
 
 import click
 
-from packer.cli.progress import ProgressLog
+from packer.cli.progress import ProgressLog, pack_progress
+from packer.cli.text import flag_of, human_bytes, json_object, plural, printable, storage_option
 from packer.plan.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters (ESC, BEL, C1 controls, ...) shown as ``\\xNN``:
-    strings from a dataset must not drive the terminal (window titles, screen clears,
-    clipboard writes through OSC 52). Tabs and newlines stay."""
-    return str(text).translate(_CONTROL)
-
-
-def _storage_options(text: str | None) -> dict | None:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise click.BadParameter(f"not JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise click.BadParameter("must be a JSON object")
-    return value
 
 
 def _windows(items: tuple[str, ...]) -> dict:
@@ -59,19 +39,6 @@ def _resize(text: str | None) -> tuple[int, int] | None:
     return height, width
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 shard``, ``2 shards``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def human_bytes(count: float) -> str:
-    """``512 B``, ``12.3 KB``, ``4.56 MB``, ``7.89 GB`` (powers of 1000)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.{1 if unit == 'KB' else 2}f} {unit}"
-    return f"{int(count)} B"
-
-
 def pack_summary(report, video: str = "copy") -> str:
     """One line on what a pack run did; rates only for work done in this run. With
     ``--video hevc|h264`` every packed episode is re-encoded; with ``copy`` only those whose
@@ -95,9 +62,90 @@ def pack_summary(report, video: str = "copy") -> str:
     return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
 
 
-storage_option = click.option(
-    "--storage-options", default=None, help='fsspec options for DST as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'.'
-)
+# The options that shape a pack: shared by `pack` and `mixture task` (whose pack options follow `--`).
+_PACK_OPTIONS = [
+    click.option("--episodes", "episodes_text", default=None, help="Subset, e.g. 0,3,10-20."),
+    click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default="copy", show_default=True,
+                 help="copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
+                      "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study)."),
+    click.option("--gop", type=click.IntRange(min=1), default=2, show_default=True,
+                 help="Keyframe interval of re-encodes: 1-2 for random access; longer GOPs are smaller but a random "
+                      "frame costs up to GOP-1 extra decodes."),
+    click.option("--crf", type=click.IntRange(0, 51), default=None,
+                 help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20)."),
+    click.option("--preset", default=None, help="Encoder preset (default: hevc fast, h264 veryfast)."),
+    click.option("--resize", default=None, help="HxW downscale during re-encode."),
+    click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True,
+                 help="When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short "
+                      "video with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."),
+    click.option("--window", "window_items", multiple=True,
+                 help='NAME=JSON delta_timestamps window, e.g. chunk=\'{"action": [0, 0.0333]}\'.'),
+    click.option("--tolerance-s", type=click.FloatRange(min=0), default=1e-4, show_default=True,
+                 help="How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s)."),
+    click.option("--shard-size-mb", type=click.FloatRange(min=0, min_open=True), default=512.0, show_default=True,
+                 help="Target shard size; shards hold whole episodes, so one long episode may exceed it."),
+    click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+                 help="Parallel packing processes (one shard each); up to the cores you have."),
+    click.option("--part", "part_text", default=None, help="Pack only part I/N of the plan (then run finalize)."),
+    click.option("--cache-dir", default=None, help="Where remote/Hub sources are staged."),
+    click.option("--src-storage-options", default=None, help="fsspec options for SRC as JSON."),
+    click.option("--follow-symlinks", is_flag=True,
+                 help="Read symbolic links inside a local SRC (refused by default: they may point outside the dataset)."),
+    storage_option,
+]
+
+
+def _with_pack_options(command):
+    for option in reversed(_PACK_OPTIONS):
+        command = option(command)
+    return command
+
+
+def pack_kwargs(params: dict) -> dict:
+    """``pack_dataset`` keyword arguments from the parsed pack options.
+
+    Raises:
+        click.UsageError, click.BadParameter: options that do not go together or do not parse.
+    """
+    if params["video"] == "copy" and (params["crf"] is not None or params["preset"] is not None):
+        raise click.UsageError("--crf and --preset apply to re-encodes: add --video hevc or --video h264")
+    try:
+        episodes = parse_episode_ranges(params["episodes_text"]) if params["episodes_text"] else None
+        part = parse_part(params["part_text"]) if params["part_text"] else None
+    except ShardPlanError as err:
+        raise click.BadParameter(str(err)) from None
+    return dict(
+        video=params["video"], episodes=episodes, windows=_windows(params["window_items"]), shard_size_mb=params["shard_size_mb"],
+        gop=params["gop"], crf=params["crf"], preset=params["preset"], resize=_resize(params["resize"]),
+        on_frame_mismatch=params["on_frame_mismatch"], tolerance_s=params["tolerance_s"], workers=params["workers"], part=part,
+        storage_options=json_object(params["storage_options"]),
+        src_storage_options=json_object(params["src_storage_options"], param_hint="--src-storage-options"),
+        cache_dir=params["cache_dir"], follow_symlinks=params["follow_symlinks"],
+    )
+
+
+def parse_pack_args(args: list[str]) -> dict:
+    """``pack_dataset`` keyword arguments from ``lerobot-shards pack`` options given as
+    strings (what a SLURM task passes after ``--``); the same parsing and checks as ``pack``.
+
+    Raises:
+        click.ClickException: options that do not parse (click's message).
+    """
+
+    @_with_pack_options
+    def options_only(**params):
+        return params
+
+    command = click.Command("pack", params=options_only.__click_params__[::-1], add_help_option=False)
+    with command.make_context("lerobot-shards pack", list(args)) as ctx:
+        return pack_kwargs(ctx.params)
+
+
+def library_error(err: Exception) -> click.ClickException:
+    """A library error as one line for the terminal; an option's error names its flag."""
+    option = getattr(err, "option", None)
+    suffix = f" ({flag_of(option)})" if option else ""
+    return click.ClickException(printable(str(err)) + suffix)
 
 
 @click.command("pack")
@@ -105,62 +153,26 @@ storage_option = click.option(
 @click.argument("dst")
 @click.option("--repo-id", default=None, help="Hugging Face Hub dataset ORG/NAME (instead of SRC).")
 @click.option("--revision", default=None, help="Hub branch, tag or commit SHA.")
-@click.option("--episodes", "episodes_text", default=None, help="Subset, e.g. 0,3,10-20.")
-@click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default="copy", show_default=True,
-              help="copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
-                   "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study).")
-@click.option("--gop", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Keyframe interval of re-encodes: 1-2 for random access; longer GOPs are smaller but a random "
-                   "frame costs up to GOP-1 extra decodes.")
-@click.option("--crf", type=click.IntRange(0, 51), default=None,
-              help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20).")
-@click.option("--preset", default=None, help="Encoder preset (default: hevc fast, h264 veryfast).")
-@click.option("--resize", default=None, help="HxW downscale during re-encode.")
-@click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True,
-              help="When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short "
-                   "video with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest.")
-@click.option("--window", "window_items", multiple=True, help='NAME=JSON delta_timestamps window, e.g. chunk=\'{"action": [0, 0.0333]}\'.')
-@click.option("--tolerance-s", type=click.FloatRange(min=0), default=1e-4, show_default=True,
-              help="How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s).")
-@click.option("--shard-size-mb", type=click.FloatRange(min=0, min_open=True), default=512.0, show_default=True,
-              help="Target shard size; shards hold whole episodes, so one long episode may exceed it.")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Parallel packing processes (one shard each); up to the cores you have.")
-@click.option("--part", "part_text", default=None, help="Pack only part I/N of the plan (then run finalize).")
-@click.option("--cache-dir", default=None, help="Where remote/Hub sources are staged.")
-@click.option("--src-storage-options", default=None, help="fsspec options for SRC as JSON.")
-@click.option("--follow-symlinks", is_flag=True,
-              help="Read symbolic links inside a local SRC (refused by default: they may point outside the dataset).")
-@storage_option
-def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, resize, on_frame_mismatch, window_items,
-         tolerance_s, shard_size_mb, workers, part_text, cache_dir, src_storage_options, follow_symlinks, storage_options):
+@_with_pack_options
+def pack(src, dst, repo_id, revision, **params):
     """Pack a LeRobot v3.0 dataset (SRC path/URL or --repo-id) into episode-aligned shards at DST."""
-    from packer.run.pack import PackError, pack_dataset
-    from packer.source.lerobot import SourceError
+    from packer.run.pack import pack_dataset
+    from reader.errors import LeRobotShardsError
 
     if repo_id is None and src is None:
         raise click.UsageError("give SRC and DST, or --repo-id ORG/NAME and DST")
     if repo_id is not None and src is not None:
         raise click.UsageError(f"give SRC ({src}) or --repo-id ({repo_id}), not both")
-    if video == "copy" and (crf is not None or preset is not None):
-        raise click.UsageError("--crf and --preset apply to re-encodes: add --video hevc or --video h264")
-    try:
-        episodes = parse_episode_ranges(episodes_text) if episodes_text else None
-        part = parse_part(part_text) if part_text else None
-    except ShardPlanError as err:
-        raise click.BadParameter(str(err)) from None
+    kwargs = pack_kwargs(params)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    display = pack_progress(sys.stderr.isatty())
     try:
-        report = pack_dataset(
-            src, dst, video=video, episodes=episodes, windows=_windows(window_items), shard_size_mb=shard_size_mb,
-            gop=gop, crf=crf, preset=preset, resize=_resize(resize), on_frame_mismatch=on_frame_mismatch,
-            tolerance_s=tolerance_s, workers=workers, part=part, repo_id=repo_id, revision=revision,
-            storage_options=_storage_options(storage_options), src_storage_options=_storage_options(src_storage_options),
-            cache_dir=cache_dir, progress="bar" if sys.stderr.isatty() else "log", follow_symlinks=follow_symlinks,
-        )
-    except (PackError, SourceError, ValueError) as err:
-        raise click.ClickException(printable(str(err))) from None
-    click.echo(pack_summary(report, video))
+        report = pack_dataset(src, dst, repo_id=repo_id, revision=revision, progress=display, **kwargs)
+    except LeRobotShardsError as err:
+        raise library_error(err) from None
+    finally:
+        display.close()
+    click.echo(pack_summary(report, kwargs["video"]))
 
 
 @click.command("finalize")
@@ -169,11 +181,11 @@ def pack(src, dst, repo_id, revision, episodes_text, video, gop, crf, preset, re
 def finalize_command(dst, storage_options):
     """Write the global index and manifest once every --part has finished."""
     from packer.run.finalize import finalize
-    from packer.run.pack import PackError
+    from packer.errors import PackError
 
     try:
         log = ProgressLog("finalize", unit="shards")
-        manifest = finalize(dst, storage_options=_storage_options(storage_options), progress=lambda done, total: log.update(done, total))
+        manifest = finalize(dst, storage_options=json_object(storage_options), progress=lambda done, total: log.update(done, total))
         log.close()
     except PackError as err:
         raise click.ClickException(printable(str(err))) from None
@@ -191,7 +203,7 @@ def verify_command(dst, decode, pin, storage_options):
     from packer.tools.verify import verify
 
     log = ProgressLog("verify", unit="shards")
-    report = verify(dst, decode=decode, storage_options=_storage_options(storage_options), manifest_sha256=pin,
+    report = verify(dst, decode=decode, storage_options=json_object(storage_options), manifest_sha256=pin,
                     progress=lambda done, total, episodes: log.update(done, total, note=f"{episodes} episodes checked"))
     log.close()
     if not report.ok:
@@ -214,10 +226,11 @@ def info_command(dst, storage_options):
     from rich.table import Table
     from rich.text import Text
 
-    from packer.tools.inspect import InspectError, summarize
+    from packer.errors import InspectError
+    from packer.tools.inspect import summarize
 
     try:
-        summary = summarize(dst, storage_options=_storage_options(storage_options))
+        summary = summarize(dst, storage_options=json_object(storage_options))
     except InspectError as err:
         raise click.ClickException(printable(str(err))) from None
     table = Table(show_header=False)
@@ -236,10 +249,11 @@ def info_command(dst, storage_options):
 @storage_option
 def sql_command(dst, query, fmt, storage_options):
     """Run DuckDB SQL over views `episodes`, `samples` and `frames`."""
-    from packer.tools.inspect import InspectError, run_sql
+    from packer.errors import InspectError
+    from packer.tools.inspect import run_sql
 
     try:
-        columns, rows = run_sql(dst, query, storage_options=_storage_options(storage_options))
+        columns, rows = run_sql(dst, query, storage_options=json_object(storage_options))
     except InspectError as err:
         raise click.ClickException(printable(str(err))) from None
     if fmt == "json":

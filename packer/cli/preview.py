@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from packer.cli.pack import _storage_options, printable
+from packer.cli.text import json_object, printable
 
 
 @click.command("preview")
@@ -27,7 +27,7 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
         click.echo(f"preview: episode {done}/{total}", err=True)
 
     try:
-        page, report = render_preview(packed, storage_options=_storage_options(storage_options), max_episodes=max_episodes,
+        page, report = render_preview(packed, storage_options=json_object(storage_options), max_episodes=max_episodes,
                                       frames_per_episode=frames_per_episode, progress=progress)
     except LeRobotShardsError as err:
         raise click.ClickException(printable(str(err))) from None

@@ -60,3 +60,69 @@ class ProgressLog:
         """Print the final state (if it was not the last line printed)."""
         if self.state != self.printed:
             self._emit()
+
+
+def progress_line(done: int, total: int, bytes_in: int, seconds: float, *, started_done: int = 0) -> str:
+    """``12/40 episodes (30%), 30.1 MB in, 5.2 MB/s, ETA 0:01:20``: the rate and ETA from the
+    episodes done in this run (resumed ones cost nothing)."""
+    return progress_text(done, total, "episodes", _bytes_note(bytes_in, seconds, done - started_done), seconds,
+                         started_done=started_done)
+
+
+def _bytes_note(bytes_in: int, seconds: float, ran: int) -> str:
+    rate = f", {bytes_in / 1e6 / seconds:.1f} MB/s" if seconds > 0 and ran > 0 else ""
+    return f"{bytes_in / 1e6:.1f} MB in{rate}"
+
+
+class PackProgressBar:
+    """A rich bar for a terminal: episodes done (resumed ones included), source MB read, MB
+    written and MB/s; fed ``packer.run.pack.PackProgress`` values."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("[bold]packing"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
+            TextColumn("{task.fields[mb_in]:.1f} MB in, {task.fields[mb_out]:.1f} MB out, {task.fields[rate]:.1f} MB/s"),
+            TimeElapsedColumn(),
+        )
+        self.task = None
+
+    def __call__(self, state) -> None:
+        rate = state.bytes_in / 1e6 / state.seconds if state.seconds > 0 else 0.0
+        fields = {"mb_in": state.bytes_in / 1e6, "mb_out": state.bytes_out / 1e6, "rate": rate}
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task("pack", total=state.episodes_total, completed=state.episodes_done, **fields)
+        else:
+            self.progress.update(self.task, completed=state.episodes_done, **fields)
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.progress.stop()
+
+
+class PackProgressLog:
+    """For output that is not a terminal (a SLURM log, a pipe): ``ProgressLog`` lines with the
+    source bytes read (``LEROBOT_SHARDS_PROGRESS_S``, default every 30 s, and at the end)."""
+
+    def __init__(self, stream=None) -> None:
+        self.log: ProgressLog | None = None
+        self.stream = stream
+        self.last = None
+
+    def __call__(self, state) -> None:
+        if self.log is None:
+            self.log = ProgressLog("pack", unit="episodes", started_done=state.episodes_before, stream=self.stream)
+        self.last = state
+        note = _bytes_note(state.bytes_in, state.seconds, state.episodes_done - state.episodes_before)
+        self.log.update(state.episodes_done, state.episodes_total, note=note)
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+
+
+def pack_progress(terminal: bool) -> PackProgressBar | PackProgressLog:
+    """The pack progress display for stderr: a bar on a terminal, log lines otherwise."""
+    return PackProgressBar() if terminal else PackProgressLog()

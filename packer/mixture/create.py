@@ -24,10 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from packer.destination import Destination
+from packer.errors import MixtureError
 from packer.mixture.sources import read_sources
-from reader.errors import LeRobotShardsError
-from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError, Manifest
+from reader.fetch.packed_index import read_manifest
+from reader.fetch.storage import Storage
+from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError
 from reader.format.arrow_io import read_parquet_bytes
 from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
 
@@ -35,18 +36,6 @@ MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"
 
 Status = Literal["ok", "failed", "incomplete", "missing", "invalid"]
-
-
-class MixtureError(LeRobotShardsError, ValueError):
-    """No complete dataset to describe, or bad arguments; names what was looked at.
-
-    Attributes:
-        report: the ``MixtureReport`` of what was found, when the scan ran.
-    """
-
-    def __init__(self, message: str, report: MixtureReport | None = None):
-        super().__init__(message)
-        self.report = report
 
 
 @dataclass
@@ -109,29 +98,29 @@ def scan_datasets(
     """
     if names and sources_file:
         raise MixtureError("give dataset names (NAME=PATH) or a sources file, not both")
-    root = Destination(dst, storage_options)
+    root = Storage(dst, storage_options)
     if names:
         listed = dict(names)
     elif sources_file:
         listed = {s.name: s.name for s in read_sources(sources_file)}
     else:
-        listed = {n: n for n in root.list("") if not n.startswith(("_", ".")) and n != MIXTURE_PATH and _is_dir(root, n)}
+        listed = {n: n for n in root.list_dirs() if not n.startswith(("_", "."))}
     failures = _failure_records(root)
     report, entries = MixtureReport(), []
     for name, path in listed.items():
-        dataset = Destination(path, storage_options) if _absolute(path) else Destination(f"{root.url}/{path}", storage_options)
+        dataset = Storage(path if _absolute(path) else f"{root.url}/{path}", storage_options)
         row = DatasetStatus(name=name, path=path, status="ok")
         report.rows.append(row)
         if not dataset.exists(MANIFEST_PATH):
             if name in failures:
                 row.status, row.error = "failed", failures[name]
-            elif dataset.fs.exists(dataset.root):
+            elif dataset.exists(""):
                 row.status, row.error = "incomplete", "no manifest.json: the pack did not finish (still running, or killed)"
             else:
                 row.status, row.error = "missing", f"nothing at {dataset.url}: its pack never ran"
             continue
         try:
-            manifest = Manifest.from_json(dataset.read_bytes(MANIFEST_PATH), where=f"{dataset.url}/{MANIFEST_PATH}")
+            manifest, _ = read_manifest(dataset)
             anchors = manifest.totals["frames"] if where is None else _count_anchors(dataset, where)
             if verify:
                 from packer.tools.verify import verify as verify_dataset
@@ -188,7 +177,7 @@ def create_mixture(
         looked = f"{len(report.rows)} dataset(s)" if report.rows else "no dataset directories"
         raise MixtureError(f"no complete packed dataset under {dst} ({looked} found); mixture.json not written", report)
     report.spec = MixtureSpec(datasets=tuple(entries), default_weights="anchors")
-    root = Destination(dst, storage_options)
+    root = Storage(dst, storage_options)
     root.write_bytes(MIXTURE_PATH, report.spec.to_json().encode())
     report.written_to = f"{root.url}/{MIXTURE_PATH}"
     return report
@@ -204,12 +193,12 @@ def format_report(report: MixtureReport) -> list[str]:
     return lines
 
 
-def _failure_records(root: Destination) -> dict[str, str]:
+def _failure_records(root: Storage) -> dict[str, str]:
     out = {}
-    for file in root.list(FAILURES_DIR):
-        if not file.endswith(".json"):
+    for rel in root.list(FAILURES_DIR):
+        if not rel.endswith(".json") or rel.count("/") != 1:
             continue
-        name = file.removesuffix(".json")
+        name = rel.rsplit("/", 1)[-1].removesuffix(".json")
         try:
             record = json.loads(root.read_bytes(failure_path(name)))
             out[name] = str(record.get("error", "?"))
@@ -218,7 +207,7 @@ def _failure_records(root: Destination) -> dict[str, str]:
     return out
 
 
-def _count_anchors(dataset: Destination, where: str) -> int:
+def _count_anchors(dataset: Storage, where: str) -> int:
     import duckdb
 
     samples = read_parquet_bytes(dataset.read_bytes(SAMPLES_INDEX_PATH))
@@ -235,7 +224,3 @@ def _count_anchors(dataset: Destination, where: str) -> int:
 
 def _absolute(path: str) -> bool:
     return "://" in path or path.startswith("/")
-
-
-def _is_dir(root: Destination, name: str) -> bool:
-    return root.fs.isdir(root.path(name))

@@ -20,13 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from reader.errors import LeRobotShardsError
+from packer.errors import SourcesError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-class SourcesError(LeRobotShardsError, ValueError):
-    """The sources file is malformed; the message names the file and line."""
 
 
 @dataclass(frozen=True)
@@ -120,33 +116,3 @@ def read_sources(path: str | Path) -> list[MixtureSource]:
     except OSError as err:
         raise SourcesError(f"cannot read sources file {path}: {err.strerror or err}") from None
     return parse_sources(text, where=str(path))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m packer.mixture.sources FILE``: validate a sources file, print its dataset count.
-
-    With ``--list``, print ``index<TAB>name<TAB>source`` per dataset instead. Exit 2 on errors.
-    """
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    listing = "--list" in args
-    args = [a for a in args if a != "--list"]
-    if len(args) != 1:
-        print("usage: python -m packer.mixture.sources [--list] SOURCES_FILE", file=sys.stderr)
-        return 2
-    try:
-        sources = read_sources(args[0])
-    except SourcesError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if listing:
-        for i, s in enumerate(sources):
-            print(f"{i}\t{s.name}\t{s.source}")
-    else:
-        print(len(sources))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

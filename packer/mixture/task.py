@@ -1,14 +1,12 @@
 """One SLURM array task of ``slurm/pack_mixture.sbatch``: pack one line of a sources file.
 
-    python -m packer.mixture.task DST --sources sources.txt [--index I] [-- PACK OPTIONS]
-
-``--index`` defaults to ``$SLURM_ARRAY_TASK_ID + --offset`` (offsets let arrays larger
-than SLURM's MaxArraySize be submitted in pieces). The line's dataset
-(``packer.mixture.sources``) is packed into ``DST/<name>/`` by ``lerobot-shards pack`` with
-the options after ``--`` (``--video hevc``, ``--window ...``, ``--storage-options ...``).
+The command line is ``lerobot-shards mixture task DST --sources FILE [--index I] [-- PACK
+OPTIONS]`` (``packer/cli/mixture.py``); this module is what it runs. The line's dataset
+(``packer.mixture.sources``) is packed into ``DST/<name>/`` by ``pack_dataset`` with the pack
+options given.
 
 * Already packed and verified (``manifest.json`` and ``verify`` clean): skipped.
-* Packed: verified (unless ``--no-verify``); a clean result removes any old failure record.
+* Packed: verified (unless ``verify_after=False``); a clean result removes any old failure record.
 * Any error (bad source, pack error, verify problems, SIGTERM from ``scancel`` or the time
   limit): recorded in ``DST/_failures/<name>.json`` as ``{name, source, error, error_type,
   traceback, host, slurm, time}``, and the task exits 0 (143 after SIGTERM), so one bad
@@ -19,7 +17,6 @@ the options after ``--`` (``--video hevc``, ``--window ...``, ``--storage-option
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -28,22 +25,19 @@ import socket
 import sys
 import traceback
 
-from packer.destination import Destination
+from packer.errors import PackError, PackInterrupted, SourcesError
 from packer.mixture.create import failure_path
-from packer.mixture.sources import (
-    MixtureSource,
-    SourcesError,
-    dataset_name,
-    read_sources,
-)
-
-__all__ = ["dataset_name", "main", "read_sources", "run"]
+from packer.mixture.sources import MixtureSource, read_sources
+from packer.run.pack import pack_dataset
+from packer.tools.verify import verify
+from reader.fetch.storage import Storage
+from reader.format import MANIFEST_PATH
 
 EXIT_CONFIG = 2
 EXIT_TERMINATED = 143
 
 
-class TaskTerminated(Exception):
+class TaskTerminated(PackInterrupted):
     """SIGTERM arrived (``scancel``, or the job's time limit) while packing."""
 
 
@@ -51,14 +45,17 @@ def run(
     sources_file: str,
     index: int,
     dst: str,
-    pack_args: list[str] | None = None,
+    pack_options: dict | None = None,
     *,
     verify_after: bool = True,
     storage_options: dict | None = None,
 ) -> int:
     """Pack line ``index`` (0-based, counting only dataset lines) of ``sources_file`` into ``DST/<name>``.
 
-    Returns the process exit code (see the module docstring).
+    ``pack_options`` are keyword arguments of ``pack_dataset`` (``video``, ``windows``, ...).
+
+    Returns:
+        The process exit code (see the module docstring).
     """
     try:
         sources = read_sources(sources_file)
@@ -69,45 +66,43 @@ def run(
         print(f"error: index {index} is outside the {len(sources)} sources of {sources_file} (0..{len(sources) - 1})", file=sys.stderr)
         return EXIT_CONFIG
     source = sources[index]
-    root = Destination(dst, storage_options)
+    root = Storage(dst, storage_options)
     target = f"{root.url}/{source.name}"
     print(f"[{source.name}] task {index}: {source.source} -> {target}", flush=True)
     if _packed_and_verified(target, storage_options):
-        root.remove(failure_path(source.name))
+        root.remove(failure_path(source.name), missing_ok=True)
         print(f"[{source.name}] already packed and verified: skipped", flush=True)
         return 0
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        _pack(source, target, list(pack_args or []))
+        _pack(source, target, dict(pack_options or {}))
         if verify_after:
-            from packer.tools.verify import verify
-
             problems = verify(target, storage_options=storage_options).problems
             if problems:
-                raise RuntimeError(f"verify found {len(problems)} problem(s) after packing: " + "; ".join(problems[:5]))
-    except (Exception, TaskTerminated) as err:  # recorded, not raised: the array's other datasets go on
+                raise PackError(f"verify found {len(problems)} problem(s) after packing: " + "; ".join(problems[:5]))
+    except Exception as err:  # recorded, not raised: the array's other datasets go on
         _record_failure(root, source, err)
-        print(f"[{source.name}] FAILED: {_describe(err)} (recorded in {root.url}/{failure_path(source.name)})", file=sys.stderr, flush=True)
+        print(f"[{source.name}] FAILED: {type(err).__name__}: {err} (recorded in {root.object_url(failure_path(source.name))})",
+              file=sys.stderr, flush=True)
         return EXIT_TERMINATED if isinstance(err, TaskTerminated) else 0
     finally:
         signal.signal(signal.SIGTERM, previous)
-    root.remove(failure_path(source.name))
+    root.remove(failure_path(source.name), missing_ok=True)
     print(f"[{source.name}] packed and verified" if verify_after else f"[{source.name}] packed", flush=True)
     return 0
 
 
-def _pack(source: MixtureSource, target: str, pack_args: list[str]) -> None:
-    """Run ``lerobot-shards pack`` in-process (same options, same errors as the CLI)."""
-    from packer.cli.pack import pack
-
-    pack.main(args=[*source.pack_args(target), *pack_args], prog_name="lerobot-shards pack", standalone_mode=False)
+def _pack(source: MixtureSource, target: str, pack_options: dict) -> None:
+    """Pack one source into ``target`` with ``pack_options`` (``pack_dataset`` keywords)."""
+    if source.is_hub:
+        pack_dataset(None, target, repo_id=source.repo_id, revision=source.revision, **pack_options)
+    else:
+        pack_dataset(source.source, target, **pack_options)
 
 
 def _packed_and_verified(target: str, storage_options: dict | None) -> bool:
-    if not Destination(target, storage_options).exists("manifest.json"):
+    if not Storage(target, storage_options).exists(MANIFEST_PATH):
         return False
-    from packer.tools.verify import verify
-
     return verify(target, storage_options=storage_options).ok
 
 
@@ -115,20 +110,13 @@ def _raise_terminated(signum, frame) -> None:
     raise TaskTerminated(f"received signal {signal.Signals(signum).name} (scancel or the job's time limit)")
 
 
-def _describe(err: BaseException) -> str:
-    # The pack CLI turns library errors into ClickException "from None": report the original.
-    original = err.__context__ if type(err).__name__ == "ClickException" and err.__context__ is not None else err
-    return f"{type(original).__name__}: {err}"
-
-
-def _record_failure(root: Destination, source: MixtureSource, err: BaseException) -> None:
-    original = err.__context__ if type(err).__name__ == "ClickException" and err.__context__ is not None else err
+def _record_failure(root: Storage, source: MixtureSource, err: BaseException) -> None:
     record = {
         "name": source.name,
         "source": source.source,
         "line": source.line,
-        "error": _describe(err),
-        "error_type": type(original).__name__,
+        "error": f"{type(err).__name__}: {err}",
+        "error_type": type(err).__name__,
         "traceback": "".join(traceback.format_exception(err)),
         "host": socket.gethostname(),
         "slurm": {k: os.environ[k] for k in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID") if k in os.environ},
@@ -137,40 +125,15 @@ def _record_failure(root: Destination, source: MixtureSource, err: BaseException
     root.write_bytes(failure_path(source.name), (json.dumps(record, indent=1) + "\n").encode())
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    pack_args: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, pack_args = argv[:cut], argv[cut + 1 :]
-    parser = argparse.ArgumentParser(
-        prog="python -m packer.mixture.task", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("dst", help="mixture root: datasets go to DST/<name>/")
-    parser.add_argument("--sources", required=True, help="sources file (see packer.mixture.sources)")
-    parser.add_argument("--index", type=int, default=None, help="0-based dataset line (default: $SLURM_ARRAY_TASK_ID + --offset)")
-    parser.add_argument("--offset", type=int, default=0, help="added to $SLURM_ARRAY_TASK_ID (default 0)")
-    parser.add_argument("--video", default=None, choices=["copy", "hevc", "h264"], help="shorthand for `-- --video MODE`")
-    parser.add_argument("--workers", type=int, default=None, help="shorthand for `-- --workers N`")
-    parser.add_argument("--no-verify", action="store_true", help="do not verify after packing")
-    parser.add_argument("--storage-options", default=None, help="fsspec options for DST as JSON (also passed to pack)")
-    args = parser.parse_args(argv)
-    index = args.index
-    if index is None:
-        task = os.environ.get("SLURM_ARRAY_TASK_ID")
-        if task is None or not task.strip().isdigit():
-            print(f"error: give --index or run inside a SLURM array (SLURM_ARRAY_TASK_ID={task!r})", file=sys.stderr)
-            return EXIT_CONFIG
-        index = int(task) + args.offset
-    storage_options = json.loads(args.storage_options) if args.storage_options else None
-    if args.video:
-        pack_args = ["--video", args.video, *pack_args]
-    if args.workers:
-        pack_args = ["--workers", str(args.workers), *pack_args]
-    if args.storage_options:
-        pack_args = ["--storage-options", args.storage_options, *pack_args]
-    return run(args.sources, index, args.dst, pack_args, verify_after=not args.no_verify, storage_options=storage_options)
+def array_index(index: int | None, offset: int) -> int | None:
+    """The task's line: ``index`` if given, else ``$SLURM_ARRAY_TASK_ID + offset``; None
+    outside an array."""
+    if index is not None:
+        return index
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")
+    if task is None or not task.strip().isdigit():
+        return None
+    return int(task) + offset
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["EXIT_CONFIG", "EXIT_TERMINATED", "TaskTerminated", "array_index", "run"]

@@ -8,11 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reader.errors import LeRobotShardsError
-
-
-class ShardPlanError(LeRobotShardsError, ValueError):
-    """Invalid planning input (sizes, targets or part specification)."""
+from packer.errors import ShardPlanError
 
 
 def plan_shards(episode_indices: Sequence[int], estimated_bytes: Sequence[int], target_bytes: int) -> list[list[int]]:

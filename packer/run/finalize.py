@@ -9,19 +9,22 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from packer.destination import Destination
-from packer.errors import PackError
+from packer.errors import PackError, SourceError
+from packer.run.receipts import finished_receipts
+from packer.source.info import parse_info
+from packer.version import packer_version
 from reader.errors import FormatError
+from reader.fetch.storage import RetryPolicy, Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     FORMAT_NAME,
     FORMAT_VERSION,
+    INFO_PATH,
     MANIFEST_PATH,
     META_DIR,
     PLAN_PATH,
@@ -30,24 +33,16 @@ from reader.format import (
     Manifest,
     PackPlan,
     ShardEntry,
-    ShardReceipt,
     episodes_index_schema,
     pad_column,
     samples_index_schema,
     sha256_hex,
     shard_name,
     shard_parquet_path,
-    shard_receipt_path,
+    video_keys_of,
 )
 from reader.format.arrow_io import parquet_file
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
-
-
-def packer_version() -> str:
-    try:
-        return version("lerobot-shards")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
@@ -55,37 +50,23 @@ def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
     return pa.table({name: pa.array([r[name] for r in rows], schema.field(name).type) for name in schema.names}, schema=schema)
 
 
-def _write_parquet(destination: Destination, rel: str, table: pa.Table) -> FileEntry:
+def _write_parquet(storage: Storage, rel: str, table: pa.Table) -> FileEntry:
     """Write ``table`` to ``rel``; returns its size and digest for the manifest's ``files``."""
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd", write_page_index=True)
     data = buffer.getvalue()
-    destination.write_bytes(rel, data)
+    storage.write_bytes(rel, data)
     return FileEntry(len(data), sha256_hex(data))
 
 
-def _meta_files(destination: Destination) -> dict[str, FileEntry]:
-    """Size and digest of every file the pack copied into ``meta/``."""
+def _meta_files(storage: Storage) -> dict[str, FileEntry]:
+    """Size and digest of every file the pack copied into ``meta/`` (temp files of
+    interrupted writes are not part of the dataset: ``Storage.list`` leaves them out)."""
     entries = {}
-    for rel in _list_files(destination, META_DIR):
-        data = destination.read_bytes(rel)
-        entries[rel] = FileEntry(len(data), sha256_hex(data))
+    for rel in storage.list(META_DIR):
+        digest, size = storage.digest(rel)
+        entries[rel] = FileEntry(size, digest)
     return entries
-
-
-def _list_files(destination: Destination, rel_dir: str) -> list[str]:
-    """Relative paths of every file under ``rel_dir`` (recursively, sorted); temp files of
-    interrupted writes are not part of the dataset."""
-    found = []
-    for name in destination.list(rel_dir):
-        rel = f"{rel_dir}/{name}"
-        if ".tmp-" in name:
-            continue
-        if destination.fs.isdir(destination.path(rel)):
-            found += _list_files(destination, rel)
-        else:
-            found.append(rel)
-    return sorted(found)
 
 
 def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
@@ -146,7 +127,13 @@ def _feature_of_field(field: pa.Field) -> dict:
     return {"dtype": dtype, "shape": shape, "names": None}
 
 
-def finalize(dst: str, *, storage_options: dict | None = None, progress: Callable[[int, int], None] | None = None) -> Manifest:
+def finalize(
+    dst: str,
+    *,
+    storage_options: dict | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    retry: RetryPolicy = RetryPolicy(),
+) -> Manifest:
     """Write ``index/episodes.parquet``, ``index/samples.parquet`` and ``manifest.json``.
 
     ``progress(shards indexed, shards)`` is called after each shard's rows are indexed.
@@ -156,34 +143,18 @@ def finalize(dst: str, *, storage_options: dict | None = None, progress: Callabl
 
     Raises:
         PackError: no plan, or shards without a valid receipt (names them).
+        StorageError: the destination failed beyond the retry policy.
     """
-    destination = Destination(dst, storage_options)
-    if not destination.exists(PLAN_PATH):
-        raise PackError(f"{destination.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
+    storage = Storage(dst, storage_options, retry=retry)
+    if not storage.exists(PLAN_PATH):
+        raise PackError(f"{storage.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
     try:
-        plan = PackPlan.from_json(destination.read_bytes(PLAN_PATH), where=f"{destination.url}/{PLAN_PATH}")
-        info = json.loads(destination.read_bytes("meta/info.json"))
-    except (FormatError, ValueError) as err:
-        raise PackError(f"{destination.url}: cannot finalize: {err}") from None
-    digest = plan.sha256
-    video_keys = [k for k, f in info["features"].items() if f.get("dtype") == "video"]
-    receipts, missing = [], []
-    for shard in range(len(plan.shards)):
-        rel = shard_receipt_path(shard)
-        receipt = None
-        if destination.exists(rel):
-            try:
-                receipt = ShardReceipt.from_json(destination.read_bytes(rel), shard=shard, video_keys=video_keys,
-                                                 where=f"{destination.url}/{rel}")
-            except FormatError as err:
-                raise PackError(f"cannot finalize: {err}; delete it and re-run that shard's pack") from None
-        if receipt is None or receipt.plan_sha256 != digest:
-            missing.append(shard_name(shard))
-        else:
-            receipts.append(receipt)
-    if missing:
-        raise PackError(f"{destination.url}: shards not packed yet (no valid receipt): {missing[:20]}; "
-                        "run the missing --part jobs, then finalize")
+        plan = PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH))
+        info = parse_info(storage.read_bytes(INFO_PATH), where=storage.describe(INFO_PATH))
+    except (FormatError, SourceError) as err:
+        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
+    video_keys = video_keys_of(info["features"])
+    receipts = finished_receipts(storage, plan, video_keys)
 
     options = plan.options
     fps = int(info["fps"])
@@ -207,7 +178,7 @@ def finalize(dst: str, *, storage_options: dict | None = None, progress: Callabl
                 parquet_footer=receipt.parquet_footer,
             )
         )
-        parquet = parquet_file(destination.read_bytes(shard_parquet_path(shard)))
+        parquet = parquet_file(storage.read_bytes(shard_parquet_path(shard)))
         for field in parquet.schema_arrow:
             parquet_fields.setdefault(field.name, field)
         table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
@@ -234,11 +205,11 @@ def finalize(dst: str, *, storage_options: dict | None = None, progress: Callabl
             progress(len(sample_tables), len(receipts))
 
     episode_rows.sort(key=lambda r: r["episode_index"])
-    files = _meta_files(destination)
-    files[EPISODES_INDEX_PATH] = _write_parquet(destination, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
+    files = _meta_files(storage)
+    files[EPISODES_INDEX_PATH] = _write_parquet(storage, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
     schema = samples_index_schema(options["windows"])
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
-    files[SAMPLES_INDEX_PATH] = _write_parquet(destination, SAMPLES_INDEX_PATH, samples.cast(schema))
+    files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema))
 
     features, drift = _features_of_what_was_packed(_packed_features(info, options, video_keys), parquet_fields)
     extra = {
@@ -269,5 +240,5 @@ def finalize(dst: str, *, storage_options: dict | None = None, progress: Callabl
         },
         extra=extra,
     )
-    destination.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
+    storage.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
     return manifest

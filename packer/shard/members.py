@@ -2,33 +2,21 @@
 
 Both produce a self-contained mp4 in memory whose first frame has pts 0 and whose frame
 ``j`` is the frame LeRobot decodes for the episode's row ``j``: the frame whose pts is
-``from_timestamp + j / fps`` in LeRobot's concatenated per-camera file.
-
-Source files are read in one pass per file: a shard packs a camera's episodes in file order,
-so ``SourceVideoReader`` (packets, for copy mode) and ``SourceFrameDecoder`` (frames, for
-re-encodes) continue from where the previous episode ended instead of re-opening and seeking.
+``from_timestamp + j / fps`` in LeRobot's concatenated per-camera file. The source's packets
+and frames come from ``packer.source.video``.
 """
 
 from __future__ import annotations
 
 import io
-import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from pathlib import Path
 
 import av
 
-from packer.source.lerobot import VideoLocation
-from reader.errors import LeRobotShardsError
-
-# Half a frame at 1000 fps: smaller than any frame period, larger than timestamp rounding.
-_TS_EPS = 5e-4
-
-
-class VideoCutError(LeRobotShardsError, ValueError):
-    """A source video cannot be cut or decoded for an episode."""
+from packer.errors import VideoCutError
+from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
 
 
 @dataclass(frozen=True)
@@ -98,173 +86,6 @@ class EpisodeVideo:
     height: int
     width: int
     source_bytes: int
-
-
-def _seek_target(seconds: float, time_base: Fraction) -> int:
-    start = Fraction(seconds).limit_denominator(1_000_000)
-    return max(int(math.floor(float(start / time_base))), 0) if time_base else 0
-
-
-def _open_video(path: Path):
-    """``(container, first video stream)`` of ``path``.
-
-    Raises:
-        VideoCutError: the file does not open or holds no video stream.
-    """
-    try:
-        container = av.open(str(path))
-    except Exception as err:
-        raise VideoCutError(f"{path}: cannot open video ({err})") from None
-    if not container.streams.video:
-        container.close()
-        raise VideoCutError(f"{path}: no video stream")
-    return container, container.streams.video[0]
-
-
-class SourceVideoReader:
-    """Packets of consecutive episode windows of one concatenated file, in one demux pass.
-
-    A window that does not start where the previous one ended re-seeks (to the keyframe at
-    or before its start). After each ``window`` call, ``ended_early`` tells whether the
-    file ended before the window's end (a truncated or short video).
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.container, self.stream = _open_video(path)
-        self._packets = None
-        self._pending = None
-        self._position = float("inf")  # seconds of the next unread packet; inf = must seek
-        self.ended_early = False
-        self.last_seconds = 0.0  # pts (s) of the last packet demuxed
-
-    def _seek(self, seconds: float) -> None:
-        try:
-            self.container.seek(_seek_target(seconds, self.stream.time_base), stream=self.stream, backward=True, any_frame=False)
-        except av.error.FFmpegError:
-            self.container.seek(0, stream=self.stream)
-        self._packets = self.container.demux(self.stream)
-        self._pending = None
-
-    def window(self, from_ts: float, to_ts: float) -> list[av.Packet]:
-        """Packets whose pts lie in [from_ts, to_ts), in pts order.
-
-        Raises:
-            VideoCutError: the file is corrupt where it is demuxed.
-        """
-        if self._packets is None or abs(from_ts - self._position) > _TS_EPS:
-            self._seek(from_ts)
-        seconds_per_tick = float(self.stream.time_base)  # float math: Fractions per packet cost a fifth of a cut
-        packets = []
-        self.ended_early = False
-        try:
-            while True:
-                packet = self._pending if self._pending is not None else next(self._packets, None)
-                self._pending = None
-                if packet is None:
-                    self.ended_early = True
-                    self._packets = None
-                    break
-                if packet.pts is None or packet.size == 0:
-                    continue
-                seconds = packet.pts * seconds_per_tick
-                self.last_seconds = max(self.last_seconds, seconds)
-                if seconds >= to_ts - _TS_EPS:
-                    self._pending = packet  # the next window's first packet
-                    break
-                if seconds >= from_ts - _TS_EPS:
-                    packets.append(packet)
-        except av.error.FFmpegError as err:
-            self._packets = None
-            raise VideoCutError(f"{self.path}: corrupt video while demuxing ({err})") from None
-        self._position = to_ts
-        packets.sort(key=lambda p: p.pts)
-        return packets
-
-    def close(self) -> None:
-        self.container.close()
-
-
-class SourceFrameDecoder:
-    """Decoded frames of consecutive episode windows of one concatenated file, in one pass.
-
-    Decoding a window that does not continue the previous one starts at the keyframe at or
-    before its start (never at the start of the file: a 200 MB file holds hundreds of
-    episodes). ``window`` is a generator and must be consumed to its end; then
-    ``window_bytes`` holds the compressed bytes of the window's packets and ``ended_early``
-    whether the file ended before the window did.
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.container, self.stream = _open_video(path)
-        self.stream.thread_type = "AUTO"
-        self._frames: Iterator[av.VideoFrame] | None = None
-        self._pending: av.VideoFrame | None = None
-        self._packet_sizes: list[tuple[float, int]] = []  # (pts seconds, bytes) demuxed, not yet attributed
-        self._position = float("inf")
-        self.window_bytes = 0
-        self.ended_early = False
-        self.last_seconds = 0.0
-
-    def _decoded(self) -> Iterator[av.VideoFrame]:
-        seconds_per_tick = float(self.stream.time_base)
-        for packet in self.container.demux(self.stream):
-            if packet.size and packet.pts is not None:
-                seconds = packet.pts * seconds_per_tick
-                self.last_seconds = max(self.last_seconds, seconds)
-                self._packet_sizes.append((seconds, packet.size))
-            yield from packet.decode()  # the final empty packet flushes the decoder
-
-    def _seek(self, seconds: float) -> None:
-        try:
-            self.container.seek(_seek_target(seconds, self.stream.time_base), stream=self.stream, backward=True, any_frame=False)
-        except av.error.FFmpegError:
-            self.container.seek(0, stream=self.stream)
-        self._frames = self._decoded()
-        self._pending = None
-        self._packet_sizes.clear()
-
-    def window(self, from_ts: float, to_ts: float) -> Iterator[av.VideoFrame]:
-        """Yield the frames whose pts lie in [from_ts, to_ts), in presentation order.
-
-        Raises:
-            VideoCutError: the file is corrupt where it is decoded.
-        """
-        if self._frames is None or abs(from_ts - self._position) > _TS_EPS:
-            self._seek(from_ts)
-        seconds_per_tick = float(self.stream.time_base)
-        self.ended_early = False
-        finished = False
-        try:
-            while True:
-                frame = self._pending if self._pending is not None else next(self._frames, None)
-                self._pending = None
-                if frame is None:
-                    self.ended_early = True
-                    break
-                if frame.pts is None:
-                    continue
-                seconds = frame.pts * seconds_per_tick
-                if seconds >= to_ts - _TS_EPS:
-                    self._pending = frame
-                    break
-                if seconds >= from_ts - _TS_EPS:
-                    yield frame
-            finished = True
-        except av.error.FFmpegError as err:
-            raise VideoCutError(f"{self.path}: corrupt video while decoding ({err})") from None
-        finally:
-            if finished and not self.ended_early:
-                self._position = to_ts
-            else:  # abandoned, failed or at the end of the file: the next window seeks
-                self._frames, self._position = None, float("inf")
-            inside = [(s, n) for s, n in self._packet_sizes if from_ts - _TS_EPS <= s < to_ts - _TS_EPS]
-            self.window_bytes = sum(n for _, n in inside)
-            self._packet_sizes = [(s, n) for s, n in self._packet_sizes if s >= to_ts - _TS_EPS]
-
-    def close(self) -> None:
-        self.container.close()
 
 
 def cut_episode(

@@ -1,0 +1,13 @@
+"""Reading a LeRobot v3 dataset root, local, from a bucket or from the Hub: metadata, rows,
+video windows. Knows nothing of shards."""
+
+from reader.exports import lazy_exports
+
+_EXPORTS = {
+    "packer.source.lerobot": ["LeRobotSource", "SchemaDrift", "open_source"],
+    "packer.source.info": ["parse_info"],
+    "packer.source.video": ["VideoLocation", "SourceVideoReader", "SourceFrameDecoder", "video_duration_s"],
+    "packer.source.staging": ["stage_source", "describe_source", "default_cache_dir"],
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

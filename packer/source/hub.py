@@ -17,8 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from packer.source.bucket import default_cache_dir
-from packer.source.lerobot import LeRobotSource, SourceError
+from packer.errors import SourceError
+from packer.source.lerobot import LeRobotSource
 
 MAX_ATTEMPTS = 6
 
@@ -41,9 +41,10 @@ def _with_retries(what: str, call, *, attempts: int = MAX_ATTEMPTS, base_s: floa
     raise AssertionError("unreachable")
 
 
-def local_dir_for(repo_id: str, revision: str | None, cache_dir: str | Path | None) -> Path:
+def local_dir_for(repo_id: str, revision: str | None, cache_dir: Path) -> Path:
+    """Where ``repo_id`` at ``revision`` is staged under ``cache_dir``."""
     safe = repo_id.replace("/", "--")
-    return Path(cache_dir or default_cache_dir()) / "hub" / f"{safe}@{revision or 'main'}"
+    return cache_dir / "hub" / f"{safe}@{revision or 'main'}"
 
 
 def stage_hub_source(
@@ -51,7 +52,7 @@ def stage_hub_source(
     *,
     revision: str | None = None,
     episodes: list[int] | None = None,
-    cache_dir: str | Path | None = None,
+    cache_dir: Path,
     max_workers: int = 8,
 ) -> Path:
     """Download a dataset (or what ``episodes`` need) into a local directory; returns it."""

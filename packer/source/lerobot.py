@@ -7,10 +7,8 @@ episodes need.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import functools
 import logging
-import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,13 +16,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reader.errors import LeRobotShardsError
-from reader.format import META_DIR, check_key, safe_relative_path
+from packer.errors import SourceError
+from packer.source.info import parse_info
+from packer.source.video import VideoLocation, video_duration_s
+from reader.format import INFO_PATH, META_DIR, safe_relative_path, sha256_file, sha256_hex, video_keys_of
 from reader.format.fields import canonical_json
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_CODEBASE_VERSION = "v3.0"
 REQUIRED_EPISODE_COLUMNS = (
     "episode_index",
     "tasks",
@@ -34,23 +33,6 @@ REQUIRED_EPISODE_COLUMNS = (
     "dataset_from_index",
     "dataset_to_index",
 )
-
-
-class SourceError(LeRobotShardsError, ValueError):
-    """The source dataset is missing files, has an unsupported version or is inconsistent."""
-
-
-# The fields a LeRobot v3 path template may use, each with an optional integer format spec.
-_TEMPLATE_FIELDS = {"data_path": ("chunk_index", "file_index"), "video_path": ("chunk_index", "file_index", "video_key")}
-
-
-@dataclass(frozen=True)
-class VideoLocation:
-    """Where one episode's frames live in LeRobot's concatenated per-camera mp4."""
-
-    path: Path
-    from_timestamp: float
-    to_timestamp: float
 
 
 class LeRobotSource:
@@ -67,50 +49,13 @@ class LeRobotSource:
         # the caller trusts the source (follow_symlinks): a link would read files outside it.
         self.root = Path(root).resolve()
         self.follow_symlinks = follow_symlinks
-        info_path = self.file("meta/info.json", what="metadata")
+        info_path = self.file(INFO_PATH, what="metadata")
         if not info_path.is_file():
             raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
-        try:
-            self.info = json.loads(info_path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
-            raise SourceError(f"{info_path}: not valid JSON ({type(err).__name__}: {str(err)[:200]})") from None
-        if not isinstance(self.info, dict):
-            raise SourceError(f"{info_path}: expected a JSON object, found {type(self.info).__name__}")
-        version = self.info.get("codebase_version")
-        if version != SUPPORTED_CODEBASE_VERSION:
-            hint = ""
-            if isinstance(version, str) and version.startswith("v2"):
-                hint = (
-                    " Convert it to v3.0 first with LeRobot's converter: "
-                    "python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=ORG/NAME"
-                )
-            raise SourceError(
-                f"{info_path}: codebase_version {str(version)[:40]!r} is not supported (expected "
-                f"{SUPPORTED_CODEBASE_VERSION!r}).{hint}"
-            )
-        for key in ("fps", "features", "data_path"):
-            if key not in self.info:
-                raise SourceError(f"{info_path}: missing key {key!r}")
-        fps = self.info["fps"]
-        if not isinstance(fps, int) or isinstance(fps, bool) or not 0 < fps <= 10_000:
-            raise SourceError(f"{info_path}: fps must be a positive integer, found {str(fps)[:40]!r}")
-        self.fps = fps
-        if not isinstance(self.info["features"], dict):
-            raise SourceError(f"{info_path}: features must be an object")
+        self.info = parse_info(info_path.read_bytes(), where=str(info_path))
+        self.fps: int = self.info["fps"]
         self.features: dict = self.info["features"]
-        for key, feature in self.features.items():
-            try:
-                check_key(key, where=f"{info_path}: features")
-            except ValueError as err:
-                raise SourceError(str(err)) from None
-            if not isinstance(feature, dict):
-                raise SourceError(f"{info_path}: feature {key!r} must be an object")
-        self.video_keys = [k for k, f in self.features.items() if f.get("dtype") == "video"]
-        if self.video_keys and not self.info.get("video_path"):
-            raise SourceError(f"{info_path}: video features {self.video_keys} but no video_path")
-        for name in _TEMPLATE_FIELDS:
-            if name in self.info:
-                _check_template(self.info[name], name, info_path)
+        self.video_keys: list[str] = video_keys_of(self.features)
         self.episodes = self._load_episodes()
         self.tasks = self._load_tasks()
         self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
@@ -283,16 +228,12 @@ class LeRobotSource:
         records = []
         for path in sorted(p for p in meta.rglob("*") if p.is_file() or p.is_symlink()):
             rel = path.relative_to(self.root).as_posix()
-            local = self.file(rel, what="metadata")
-            digest = hashlib.sha256()
-            with open(local, "rb") as handle:
-                while chunk := handle.read(1 << 22):
-                    digest.update(chunk)
-            records.append([rel, local.stat().st_size, digest.hexdigest()])
+            digest, size = sha256_file(self.file(rel, what="metadata"))
+            records.append([rel, size, digest])
         for rel in self.needed_files(episodes):
             path = self.root / rel
             records.append([rel.as_posix(), path.stat().st_size if path.is_file() else -1, None])
-        return "sha256:" + hashlib.sha256(canonical_json(records)).hexdigest()
+        return "sha256:" + sha256_hex(canonical_json(records))
 
     def check_rows(self, episode_index: int, rows: pa.Table) -> None:
         """Check an episode's rows before packing them: every ``task_index`` names a task of
@@ -330,35 +271,12 @@ class LeRobotSource:
             if not location.path.is_file():
                 raise SourceError(f"{location.path}: missing (video of episode {episode_index}, camera {key})")
             try:
-                duration = _file_duration(location.path)
+                duration = video_duration_s(location.path)
             except SourceError as err:
                 raise SourceError(f"episode {episode_index}, camera {key}: {err}") from None
             share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
             total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
         return total
-
-
-def _check_template(template: object, name: str, info_path: Path) -> None:
-    """A path template from info.json may only use its known fields, with integer formats.
-
-    ``str.format`` on an untrusted template could otherwise reach attributes of its arguments
-    (``{chunk_index.__class__}``); what the template yields is checked again by ``file``.
-    """
-    allowed = _TEMPLATE_FIELDS[name]
-    if not isinstance(template, str):
-        raise SourceError(f"{info_path}: {name} must be a string, found {type(template).__name__}")
-    try:
-        parts = list(string.Formatter().parse(template))
-    except ValueError as err:
-        raise SourceError(f"{info_path}: {name} {template[:200]!r} is not a path template ({err})") from None
-    for _, field, spec, conversion in parts:
-        if field is None:
-            continue
-        if field not in allowed or conversion or not all(c.isdigit() or c == "d" for c in spec or ""):
-            raise SourceError(
-                f"{info_path}: {name} {template[:200]!r} uses {{{field}{'!' + conversion if conversion else ''}"
-                f"{':' + spec if spec else ''}}}; a LeRobot v3 template may only use {list(allowed)} with integer formats"
-            )
 
 
 def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
@@ -405,10 +323,9 @@ class SchemaDrift:
         return bool(self.only_in_info or self.only_in_parquet)
 
 
-# Footer reads and video probes, keyed by (path, size, mtime) so an edited file is re-read.
+# Footer reads, keyed by (path, size, mtime) so an edited file is re-read.
 _ROWS_CACHE: dict[tuple, int] = {}
 _SCHEMA_CACHE: dict[tuple, pa.Schema] = {}
-_DURATION_CACHE: dict[tuple, float] = {}
 
 
 def _file_key(path: Path) -> tuple:
@@ -440,18 +357,19 @@ def _parquet_schema(path: Path, episode: int) -> pa.Schema:
     return _SCHEMA_CACHE[_file_key(path)]
 
 
-def _file_duration(path: Path) -> float:
-    key = _file_key(path)
-    if key not in _DURATION_CACHE:
-        import av
+def open_source(root: str | Path, *, follow_symlinks: bool = False) -> LeRobotSource:
+    """A parsed ``LeRobotSource``, reused by the shards a (pool) process builds.
 
-        try:
-            with av.open(str(path)) as container:
-                stream = container.streams.video[0]
-                if stream.duration is not None:
-                    _DURATION_CACHE[key] = float(stream.duration * stream.time_base)
-                else:
-                    _DURATION_CACHE[key] = float((container.duration or 0) / av.time_base)
-        except Exception as err:
-            raise SourceError(f"{path}: cannot open video ({err})") from None
-    return _DURATION_CACHE[key]
+    Parsing a source reads every episodes metadata file, so each shard of a large dataset
+    would otherwise pay for it again. The cache is keyed by the metadata files' sizes and
+    times too, so a long-lived process sees an edited source.
+    """
+    meta = Path(root) / META_DIR
+    files = [meta / "info.json", meta / "tasks.parquet", *sorted((meta / "episodes").glob("chunk-*/file-*.parquet"))]
+    signature = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.is_file())
+    return _parsed_source(str(root), follow_symlinks, signature)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_source(root: str, follow_symlinks: bool, signature: tuple) -> LeRobotSource:
+    return LeRobotSource(root, follow_symlinks=follow_symlinks)

@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from packer.run.finalize import packer_version
-from packer.run.pack import shard_parquet_layout
+from packer.shard.parquet import shard_parquet_layout
+from packer.version import packer_version
 from reader.format import (
     EPISODES_INDEX_PATH,
     FORMAT_NAME,

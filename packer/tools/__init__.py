@@ -1,0 +1,1 @@
+"""Tools over finished packs: ``verify``, ``info``/``sql`` (DuckDB) and ``preview`` (HTML)."""

@@ -7,40 +7,30 @@ manifest is validated first. The user's query is theirs and runs as given.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
-from reader.errors import FormatError, LeRobotShardsError, StorageError
+from packer.errors import InspectError
+from reader.errors import FormatError, StorageError
+from reader.fetch.packed_index import read_manifest
 from reader.fetch.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
-    MANIFEST_PATH,
     SAMPLES_INDEX_PATH,
     Manifest,
     shard_parquet_path,
     sql_string_literal,
 )
-from reader.format.layout import MAX_MANIFEST_BYTES
-
-
-class InspectError(LeRobotShardsError, ValueError):
-    """The destination is not a complete packed dataset, or the SQL failed."""
 
 
 def load_manifest(storage: Storage) -> tuple[Manifest, str]:
-    """The validated manifest and its pin (``sha256:<hex>`` of its bytes).
+    """The validated manifest and its pin (``sha256:<hex>`` of its bytes), as the reader
+    reads it (``reader.fetch.packed_index.read_manifest``).
 
     Raises:
         InspectError: no manifest (or no dataset at all), or a manifest that does not validate.
     """
     try:
-        if not storage.exists(MANIFEST_PATH):
-            hint = "the path does not exist" if not storage.exists("") else "not a (complete) packed dataset"
-            raise InspectError(f"{storage.url}: no {MANIFEST_PATH}; {hint}")
-        if storage.size(MANIFEST_PATH) > MAX_MANIFEST_BYTES:
-            raise InspectError(f"{storage.describe(MANIFEST_PATH)}: larger than the {MAX_MANIFEST_BYTES} bytes a manifest may have")
-        data = storage.read_bytes(MANIFEST_PATH)
-        return Manifest.from_json(data, where=storage.describe(MANIFEST_PATH)), "sha256:" + hashlib.sha256(data).hexdigest()
+        return read_manifest(storage)
     except (FormatError, StorageError) as err:
         raise InspectError(str(err)) from None
 

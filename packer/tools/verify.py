@@ -12,7 +12,6 @@ could change what a reader yields is reported; verify itself never crashes on ba
 
 from __future__ import annotations
 
-import hashlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 
 from reader.errors import FormatError, StorageError
+from reader.fetch.packed_index import read_manifest
 from reader.fetch.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
-    MANIFEST_PATH,
     SAMPLES_INDEX_PATH,
     Manifest,
     check_bytes,
@@ -36,7 +35,6 @@ from reader.format import (
     video_member_name,
 )
 from reader.format.arrow_io import read_parquet_bytes
-from reader.format.layout import MAX_MANIFEST_BYTES
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
 
@@ -80,11 +78,9 @@ def verify(
     storage = Storage(dst, storage_options)
     report = VerifyReport()
     try:
-        manifest = _manifest(storage, report, manifest_sha256)
+        manifest, report.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
     except (FormatError, StorageError) as err:
         report.problems.append(str(err))
-        return report
-    if manifest is None:
         return report
     _files(storage, manifest, report)
     try:
@@ -115,27 +111,6 @@ def _guarded(report: VerifyReport, rel: str, check) -> None:
         report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
 
 
-def _manifest(storage: Storage, report: VerifyReport, pin: str | None) -> Manifest | None:
-    if not storage.exists(MANIFEST_PATH):
-        report.problems.append(f"{storage.url}: no {MANIFEST_PATH} (pack incomplete or not a packed dataset)")
-        return None
-    size = storage.size(MANIFEST_PATH)
-    if size > MAX_MANIFEST_BYTES:
-        raise FormatError(f"{storage.describe(MANIFEST_PATH)}: {size} bytes, more than the {MAX_MANIFEST_BYTES} allowed")
-    data = storage.read_bytes(MANIFEST_PATH)
-    report.manifest_sha256 = "sha256:" + hashlib.sha256(data).hexdigest()
-    return Manifest.from_json(data, where=storage.describe(MANIFEST_PATH), expected_sha256=pin)
-
-
-def _digest_of(storage: Storage, rel: str) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with storage.open_input(rel) as handle:
-        while chunk := handle.read(1 << 22):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
-
-
 def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> dict[str, bool]:
     """Size and SHA-256 of every recorded file and shard file; returns {rel: ok}."""
     expected = {rel: (entry.bytes, entry.sha256) for rel, entry in manifest.files.items()}
@@ -145,7 +120,7 @@ def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> dict[s
     ok = {}
     for rel, (size, sha256) in expected.items():
         try:
-            found_sha, found_size = _digest_of(storage, rel)
+            found_sha, found_size = storage.digest(rel)
         except FileNotFoundError:
             report.problems.append(f"{rel}: missing")
             ok[rel] = False

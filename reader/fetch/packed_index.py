@@ -55,10 +55,10 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
         size = storage.size(MANIFEST_PATH)
     except ObjectNotFoundError:
         if storage.is_local and not os.path.exists(storage.path("")):
-            raise FormatError(f"{storage.url}: no such directory") from None
+            raise FormatError(f"{storage.url}: no such directory (so no {MANIFEST_PATH})") from None
         if storage.exists("mixture.json"):
             raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with reader.MixtureDataset") from None
-        raise FormatError(f"{where}: missing; not a packed dataset, or its pack has not finished") from None
+        raise FormatError(f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished") from None
     if size > MAX_MANIFEST_BYTES:
         raise FormatError(f"{where}: {size} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have")
     data = storage.read_bytes(MANIFEST_PATH)

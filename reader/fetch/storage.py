@@ -43,6 +43,8 @@ from reader.errors import (
     StorageError,
 )
 
+from reader.format.fields import sha256_chunks
+
 T = TypeVar("T")
 
 DEFAULT_MAX_GAP_BYTES = 1 << 20
@@ -529,6 +531,23 @@ class Storage:
                 out[position] = bytes(blob[start : start + size])
         return out
 
+    def download(self, rel: str, local_path: str | os.PathLike, *, chunk_bytes: int = 8 << 20) -> int:
+        """Copy the object to a local file, atomically (temp file + rename), in ``chunk_bytes``
+        ranged reads, each retried on its own (a reset 190 MB into a 200 MB video costs one
+        chunk, not the file). Returns the bytes written.
+
+        Raises:
+            ObjectNotFoundError, AccessDeniedError, StorageError: as ``read_range``.
+        """
+        total = self.size(rel)
+
+        def chunks() -> Iterator[bytes]:
+            for offset in range(0, total, chunk_bytes):
+                yield self.read_range(rel, offset, min(chunk_bytes, total - offset))
+
+        _atomic_write(Path(local_path), chunks())
+        return total
+
     def size(self, rel: str) -> int:
         """The object's size in bytes (never from a cached listing)."""
         path = self.path(rel)
@@ -550,7 +569,8 @@ class Storage:
         return self._call("exists", rel, check)
 
     def list(self, prefix: str = "") -> list[str]:
-        """Sorted paths (relative to the root) of every object under ``prefix``; [] if none."""
+        """Sorted paths (relative to the root) of every object under ``prefix``, recursively;
+        [] if none. Temp files of atomic writes (``TEMP_MARKER``) are not objects yet: left out."""
         base = self.path(prefix.rstrip("/"))
 
         def find() -> list[str]:
@@ -558,7 +578,37 @@ class Storage:
             return self.fs.find(base)
 
         strip = len(self.root.rstrip("/")) + 1
-        return sorted(path[strip:] for path in self._call("list", prefix, find))
+        found = (path[strip:] for path in self._call("list", prefix, find))
+        return sorted(rel for rel in found if not is_temp_name(rel.rsplit("/", 1)[-1]))
+
+    def list_dirs(self, prefix: str = "") -> list[str]:
+        """Sorted names of the directories (object-store prefixes) directly under ``prefix``;
+        [] if none. One listing call, however many objects lie below them."""
+        base = self.path(prefix.rstrip("/"))
+
+        def ls() -> list[dict]:
+            self.fs.invalidate_cache(base)
+            try:
+                return self.fs.ls(base, detail=True)
+            except FileNotFoundError:
+                return []
+
+        names = []
+        for entry in self._call("list", prefix, ls):
+            if entry.get("type") == "directory":
+                name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+                if name and not is_temp_name(name):
+                    names.append(name)
+        return sorted(set(names))
+
+    def digest(self, rel: str, *, chunk_bytes: int = 1 << 22) -> tuple[str, int]:
+        """``(SHA-256 hex, size)`` of the object, streamed in ``chunk_bytes`` reads (each retried).
+
+        Raises:
+            ObjectNotFoundError, AccessDeniedError, StorageError: as ``read_range``.
+        """
+        with self.open_input(rel) as handle:
+            return sha256_chunks(iter(lambda: handle.read(chunk_bytes), b""))
 
     def open_input(self, rel: str, *, size: int | None = None) -> io.BufferedIOBase:
         """A seekable read-only binary file over ``rel`` (for ``pyarrow.parquet.ParquetFile``).
@@ -593,11 +643,20 @@ class Storage:
             self._call("write", rel, put)
         self._count(bytes_written=len(data))
 
-    def put_file(self, local_path: str | os.PathLike, rel: str) -> None:
-        """Copy a local file to ``rel`` (atomically, as ``write_bytes``); the source is kept."""
+    def put_file(self, local_path: str | os.PathLike, rel: str, *, move: bool = False) -> None:
+        """Copy a local file to ``rel`` (atomically, as ``write_bytes``).
+
+        With ``move=True`` the local file is consumed: on a local root on the same device it is
+        renamed into place (no copy: a 512 MB shard costs nothing to publish), otherwise it is
+        deleted once the copy or upload succeeded. Without it, the source is kept.
+        """
         path = self.path(rel)
         size = os.path.getsize(local_path)
         if self.is_local:
+            if move and _same_device(Path(local_path), Path(path).parent):
+                self._call("upload", rel, lambda: _atomic_rename(Path(local_path), Path(path)))
+                self._count(bytes_written=size)
+                return
             self._call("upload", rel, lambda: _atomic_copy(Path(local_path), Path(path)))
         else:
 
@@ -607,6 +666,14 @@ class Storage:
 
             self._call("upload", rel, upload)
         self._count(bytes_written=size)
+        if move:
+            os.unlink(local_path)
+
+    def remove_stale_temp_files(self, *, older_than_s: float = 900.0) -> int:
+        """Delete temp files that an interrupted writer left under a local root (see
+        ``remove_stale_temp_files``); object stores have none (writes are single PUTs).
+        Returns how many were deleted."""
+        return remove_stale_temp_files(Path(self.path("")), older_than_s=older_than_s) if self.is_local else 0
 
     def remove(self, rel: str, *, missing_ok: bool = False) -> None:
         """Delete the object ``rel``.
@@ -680,6 +747,11 @@ TEMP_MARKER = ".tmp-"
 directory; ``remove_stale_temp_files`` deletes old ones that a killed writer left behind."""
 
 
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of our atomic writes' temp files (``.<name>.tmp-<random>``)."""
+    return name.startswith(".") and TEMP_MARKER in name
+
+
 def _atomic_write(target: Path, chunks: Sequence[bytes] | Iterator[bytes]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}{TEMP_MARKER}")
@@ -716,6 +788,21 @@ def remove_stale_temp_files(directory: Path, *, older_than_s: float = 900.0) -> 
 def _atomic_copy(source: Path, target: Path) -> None:
     with open(source, "rb") as handle:
         _atomic_write(target, iter(lambda: handle.read(1 << 22), b""))
+
+
+def _same_device(source: Path, directory: Path) -> bool:
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        return os.stat(source).st_dev == os.stat(directory).st_dev
+    except OSError:
+        return False
+
+
+def _atomic_rename(source: Path, target: Path) -> None:
+    """Rename a finished local file into place with the mode a new file gets (a temp file
+    made by ``tempfile`` is ``0o600``; a published one must be readable like any other)."""
+    os.chmod(source, default_file_mode())
+    os.replace(source, target)
 
 
 class _RangeFile(io.RawIOBase):
@@ -762,5 +849,7 @@ __all__ = [
     "coalesce_ranges",
     "default_file_mode",
     "http_status",
+    "is_temp_name",
     "is_transient",
+    "remove_stale_temp_files",
 ]

@@ -22,7 +22,7 @@ from reader.errors import (
     PinMismatchError,
     UnsupportedFormatVersionError,
 )
-from reader.format.fields import check_bytes, sha256_hex
+from reader.format.fields import check_bytes, sha256_chunks, sha256_file, sha256_hex
 from reader.format.indexes import (
     CameraMember,
     EpisodeEntry,
@@ -61,6 +61,7 @@ from reader.format.layout import (
     sql_safe_name,
     sql_string_literal,
     video_column,
+    video_keys_of,
     video_member_name,
 )
 from reader.format.manifest import (
@@ -116,6 +117,8 @@ __all__ = [
     "parse_episodes_index",
     "safe_relative_path",
     "samples_index_schema",
+    "sha256_chunks",
+    "sha256_file",
     "sha256_hex",
     "shard_name",
     "shard_parquet_path",
@@ -124,5 +127,6 @@ __all__ = [
     "sql_safe_name",
     "sql_string_literal",
     "video_column",
+    "video_keys_of",
     "video_member_name",
 ]

@@ -12,7 +12,8 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from reader.errors import FormatError, IntegrityError
@@ -65,6 +66,21 @@ def canonical_json(value: Any) -> bytes:
 def sha256_hex(data: bytes | memoryview) -> str:
     """The SHA-256 of ``data`` as 64 lowercase hex digits."""
     return hashlib.sha256(data).hexdigest()
+
+
+def sha256_chunks(chunks: Iterable[bytes]) -> tuple[str, int]:
+    """``(SHA-256 hex, total bytes)`` of a stream of chunks, never holding more than one."""
+    digest, size = hashlib.sha256(), 0
+    for chunk in chunks:
+        digest.update(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def sha256_file(path: str | Path, *, chunk_bytes: int = 1 << 22) -> tuple[str, int]:
+    """``(SHA-256 hex, size)`` of a local file, read in ``chunk_bytes`` pieces."""
+    with open(path, "rb") as handle:
+        return sha256_chunks(iter(lambda: handle.read(chunk_bytes), b""))
 
 
 def is_sha256_hex(value: object) -> bool:

@@ -100,6 +100,11 @@ def safe_relative_path(rel: object, *, where: str = "") -> str:
     return rel
 
 
+def video_keys_of(features: dict) -> list[str]:
+    """The camera keys of a LeRobot ``features`` mapping (``dtype == "video"``), in its order."""
+    return [key for key, feature in features.items() if isinstance(feature, dict) and feature.get("dtype") == "video"]
+
+
 def shard_name(shard_index: int) -> str:
     """Return the stem shared by a shard's files, e.g. ``shard-000012``."""
     if shard_index < 0:

@@ -49,6 +49,7 @@ from reader.format.layout import (
     check_key,
     safe_relative_path,
     shard_name,
+    video_keys_of,
 )
 
 CONTENT_DIGEST_FIELD = "content_sha256"
@@ -217,7 +218,7 @@ class Manifest:
         fps = f.int("fps", lo=1, hi=MAX_FPS)
         features = _features(f.obj("features"))
         video_keys = [check_key(k, what="camera key", where=f"{where}: video_keys") for k in f.list("video_keys")]
-        expected_cameras = [k for k, v in features.items() if v["dtype"] == "video"]
+        expected_cameras = video_keys_of(features)
         if video_keys != expected_cameras:
             raise FormatError(f"{where}: video_keys {video_keys} must list the video features {expected_cameras} in order")
         shards = [ShardEntry.from_dict(s, where=f"{where}: shards[{i}]") for i, s in enumerate(f.list("shards"))]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from packer.tools.verify import verify
+from packer import verify
 from reader import PackedDataset
 from reader.errors import LeRobotShardsError
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from packer.tools.verify import verify
+from packer import verify
 from reader import PackedDataset
 
 

@@ -1,0 +1,56 @@
+"""What every command prints and parses the same way: safe text, counts, sizes, JSON options."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (ESC, BEL, C1 controls, ...) shown as ``\\xNN``:
+    strings from a dataset must not drive the terminal (window titles, screen clears,
+    clipboard writes through OSC 52). Tabs and newlines stay."""
+    return str(text).translate(_CONTROL)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 shard``, ``2 shards``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def human_bytes(count: float) -> str:
+    """``512 B``, ``12.3 KB``, ``4.56 MB``, ``7.89 GB`` (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.{1 if unit == 'KB' else 2}f} {unit}"
+    return f"{int(count)} B"
+
+
+def json_object(text: str | None, *, param_hint: str = "--storage-options") -> dict | None:
+    """Parse a JSON object option (``--storage-options``); None when not given.
+
+    Raises:
+        click.BadParameter: not JSON, or not an object.
+    """
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise click.BadParameter(f"not JSON: {err}", param_hint=param_hint) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=param_hint)
+    return value
+
+
+def flag_of(option: str) -> str:
+    """The command-line flag of a library option name: ``on_frame_mismatch`` -> ``--on-frame-mismatch``."""
+    return "--" + {"windows": "window"}.get(option, option).replace("_", "-")
+
+
+storage_option = click.option(
+    "--storage-options", default=None, help='fsspec options for DST as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'.'
+)

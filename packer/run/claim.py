@@ -1,0 +1,81 @@
+"""Claiming a destination for a pack: where it may be, which plan it holds, its ``meta/``.
+
+A destination holds one plan. The first run writes ``pack-plan.json``; a resumed run or
+another ``--part`` task finds the same plan and goes on; a different plan is refused once
+anything of the old one was packed (the error says what differs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from packer.errors import PackError
+from packer.plan.pack_plan import plan_differences
+from packer.source.lerobot import LeRobotSource
+from reader.errors import FormatError
+from reader.fetch.storage import Storage
+from reader.format import MANIFEST_PATH, META_DIR, PLAN_PATH, SHARDS_DIR, PackPlan
+
+log = logging.getLogger(__name__)
+
+
+def check_destination(storage: Storage, source_root: Path) -> None:
+    """A local destination must be a directory (or not exist yet) outside the source: a
+    destination inside the source would be packed into itself on the next run.
+
+    Raises:
+        PackError: names the destination and what is wrong with it.
+    """
+    if not storage.is_local:
+        return
+    target = Path(storage.path("")).resolve()
+    if target.exists() and not target.is_dir():
+        raise PackError(f"{target}: the destination exists and is not a directory")
+    if target == source_root or source_root in target.parents:
+        raise PackError(f"{target}: the destination is inside the source {source_root}; choose a directory outside it")
+
+
+def claim_destination(storage: Storage, plan: PackPlan) -> None:
+    """Write ``pack-plan.json``, or check that the one there is the same plan (a resume or
+    another ``--part``). A different plan is replaced only while nothing of it was packed
+    (for example after a run that stopped on a frame mismatch and is re-run with
+    ``on_frame_mismatch="pad"``); otherwise packing refuses to mix two plans.
+
+    Raises:
+        PackError: the destination holds shards or a manifest of another plan (names what
+            differs: the source's fingerprint, an option, the shard assignment).
+    """
+    if storage.exists(PLAN_PATH):
+        try:
+            existing = PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH))
+        except FormatError as err:
+            existing, unreadable = None, str(err)
+        if existing is not None and existing.sha256 == plan.sha256:
+            return
+        receipts = [rel for rel in storage.list(SHARDS_DIR) if rel.endswith(".json")]
+        if receipts or storage.exists(MANIFEST_PATH):
+            differs = plan_differences(existing, plan) if existing is not None else unreadable
+            raise PackError(
+                f"{storage.url} holds {len(receipts)} packed shard(s) of another plan ({differs}); "
+                "pack into an empty destination, or delete this one first"
+            )
+        log.warning("%s: replacing a plan for different source/options (none of its shards was packed)", storage.describe(PLAN_PATH))
+    storage.write_bytes(PLAN_PATH, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
+
+
+def copy_meta(source: LeRobotSource, storage: Storage) -> None:
+    """Copy the source's ``meta/`` verbatim (skipping files already there with the same size).
+
+    Only regular files under the root are copied: a symbolic link (unless the source was
+    opened with ``follow_symlinks``) raises ``SourceError`` instead of publishing whatever
+    it points to.
+    """
+    meta_root = source.root / META_DIR
+    for path in sorted(p for p in meta_root.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(source.root).as_posix()
+        local = source.file(rel, what="metadata")
+        if storage.exists(rel) and storage.size(rel) == local.stat().st_size:
+            continue
+        storage.write_bytes(rel, local.read_bytes())

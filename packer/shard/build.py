@@ -1,0 +1,216 @@
+"""Building one shard: its tar of per-episode mp4 members, its parquet of rows, its receipt.
+
+Everything happens in a local working directory: no storage, no processes. ``run/`` uploads
+what this builds and commits it with the receipt (docs/FORMAT.md, "shard receipt").
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from packer.errors import PackError, SourceError, VideoCutError
+from packer.options import PackOptions
+from packer.shard.frame_policy import empty_episode_verdict, frame_verdict
+from packer.shard.members import EncodeSettings, EpisodeVideo, cut_episode, reencode_episode
+from packer.shard.parquet import shard_parquet_layout, write_shard_parquet
+from packer.shard.tar_writer import DeterministicTarWriter
+from packer.source.lerobot import LeRobotSource
+from packer.source.video import SourceFrameDecoder, SourceVideoReader
+from reader.format import sha256_file, sha256_hex, video_member_name
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """One shard of a pack plan: its number, its episodes (ascending) and what shapes it."""
+
+    shard: int
+    episodes: tuple[int, ...]
+    options: PackOptions
+    plan_sha256: str
+
+
+@dataclass(frozen=True)
+class BuiltShard:
+    """A shard built in a working directory: its two files and its receipt (a
+    ``reader.format.ShardReceipt`` as a JSON dict, with ``bytes_in``: the source bytes read)."""
+
+    tar_path: Path
+    parquet_path: Path
+    receipt: dict
+
+
+def encode_settings(options: PackOptions) -> EncodeSettings:
+    """The re-encode settings of a pack. Copy mode re-encodes only episodes that do not start
+    on a keyframe in the source, with the hevc settings."""
+    codec = options.video if options.video != "copy" else "hevc"
+    return EncodeSettings(codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize)
+
+
+class _OpenVideos:
+    """One open reader per camera for a shard: its episodes come in file order, so each
+    camera's file is read in one pass (``SourceVideoReader`` packets for copy mode,
+    ``SourceFrameDecoder`` frames for re-encodes); moving to the next file closes the last."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str], SourceVideoReader | SourceFrameDecoder] = {}
+
+    def get(self, kind: str, key: str, path: Path):
+        reader = self._open.get((kind, key))
+        if reader is not None and reader.path != path:
+            self._open.pop((kind, key)).close()
+            reader = None
+        if reader is None:
+            reader = self._open[(kind, key)] = (SourceVideoReader if kind == "packets" else SourceFrameDecoder)(path)
+        return reader
+
+    def close(self) -> None:
+        for reader in self._open.values():
+            reader.close()
+        self._open.clear()
+
+
+def _episode_video(
+    source: LeRobotSource, episode: int, key: str, length: int, options: PackOptions, videos: _OpenVideos
+) -> tuple[EpisodeVideo | None, str]:
+    """Return the member video (at most ``length`` frames; None when the source window holds
+    no frame) and where it came from, for error messages."""
+    location = source.video_location(episode, key)
+    if not location.path.is_file():
+        raise SourceError(f"{location.path}: missing (video of episode {episode}, camera {key})")
+    where = f"{location.path} [{location.from_timestamp:.4f}, {location.to_timestamp:.4f}) s"
+    try:
+        if options.video == "copy":
+            reader = videos.get("packets", key, location.path)
+            video, found = cut_episode(location, reader, max_frames=length)
+            where = _with_truncation_hint(where, reader, found, length)
+            if video is not None or found == 0:
+                return video, where
+            # Not starting on a keyframe (or reordered frames to trim): re-encode this episode,
+            # decoding from the keyframe before it with a decoder of its own.
+            video, _ = reencode_episode(location, source.fps, encode_settings(options), max_frames=length)
+        else:
+            decoder = videos.get("frames", key, location.path)
+            video, found = reencode_episode(location, source.fps, encode_settings(options), decoder, max_frames=length)
+            where = _with_truncation_hint(where, decoder, found, length)
+    except VideoCutError as err:
+        raise PackError(f"episode {episode}, camera {key}: {err}") from None
+    return video, where
+
+
+def _with_truncation_hint(where: str, reader: SourceVideoReader | SourceFrameDecoder, found: int, length: int) -> str:
+    if found < length and reader.ended_early:
+        return f"{where}; the file ends at {reader.last_seconds:.4f} s: truncated?"
+    return where
+
+
+def build_shard(
+    source: LeRobotSource,
+    spec: ShardSpec,
+    workdir: Path,
+    *,
+    on_episode: Callable[[int], None] | None = None,
+) -> BuiltShard:
+    """Build ``spec``'s shard from ``source`` into ``workdir`` (``shard.tar``, ``shard.parquet``).
+
+    ``on_episode(source_bytes)`` is called after each episode (for progress).
+
+    Returns:
+        The ``BuiltShard``; nothing is written outside ``workdir``.
+
+    Raises:
+        SourceError: a missing or unreadable source file (names the file and episode).
+        PackError: a video that cannot be cut or re-encoded (names the episode and camera).
+        FrameMismatchError: frames and rows disagree and ``on_frame_mismatch`` refuses it.
+    """
+    options = spec.options
+    tables: list[pa.Table] = []
+    rows: list[dict] = []
+    dropped: list[int] = []
+    padded: list[int] = []
+    reencoded: list[int] = []
+    bytes_in = 0
+    tar_path = Path(workdir) / "shard.tar"
+    with open(tar_path, "wb") as tar_file, contextlib.closing(_OpenVideos()) as videos:
+        tar = DeterministicTarWriter(tar_file)
+        row_cursor = 0
+        for episode in spec.episodes:
+            table = source.episode_rows(episode)
+            source.check_rows(episode, table)
+            length = table.num_rows
+            meta = source.episodes[episode]
+            if length == 0:
+                empty_episode_verdict(options.on_frame_mismatch, episode=episode)
+                dropped.append(episode)
+                if on_episode is not None:
+                    on_episode(0)
+                continue
+            members: dict[str, EpisodeVideo] = {}
+            verdicts = set()
+            episode_bytes = table.nbytes
+            for key in source.video_keys:
+                video, where = _episode_video(source, episode, key, length, options, videos)
+                found = video.found if video is not None else 0
+                verdicts.add(frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where))
+                if video is not None:
+                    episode_bytes += video.source_bytes
+                    members[key] = video
+            bytes_in += episode_bytes
+            if on_episode is not None:
+                on_episode(episode_bytes)
+            if "drop" in verdicts:
+                dropped.append(episode)
+                continue
+            if "pad" in verdicts:
+                padded.append(episode)
+            if options.video == "copy" and any(v.reencoded for v in members.values()):
+                reencoded.append(episode)
+            row = {
+                "episode_index": episode,
+                "length": length,
+                "dataset_from_index": int(meta["dataset_from_index"]),
+                "dataset_to_index": int(meta["dataset_to_index"]),
+                "tasks": list(meta["tasks"]),
+                "row_start": row_cursor,
+            }
+            for key in source.video_keys:
+                video = members[key]
+                offset = tar.add(video_member_name(episode, key), video.data)
+                row[f"video/{key}/offset"] = offset
+                row[f"video/{key}/size"] = len(video.data)
+                row[f"video/{key}/frames"] = video.frames
+                row[f"video/{key}/codec"] = video.codec
+                row[f"video/{key}/sha256"] = sha256_hex(video.data)
+                row[f"video/{key}/reencoded"] = bool(video.reencoded and options.video == "copy")
+            tables.append(table)
+            rows.append(row)
+            row_cursor += length
+        tar_size = tar.close()
+    parquet_path = Path(workdir) / "shard.parquet"
+    row_groups = write_shard_parquet(tables, parquet_path, options.row_group_max_bytes)
+    footer, spans = shard_parquet_layout(parquet_path)
+    for row, group in zip(rows, row_groups):
+        offset, nbytes, digest = spans[group]
+        row.update(row_group=group, row_group_offset=offset, row_group_bytes=nbytes, row_group_sha256=digest)
+    tar_sha256, _ = sha256_file(tar_path)
+    parquet_sha256, parquet_bytes = sha256_file(parquet_path)
+    receipt = {
+        "shard": spec.shard,
+        "episodes": rows,
+        "frames": sum(r["length"] for r in rows),
+        "tar_bytes": tar_size,
+        "tar_sha256": tar_sha256,
+        "parquet_bytes": parquet_bytes,
+        "parquet_sha256": parquet_sha256,
+        "parquet_footer": footer,
+        "plan_sha256": spec.plan_sha256,
+        "dropped": dropped,
+        "padded": padded,
+        "reencoded": reencoded,
+        "bytes_in": bytes_in,
+    }
+    return BuiltShard(tar_path=tar_path, parquet_path=parquet_path, receipt=receipt)
