@@ -44,9 +44,8 @@ def main() -> None:
         batch = next(iter(loader))
         done = time.perf_counter()
         plan_started = time.perf_counter()
-        from reader.plan.world import World
-
-        dataset._segments(World(rank=0, world_size=1, worker=1, num_workers=args.workers))  # the arithmetic alone
+        # The arithmetic alone: where worker 1 resumes and its next draw, from the index only.
+        dataset.upcoming_anchors(worker=1, num_workers=args.workers, limit=1)
         arithmetic = time.perf_counter() - plan_started
         results.append({"offset": offset, "open_s": opened - started, "resume_to_first_batch_s": done - opened,
                         "resume_arithmetic_s": arithmetic, "first_index": int(batch["index"][0])})

@@ -7,12 +7,9 @@ name (``OptionsError.option``) so a command line can name its flag.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from reader.errors import LeRobotShardsError
-
-if TYPE_CHECKING:
-    from packer.mixture.create import MixtureReport
 
 
 class PackError(LeRobotShardsError, RuntimeError):
@@ -64,10 +61,10 @@ class MixtureError(LeRobotShardsError, ValueError):
     """No complete dataset to describe, or bad arguments; names what was looked at.
 
     Attributes:
-        report: the ``MixtureReport`` of what was found, when the scan ran.
+        report: the ``packer.mixture.create.MixtureReport`` of what was found, when the scan ran.
     """
 
-    def __init__(self, message: str, report: MixtureReport | None = None):
+    def __init__(self, message: str, report: Any = None):
         super().__init__(message)
         self.report = report
 

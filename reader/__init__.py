@@ -12,7 +12,7 @@ _EXPORTS = {
     "reader.mixture": ["MixtureDataset"],
     "reader.loader": ["BatchLoader", "to_device"],
     "reader.format": ["FORMAT_VERSION", "Manifest"],
-    "reader.fetch.storage": ["RetryPolicy"],
+    "reader.storage": ["RetryPolicy"],
     # The one error hierarchy (reader.errors): catch LeRobotShardsError for all of ours.
     "reader.errors": [
         "LeRobotShardsError", "FormatError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",

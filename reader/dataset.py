@@ -10,28 +10,22 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterator
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable
+from typing import Literal, NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import torch
 
 from reader.decode.frames import CpuDecodeStage
-from reader.errors import FormatError
-from reader.fetch.packed_index import PackedIndex, verified_read
-from reader.fetch.storage import RetryPolicy, Storage
-from reader.format import TASKS_PATH, sha256_hex
-from reader.format.arrow_io import read_parquet_bytes
+from reader.epoch_stream import EpochStream, Segment
+from reader.fetch.packed_index import PackedIndex, load_tasks
+from reader.storage import RetryPolicy, Storage
+from reader.format import sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta
 from reader.plan.consumer_draws import SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from reader.plan.resume_state import EpochResume
-from reader.plan.windows import resolve_delta_timestamps
-from reader.plan.world import World
-from reader.runtime.consumer import Consumer
-from reader.runtime.stats import SharedStats
+from reader.plan.windows import resolve_windows
+from reader.runtime.consumer import DatasetView
 
 
 class AnchorSequence(NamedTuple):
@@ -43,7 +37,7 @@ class AnchorSequence(NamedTuple):
     """Global ``index`` (the sample's ``index`` value)."""
 
 
-class PackedDataset(torch.utils.data.IterableDataset):
+class PackedDataset(EpochStream):
     """Samples of a packed dataset, identical to ``LeRobotDataset[i]`` (lerobot 0.6.1).
 
     Args:
@@ -111,19 +105,34 @@ class PackedDataset(torch.utils.data.IterableDataset):
         retry: RetryPolicy = RetryPolicy(),
         manifest_sha256: str | None = None,
     ):
-        super().__init__()
         if episode_pool_size < 1:
             raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
         self.root = str(root)
         self.storage = Storage(self.root, storage_options, retry=retry)
         self.index = PackedIndex(self.storage, episodes=episodes, where=where, manifest_sha256=manifest_sha256)
         manifest = self.index.manifest
+        selection = None if episodes is None else "sha256:" + sha256_hex(json.dumps(sorted({int(e) for e in episodes})).encode())
+        super().__init__(
+            kind="PackedDataset",
+            identity={
+                "dataset": self.index.manifest_sha256,
+                "episodes": selection,
+                "where": where,
+                "seed": int(seed),
+                "shuffle": bool(shuffle),
+                "episode_pool_size": int(episode_pool_size),
+                "pool_block_size": POOL_BLOCK_SIZE,
+            },
+            rank=rank,
+            world_size=world_size,
+        )
         self.fps = manifest.fps
         self.features = manifest.features
         self.video_keys = list(manifest.video_keys)
         self.frame_sizes = {k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys}
         self.tolerance_s = manifest.tolerance_s if tolerance_s is None else tolerance_s
-        self._set_windows(delta_timestamps)
+        self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
+        self.offsets = resolve_windows(self.delta_timestamps, self.fps, self.tolerance_s, list(self.features))
         self.shuffle = shuffle
         self.seed = int(seed)
         self.episode_pool_size = int(episode_pool_size)
@@ -137,38 +146,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         if decode_device is not None and image_transforms is not None:
             raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
         self.decode_device = decode_device
-        self._rank_arg, self._world_size_arg = rank, world_size
-        self.epoch = 0
-        selection = None if episodes is None else "sha256:" + sha256_hex(json.dumps(sorted({int(e) for e in episodes})).encode())
-        self._resume = EpochResume(
-            "PackedDataset",
-            {
-                "dataset": self.index.manifest_sha256,
-                "episodes": selection,
-                "where": where,
-                "seed": self.seed,
-                "shuffle": bool(shuffle),
-                "episode_pool_size": self.episode_pool_size,
-                "pool_block_size": POOL_BLOCK_SIZE,
-            },
-        )
-        self.tasks = self._load_tasks()
+        self.tasks = load_tasks(self.storage, manifest)
         self._meta: PackedMeta | None = None
-        self._stats = SharedStats()
-
-    def _set_windows(self, delta_timestamps: dict[str, list[float]] | None) -> None:
-        """Resolve ``delta_timestamps`` into frame offsets (also called by ``MixtureDataset``,
-        which learns a dataset's windows from the features of all datasets).
-
-        Raises:
-            WindowError: an unknown key or a delta that is not a multiple of 1/fps.
-        """
-        self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
-        self.offsets = (
-            resolve_delta_timestamps(self.delta_timestamps, self.fps, tolerance_s=self.tolerance_s, known_keys=list(self.features))
-            if self.delta_timestamps
-            else {}
-        )
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -196,87 +175,9 @@ class PackedDataset(torch.utils.data.IterableDataset):
         """Which decoder is used: ``torchcodec`` or ``pyav``."""
         return self.decode_stage.backend
 
-    def __len__(self) -> int:
-        """Samples this rank yields from the start of the current epoch, or from the resume
-        point after ``load_state_dict`` (equal on every rank)."""
-        world = World.detect(self._rank_arg, self._world_size_arg)
-        return self._resume.per_rank(self.epoch, world.world_size, self._plan_counts)
-
-    def worker_counts(self, num_workers: int) -> np.ndarray:
-        """(max(1, num_workers),) samples each DataLoader worker of this rank yields until the
-        epoch ends (from the resume point after ``load_state_dict``)."""
-        detected = World.detect(self._rank_arg, self._world_size_arg)
-        world = World(rank=detected.rank, world_size=detected.world_size, num_workers=num_workers)
-        return self._resume.worker_counts(self.epoch, world, self._plan_counts)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch: a new episode order and new draws (call before ``iter(loader)``).
-
-        Workers copy the dataset when an iterator starts, so with ``persistent_workers=True``
-        they would keep the old epoch: use the default ``persistent_workers=False``.
-        """
-        self.epoch = int(epoch)
-
-    def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int, drop_last: bool = False) -> dict:
-        """The resume state a trainer saves (identical on every rank: one file serves all).
-
-        Args:
-            samples_consumed: samples this rank has received this epoch, counted across
-                resumes (the same number on every rank).
-            batch_size, num_workers, drop_last: the DataLoader's.
-
-        Returns:
-            A JSON-able dict: the epoch, ``samples_consumed``, the epoch's phases (the shape
-            it was planned on and every re-split since) and the identity of what is read
-            (manifest digest, selection, seed, shuffle, pool size, block size). See
-            ``reader.plan.resume_state``.
-
-        Raises:
-            ResumeStateError: ``samples_consumed`` is behind the point this run resumed from.
-        """
-        world = World.detect(self._rank_arg, self._world_size_arg)
-        return self._resume.state_dict(
-            epoch=self.epoch, world_size=world.world_size, samples_consumed=int(samples_consumed),
-            batch_size=int(batch_size), num_workers=int(num_workers), drop_last=bool(drop_last),
-        )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue an epoch from a ``state_dict``, by arithmetic only (no data is read to skip).
-
-        Call before ``iter(loader)`` (workers copy the dataset when the iterator starts). With
-        the loader shape of the saved run (world size, workers, batch size, drop_last) the
-        exact sample sequence of the uninterrupted run continues. On any other shape the
-        rest of the epoch is re-split exactly once over the new ranks and workers (another
-        order; at most ``world_size - 1`` more anchors dropped, to keep per-rank counts
-        equal), and this holds through any chain of resumes. ``len(self)`` then counts the
-        samples each rank yields until the epoch ends.
-
-        Raises:
-            ResumeStateError: the state belongs to another dataset or configuration (each
-                differing field found vs expected), or lacks what an exact resume needs.
-        """
-        self.epoch = self._resume.load(state)
-
     def stats(self) -> dict[str, float | str]:
-        """Reader counters since this dataset was built, summed over this process and its
-        DataLoader workers (peaks for ``max_*``), plus ``decoder_backend``.
-
-        Keys: ``samples``, ``bytes_fetched`` (video bytes read + decoded row bytes),
-        ``fetch_seconds`` (background fetch time, summed over threads), ``decode_seconds``,
-        ``episodes_admitted``, ``disk_cache_hits`` (episodes whose video came from
-        ``cache_dir``), ``decoder_hits``/``decoder_misses`` (a miss opens a decoder on
-        an episode's member), ``frames_decoded``, ``storage_retries``, ``max_open_episodes``,
-        ``max_open_bytes`` (one consumer's open pool), ``max_prefetched_bytes`` (one consumer's
-        video bytes fetched ahead of use; at most ``prefetch_bytes`` unless a single episode is
-        larger). Iterators publish through shared memory (see ``reader.runtime.stats``) every
-        50 ms and when their stream ends: current while a loader runs, complete once an epoch's
-        loader is exhausted.
-        """
-        return {**self._stats.snapshot(), "decoder_backend": self.decoder_backend}
-
-    def reset_stats(self) -> None:
-        """Zero the counters (call between iterators, not while a loader runs)."""
-        self._stats.reset()
+        """``EpochStream.stats()`` plus ``decoder_backend`` (``torchcodec`` or ``pyav``)."""
+        return {**super().stats(), "decoder_backend": self.decoder_backend}
 
     def upcoming_anchors(self, *, worker: int = 0, num_workers: int = 0, limit: int | None = None) -> AnchorSequence:
         """The anchors DataLoader worker ``worker`` of this rank will yield, in order.
@@ -289,9 +190,8 @@ class PackedDataset(torch.utils.data.IterableDataset):
         Raises:
             PlanError: ``worker`` not in ``[0, max(1, num_workers))``.
         """
-        detected = World.detect(self._rank_arg, self._world_size_arg)
-        world = World(rank=detected.rank, world_size=detected.world_size, worker=worker, num_workers=num_workers)
-        plan, segments = self._segments(world)
+        plan_shape, segments = self._segments(self._world(worker=worker, num_workers=num_workers))
+        plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
         positions, anchors = [], []
         for consumer, start, stop in segments:
             remaining = None if limit is None else limit - len(positions)
@@ -321,41 +221,25 @@ class PackedDataset(torch.utils.data.IterableDataset):
             shuffle=self.shuffle,
         )
 
-    def _plan_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
+    def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
         return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
 
-    def _segments(self, world: World) -> tuple[EpochPlan, list[tuple[int, int, int]]]:
-        """(plan whose consumers the segments refer to, [(consumer, start, stop), ...])."""
-        (plan_world, plan_workers), streams = self._resume.streams(self.epoch, world, self._plan_counts)
-        plan = self.plan(world_size=plan_world, workers_per_rank=plan_workers)
-        if streams is None:
-            return plan, [(world.consumer, 0, int(plan.consumer_counts[world.consumer]))]
-        sources, starts, stops = streams.segments_of(world.consumer)
-        return plan, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
-
     # -- iteration ------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[dict]:
-        world = World.detect(self._rank_arg, self._world_size_arg)
-        consumer = Consumer([self], stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
-        for _, sample in consumer.samples(self._blocks(world)):
-            yield sample
+    def _views(self) -> list[DatasetView]:
+        return [
+            DatasetView(
+                storage=self.storage, index=self.index, tasks=self.tasks, offsets=self.offsets, decode_stage=self.decode_stage,
+                return_uint8=self.return_uint8, image_transforms=self.image_transforms,
+                encoded_video=self.decode_device is not None, prefetch_episodes=self.prefetch_episodes,
+                prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir, cache_limit_bytes=self.cache_limit_bytes,
+            )
+        ]
 
-    def _blocks(self, world: World):
+    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws, segment by segment (see ``reader.runtime.consumer``)."""
-        plan, segments = self._segments(world)
+        plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
         # Admissions are learned a block of draws at a time, far enough ahead for prefetch:
         # starting costs the same at any offset and segment length.
         ahead = max(self.prefetch_episodes, 1) + self.episode_pool_size
         return segment_blocks(plan, segments, pool_size=self.episode_pool_size, ahead=ahead)
 
-    def _load_tasks(self) -> dict[int, str]:
-        """``{task_index: task}`` from ``meta/tasks.parquet``, checked against the manifest."""
-        where = self.storage.describe(TASKS_PATH)
-        data = verified_read(self.storage, self.index.manifest, TASKS_PATH)
-        try:
-            table = read_parquet_bytes(data)
-        except (pa.ArrowException, OSError) as err:
-            raise FormatError(f"{where}: not a readable parquet file ({err})") from None
-        if "task" not in table.column_names or "task_index" not in table.column_names:
-            raise FormatError(f"{where}: needs columns task_index and task, found {table.column_names[:10]}")
-        return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))

@@ -23,7 +23,7 @@ import numpy as np
 
 from reader.errors import FormatError
 from reader.fetch.packed_index import verified_read
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import INFO_PATH, STATS_PATH, video_keys_of
 from reader.format.manifest import Manifest
 

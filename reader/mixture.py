@@ -21,20 +21,19 @@ padded vectors nor cameras) are dropped so batches collate.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
-import torch
 
-from reader.dataset import PackedDataset
+from reader.decode.frames import CpuDecodeStage
+from reader.epoch_stream import EpochStream, Segment
 from reader.errors import MixtureSpecError
-from reader.fetch.packed_index import verified_read
-from reader.fetch.storage import Storage
+from reader.fetch.packed_index import PackedIndex, load_tasks, verified_read
+from reader.storage import Storage
 from reader.format import STATS_PATH, sha256_hex
 from reader.format.layout import MAX_RECORD_BYTES
 from reader.format.mixture import MixtureSpec, resolve_dataset_path
-from reader.lerobot_meta import PackedMeta, aggregate_stats
+from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta
 from reader.plan.consumer_draws import segment_blocks
 from reader.plan.epoch_plan import EpochPlan
 from reader.plan.mixture_plan import DEFAULT_BLOCK as LABEL_BLOCK_SIZE
@@ -45,11 +44,33 @@ from reader.plan.mixture_plan import (
     weighted_segment_blocks,
 )
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from reader.plan.resume_state import EpochResume
-from reader.plan.world import World
-from reader.runtime.consumer import Consumer
+from reader.plan.windows import resolve_windows
+from reader.runtime.consumer import DatasetView
 from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
-from reader.runtime.stats import SharedStats
+
+
+@dataclass(frozen=True, eq=False)
+class MixtureMember:
+    """One packed dataset of a mixture, opened: its name, root, checked index and tasks."""
+
+    name: str
+    storage: Storage
+    index: PackedIndex
+    tasks: dict[int, str]
+
+    @classmethod
+    def open(cls, name: str, path: str, storage_options: dict | None = None) -> MixtureMember:
+        storage = Storage(path, storage_options)
+        index = PackedIndex(storage)
+        return cls(name=name, storage=storage, index=index, tasks=load_tasks(storage, index.manifest))
+
+    @property
+    def fps(self) -> int:
+        return self.index.manifest.fps
+
+    @property
+    def features(self) -> dict:
+        return self.index.manifest.features
 
 
 def load_mixture_file(path: str, storage_options: dict | None = None, *, allow_remote_paths: bool = False) -> MixtureSpec:
@@ -71,7 +92,7 @@ def load_mixture_file(path: str, storage_options: dict | None = None, *, allow_r
     return replace(spec, datasets=tuple(resolved))
 
 
-class MixtureDataset(torch.utils.data.IterableDataset):
+class MixtureDataset(EpochStream):
     """Samples drawn from several packed datasets (see the module docstring for the modes).
 
     Args:
@@ -110,7 +131,6 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         storage_options: dict | None = None,
         allow_remote_paths: bool = False,
     ):
-        super().__init__()
         if isinstance(sources, str):
             spec = load_mixture_file(sources, storage_options, allow_remote_paths=allow_remote_paths)
             paths = [d.path for d in spec.datasets]
@@ -128,34 +148,32 @@ class MixtureDataset(torch.utils.data.IterableDataset):
         self.key_map = {name: dict((key_map or {}).get(name, {})) for name in names}
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.samples_per_epoch = samples_per_epoch
-        self.seed, self.shuffle, self.pool_size, self.epoch = int(seed), shuffle, int(episode_pool_size), 0
-        self._rank_arg, self._world_size_arg = rank, world_size
-        self.datasets = [
-            PackedDataset(path, seed=seed, shuffle=shuffle, episode_pool_size=episode_pool_size, return_uint8=return_uint8,
-                          storage_options=storage_options)
-            for path in paths
-        ]
+        self.seed, self.shuffle, self.pool_size = int(seed), shuffle, int(episode_pool_size)
+        self.return_uint8 = return_uint8
+        self.members = [MixtureMember.open(name, path, storage_options) for name, path in zip(names, paths)]
         # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
         # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
         self.harmonizer = FeatureHarmonizer.build(
-            [DatasetFeatures.from_manifest_features(name, d.fps, d.features) for name, d in zip(names, self.datasets)],
+            [DatasetFeatures.from_manifest_features(m.name, m.fps, m.features) for m in self.members],
             key_map=self.key_map, pad_keys=tuple(pad_keys), delta_timestamps=delta_timestamps, return_uint8=return_uint8,
         )
-        for i, dataset in enumerate(self.datasets):
-            dataset._set_windows(self.harmonizer.source_delta_timestamps(i))
+        self._offsets = [
+            resolve_windows(self.harmonizer.source_delta_timestamps(i), m.fps, m.index.manifest.tolerance_s, list(m.features))
+            for i, m in enumerate(self.members)
+        ]
+        self._decode_stage = CpuDecodeStage("auto")
         self.delta_timestamps = delta_timestamps or {}
         self.pad_keys = tuple(pad_keys)
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
         self.pad_widths = dict(self.harmonizer.pad_widths)
-        self.fps = {name: d.fps for name, d in zip(self.names, self.datasets)}
+        self.fps = {m.name: m.fps for m in self.members}
         self._meta: PackedMeta | None = None
-        # Counters of every consumer over all datasets (PackedDataset.stats() has the keys).
-        self._stats = SharedStats()
-        members = [[name, d.index.manifest_sha256, d._resume.identity["episodes"], d._resume.identity["where"]]
-                   for name, d in zip(self.names, self.datasets)]
-        self._resume = EpochResume(
-            "MixtureDataset",
-            {
+        # The members' identities are those of the PackedDatasets a mixture once held (no
+        # episode selection, no where=), so saved resume states stay valid.
+        members = [[m.name, m.index.manifest_sha256, None, None] for m in self.members]
+        super().__init__(
+            kind="MixtureDataset",
+            identity={
                 "mixture": "sha256:" + sha256_hex(json.dumps(members).encode()),
                 "weights": None if self.weights is None else [float(w) for w in self.weights],
                 "samples_per_epoch": samples_per_epoch,
@@ -165,14 +183,11 @@ class MixtureDataset(torch.utils.data.IterableDataset):
                 "pool_block_size": POOL_BLOCK_SIZE,
                 "label_block_size": LABEL_BLOCK_SIZE,
             },
+            rank=rank,
+            world_size=world_size,
         )
 
     # -- epochs -----------------------------------------------------------------------------
-    def stats(self) -> dict[str, float]:
-        """Reader counters of this mixture's consumers, as ``PackedDataset.stats()`` (summed
-        over datasets, workers and iterators since the mixture was built)."""
-        return self._stats.snapshot()
-
     @property
     def meta(self) -> PackedMeta:
         """``PackedDataset.meta`` for the harmonized samples: the mixture's keys and shapes
@@ -185,7 +200,7 @@ class MixtureDataset(torch.utils.data.IterableDataset):
             FormatError / IntegrityError: a dataset's meta files are malformed or altered.
         """
         if self._meta is None:
-            metas = [d.meta for d in self.datasets]
+            metas = [load_packed_meta(m.storage, m.index.manifest, m.index.info, m.tasks) for m in self.members]
             h = self.harmonizer
             sources = [{v: k for k, v in h.key_maps[i].items() if v is not None} for i in range(len(metas))]
             features: dict[str, dict] = {}
@@ -219,53 +234,13 @@ class MixtureDataset(torch.utils.data.IterableDataset):
     def normalization_stats(self) -> dict[str, dict]:
         """Per-dataset normalization stats (``meta/stats.json``), keyed by dataset name."""
         out = {}
-        for name, dataset in zip(self.names, self.datasets):
-            manifest = dataset.index.manifest
-            out[name] = json.loads(verified_read(dataset.storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
+        for member in self.members:
+            manifest = member.index.manifest
+            out[member.name] = json.loads(verified_read(member.storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
         return out
 
-    def worker_counts(self, num_workers: int) -> np.ndarray:
-        """(max(1, num_workers),) samples each DataLoader worker of this rank yields until the
-        epoch ends (from the resume point after ``load_state_dict``)."""
-        detected = World.detect(self._rank_arg, self._world_size_arg)
-        world = World(rank=detected.rank, world_size=detected.world_size, num_workers=num_workers)
-        return self._resume.worker_counts(self.epoch, world, self._consumer_counts)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch (call before ``iter(loader)``), as ``PackedDataset.set_epoch``."""
-        self.epoch = int(epoch)
-
-    def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int, drop_last: bool = False) -> dict:
-        """The resume state a trainer saves; the same contract as ``PackedDataset.state_dict``.
-
-        Its identity names every dataset (by manifest digest, with its selection), the
-        weights, ``samples_per_epoch``, seed, shuffle, pool size and block sizes.
-        """
-        world = World.detect(self._rank_arg, self._world_size_arg)
-        return self._resume.state_dict(
-            epoch=self.epoch, world_size=world.world_size, samples_consumed=int(samples_consumed),
-            batch_size=int(batch_size), num_workers=int(num_workers), drop_last=bool(drop_last),
-        )
-
-    def load_state_dict(self, state: dict) -> None:
-        """Continue an epoch from a ``state_dict``, by arithmetic only.
-
-        Both modes follow ``PackedDataset.load_state_dict``: an unchanged loader shape
-        continues the exact sequence; any other shape re-splits the rest of the epoch over the
-        new ranks and workers, through any chain of resumes. In proportional mode the epoch
-        stays exactly once over the union of the datasets' anchors; in weighted mode every
-        one of the epoch's planned draws (a source label and that source's anchor, a pure
-        function of the seed) is served at most once, and all of them except at most
-        ``world_size - 1`` per re-split.
-
-        Raises:
-            ResumeStateError: a state of another mixture or configuration, or one lacking
-                what an exact resume needs.
-        """
-        self.epoch = self._resume.load(state)
-
     def _layout_of_episodes(self) -> MixtureLayout:
-        return MixtureLayout.from_anchor_counts([d.index.anchor_counts for d in self.datasets])
+        return MixtureLayout.from_anchor_counts([m.index.anchor_counts for m in self.members])
 
     def _weighted_plan(self, world_size: int, workers: int) -> WeightedMixturePlan:
         return WeightedMixturePlan.create(
@@ -280,29 +255,21 @@ class MixtureDataset(torch.utils.data.IterableDataset):
             shuffle=self.shuffle,
         )
 
-    def __len__(self) -> int:
-        """Samples this rank yields from the start of the current epoch, or from the resume
-        point after ``load_state_dict`` (equal on every rank)."""
-        world = World.detect(self._rank_arg, self._world_size_arg)
-        return self._resume.per_rank(self.epoch, world.world_size, self._consumer_counts)
-
     def _consumer_counts(self, world_size: int, workers: int) -> np.ndarray:
         if self.weights is None:
             return self._proportional_plan(world_size, workers).consumer_counts
         return self._weighted_plan(world_size, workers).consumer_counts
 
-    def _segments(self, world: World) -> tuple[int, int, list[tuple[int, int, int]]]:
-        """(plan world size, plan workers, [(plan consumer, start, stop)]) for this consumer."""
-        (plan_world, plan_workers), streams = self._resume.streams(self.epoch, world, self._consumer_counts)
-        if streams is None:
-            counts = self._consumer_counts(plan_world, plan_workers)
-            return plan_world, plan_workers, [(world.consumer, 0, int(counts[world.consumer]))]
-        sources, starts, stops = streams.segments_of(world.consumer)
-        return plan_world, plan_workers, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
+    def _views(self) -> list[DatasetView]:
+        return [
+            DatasetView(storage=m.storage, index=m.index, tasks=m.tasks, offsets=offsets, decode_stage=self._decode_stage,
+                        return_uint8=self.return_uint8)
+            for m, offsets in zip(self.members, self._offsets)
+        ]
 
-    def _blocks(self, world: World):
+    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws as ``(dataset, local episode, anchor, last)`` blocks."""
-        plan_world, plan_workers, segments = self._segments(world)
+        plan_world, plan_workers = plan_shape
         if self.weights is not None:
             return weighted_segment_blocks(self._weighted_plan(plan_world, plan_workers), segments)
         layout = self._layout_of_episodes()
@@ -311,12 +278,9 @@ class MixtureDataset(torch.utils.data.IterableDataset):
             dataset, local = layout.to_local(episode)
             return int(dataset), int(local)
 
-        ahead = max(self.datasets[0].prefetch_episodes, 1) + self.pool_size
+        ahead = max(DatasetView.prefetch_episodes, 1) + self.pool_size
         return segment_blocks(self._proportional_plan(plan_world, plan_workers), segments, pool_size=self.pool_size,
                               ahead=ahead, to_local=to_local)
 
-    def __iter__(self) -> Iterator[dict]:
-        world = World.detect(self._rank_arg, self._world_size_arg)
-        consumer = Consumer(self.datasets, stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
-        for index, sample in consumer.samples(self._blocks(world)):
-            yield self.harmonizer.apply(index, sample)
+    def _finish(self, dataset: int, sample: dict) -> dict:
+        return self.harmonizer.apply(dataset, sample)

@@ -140,7 +140,7 @@ def test_invalid_manifest_and_nothing_complete(root, tmp_path):
 
 def test_create_on_a_bucket(packed, s3_bucket):
     url, options = s3_bucket
-    from reader.fetch.storage import Storage
+    from reader.storage import Storage
 
     for name, path in packed.items():
         bucket = Storage(f"{url}/mix/{name}", options)
@@ -205,7 +205,7 @@ def test_packer_modules_do_not_import_torch():
     # Packing nodes are CPU nodes: torch is seconds of start-up per process for nothing.
     code = (
         "import sys, packer, packer.cli; from packer import pack_dataset, finalize, verify, summarize, create_mixture, read_sources; "
-        "import packer.mixture.task, packer.cli.mixture, reader.format, reader.fetch.storage; "
+        "import packer.mixture.task, packer.cli.mixture, reader.format, reader.storage; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

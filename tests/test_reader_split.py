@@ -17,7 +17,7 @@ from reader import (
     ResumeStateError,
     UnsupportedFormatVersionError,
 )
-from reader.plan.world import World
+from reader.runtime.environment import detect_world
 from tests.pack_tamper import edit_manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
 
@@ -140,7 +140,7 @@ def test_resume_state_round_trip_and_errors(packed_copy):
 def test_world_detect_reads_env(monkeypatch):
     monkeypatch.setenv("RANK", "2")
     monkeypatch.setenv("WORLD_SIZE", "4")
-    world = World.detect()
+    world = detect_world()
     assert (world.rank, world.world_size) == (2, 4)
 
 

@@ -18,7 +18,8 @@ from packer import run_sql
 from packer import pack_dataset
 from packer import verify
 from reader import IntegrityError, PackedDataset, RetryPolicy, StorageError
-from reader.fetch.storage import ObjectNotFoundError, Storage, is_transient
+from reader.errors import ObjectNotFoundError
+from reader.storage import Storage, is_transient
 from tests.fault_proxy import FaultProxy
 from tests.hang_guard import hang_guard
 from tests.packed_fixtures import *  # noqa: F401,F403

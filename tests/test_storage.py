@@ -25,16 +25,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from reader.fetch.storage import (
-    AccessDeniedError,
-    ObjectNotFoundError,
-    RetryPolicy,
-    ShortReadError,
-    Storage,
-    StorageError,
-    coalesce_ranges,
-    is_transient,
-)
+from reader.errors import AccessDeniedError, ObjectNotFoundError, ShortReadError, StorageError
+from reader.storage import RetryPolicy, Storage, coalesce_ranges, is_transient
 from tests.fault_proxy import faulty_s3  # noqa: F401
 from tests.hang_guard import hang_guard
 from tests.loopback import free_port

@@ -8,6 +8,7 @@ import pytest
 
 from reader.plan.epoch_plan import PlanError
 from reader.plan.world import World
+from reader.runtime.environment import detect_world
 
 
 def test_consumer_numbering_is_rank_major():
@@ -58,21 +59,21 @@ def no_torch_env(monkeypatch):
 
 
 def test_detect_defaults_to_single_process(no_torch_env):
-    assert World.detect() == World(rank=0, world_size=1, worker=0, num_workers=0)
+    assert detect_world() == World(rank=0, world_size=1, worker=0, num_workers=0)
 
 
 def test_detect_reads_torchrun_env(no_torch_env):
     no_torch_env.setenv("RANK", "3")
     no_torch_env.setenv("WORLD_SIZE", "4")
-    assert World.detect() == World(rank=3, world_size=4)
+    assert detect_world() == World(rank=3, world_size=4)
 
 
 def test_explicit_args_beat_env(no_torch_env):
     no_torch_env.setenv("RANK", "3")
     no_torch_env.setenv("WORLD_SIZE", "4")
-    assert World.detect(rank=1, world_size=2) == World(rank=1, world_size=2)
+    assert detect_world(rank=1, world_size=2) == World(rank=1, world_size=2)
     # Each value resolves on its own: rank explicit, world_size from the env.
-    assert World.detect(rank=0) == World(rank=0, world_size=4)
+    assert detect_world(rank=0) == World(rank=0, world_size=4)
 
 
 def test_initialized_process_group_beats_env(no_torch_env):
@@ -84,7 +85,7 @@ def test_initialized_process_group_beats_env(no_torch_env):
     no_torch_env.setattr(dist, "is_initialized", lambda: True)
     no_torch_env.setattr(dist, "get_rank", lambda: 5)
     no_torch_env.setattr(dist, "get_world_size", lambda: 8)
-    assert World.detect() == World(rank=5, world_size=8)
+    assert detect_world() == World(rank=5, world_size=8)
 
 
 def test_detect_reads_dataloader_worker(no_torch_env):
@@ -93,7 +94,7 @@ def test_detect_reads_dataloader_worker(no_torch_env):
     no_torch_env.setattr(torch.utils.data, "get_worker_info", lambda: SimpleNamespace(id=2, num_workers=3))
     no_torch_env.setenv("RANK", "1")
     no_torch_env.setenv("WORLD_SIZE", "2")
-    world = World.detect()
+    world = detect_world()
     assert world == World(rank=1, world_size=2, worker=2, num_workers=3)
     assert world.consumer == 5
 
@@ -101,11 +102,11 @@ def test_detect_reads_dataloader_worker(no_torch_env):
 def test_detect_rejects_garbage_env(no_torch_env):
     no_torch_env.setenv("RANK", "zero")
     with pytest.raises(PlanError, match=r"environment variable RANK='zero' is not an integer"):
-        World.detect()
+        detect_world()
 
 
 def test_detect_rejects_inconsistent_env(no_torch_env):
     no_torch_env.setenv("RANK", "3")
     no_torch_env.setenv("WORLD_SIZE", "2")
     with pytest.raises(PlanError, match=r"rank must be in \[0, 2\) for world_size=2, got 3"):
-        World.detect()
+        detect_world()

@@ -27,7 +27,7 @@ from typing import Literal
 from packer.errors import MixtureError
 from packer.mixture.sources import read_sources
 from reader.fetch.packed_index import read_manifest
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError
 from reader.format.arrow_io import read_parquet_bytes
 from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec

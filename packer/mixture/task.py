@@ -30,7 +30,7 @@ from packer.mixture.create import failure_path
 from packer.mixture.sources import MixtureSource, read_sources
 from packer.run.pack import pack_dataset
 from packer.tools.verify import verify
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import MANIFEST_PATH
 
 EXIT_CONFIG = 2

@@ -19,7 +19,7 @@ from packer.run.receipts import finished_receipts
 from packer.source.info import parse_info
 from packer.version import packer_version
 from reader.errors import FormatError
-from reader.fetch.storage import RetryPolicy, Storage
+from reader.storage import RetryPolicy, Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     FORMAT_NAME,

@@ -4,7 +4,7 @@ Flow: stage the source locally if it is remote -> compute the deterministic shar
 claim the destination (``pack-plan.json``) and copy ``meta/`` -> build this part's shards
 (tar + parquet, then the receipt) in a process pool, keeping shards whose receipt is already
 valid -> ``finalize`` (unless ``part`` is given: then a separate ``finalize`` runs once all
-parts are done). Every write goes through ``reader.fetch.storage.Storage`` (retries, timeouts,
+parts are done). Every write goes through ``reader.storage.Storage`` (retries, timeouts,
 errors that name the object), local or in a bucket.
 """
 
@@ -31,7 +31,7 @@ from packer.shard.build import ShardSpec
 from packer.source.lerobot import LeRobotSource
 from packer.source.staging import describe_source, stage_source
 from reader.errors import WindowError
-from reader.fetch.storage import RetryPolicy, Storage
+from reader.storage import RetryPolicy, Storage
 from reader.format import ROW_GROUP_TARGET_BYTES
 from reader.plan.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
 

@@ -10,7 +10,7 @@ from packer.run.pool import ProgressSink
 from packer.run.receipts import commit_shard
 from packer.shard.build import ShardSpec, build_shard
 from packer.source.lerobot import open_source
-from reader.fetch.storage import RetryPolicy, Storage
+from reader.storage import RetryPolicy, Storage
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Staging a LeRobot v3.0 dataset from a bucket (any fsspec URL) to local disk.
 
 Only ``meta/`` and the data/video files the selected episodes need are copied, through the
-one storage layer (``reader.fetch.storage.Storage``: retries with backoff, timeouts, errors
+one storage layer (``reader.storage.Storage``: retries with backoff, timeouts, errors
 that name the object); files already staged with the right size are not fetched again, so
 re-running a pack is cheap.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from packer.errors import SourceError
 from packer.source.lerobot import LeRobotSource
 from reader.errors import ObjectNotFoundError
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import META_DIR, safe_relative_path
 
 

@@ -15,19 +15,19 @@ import json
 import os
 import shutil
 import tempfile
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from packer.source.video import video_duration_s
 from packer.synthetic.frame_identity import identity_frame
+from packer.synthetic.stats import aggregate_episode_stats, feature_stats
+from packer.synthetic.video import concatenate_by_stream_copy, encode_episode_video
 
 # SVT-AV1 prints its banner straight to stderr for every encoder; 1 = errors only.
 os.environ.setdefault("SVT_LOG", "1")
@@ -37,7 +37,6 @@ CHUNK_FILE_PATTERN = "chunk-{chunk_index:03d}/file-{file_index:03d}"
 DATA_PATH = "data/" + CHUNK_FILE_PATTERN + ".parquet"
 VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE_PATTERN + ".mp4"
 EPISODES_PATH = "meta/episodes/" + CHUNK_FILE_PATTERN + ".parquet"
-QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
 # LeRobot buffers episode metadata and flushes every 10 episodes: one row group per flush.
 EPISODES_METADATA_BUFFER = 10
 
@@ -240,122 +239,6 @@ def _to_arrow(columns: dict[str, np.ndarray], features: dict) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
 
 
-def _stats(array: np.ndarray, *, image: bool = False) -> dict[str, np.ndarray]:
-    """Per-feature stats like LeRobot's: min/max/mean/std/count and q01..q99."""
-    if image:
-        # (frames, H, W, C) uint8 -> per-channel stats in [0, 1] shaped (C, 1, 1)
-        data = array.astype(np.float64) / 255.0
-        flat = data.reshape(-1, data.shape[-1])
-        shape = (data.shape[-1], 1, 1)
-        count = array.shape[0]
-    else:
-        flat = array.reshape(array.shape[0], -1).astype(np.float64)
-        shape = flat.shape[1:]
-        count = array.shape[0]
-    stats = {
-        "min": flat.min(axis=0).reshape(shape),
-        "max": flat.max(axis=0).reshape(shape),
-        "mean": flat.mean(axis=0).reshape(shape),
-        "std": flat.std(axis=0).reshape(shape),
-        "count": np.array([count], dtype=np.int64),
-    }
-    for q in QUANTILES:
-        stats[f"q{int(q * 100):02d}"] = np.quantile(flat, q, axis=0).reshape(shape)
-    return stats
-
-
-def _aggregate_stats(per_episode: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, list]]:
-    """Dataset stats: count-weighted mean/std, global min/max, count-weighted quantiles."""
-    out: dict[str, dict[str, list]] = {}
-    for key in per_episode[0]:
-        items = [ep[key] for ep in per_episode]
-        counts = np.array([s["count"][0] for s in items], dtype=np.float64)
-        weights = (counts / counts.sum()).reshape((-1,) + (1,) * items[0]["mean"].ndim)
-        means = np.stack([s["mean"] for s in items])
-        mean = (means * weights).sum(axis=0)
-        variance = ((np.stack([s["std"] for s in items]) ** 2 + (means - mean) ** 2) * weights).sum(axis=0)
-        agg = {
-            "min": np.min(np.stack([s["min"] for s in items]), axis=0),
-            "max": np.max(np.stack([s["max"] for s in items]), axis=0),
-            "mean": mean,
-            "std": np.sqrt(variance),
-            "count": np.array([int(counts.sum())]),
-        }
-        for q in QUANTILES:
-            name = f"q{int(q * 100):02d}"
-            agg[name] = (np.stack([s[name] for s in items]) * weights).sum(axis=0)
-        out[key] = {name: value.tolist() for name, value in agg.items()}
-    return out
-
-
-def encode_episode_video(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int) -> None:
-    """Encode RGB frames (T, H, W, 3) uint8 to an mp4 like LeRobot: libsvtav1, yuv420p.
-
-    Once in many hundreds of test runs (never reproduced in 600 stress encodes) the muxer
-    refused an SVT-AV1 packet with EINVAL; the encode is then redone once from scratch, with
-    a warning, since this writes test data, and a second failure is raised.
-    """
-    for attempt in (1, 2):
-        try:
-            _encode_once(frames, path, fps, crf=crf, gop=gop, preset=preset)
-            return
-        except av.error.ArgumentError as err:
-            path.unlink(missing_ok=True)
-            if attempt == 2:
-                raise
-            warnings.warn(f"{path.name}: the muxer refused a packet ({err}); encoding it again", RuntimeWarning, stacklevel=2)
-
-
-def _encode_once(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int) -> None:
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream(
-            "libsvtav1", fps, options={"g": str(gop), "crf": str(crf), "preset": str(preset), "svtav1-params": "fast-decode=0"}
-        )
-        stream.pix_fmt = "yuv420p"
-        stream.height, stream.width = frames.shape[1], frames.shape[2]
-        stream.codec_context.time_base = Fraction(1, fps)
-        for index, frame in enumerate(frames):
-            # Explicit timestamps (the bytes are the same as the encoder's own numbering).
-            picture = av.VideoFrame.from_ndarray(frame, format="rgb24")
-            picture.pts, picture.time_base = index, Fraction(1, fps)
-            for packet in stream.encode(picture):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
-def video_duration_s(path: Path) -> float:
-    """Stream duration in seconds, as LeRobot computes it for from/to timestamps."""
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        if stream.duration is not None:
-            return float(stream.duration * stream.time_base)
-        return float(container.duration / av.time_base)
-
-
-def concatenate_by_stream_copy(inputs: Sequence[Path], output: Path) -> None:
-    """Concatenate mp4 files without re-encoding (ffmpeg concat demuxer + remux), like LeRobot."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        listing = Path(tmp) / "list.ffconcat"
-        listing.write_text("ffconcat version 1.0\n" + "".join(f"file '{p.resolve()}'\n" for p in inputs))
-        staged = Path(tmp) / "out.mp4"
-        with av.open(str(listing), "r", format="concat", options={"safe": "0"}) as source, av.open(
-            str(staged), "w", options={"movflags": "faststart"}
-        ) as sink:
-            mapping = {}
-            for stream in source.streams:
-                if stream.type == "video":
-                    mapping[stream.index] = sink.add_stream_from_template(template=stream, opaque=True)
-                    mapping[stream.index].time_base = stream.time_base
-            for packet in source.demux():
-                if packet.stream.index not in mapping or packet.dts is None:
-                    continue
-                packet.stream = mapping[packet.stream.index]
-                sink.mux(packet)
-        shutil.move(str(staged), str(output))
-
-
 def write_sample_dataset(
     root: str | Path,
     spec: SampleSpec = SampleSpec(),
@@ -439,13 +322,13 @@ def write_sample_dataset(
             "dataset_from_index": global_index,
             "dataset_to_index": global_index + length,
         }
-        stats = {k: _stats(columns[k]) for k in tabular}
+        stats = {k: feature_stats(columns[k]) for k in tabular}
 
         for camera_index, camera in enumerate(spec.cameras):
             frames = np.stack(
                 [identity_frame(episode_index, j, camera.height, camera.width, camera_index) for j in range(length)]
             )
-            stats[camera.key] = _stats(frames, image=True)
+            stats[camera.key] = feature_stats(frames, image=True)
             ep_path = workdir / f"{camera.key}-{episode_index:06d}.mp4"
             encode_episode_video(frames, ep_path, spec.fps, crf=spec.crf, gop=spec.gop, preset=spec.preset)
             size = ep_path.stat().st_size
@@ -466,8 +349,8 @@ def write_sample_dataset(
             row[f"videos/{camera.key}/to_timestamp"] = from_ts + duration
 
         ordered_stats = {k: stats[k] for k in features if k in stats}
-        for feature_name, feature_stats in ordered_stats.items():
-            for stat_name, value in feature_stats.items():
+        for feature_name, values in ordered_stats.items():
+            for stat_name, value in values.items():
                 row[f"stats/{feature_name}/{stat_name}"] = value.tolist()
         row["meta/episodes/chunk_index"] = 0
         row["meta/episodes/file_index"] = 0
@@ -511,7 +394,7 @@ def write_sample_dataset(
         **spec.extra_info,
     }
     (root / "meta" / "info.json").write_text(json.dumps(info, indent=4))
-    (root / "meta" / "stats.json").write_text(json.dumps(_aggregate_stats(episode_stats), indent=4))
+    (root / "meta" / "stats.json").write_text(json.dumps(aggregate_episode_stats(episode_stats), indent=4))
 
     total_bytes = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return SampleReport(

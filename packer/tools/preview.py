@@ -27,7 +27,7 @@ import numpy as np
 from reader.decode.frames import CpuDecodeStage, FrameSpec
 from reader.fetch.episode_pool import EpisodeFetcher
 from reader.fetch.packed_index import PackedIndex, verified_read
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import SAMPLES_INDEX_PATH
 from reader.format.arrow_io import read_parquet_bytes
 from reader.format.layout import pad_column

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from reader.errors import FormatError, StorageError
 from reader.fetch.packed_index import read_manifest
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,

@@ -12,19 +12,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from reader.decode.frames import CpuDecodeStage, EpisodeDecoder, FrameSpec
 from reader.errors import EpisodeDataError, IntegrityError, ShortReadError, StorageError
 from reader.fetch.disk_cache import DiskCache, range_key
 from reader.fetch.packed_index import EpisodeEntry, PackedIndex
 from reader.fetch.prefetch import Prefetcher
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import check_bytes, shard_name, shard_parquet_path, shard_tar_path
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
 
@@ -53,19 +52,19 @@ def _column_tensor(array: pa.ChunkedArray):
     return torch.from_numpy(values.astype(np.float32))
 
 
-@dataclass
+@dataclass(eq=False)
 class LoadedEpisode:
     """An admitted episode: per-column tensors (rows x ...) and member bytes per camera.
 
     ``nbytes``: the memory it holds, compressed members plus row tensors (open decoders,
-    at most one per camera, come on top).
+    which the sample builder keeps per episode while it is held, come on top). Compared and
+    hashed by identity: one object per admission.
     """
 
     entry: EpisodeEntry
     columns: dict[str, object]
     video: dict[str, bytes]
     nbytes: int
-    decoders: dict[str, EpisodeDecoder] = field(default_factory=dict)
 
     def where(self, camera: str | None = None) -> str:
         text = f"{shard_name(self.entry.shard)} episode {self.entry.episode_index}"
@@ -292,11 +291,11 @@ class EpisodePool:
         return episode
 
     def release(self, position: int) -> None:
-        """Evict an episode after its last draw: rows, bytes and decoders go."""
+        """Evict an episode after its last draw: its rows and bytes go (and with the last
+        reference, the decoders a sample builder opened on it)."""
         episode = self.open_episodes.pop(position, None)
         if episode is not None:
             self.open_bytes -= episode.nbytes
-            episode.decoders.clear()
 
     def release_all(self) -> None:
         """Evict every open episode."""
@@ -309,21 +308,4 @@ class EpisodePool:
         self.release_all()
 
 
-def decoder_for(episode: LoadedEpisode, camera: str, stage: CpuDecodeStage, counters: dict, frame_size: tuple[int, int] | None = None) -> EpisodeDecoder:
-    """The episode's open decoder for a camera (opened on first use, dropped at eviction).
-
-    ``frame_size`` (height, width from the manifest) and the member's recorded frame count
-    are checked when the decoder opens.
-    """
-    decoder = episode.decoders.get(camera)
-    if decoder is None:
-        counters["decoder_misses"] += 1
-        spec = FrameSpec(frame_size[0], frame_size[1], episode.entry.cameras[camera].frames) if frame_size else None
-        decoder = stage.open(episode.video[camera], where=episode.where(camera), spec=spec)
-        episode.decoders[camera] = decoder
-    else:
-        counters["decoder_hits"] += 1
-    return decoder
-
-
-__all__ = ["EpisodeDataError", "EpisodeFetcher", "EpisodePool", "LoadedEpisode", "decoder_for"]
+__all__ = ["EpisodeDataError", "EpisodeFetcher", "EpisodePool", "LoadedEpisode"]

@@ -14,14 +14,16 @@ import os
 import tempfile
 
 import numpy as np
+import pyarrow as pa
 
 from reader.errors import FormatError, IntegrityError, ObjectNotFoundError
-from reader.fetch.storage import Storage
+from reader.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     INFO_PATH,
     MANIFEST_PATH,
     SAMPLES_INDEX_PATH,
+    TASKS_PATH,
     CameraMember,
     EpisodeEntry,
     Manifest,
@@ -30,9 +32,10 @@ from reader.format import (
     sha256_hex,
     sql_string_literal,
 )
+from reader.format.arrow_io import read_parquet_bytes
 from reader.format.layout import MAX_MANIFEST_BYTES
 
-__all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "read_manifest", "verified_read"]
+__all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "load_tasks", "read_manifest", "verified_read"]
 
 
 def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tuple[Manifest, str]:
@@ -81,6 +84,24 @@ def verified_read(storage: Storage, manifest: Manifest, rel: str) -> bytes:
     data = storage.read_range(rel, 0, size)
     check_bytes(data, size=entry.bytes, sha256=entry.sha256, where=storage.describe(rel))
     return data
+
+
+def load_tasks(storage: Storage, manifest: Manifest) -> dict[int, str]:
+    """``{task_index: task}`` from ``meta/tasks.parquet``, checked against the manifest.
+
+    Raises:
+        IntegrityError: the file differs from what was packed.
+        FormatError: not a parquet file, or without ``task_index`` and ``task`` columns.
+    """
+    where = storage.describe(TASKS_PATH)
+    data = verified_read(storage, manifest, TASKS_PATH)
+    try:
+        table = read_parquet_bytes(data)
+    except (pa.ArrowException, OSError) as err:
+        raise FormatError(f"{where}: not a readable parquet file ({err})") from None
+    if "task" not in table.column_names or "task_index" not in table.column_names:
+        raise FormatError(f"{where}: needs columns task_index and task, found {table.column_names[:10]}")
+    return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))
 
 
 class PackedIndex:

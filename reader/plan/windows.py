@@ -84,3 +84,16 @@ def pad_counts(frame_index: np.ndarray, length: np.ndarray, offsets: np.ndarray)
     before = (raw < 0).sum(axis=1).astype(np.int32)
     after = (raw >= length).sum(axis=1).astype(np.int32)
     return before, after
+
+
+def resolve_windows(
+    delta_timestamps: Mapping[str, Sequence[float]] | None, fps: int, tolerance_s: float, keys: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """``delta_timestamps`` (seconds) as frame offsets per key at ``fps``; {} without windows.
+
+    Raises:
+        WindowError: an unknown key or a delta that is not a multiple of 1/fps.
+    """
+    if not delta_timestamps:
+        return {}
+    return resolve_delta_timestamps(delta_timestamps, fps, tolerance_s=tolerance_s, known_keys=list(keys))

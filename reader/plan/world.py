@@ -5,14 +5,13 @@ Consumers are numbered rank-major, ``consumer = rank * workers_per_rank + worker
 the consumers of one rank are contiguous and ``num_consumers = world_size *
 workers_per_rank``.
 
-``World`` itself is plain arithmetic over ints. ``World.detect`` is the only place in the
-reader that reads the environment (torch.distributed, ``RANK``/``WORLD_SIZE``, the
-DataLoader's worker info), so everything downstream stays testable without torch.
+``World`` is plain arithmetic over ints. Reading the environment (torch.distributed,
+``RANK``/``WORLD_SIZE``, the DataLoader's worker info) is the runtime's job
+(``reader.runtime.environment.detect_world``), so planning stays testable without torch.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from reader.plan.epoch_plan import PlanError
@@ -72,50 +71,3 @@ class World:
     def num_consumers(self) -> int:
         """Consumers in the job, ``world_size * workers_per_rank``."""
         return self.world_size * self.workers_per_rank
-
-    @classmethod
-    def detect(cls, rank: int | None = None, world_size: int | None = None) -> World:
-        """Build the ``World`` of the calling process.
-
-        ``rank`` and ``world_size`` are each resolved from the first source that has them:
-        the explicit argument, then torch.distributed when it is available and
-        initialized, then the ``RANK`` / ``WORLD_SIZE`` environment variables (set by
-        torchrun), then 0 / 1. ``worker`` and ``num_workers`` come from
-        ``torch.utils.data.get_worker_info()`` (0 / 0 outside a DataLoader worker).
-
-        Returns:
-            The detected ``World``.
-
-        Raises:
-            PlanError: an environment variable is not an integer, or the resolved values
-                are out of range (say ``RANK=3`` with ``world_size=2``).
-        """
-        dist_rank = dist_world = None
-        worker, num_workers = 0, 0
-        try:
-            # Lazy: the planning modules must import without torch.
-            import torch.distributed as dist
-            import torch.utils.data
-        except ImportError:
-            pass
-        else:
-            if dist.is_available() and dist.is_initialized():
-                dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
-            info = torch.utils.data.get_worker_info()
-            if info is not None:
-                worker, num_workers = int(info.id), int(info.num_workers)
-        if rank is None:
-            rank = dist_rank if dist_rank is not None else _env_int("RANK", 0)
-        if world_size is None:
-            world_size = dist_world if dist_world is not None else _env_int("WORLD_SIZE", 1)
-        return cls(rank=int(rank), world_size=int(world_size), worker=worker, num_workers=num_workers)
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise PlanError(f"environment variable {name}={raw!r} is not an integer") from None

@@ -10,15 +10,16 @@ kept even for one element) and ``<key>_is_pad``; camera frames as float32 CHW in
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from reader.decode.frames import CpuDecodeStage
+from reader.decode.frames import CpuDecodeStage, EpisodeDecoder, FrameSpec
 from reader.decode.stage import ENCODED_KEY, EncodedFrames
 from reader.errors import EpisodeDataError
-from reader.fetch.episode_pool import LoadedEpisode, decoder_for
+from reader.fetch.episode_pool import LoadedEpisode
 from reader.plan.windows import query_frames
 
 
@@ -50,6 +51,23 @@ class SampleBuilder:
         # (height, width) per camera from the manifest: every member is checked against it.
         self.frame_sizes = dict(frame_sizes or {})
         self.counters = {"decoder_hits": 0, "decoder_misses": 0, "decode_seconds": 0.0, "frames_decoded": 0}
+        # Open decoders per held episode: they go when the pool drops the episode.
+        self._decoders: weakref.WeakKeyDictionary[LoadedEpisode, dict[str, EpisodeDecoder]] = weakref.WeakKeyDictionary()
+
+    def decoder(self, episode: LoadedEpisode, camera: str) -> EpisodeDecoder:
+        """The episode's open decoder for a camera (opened on first use, kept while the pool
+        holds the episode). The manifest's frame size and the member's recorded frame count
+        are checked when the decoder opens."""
+        decoders = self._decoders.setdefault(episode, {})
+        decoder = decoders.get(camera)
+        if decoder is None:
+            self.counters["decoder_misses"] += 1
+            size = self.frame_sizes.get(camera)
+            spec = FrameSpec(size[0], size[1], episode.entry.cameras[camera].frames) if size else None
+            decoder = decoders[camera] = self.stage.open(episode.video[camera], where=episode.where(camera), spec=spec)
+        else:
+            self.counters["decoder_hits"] += 1
+        return decoder
 
     def build(self, episode: LoadedEpisode, frame: int) -> dict:
         length = episode.entry.length
@@ -88,7 +106,7 @@ class SampleBuilder:
                     frames=member.frames,
                 )
                 continue
-            decoder = decoder_for(episode, key, self.stage, self.counters, self.frame_sizes.get(key))
+            decoder = self.decoder(episode, key)
             decoded = self.stage.decode(decoder, wanted, where=episode.where(key))
             self.counters["frames_decoded"] += len(wanted)
             if not self.return_uint8:

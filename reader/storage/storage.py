@@ -21,11 +21,9 @@ their exceptions are recognised by class name, so classifying errors imports not
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,247 +34,27 @@ from typing import Any, TypeVar
 import fsspec
 import fsspec.core
 
-from reader.errors import (
-    AccessDeniedError,
-    ObjectNotFoundError,
-    ShortReadError,
-    StorageError,
-)
-
+from reader.errors import AccessDeniedError, ObjectNotFoundError, ShortReadError, StorageError
 from reader.format.fields import sha256_chunks
+from reader.storage.local_files import (
+    atomic_copy,
+    atomic_rename,
+    atomic_write,
+    is_temp_name,
+    remove_stale_temp_files,
+    same_device,
+)
+from reader.storage.ranges import DEFAULT_MAX_GAP_BYTES, DEFAULT_MAX_REQUEST_BYTES, coalesce_ranges
+from reader.storage.retry import (
+    RetryPolicy,
+    brief,
+    is_access_denied,
+    is_not_found,
+    is_range_not_satisfiable,
+    is_transient,
+)
 
 T = TypeVar("T")
-
-DEFAULT_MAX_GAP_BYTES = 1 << 20
-"""``read_ranges`` merges ranges of one object whose gap is at most this: on object stores a
-request costs about as much as a few hundred KB to a few MB of transfer."""
-
-DEFAULT_MAX_REQUEST_BYTES = 64 << 20
-"""``read_ranges`` never merges ranges into a request larger than this (a retry refetches it all)."""
-
-
-# -- errors ---------------------------------------------------------------------------------
-# -- retry policy ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How long a storage operation may take before it raises.
-
-    Attempt ``k`` (1-based) that fails transiently is followed by a sleep drawn uniformly from
-    ``[0, min(cap_s, base_s * 2**(k-1)))`` (exponential backoff with full jitter), up to
-    ``max_attempts`` attempts in all. For ``s3://`` each attempt connects within
-    ``connect_timeout_s`` and waits at most ``read_timeout_s`` for each chunk of the response;
-    explicit ``connect_timeout``/``read_timeout`` in ``storage_options["config_kwargs"]`` win.
-    Worst case for one operation: ``max_attempts * (connect_timeout_s + read_timeout_s)`` plus
-    the sleeps (at most ``(max_attempts - 1) * cap_s``).
-    """
-
-    max_attempts: int = 6
-    base_s: float = 0.2
-    cap_s: float = 5.0
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 15.0
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        for name in ("base_s", "cap_s", "connect_timeout_s", "read_timeout_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-
-    def delay_s(self, failed_attempts: int, rng: random.Random) -> float:
-        """Seconds to sleep after ``failed_attempts`` (>= 1) failed attempts."""
-        return rng.uniform(0.0, min(self.cap_s, self.base_s * (2 ** (failed_attempts - 1))))
-
-
-# -- error classification (pure) --------------------------------------------------------------
-_TRANSIENT_ERRNOS = frozenset(
-    {
-        errno.ECONNRESET,
-        errno.ECONNABORTED,
-        errno.ECONNREFUSED,
-        errno.ETIMEDOUT,
-        errno.EPIPE,
-        errno.EHOSTUNREACH,
-        errno.ENETUNREACH,
-        errno.ENETRESET,
-        errno.EAGAIN,
-        errno.EBUSY,  # s3fs's translation of SlowDown, ServiceUnavailable, OperationAborted
-        errno.EREMOTEIO,  # s3fs's translation of InternalError
-    }
-)
-# Exception classes (matched by name anywhere in the MRO, so nothing is imported): botocore's
-# HTTPClientError covers EndpointConnectionError, ConnectionClosedError, ReadTimeoutError and
-# ConnectTimeoutError; aiohttp's ClientConnectionError covers ServerDisconnectedError and
-# ClientOSError; ResponseParserError is what throttling with a garbled body turns into.
-_TRANSIENT_CLASS_NAMES = frozenset(
-    {
-        "HTTPClientError",
-        "EndpointConnectionError",
-        "ConnectionClosedError",
-        "ReadTimeoutError",
-        "ConnectTimeoutError",
-        "IncompleteReadError",
-        "ResponseStreamingError",
-        "ResponseParserError",
-        "ClientConnectionError",
-        "ClientPayloadError",
-        "ServerDisconnectedError",
-        "ServerTimeoutError",
-        "ClientOSError",
-        "IncompleteRead",
-        "RemoteDisconnected",
-        "FSTimeoutError",
-    }
-)
-_TRANSIENT_S3_CODES = frozenset(
-    {
-        "SlowDown",
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "InternalError",
-        "ServiceUnavailable",
-        "OperationAborted",
-    }
-)
-
-
-def _causes(error: BaseException) -> Iterator[BaseException]:
-    """``error``, then what caused it (``__cause__``, else ``__context__``), without cycles."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def http_status(error: BaseException) -> int | None:
-    """The HTTP status an exception carries (botocore ``response``, aiohttp ``status``), if any."""
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return int(status) if isinstance(status, int) else None
-    for name in ("status", "status_code", "code"):
-        status = getattr(error, name, None)
-        if isinstance(status, int) and 100 <= status <= 599:
-            return status
-    return None
-
-
-def _s3_code(error: BaseException) -> str | None:
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        code = response.get("Error", {}).get("Code")
-        return str(code) if code else None
-    return None
-
-
-def _verdict(error: BaseException) -> bool | None:
-    """True: transient; False: permanent; None: this exception alone does not tell."""
-    if isinstance(error, StorageError):
-        return False  # ours: already classified (short reads, not found, ...)
-    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
-        return False
-    code = _s3_code(error)
-    if code in _TRANSIENT_S3_CODES:
-        return True
-    status = http_status(error)
-    if status is not None:
-        return status in (408, 429) or status >= 500
-    if isinstance(error, (TimeoutError, ConnectionError)):
-        return True  # includes asyncio.TimeoutError, fsspec's FSTimeoutError, ConnectionResetError
-    if any(cls.__name__ in _TRANSIENT_CLASS_NAMES for cls in type(error).__mro__):
-        return True
-    if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS:
-        return True
-    return None
-
-
-def is_transient(error: BaseException) -> bool:
-    """Whether retrying the operation that raised ``error`` may succeed.
-
-    Walks the exception and its causes (s3fs raises a translated ``OSError`` whose ``__cause__``
-    is botocore's ``ClientError``) and returns the first verdict: not found, access denied,
-    other 4xx and our own ``StorageError`` are permanent; connection resets, timeouts, 408, 429,
-    5xx and throttling codes are transient. Unknown errors are permanent, so a bug is never
-    retried into a slow failure.
-    """
-    for cause in _causes(error):
-        verdict = _verdict(cause)
-        if verdict is not None:
-            return verdict
-    return False
-
-
-def _is_not_found(error: BaseException) -> bool:
-    return any(isinstance(e, FileNotFoundError) or http_status(e) == 404 for e in _causes(error))
-
-
-def _is_access_denied(error: BaseException) -> bool:
-    return any(isinstance(e, PermissionError) or http_status(e) == 403 for e in _causes(error))
-
-
-def _is_range_not_satisfiable(error: BaseException) -> bool:
-    return any(http_status(e) == 416 or _s3_code(e) == "InvalidRange" for e in _causes(error))
-
-
-# -- range coalescing (pure) ------------------------------------------------------------------
-@dataclass(frozen=True)
-class CoalescedRange:
-    """One request ``[offset, offset + size)`` serving the input ranges at positions ``members``."""
-
-    offset: int
-    size: int
-    members: tuple[int, ...]
-
-
-def coalesce_ranges(
-    ranges: Sequence[tuple[int, int]],
-    *,
-    max_gap_bytes: int = DEFAULT_MAX_GAP_BYTES,
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-) -> list[CoalescedRange]:
-    """Merge ``(offset, size)`` ranges of one object into as few requests as the limits allow.
-
-    Ranges are taken in offset order; a range joins the current request when the gap to it is
-    at most ``max_gap_bytes`` (overlapping ranges always join) and the merged request stays
-    within ``max_request_bytes`` (a single larger range still gets its own request). Empty
-    ranges get no request (``members`` of no result mentions them).
-
-    Raises:
-        ValueError: a negative offset or size.
-    """
-    order = []
-    for position, (offset, size) in enumerate(ranges):
-        if offset < 0 or size < 0:
-            raise ValueError(f"range {position} is ({offset}, {size}); offsets and sizes must be >= 0")
-        if size:
-            order.append((offset, offset + size, position))
-    order.sort()
-    requests: list[CoalescedRange] = []
-    start = end = -1
-    members: list[int] = []
-    for offset, stop, position in order:
-        merged_end = max(end, stop)
-        if members and offset - end <= max_gap_bytes and merged_end - start <= max_request_bytes:
-            end = merged_end
-            members.append(position)
-            continue
-        if members:
-            requests.append(CoalescedRange(start, end - start, tuple(members)))
-        start, end, members = offset, stop, [position]
-    if members:
-        requests.append(CoalescedRange(start, end - start, tuple(members)))
-    return requests
 
 
 # -- counters --------------------------------------------------------------------------------
@@ -429,19 +207,19 @@ class Storage:
                 self._count(requests=1, seconds=time.perf_counter() - started)
                 if isinstance(err, StorageError):
                     raise
-                if _is_not_found(err):
+                if is_not_found(err):
                     raise ObjectNotFoundError(f"{url}: not found ({operation})", url=url, operation=operation, attempts=attempts) from err
-                if _is_access_denied(err):
+                if is_access_denied(err):
                     raise AccessDeniedError(
-                        f"{url}: access denied ({operation}): {_brief(err)}", url=url, operation=operation, attempts=attempts
+                        f"{url}: access denied ({operation}): {brief(err)}", url=url, operation=operation, attempts=attempts
                     ) from err
                 if not is_transient(err):
                     raise StorageError(
-                        f"{url}: {operation} failed: {_brief(err)}", url=url, operation=operation, attempts=attempts
+                        f"{url}: {operation} failed: {brief(err)}", url=url, operation=operation, attempts=attempts
                     ) from err
                 if attempts >= self.retry.max_attempts:
                     raise StorageError(
-                        f"{url}: {operation} failed after {attempts} attempts; last error: {_brief(err)}",
+                        f"{url}: {operation} failed after {attempts} attempts; last error: {brief(err)}",
                         url=url,
                         operation=operation,
                         attempts=attempts,
@@ -482,7 +260,7 @@ class Storage:
             try:
                 data = self.fs.cat_file(self.path(rel), start=offset, end=offset + size)
             except Exception as err:
-                if _is_range_not_satisfiable(err):
+                if is_range_not_satisfiable(err):
                     raise self._short_read(rel, offset, size, 0) from err
                 raise
             if len(data) != size:
@@ -545,7 +323,7 @@ class Storage:
             for offset in range(0, total, chunk_bytes):
                 yield self.read_range(rel, offset, min(chunk_bytes, total - offset))
 
-        _atomic_write(Path(local_path), chunks())
+        atomic_write(Path(local_path), chunks())
         return total
 
     def size(self, rel: str) -> int:
@@ -633,7 +411,7 @@ class Storage:
         """
         path = self.path(rel)
         if self.is_local:
-            self._call("write", rel, lambda: _atomic_write(Path(path), [data]))
+            self._call("write", rel, lambda: atomic_write(Path(path), [data]))
         else:
 
             def put() -> None:
@@ -653,11 +431,11 @@ class Storage:
         path = self.path(rel)
         size = os.path.getsize(local_path)
         if self.is_local:
-            if move and _same_device(Path(local_path), Path(path).parent):
-                self._call("upload", rel, lambda: _atomic_rename(Path(local_path), Path(path)))
+            if move and same_device(Path(local_path), Path(path).parent):
+                self._call("upload", rel, lambda: atomic_rename(Path(local_path), Path(path)))
                 self._count(bytes_written=size)
                 return
-            self._call("upload", rel, lambda: _atomic_copy(Path(local_path), Path(path)))
+            self._call("upload", rel, lambda: atomic_copy(Path(local_path), Path(path)))
         else:
 
             def upload() -> None:
@@ -715,96 +493,6 @@ class Storage:
         return fs.unstrip_protocol(root)
 
 
-def _brief(error: BaseException) -> str:
-    """``Type: message``; for a message-less wrapper (fsspec's ``FSTimeoutError()``), its cause's."""
-    text = str(error)
-    cause = error.__cause__ or error.__context__
-    if not text and cause is not None:
-        return f"{type(error).__name__} ({_brief(cause)})"
-    return f"{type(error).__name__}: {(text or repr(error))[:300]}"
-
-
-def default_file_mode() -> int:
-    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the process umask.
-
-    ``tempfile.mkstemp`` creates files ``0o600``; a file renamed into a dataset must instead be
-    readable by whoever may read the directory (``0o644`` under umask 022), like any other.
-    """
-    try:
-        with open("/proc/self/status") as status:  # reading it does not change the umask
-            for line in status:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)  # elsewhere: set and restore (racy only with threads changing it too)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-TEMP_MARKER = ".tmp-"
-"""Temporary files of atomic writes are named ``.<target name>.tmp-<random>`` in the target's
-directory; ``remove_stale_temp_files`` deletes old ones that a killed writer left behind."""
-
-
-def is_temp_name(name: str) -> bool:
-    """Whether a file name is one of our atomic writes' temp files (``.<name>.tmp-<random>``)."""
-    return name.startswith(".") and TEMP_MARKER in name
-
-
-def _atomic_write(target: Path, chunks: Sequence[bytes] | Iterator[bytes]) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}{TEMP_MARKER}")
-    try:
-        os.fchmod(fd, default_file_mode())
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def remove_stale_temp_files(directory: Path, *, older_than_s: float = 900.0) -> int:
-    """Delete temp files of atomic writes (``TEMP_MARKER`` in the name) under ``directory``
-    whose last write is older than ``older_than_s``: left by a writer that was killed or ran
-    out of space. A live writer keeps its file's mtime fresh, so concurrent writers (other
-    ``--part`` jobs) are never disturbed. Returns how many were deleted."""
-    removed, now = 0, time.time()
-    for path in directory.rglob(f"*{TEMP_MARKER}*") if directory.is_dir() else []:
-        try:
-            if path.is_file() and not path.is_symlink() and now - path.stat().st_mtime > older_than_s:
-                path.unlink()
-                removed += 1
-        except OSError:
-            continue  # gone already, or not ours to delete
-    return removed
-
-
-def _atomic_copy(source: Path, target: Path) -> None:
-    with open(source, "rb") as handle:
-        _atomic_write(target, iter(lambda: handle.read(1 << 22), b""))
-
-
-def _same_device(source: Path, directory: Path) -> bool:
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        return os.stat(source).st_dev == os.stat(directory).st_dev
-    except OSError:
-        return False
-
-
-def _atomic_rename(source: Path, target: Path) -> None:
-    """Rename a finished local file into place with the mode a new file gets (a temp file
-    made by ``tempfile`` is ``0o600``; a published one must be readable like any other)."""
-    os.chmod(source, default_file_mode())
-    os.replace(source, target)
-
-
 class _RangeFile(io.RawIOBase):
     """Raw file over ``Storage.read_range`` (so pyarrow's reads get our retries)."""
 
@@ -835,21 +523,4 @@ class _RangeFile(io.RawIOBase):
         return count
 
 
-__all__ = [
-    "DEFAULT_MAX_GAP_BYTES",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "AccessDeniedError",
-    "CoalescedRange",
-    "ObjectNotFoundError",
-    "RetryPolicy",
-    "ShortReadError",
-    "Storage",
-    "StorageCounters",
-    "StorageError",
-    "coalesce_ranges",
-    "default_file_mode",
-    "http_status",
-    "is_temp_name",
-    "is_transient",
-    "remove_stale_temp_files",
-]
+__all__ = ["Storage", "StorageCounters"]

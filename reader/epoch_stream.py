@@ -1,0 +1,172 @@
+"""The epoch surface ``PackedDataset`` and ``MixtureDataset`` share, written once.
+
+An ``EpochStream`` is an ``IterableDataset`` whose epoch is planned over consumers (ranks x
+DataLoader workers) by pure arithmetic: ``len``, per-worker counts, ``set_epoch``, resume
+states and the consumer loop are the same for one dataset and for a mixture. A subclass says
+three things: how many samples each consumer of a planned shape serves
+(``_consumer_counts``), which draws a consumer's segments hold (``_blocks``), and which
+datasets those draws read (``_views``); it may finish each sample (``_finish``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from reader.plan.resume_state import EpochResume
+from reader.plan.world import World
+from reader.runtime.consumer import Consumer, DatasetView
+from reader.runtime.environment import detect_world
+from reader.runtime.stats import SharedStats
+
+Segment = tuple[int, int, int]
+"""``(plan consumer, start, stop)``: a piece of a planned consumer's stream this consumer serves."""
+
+
+class EpochStream(torch.utils.data.IterableDataset):
+    """Epochs, lengths, resume states and iteration over a planned stream (see the module
+    docstring).
+
+    Args:
+        kind: the class name recorded in resume states.
+        identity: what the stream reads (digests, selection, seed, ...): a resume state of
+            another identity is refused.
+        rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
+    """
+
+    def __init__(self, *, kind: str, identity: dict[str, Any], rank: int | None, world_size: int | None):
+        super().__init__()
+        self.epoch = 0
+        self._rank_arg, self._world_size_arg = rank, world_size
+        self._resume = EpochResume(kind, identity)
+        self._stats = SharedStats()
+
+    # -- what a subclass says ---------------------------------------------------------------
+    def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
+        """Samples each consumer of the planned shape serves in the current epoch."""
+        raise NotImplementedError
+
+    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
+        """This consumer's draws, segment by segment (``reader.runtime.consumer.Block``)."""
+        raise NotImplementedError
+
+    def _views(self) -> list[DatasetView]:
+        """The datasets draws refer to by position."""
+        raise NotImplementedError
+
+    def _finish(self, dataset: int, sample: dict) -> dict:
+        """The sample as yielded (a mixture harmonizes it)."""
+        return sample
+
+    # -- the surface --------------------------------------------------------------------------
+    def _world(self, *, worker: int = 0, num_workers: int | None = None) -> World:
+        detected = detect_world(self._rank_arg, self._world_size_arg)
+        if num_workers is None:
+            return detected
+        return World(rank=detected.rank, world_size=detected.world_size, worker=worker, num_workers=num_workers)
+
+    @property
+    def resume_identity(self) -> dict[str, Any]:
+        """What this stream's resume states are checked against (a copy)."""
+        return dict(self._resume.identity)
+
+    def __len__(self) -> int:
+        """Samples this rank yields from the start of the current epoch, or from the resume
+        point after ``load_state_dict`` (equal on every rank)."""
+        return self._resume.per_rank(self.epoch, self._world().world_size, self._consumer_counts)
+
+    def worker_counts(self, num_workers: int) -> np.ndarray:
+        """(max(1, num_workers),) samples each DataLoader worker of this rank yields until the
+        epoch ends (from the resume point after ``load_state_dict``)."""
+        return self._resume.worker_counts(self.epoch, self._world(num_workers=num_workers), self._consumer_counts)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch: a new order and new draws (call before ``iter(loader)``).
+
+        Workers copy the dataset when an iterator starts, so with ``persistent_workers=True``
+        they would keep the old epoch: use the default ``persistent_workers=False``.
+        """
+        self.epoch = int(epoch)
+
+    def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int, drop_last: bool = False) -> dict:
+        """The resume state a trainer saves (identical on every rank: one file serves all).
+
+        Args:
+            samples_consumed: samples this rank has received this epoch, counted across
+                resumes (the same number on every rank).
+            batch_size, num_workers, drop_last: the DataLoader's.
+
+        Returns:
+            A JSON-able dict: the epoch, ``samples_consumed``, the epoch's phases (the shape
+            it was planned on and every re-split since) and the identity of what is read.
+            See ``reader.plan.resume_state``.
+
+        Raises:
+            ResumeStateError: ``samples_consumed`` is behind the point this run resumed from.
+        """
+        return self._resume.state_dict(
+            epoch=self.epoch, world_size=self._world().world_size, samples_consumed=int(samples_consumed),
+            batch_size=int(batch_size), num_workers=int(num_workers), drop_last=bool(drop_last),
+        )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue an epoch from a ``state_dict``, by arithmetic only (no data is read to skip).
+
+        Call before ``iter(loader)`` (workers copy the dataset when the iterator starts). With
+        the loader shape of the saved run (world size, workers, batch size, drop_last) the
+        exact sample sequence of the uninterrupted run continues. On any other shape the
+        rest of the epoch is re-split exactly once over the new ranks and workers (another
+        order; at most ``world_size - 1`` more anchors dropped, to keep per-rank counts
+        equal), and this holds through any chain of resumes. ``len(self)`` then counts the
+        samples each rank yields until the epoch ends.
+
+        Raises:
+            ResumeStateError: the state belongs to another dataset or configuration (each
+                differing field found vs expected), or lacks what an exact resume needs.
+        """
+        self.epoch = self._resume.load(state)
+
+    def stats(self) -> dict[str, float | str]:
+        """Reader counters since this stream was built, summed over this process and its
+        DataLoader workers (peaks for ``max_*``).
+
+        Keys: ``samples``, ``bytes_fetched`` (video bytes read + decoded row bytes),
+        ``fetch_seconds`` (background fetch time, summed over threads), ``decode_seconds``,
+        ``episodes_admitted``, ``disk_cache_hits`` (episodes whose video came from
+        ``cache_dir``), ``decoder_hits``/``decoder_misses`` (a miss opens a decoder on
+        an episode's member), ``frames_decoded``, ``storage_retries``, ``max_open_episodes``,
+        ``max_open_bytes`` (one consumer's open pool), ``max_prefetched_bytes`` (one consumer's
+        video bytes fetched ahead of use; at most ``prefetch_bytes`` unless a single episode is
+        larger). Iterators publish through shared memory (see ``reader.runtime.stats``) every
+        50 ms and when their stream ends: current while a loader runs, complete once an epoch's
+        loader is exhausted.
+        """
+        return self._stats.snapshot()
+
+    def reset_stats(self) -> None:
+        """Zero the counters (call between iterators, not while a loader runs)."""
+        self._stats.reset()
+
+    # -- iteration ----------------------------------------------------------------------------
+    def _segments(self, world: World) -> tuple[tuple[int, int], list[Segment]]:
+        """((plan world size, plan workers per rank), [(plan consumer, start, stop), ...]):
+        what ``world``'s consumer serves this epoch, after any resume."""
+        plan_shape, streams = self._resume.streams(self.epoch, world, self._consumer_counts)
+        if streams is None:
+            counts = self._consumer_counts(*plan_shape)
+            return plan_shape, [(world.consumer, 0, int(counts[world.consumer]))]
+        sources, starts, stops = streams.segments_of(world.consumer)
+        return plan_shape, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
+
+    def __iter__(self) -> Iterator[dict]:
+        world = self._world()
+        consumer = Consumer(self._views(), stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
+        plan_shape, segments = self._segments(world)
+        for dataset, sample in consumer.samples(self._blocks(plan_shape, segments)):
+            yield self._finish(dataset, sample)
+
+
+__all__ = ["EpochStream", "Segment"]

@@ -1,0 +1,199 @@
+"""How long a storage operation may take, and which failures are worth another attempt.
+
+``RetryPolicy`` bounds attempts, backoff (exponential with full jitter) and per-request
+timeouts. ``is_transient`` classifies an exception from any layer below us (s3fs, botocore,
+aiohttp, the OS) by walking its causes: connection resets, timeouts, HTTP 408/429/5xx and S3
+throttling codes are transient; not found, access denied, other 4xx and unknown errors are
+permanent, so a bug is never retried into a slow failure. Exceptions are recognised by class
+name, so classifying imports nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from reader.errors import StorageError
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a storage operation may take before it raises.
+
+    Attempt ``k`` (1-based) that fails transiently is followed by a sleep drawn uniformly from
+    ``[0, min(cap_s, base_s * 2**(k-1)))`` (exponential backoff with full jitter), up to
+    ``max_attempts`` attempts in all. For ``s3://`` each attempt connects within
+    ``connect_timeout_s`` and waits at most ``read_timeout_s`` for each chunk of the response;
+    explicit ``connect_timeout``/``read_timeout`` in ``storage_options["config_kwargs"]`` win.
+    Worst case for one operation: ``max_attempts * (connect_timeout_s + read_timeout_s)`` plus
+    the sleeps (at most ``(max_attempts - 1) * cap_s``).
+    """
+
+    max_attempts: int = 6
+    base_s: float = 0.2
+    cap_s: float = 5.0
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("base_s", "cap_s", "connect_timeout_s", "read_timeout_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    def delay_s(self, failed_attempts: int, rng: random.Random) -> float:
+        """Seconds to sleep after ``failed_attempts`` (>= 1) failed attempts."""
+        return rng.uniform(0.0, min(self.cap_s, self.base_s * (2 ** (failed_attempts - 1))))
+
+
+_TRANSIENT_ERRNOS = frozenset(
+    {
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.ECONNREFUSED,
+        errno.ETIMEDOUT,
+        errno.EPIPE,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+        errno.ENETRESET,
+        errno.EAGAIN,
+        errno.EBUSY,  # s3fs's translation of SlowDown, ServiceUnavailable, OperationAborted
+        errno.EREMOTEIO,  # s3fs's translation of InternalError
+    }
+)
+# Exception classes (matched by name anywhere in the MRO, so nothing is imported): botocore's
+# HTTPClientError covers EndpointConnectionError, ConnectionClosedError, ReadTimeoutError and
+# ConnectTimeoutError; aiohttp's ClientConnectionError covers ServerDisconnectedError and
+# ClientOSError; ResponseParserError is what throttling with a garbled body turns into.
+_TRANSIENT_CLASS_NAMES = frozenset(
+    {
+        "HTTPClientError",
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+        "IncompleteReadError",
+        "ResponseStreamingError",
+        "ResponseParserError",
+        "ClientConnectionError",
+        "ClientPayloadError",
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "ClientOSError",
+        "IncompleteRead",
+        "RemoteDisconnected",
+        "FSTimeoutError",
+    }
+)
+_TRANSIENT_S3_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "InternalError",
+        "ServiceUnavailable",
+        "OperationAborted",
+    }
+)
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then what caused it (``__cause__``, else ``__context__``), without cycles."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status an exception carries (botocore ``response``, aiohttp ``status``), if any."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return int(status) if isinstance(status, int) else None
+    for name in ("status", "status_code", "code"):
+        status = getattr(error, name, None)
+        if isinstance(status, int) and 100 <= status <= 599:
+            return status
+    return None
+
+
+def _s3_code(error: BaseException) -> str | None:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        return str(code) if code else None
+    return None
+
+
+def _verdict(error: BaseException) -> bool | None:
+    """True: transient; False: permanent; None: this exception alone does not tell."""
+    if isinstance(error, StorageError):
+        return False  # ours: already classified (short reads, not found, ...)
+    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)):
+        return False
+    code = _s3_code(error)
+    if code in _TRANSIENT_S3_CODES:
+        return True
+    status = http_status(error)
+    if status is not None:
+        return status in (408, 429) or status >= 500
+    if isinstance(error, (TimeoutError, ConnectionError)):
+        return True  # includes asyncio.TimeoutError, fsspec's FSTimeoutError, ConnectionResetError
+    if any(cls.__name__ in _TRANSIENT_CLASS_NAMES for cls in type(error).__mro__):
+        return True
+    if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS:
+        return True
+    return None
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether retrying the operation that raised ``error`` may succeed.
+
+    Walks the exception and its causes (s3fs raises a translated ``OSError`` whose ``__cause__``
+    is botocore's ``ClientError``) and returns the first verdict: not found, access denied,
+    other 4xx and our own ``StorageError`` are permanent; connection resets, timeouts, 408, 429,
+    5xx and throttling codes are transient. Unknown errors are permanent, so a bug is never
+    retried into a slow failure.
+    """
+    for cause in _causes(error):
+        verdict = _verdict(cause)
+        if verdict is not None:
+            return verdict
+    return False
+
+
+def is_not_found(error: BaseException) -> bool:
+    return any(isinstance(e, FileNotFoundError) or http_status(e) == 404 for e in _causes(error))
+
+
+def is_access_denied(error: BaseException) -> bool:
+    return any(isinstance(e, PermissionError) or http_status(e) == 403 for e in _causes(error))
+
+
+def is_range_not_satisfiable(error: BaseException) -> bool:
+    return any(http_status(e) == 416 or _s3_code(e) == "InvalidRange" for e in _causes(error))
+
+
+
+def brief(error: BaseException) -> str:
+    """``Type: message``; for a message-less wrapper (fsspec's ``FSTimeoutError()``), its cause's."""
+    text = str(error)
+    cause = error.__cause__ or error.__context__
+    if not text and cause is not None:
+        return f"{type(error).__name__} ({brief(cause)})"
+    return f"{type(error).__name__}: {(text or repr(error))[:300]}"

@@ -1,0 +1,250 @@
+"""The layers of ``reader`` and ``packer`` hold at the import level (docs/DESIGN_NOTES.md, "Map").
+
+Every ``import`` in both packages is read (module level, inside functions and under
+``TYPE_CHECKING`` alike) and checked against ``RULES``: which layers each layer may import,
+and which third-party libraries it may not. Also: ``reader`` never imports ``packer``, no
+module imports its own package's public face, and no two modules import each other, however
+indirectly. The checker itself is tested on a tree with an arrow against the rules.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The layer of a module: the longest prefix in this table that names it.
+LAYERS = {
+    "reader.errors": "reader.errors",
+    "reader.exports": "reader.exports",
+    "reader.format": "reader.format",
+    "reader.plan": "reader.plan",
+    "reader.storage": "reader.storage",
+    "reader.fetch": "reader.fetch",
+    "reader.decode": "reader.decode",
+    "reader.runtime": "reader.runtime",
+    "reader": "reader.api",  # reader/__init__, dataset, mixture, loader, epoch_stream, lerobot_meta
+    "packer.errors": "packer.base",
+    "packer.version": "packer.base",
+    "packer.options": "packer.options",
+    "packer.plan": "packer.plan",
+    "packer.source": "packer.source",
+    "packer.shard": "packer.shard",
+    "packer.run": "packer.run",
+    "packer.tools": "packer.tools",
+    "packer.mixture": "packer.mixture",
+    "packer.synthetic": "packer.synthetic",
+    "packer.cli": "packer.cli",
+    "packer": "packer.face",  # packer/__init__: lazy names only
+}
+
+# What each layer may import (besides its own modules). Everything else of ours is an arrow
+# against the layering. The table is a DAG (checked below): no layer reaches back up.
+RULES: dict[str, set[str]] = {
+    "reader.errors": set(),
+    "reader.exports": set(),
+    "reader.format": {"reader.errors"},
+    "reader.plan": {"reader.errors"},
+    "reader.storage": {"reader.errors", "reader.format"},
+    "reader.fetch": {"reader.errors", "reader.format", "reader.storage", "reader.exports"},
+    "reader.decode": {"reader.errors", "reader.format"},
+    "reader.runtime": {"reader.errors", "reader.format", "reader.plan", "reader.storage", "reader.fetch", "reader.decode"},
+    "reader.api": {"reader.errors", "reader.exports", "reader.format", "reader.plan", "reader.storage", "reader.fetch",
+                   "reader.decode", "reader.runtime"},
+    "packer.base": {"reader.errors"},
+    "packer.options": {"packer.base", "reader.errors", "reader.format", "reader.plan"},
+    "packer.plan": {"packer.base", "packer.options", "reader.errors", "reader.format"},
+    "packer.source": {"packer.base", "reader.errors", "reader.exports", "reader.format", "reader.storage"},
+    "packer.shard": {"packer.base", "packer.options", "packer.source", "reader.errors", "reader.exports", "reader.format"},
+    "packer.run": {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "reader.errors",
+                   "reader.format", "reader.plan", "reader.storage", "reader.fetch"},
+    "packer.tools": {"packer.base", "reader.errors", "reader.format", "reader.plan", "reader.storage", "reader.fetch",
+                     "reader.decode"},
+    "packer.mixture": {"packer.base", "packer.options", "packer.run", "packer.tools", "reader.errors", "reader.format",
+                       "reader.storage", "reader.fetch"},
+    "packer.synthetic": {"packer.base", "packer.source", "packer.shard", "reader.errors", "reader.format"},
+    "packer.cli": {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "packer.run",
+                   "packer.tools", "packer.mixture", "packer.synthetic", "reader.errors", "reader.format",
+                   "reader.storage", "reader.fetch"},
+    "packer.face": {"reader.exports"},
+}
+
+# Libraries a layer may not import: planning is pure (no I/O, no processes, no torch); shard
+# building has no storage and no processes; packing nodes never load torch.
+_IO = {"fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp", "boto3", "av", "torchcodec", "duckdb", "huggingface_hub",
+       "requests", "socket", "subprocess", "multiprocessing", "concurrent", "threading", "pyarrow.parquet", "tempfile"}
+FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
+    "reader.plan": _IO | {"torch", "pyarrow"},
+    "packer.plan": _IO | {"torch", "pyarrow"},
+    "packer.options": _IO | {"torch"},
+    "packer.shard": {"fsspec", "s3fs", "botocore", "aiohttp", "multiprocessing", "concurrent", "subprocess", "torch"},
+    "packer.source": {"torch"},
+    "packer.run": {"torch"},
+    "packer.mixture": {"torch"},
+    "reader.format": {"torch", "fsspec", "av", "torchcodec"},
+    "reader.storage": {"torch", "av", "torchcodec", "pyarrow"},
+}
+
+
+@dataclass(frozen=True)
+class Arrow:
+    source: str  # importing module
+    target: str  # imported module (ours) or library
+    line: int
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def read_arrows(files: dict[str, str], known: set[str]) -> list[Arrow]:
+    """Every import of every module (``{module name: source}``), resolved to our modules where
+    it names one (``from a.b import c`` is ``a.b.c`` when that is a module, else ``a.b``)."""
+    arrows = []
+    for module, source in files.items():
+        package = module if module in known and _is_package(module, known) else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                arrows += [Arrow(module, alias.name, node.lineno) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    arrows.append(Arrow(module, full if full in known else base, node.lineno))
+    return arrows
+
+
+def _is_package(module: str, known: set[str]) -> bool:
+    return any(other.startswith(module + ".") for other in known)
+
+
+def layer_of(module: str) -> str | None:
+    best = None
+    for prefix in LAYERS:
+        if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return LAYERS[best] if best is not None else None
+
+
+def violations(files: dict[str, str]) -> list[str]:
+    """Every arrow against the rules, the library bans, or the face rule, as text."""
+    known = set(files)
+    problems = []
+    for arrow in read_arrows(files, known):
+        source_layer = layer_of(arrow.source)
+        if arrow.target.split(".")[0] in ("reader", "packer"):
+            target_layer = layer_of(arrow.target)
+            own_face = arrow.target == arrow.source.rpartition(".")[0] and _is_package(arrow.target, known)
+            if own_face and not arrow.source.endswith(".__main__"):
+                problems.append(f"{arrow.source}:{arrow.line} imports its own package's face {arrow.target}")
+            if target_layer == source_layer:
+                continue
+            if target_layer not in RULES.get(source_layer, set()):
+                problems.append(f"{arrow.source}:{arrow.line} ({source_layer}) imports {arrow.target} ({target_layer})")
+            continue
+        banned = FORBIDDEN_LIBRARIES.get(source_layer, set())
+        if any(arrow.target == lib or arrow.target.startswith(lib + ".") for lib in banned):
+            problems.append(f"{arrow.source}:{arrow.line} ({source_layer}) imports {arrow.target}, which this layer may not")
+    return problems
+
+
+def cycles(files: dict[str, str]) -> list[list[str]]:
+    """Circles of modules importing each other (package faces excepted: a face imports its own
+    modules by design, and nothing may import its own face)."""
+    known = set(files)
+    graph: dict[str, set[str]] = {m: set() for m in known}
+    for arrow in read_arrows(files, known):
+        if arrow.target in known and arrow.target != arrow.source and not _is_package(arrow.source, known):
+            graph[arrow.source].add(arrow.target)
+    found, state, stack = [], {}, []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def project_files() -> dict[str, str]:
+    files = {}
+    for package in ("reader", "packer"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            files[module_name(path, ROOT)] = path.read_text()
+    return files
+
+
+def test_every_module_has_a_layer_with_rules():
+    files = project_files()
+    unplaced = [m for m in files if layer_of(m) not in RULES]
+    assert not unplaced, f"modules without a layer in LAYERS/RULES: {unplaced}"
+
+
+def test_the_rules_form_a_dag():
+    state: dict[str, int] = {}
+
+    def visit(layer: str, path: list[str]) -> None:
+        assert state.get(layer) != 1, f"the rules have a circle: {' -> '.join(path + [layer])}"
+        if state.get(layer) == 2:
+            return
+        state[layer] = 1
+        for nxt in RULES[layer]:
+            visit(nxt, path + [layer])
+        state[layer] = 2
+
+    for layer in RULES:
+        visit(layer, [])
+
+
+def test_imports_follow_the_layers():
+    problems = violations(project_files())
+    assert not problems, "imports against the layering:\n" + "\n".join(problems)
+
+
+def test_no_module_circles():
+    found = cycles(project_files())
+    assert not found, "modules importing each other:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_reader_never_imports_packer():
+    files = project_files()
+    arrows = read_arrows(files, set(files))
+    bad = [f"{a.source}:{a.line} imports {a.target}" for a in arrows if a.source.startswith("reader") and a.target.startswith("packer")]
+    assert not bad, bad
+
+
+def test_the_checker_reports_an_arrow_against_the_rules():
+    """The checks above can fail: an upward arrow, a banned library, a circle and a face
+    import in a copy of the tree are each reported."""
+    files = project_files()
+    files["packer.plan.shard_plan"] += "\nfrom packer.run.pack import pack_dataset\nimport fsspec\n"
+    files["reader.plan.world"] += "\ndef later():\n    from reader.dataset import PackedDataset\n"
+    files["reader.fetch.prefetch"] += "\nfrom packer.errors import PackError\n"
+    files["packer.shard.build"] += "\nfrom packer.shard import cut_episode\n"
+    problems = "\n".join(violations(files))
+    assert "packer.plan.shard_plan" in problems and "imports packer.run.pack (packer.run)" in problems
+    assert "imports fsspec, which this layer may not" in problems
+    assert "reader.plan.world" in problems and "imports reader.dataset (reader.api)" in problems
+    assert "reader.fetch.prefetch" in problems and "imports packer.errors (packer.base)" in problems
+    assert "packer.shard.build" in problems and "imports its own package's face packer.shard" in problems
+    files = project_files()
+    files["reader.format.layout"] += "\nfrom reader.format.manifest import Manifest\n"
+    assert any("reader.format.layout" in c and "reader.format.manifest" in c for c in cycles(files))
