@@ -21,9 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer import create_mixture  # noqa: E402
-from packer import pack_dataset  # noqa: E402
-from packer import CameraSpec, SampleSpec, write_sample_dataset  # noqa: E402
+from packer import CameraSpec, SampleSpec, create_mixture, pack_dataset, write_sample_dataset  # noqa: E402
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer.shard import EncodeSettings  # noqa: E402
 from packer import pack_dataset  # noqa: E402
+from packer.shard import EncodeSettings  # noqa: E402
 from packer.source import LeRobotSource  # noqa: E402
 
 

@@ -34,8 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchmarks.decode_ceiling import decode_ceiling  # noqa: E402
 from benchmarks.lerobot_baseline import run_lerobot  # noqa: E402
 from benchmarks.loader_measure import measure_loader  # noqa: E402
-from packer import pack_dataset  # noqa: E402
-from packer import CameraSpec, SampleSpec, write_sample_dataset  # noqa: E402
+from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset  # noqa: E402
 from reader import BatchLoader, PackedDataset  # noqa: E402
 
 MODES = {

@@ -22,8 +22,8 @@ def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
     """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
     from reader.decode.frames import CpuDecodeStage
     from reader.fetch.packed_index import PackedIndex
-    from reader.storage import Storage
     from reader.plan.windows import query_frames, resolve_delta_timestamps
+    from reader.storage import Storage
 
     storage = Storage(packed)
     index = PackedIndex(storage)

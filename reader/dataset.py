@@ -18,7 +18,6 @@ import numpy as np
 from reader.decode.frames import CpuDecodeStage
 from reader.epoch_stream import EpochStream, Segment
 from reader.fetch.packed_index import PackedIndex, load_tasks
-from reader.storage import RetryPolicy, Storage
 from reader.format import sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta
 from reader.plan.consumer_draws import SegmentDraws, segment_blocks
@@ -26,6 +25,7 @@ from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
 from reader.runtime.consumer import DatasetView
+from reader.storage import RetryPolicy, Storage
 
 
 class AnchorSequence(NamedTuple):

@@ -23,9 +23,9 @@ import numpy as np
 
 from reader.errors import FormatError
 from reader.fetch.packed_index import verified_read
-from reader.storage import Storage
 from reader.format import INFO_PATH, STATS_PATH, video_keys_of
 from reader.format.manifest import Manifest
+from reader.storage import Storage
 
 # stats.json is a few KB for real datasets; refuse anything absurd before parsing it.
 MAX_STATS_BYTES = 64 << 20

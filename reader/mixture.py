@@ -29,7 +29,6 @@ from reader.decode.frames import CpuDecodeStage
 from reader.epoch_stream import EpochStream, Segment
 from reader.errors import MixtureSpecError
 from reader.fetch.packed_index import PackedIndex, load_tasks, verified_read
-from reader.storage import Storage
 from reader.format import STATS_PATH, sha256_hex
 from reader.format.layout import MAX_RECORD_BYTES
 from reader.format.mixture import MixtureSpec, resolve_dataset_path
@@ -47,6 +46,7 @@ from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
 from reader.runtime.consumer import DatasetView
 from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
+from reader.storage import Storage
 
 
 @dataclass(frozen=True, eq=False)

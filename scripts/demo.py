@@ -14,10 +14,7 @@ from pathlib import Path
 
 import torch
 
-from packer import run_sql
-from packer import pack_dataset
-from packer import CameraSpec, SampleSpec, write_sample_dataset
-from packer import verify
+from packer import CameraSpec, SampleSpec, pack_dataset, run_sql, verify, write_sample_dataset
 from reader import PackedDataset
 
 

@@ -29,8 +29,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
 
-from packer import pack_dataset  # noqa: E402
-from packer import rollover_spec, write_sample_dataset  # noqa: E402
+from packer import pack_dataset, rollover_spec, write_sample_dataset  # noqa: E402
 from reader import PackedDataset  # noqa: E402
 from tests.lerobot_reference import reference_item  # noqa: E402
 

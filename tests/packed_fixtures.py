@@ -16,8 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer import pack_dataset
-from packer import rollover_spec, write_sample_dataset
+from packer import pack_dataset, rollover_spec, write_sample_dataset
 
 # Windows precomputed at pack time (LeRobot delta_timestamps, seconds at 30 fps).
 PACK_WINDOWS = {

@@ -22,8 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer import pack_dataset
-from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"

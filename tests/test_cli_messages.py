@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from packer.cli import main as cli
 from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer.cli import main as cli
 from reader import PackedDataset
 from reader.errors import FormatError, WindowError
 

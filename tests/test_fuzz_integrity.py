@@ -19,8 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from packer import pack_dataset
-from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
 from reader.format import EPISODES_INDEX_PATH, video_column
 
 ROOT = Path(__file__).resolve().parents[1]

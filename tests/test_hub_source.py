@@ -10,9 +10,8 @@ import huggingface_hub
 import pytest
 from huggingface_hub.errors import HfHubHTTPError
 
+from packer import SourceError, pack_dataset
 from packer.source import hub as hub_source
-from packer import pack_dataset
-from packer import SourceError
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 SHA = "0123456789abcdef0123456789abcdef01234567"

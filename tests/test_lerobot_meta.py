@@ -16,8 +16,7 @@ import pandas as pd
 import pytest
 import s3fs
 
-from packer import pack_dataset
-from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
 from reader import PackedDataset
 from reader.errors import FormatError
 from tests.pack_tamper import reseal

@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from packer import create_mixture
-from packer import pack_dataset
-from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer import CameraSpec, SampleSpec, create_mixture, pack_dataset, write_sample_dataset
 from reader import PackedDataset
 from reader.errors import MixtureSpecError, ResumeStateError
 from reader.mixture import MixtureDataset

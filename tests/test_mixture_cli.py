@@ -12,11 +12,18 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from packer import (
+    MixtureError,
+    SampleSpec,
+    SourcesError,
+    create_mixture,
+    dataset_name,
+    failure_path,
+    pack_dataset,
+    parse_sources,
+    write_sample_dataset,
+)
 from packer.cli import main as cli
-from packer import MixtureError, create_mixture, failure_path
-from packer import SourcesError, dataset_name, parse_sources
-from packer import pack_dataset
-from packer import SampleSpec, write_sample_dataset
 from reader.format.mixture import MixtureSpec
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 

@@ -18,11 +18,8 @@ import webdataset
 from click.testing import CliRunner
 from torchcodec.decoders import VideoDecoder
 
+from packer import FrameMismatchError, PackError, SourceError, pack_dataset, read_identity, verify
 from packer.cli import main as cli
-from packer import read_identity
-from packer import FrameMismatchError, PackError, pack_dataset
-from packer import SourceError
-from packer import verify
 from reader.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (

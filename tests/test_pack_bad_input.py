@@ -13,10 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from torchcodec.decoders import VideoDecoder
 
-from packer import read_identity
-from packer import FrameMismatchError, PackError, pack_dataset
-from packer import SourceError
-from packer import verify
+from packer import FrameMismatchError, PackError, SourceError, pack_dataset, read_identity, verify
 from reader.format import Manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (

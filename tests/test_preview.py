@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from packer import CameraSpec, SampleSpec, pack_dataset, render_preview, write_sample_dataset
 from packer.cli import main as cli
-from packer import pack_dataset
-from packer import render_preview
-from packer import CameraSpec, SampleSpec, write_sample_dataset
 
 HOSTILE_TASK = '<img src=x onerror="document.title=1">pick & place'
 

@@ -13,14 +13,12 @@ import s3fs
 import torch
 from click.testing import CliRunner
 
+from packer import pack_dataset, run_sql, verify
 from packer.cli import main as cli
-from packer import run_sql
-from packer import pack_dataset
-from packer import verify
-from reader import IntegrityError, PackedDataset, RetryPolicy, StorageError
+from reader import FormatError, IntegrityError, PackedDataset, RetryPolicy, StorageError
 from reader.errors import ObjectNotFoundError
 from reader.storage import Storage, is_transient
-from tests.fault_proxy import FaultProxy
+from tests.fault_proxy import FaultProxy, faulty_s3  # noqa: F401
 from tests.hang_guard import hang_guard
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB
@@ -137,15 +135,61 @@ def test_transient_faults_are_retried_and_samples_stay_exact(packed_copy, packed
         assert proxy.counters.resets > 0
 
 
-def test_pack_through_faults_completes_and_verifies(sample_source, s3_bucket, s3_server):
-    url, _ = s3_bucket
-    host, port = urlparse(s3_server.endpoint_url).hostname, urlparse(s3_server.endpoint_url).port
-    with FaultProxy(host, port, reset_probability=0.2, seed=2) as proxy:
-        # botocore's own retries cover writes; reads in the reader are retried by Storage.
-        options = s3_server.storage_options(proxy.url, retries={"max_attempts": 10, "mode": "standard"})
-        pack_dataset(str(sample_source), f"{url}/faulty", shard_size_mb=SHARD_SIZE_MB, storage_options=options)
-        assert proxy.counters.resets > 0
-    assert verify(f"{url}/faulty", storage_options=s3_server.storage_options()).ok
+def _bucket_tree(url: str, options: dict) -> dict[str, bytes]:
+    storage = Storage(url, options)
+    return {rel: storage.read_bytes(rel) for rel in storage.list()}
+
+
+def _local_tree(root) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# Our retry loop alone is in charge at the destination: the faulty endpoint's options carry no
+# botocore retries, and read timeouts of 1 s make stalls cheap.
+FAULT_RETRY = RetryPolicy(max_attempts=12, base_s=0.01, cap_s=0.05, connect_timeout_s=1.0, read_timeout_s=1.0)
+
+
+def test_pack_to_a_faulty_bucket_completes_with_retries_and_the_same_bytes(sample_source, packed_copy, s3_bucket, faulty_s3):
+    url, options = s3_bucket
+    faulty = faulty_s3(reset_probability=0.15, stall_probability=0.02, throttle_probability=0.1, seed=3)
+    assert "retries" not in faulty.storage_options["config_kwargs"]
+    with hang_guard(600, "packing through resets, stalls and throttling"):
+        report = pack_dataset(str(sample_source), f"{url}/faulty", windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB,
+                              storage_options=faulty.storage_options, retry=FAULT_RETRY)
+    counters = faulty.counters
+    assert report.finalized and counters.resets > 0 and counters.stalls > 0 and counters.throttles > 0, counters
+    # Every write (plan, meta, shards, receipts, index, manifest) went through the faults and
+    # landed whole: the pack is byte-identical to the same pack on local disk.
+    assert _bucket_tree(f"{url}/faulty", options) == _local_tree(packed_copy)
+    assert verify(f"{url}/faulty", storage_options=options).ok
+
+
+def test_a_destination_that_fails_mid_pack_leaves_no_finished_pack_and_resumes(sample_source, packed_copy, s3_bucket, faulty_s3):
+    url, options = s3_bucket
+    dst = f"{url}/dies"
+    faulty = faulty_s3(reset_probability=0.0, seed=4)
+    policy = RetryPolicy(max_attempts=3, base_s=0.01, cap_s=0.02, connect_timeout_s=1.0, read_timeout_s=1.0)
+
+    def outage_after_first_shard(state) -> None:
+        if state.shards_written == 1:  # the bucket starts answering 503 SlowDown to everything
+            faulty.proxy.set_fault_probabilities(throttle=1.0)
+
+    with pytest.raises(StorageError, match=r"shard-000001\.\w+: upload failed after 3 attempts; last error: .*reduce your request rate.* \[S3 SlowDown, HTTP 503\]") as failed:
+        pack_dataset(str(sample_source), dst, windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, storage_options=faulty.storage_options,
+                     retry=policy, progress=outage_after_first_shard)
+    assert dst in str(failed.value) and failed.value.attempts == 3
+    # Nothing a reader takes for a finished pack: no manifest, and readers say so.
+    bucket = Storage(dst, options)
+    assert not bucket.exists("manifest.json") and bucket.exists("shards/shard-000000.json")
+    with pytest.raises(FormatError, match="no manifest.json; not a packed dataset, or its pack has not finished"):
+        PackedDataset(dst, storage_options=options)
+    assert not verify(dst, storage_options=options).ok
+    # The bucket heals; the same command resumes from the committed shard and finishes.
+    faulty.proxy.set_fault_probabilities()
+    report = pack_dataset(str(sample_source), dst, windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB,
+                          storage_options=faulty.storage_options, retry=policy)
+    assert report.finalized and report.shards_skipped == 1 and report.shards_written == report.shards - 1
+    assert _bucket_tree(dst, options) == _local_tree(packed_copy)
 
 
 def test_storage_errors_are_classified_and_bounded(s3_bucket, s3_server):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from packer.cli import main as cli
 from packer import SampleSpec, write_sample_dataset
+from packer.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,7 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from packer import identity_frame, read_identity
-from packer import SampleSpec, rollover_spec, write_sample_dataset
+from packer import SampleSpec, identity_frame, read_identity, rollover_spec, write_sample_dataset
 from tests.lerobot_reference import reference_item
 
 

@@ -22,13 +22,19 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from packer import (
+    CameraSpec,
+    FrameMismatchError,
+    InspectError,
+    PackError,
+    SampleSpec,
+    SourceError,
+    pack_dataset,
+    run_sql,
+    verify,
+    write_sample_dataset,
+)
 from packer.cli import main as cli
-from packer import FrameMismatchError, PackError
-from packer import InspectError, run_sql
-from packer import pack_dataset
-from packer import SourceError
-from packer import CameraSpec, SampleSpec, write_sample_dataset
-from packer import verify
 from reader import PackedDataset
 from reader.errors import DecodeError, FormatError, IntegrityError, PinMismatchError
 from reader.format import EPISODES_INDEX_PATH, manifest_sha256, video_column

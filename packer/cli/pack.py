@@ -180,8 +180,8 @@ def pack(src, dst, repo_id, revision, **params):
 @storage_option
 def finalize_command(dst, storage_options):
     """Write the global index and manifest once every --part has finished."""
-    from packer.run.finalize import finalize
     from packer.errors import PackError
+    from packer.run.finalize import finalize
 
     try:
         log = ProgressLog("finalize", unit="shards")

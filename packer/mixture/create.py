@@ -27,10 +27,10 @@ from typing import Literal
 from packer.errors import MixtureError
 from packer.mixture.sources import read_sources
 from reader.fetch.packed_index import read_manifest
-from reader.storage import Storage
 from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError
 from reader.format.arrow_io import read_parquet_bytes
 from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
+from reader.storage import Storage
 
 MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"

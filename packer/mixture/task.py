@@ -30,8 +30,8 @@ from packer.mixture.create import failure_path
 from packer.mixture.sources import MixtureSource, read_sources
 from packer.run.pack import pack_dataset
 from packer.tools.verify import verify
-from reader.storage import Storage
 from reader.format import MANIFEST_PATH
+from reader.storage import Storage
 
 EXIT_CONFIG = 2
 EXIT_TERMINATED = 143

@@ -15,8 +15,8 @@ from packer.errors import PackError
 from packer.plan.pack_plan import plan_differences
 from packer.source.lerobot import LeRobotSource
 from reader.errors import FormatError
-from reader.storage import Storage
 from reader.format import MANIFEST_PATH, META_DIR, PLAN_PATH, SHARDS_DIR, PackPlan
+from reader.storage import Storage
 
 log = logging.getLogger(__name__)
 

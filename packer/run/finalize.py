@@ -19,7 +19,6 @@ from packer.run.receipts import finished_receipts
 from packer.source.info import parse_info
 from packer.version import packer_version
 from reader.errors import FormatError
-from reader.storage import RetryPolicy, Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     FORMAT_NAME,
@@ -43,6 +42,7 @@ from reader.format import (
 )
 from reader.format.arrow_io import parquet_file
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
+from reader.storage import RetryPolicy, Storage
 
 
 def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:

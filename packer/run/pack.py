@@ -31,9 +31,9 @@ from packer.shard.build import ShardSpec
 from packer.source.lerobot import LeRobotSource
 from packer.source.staging import describe_source, stage_source
 from reader.errors import WindowError
-from reader.storage import RetryPolicy, Storage
 from reader.format import ROW_GROUP_TARGET_BYTES
 from reader.plan.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
+from reader.storage import RetryPolicy, Storage
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import logging
 from packer.errors import PackError
 from packer.shard.build import BuiltShard
 from reader.errors import FormatError, StorageError
-from reader.storage import Storage
 from reader.format import PackPlan, ShardReceipt, shard_name, shard_parquet_path, shard_receipt_path, shard_tar_path
+from reader.storage import Storage
 
 log = logging.getLogger(__name__)
 

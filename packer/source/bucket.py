@@ -14,8 +14,8 @@ from pathlib import Path
 from packer.errors import SourceError
 from packer.source.lerobot import LeRobotSource
 from reader.errors import ObjectNotFoundError
-from reader.storage import Storage
 from reader.format import META_DIR, safe_relative_path
+from reader.storage import Storage
 
 
 def staging_dir(url: str, cache_dir: Path) -> Path:

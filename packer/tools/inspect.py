@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from packer.errors import InspectError
 from reader.errors import FormatError, StorageError
 from reader.fetch.packed_index import read_manifest
-from reader.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
@@ -20,6 +19,7 @@ from reader.format import (
     shard_parquet_path,
     sql_string_literal,
 )
+from reader.storage import Storage
 
 
 def load_manifest(storage: Storage) -> tuple[Manifest, str]:

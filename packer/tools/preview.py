@@ -27,10 +27,10 @@ import numpy as np
 from reader.decode.frames import CpuDecodeStage, FrameSpec
 from reader.fetch.episode_pool import EpisodeFetcher
 from reader.fetch.packed_index import PackedIndex, verified_read
-from reader.storage import Storage
 from reader.format import SAMPLES_INDEX_PATH
 from reader.format.arrow_io import read_parquet_bytes
 from reader.format.layout import pad_column
+from reader.storage import Storage
 
 _THUMB_WIDTH = 160
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]

@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from reader.errors import FormatError, StorageError
 from reader.fetch.packed_index import read_manifest
-from reader.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
@@ -37,6 +36,7 @@ from reader.format import (
 from reader.format.arrow_io import read_parquet_bytes
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
+from reader.storage import Storage
 
 
 @dataclass

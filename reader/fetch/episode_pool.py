@@ -23,9 +23,9 @@ from reader.errors import EpisodeDataError, IntegrityError, ShortReadError, Stor
 from reader.fetch.disk_cache import DiskCache, range_key
 from reader.fetch.packed_index import EpisodeEntry, PackedIndex
 from reader.fetch.prefetch import Prefetcher
-from reader.storage import Storage
 from reader.format import check_bytes, shard_name, shard_parquet_path, shard_tar_path
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
+from reader.storage import Storage
 
 
 def _column_tensor(array: pa.ChunkedArray):

@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 
 from reader.errors import FormatError, IntegrityError, ObjectNotFoundError
-from reader.storage import Storage
 from reader.format import (
     EPISODES_INDEX_PATH,
     INFO_PATH,
@@ -34,6 +33,7 @@ from reader.format import (
 )
 from reader.format.arrow_io import read_parquet_bytes
 from reader.format.layout import MAX_MANIFEST_BYTES
+from reader.storage import Storage
 
 __all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "load_tasks", "read_manifest", "verified_read"]
 

@@ -27,9 +27,9 @@ from reader.decode.frames import CpuDecodeStage
 from reader.fetch.disk_cache import DiskCache
 from reader.fetch.episode_pool import EpisodeFetcher, EpisodePool
 from reader.fetch.packed_index import PackedIndex
-from reader.storage import Storage
 from reader.runtime.sample_builder import SampleBuilder
 from reader.runtime.stats import SharedStats
+from reader.storage import Storage
 
 
 @dataclass(frozen=True, eq=False)

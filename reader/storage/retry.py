@@ -191,9 +191,15 @@ def is_range_not_satisfiable(error: BaseException) -> bool:
 
 
 def brief(error: BaseException) -> str:
-    """``Type: message``; for a message-less wrapper (fsspec's ``FSTimeoutError()``), its cause's."""
+    """``Type: message [S3 code, HTTP status]``; for a message-less wrapper (fsspec's
+    ``FSTimeoutError()``), its cause's. The service's code and status come from anywhere in
+    the causes (s3fs turns ``SlowDown`` into ``OSError(EBUSY, "Please reduce your request
+    rate.")``, which alone does not say it was throttling)."""
     text = str(error)
     cause = error.__cause__ or error.__context__
     if not text and cause is not None:
         return f"{type(error).__name__} ({brief(cause)})"
-    return f"{type(error).__name__}: {(text or repr(error))[:300]}"
+    code = next((c for c in map(_s3_code, _causes(error)) if c), None)
+    status = next((s for s in map(http_status, _causes(error)) if s), None)
+    service = ", ".join(part for part in (f"S3 {code}" if code else "", f"HTTP {status}" if status else "") if part)
+    return f"{type(error).__name__}: {(text or repr(error))[:300]}" + (f" [{service}]" if service else "")
