@@ -326,25 +326,24 @@ class Storage:
         atomic_write(Path(local_path), chunks())
         return total
 
-    def size(self, rel: str) -> int:
-        """The object's size in bytes (never from a cached listing)."""
+    def _fresh(self, operation: str, rel: str, ask: Callable[[str], T]) -> T:
+        """``ask(path)`` under the retry policy, never answered from fsspec's listing cache
+        (another process may have written the object since)."""
         path = self.path(rel)
 
-        def stat() -> int:
+        def call() -> T:
             self.fs.invalidate_cache(path)
-            return int(self.fs.size(path))
+            return ask(path)
 
-        return self._call("size", rel, stat)
+        return self._call(operation, rel, call)
+
+    def size(self, rel: str) -> int:
+        """The object's size in bytes (never from a cached listing)."""
+        return int(self._fresh("size", rel, self.fs.size))
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists (an object, or for object stores also a non-empty prefix)."""
-        path = self.path(rel)
-
-        def check() -> bool:
-            self.fs.invalidate_cache(path)
-            return bool(self.fs.exists(path))
-
-        return self._call("exists", rel, check)
+        return bool(self._fresh("exists", rel, self.fs.exists))
 
     def list(self, prefix: str = "") -> list[str]:
         """Sorted paths (relative to the root) of every object under ``prefix``, recursively;
