@@ -17,7 +17,7 @@ _EXPORTS = {
     "reader.errors": [
         "LeRobotShardsError", "FormatError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
         "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
-        "ResumeStateError", "WindowError", "DecodeError", "DecodeStageError", "PrefetchError",
+        "ResumeStateError", "WindowError", "DecodeError", "DecodeStageError", "PrefetchError", "ResourceLimitError",
     ],
 }
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from reader.decode.frames import CpuDecodeStage
 from reader.epoch_stream import EpochStream, Segment
+from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, load_tasks
 from reader.format import sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta
@@ -24,7 +25,7 @@ from reader.plan.consumer_draws import SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
-from reader.runtime.consumer import DatasetView
+from reader.runtime.consumer import ReadOptions, StreamView
 from reader.storage import RetryPolicy, Storage
 
 
@@ -148,6 +149,11 @@ class PackedDataset(EpochStream):
         self.decode_device = decode_device
         self.tasks = load_tasks(self.storage, manifest)
         self._meta: PackedMeta | None = None
+        info = CatalogDataset(
+            name=self.root.rstrip("/").rsplit("/", 1)[-1], root=self.storage.url, manifest_sha256=self.index.manifest_sha256,
+            fps=self.fps, features=self.features, video_keys=tuple(self.video_keys), tolerance_s=self.tolerance_s, where=where,
+        )
+        self.catalog = EpisodeCatalog.from_packs([(info, self.index, self.tasks)])
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -225,15 +231,16 @@ class PackedDataset(EpochStream):
         return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
 
     # -- iteration ------------------------------------------------------------------------
-    def _views(self) -> list[DatasetView]:
-        return [
-            DatasetView(
-                storage=self.storage, index=self.index, tasks=self.tasks, offsets=self.offsets, decode_stage=self.decode_stage,
-                return_uint8=self.return_uint8, image_transforms=self.image_transforms,
-                encoded_video=self.decode_device is not None, prefetch_episodes=self.prefetch_episodes,
-                prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir, cache_limit_bytes=self.cache_limit_bytes,
-            )
-        ]
+    def _read_options(self) -> ReadOptions:
+        return ReadOptions(
+            decode_stage=self.decode_stage, storage_options=self.storage.storage_options, retry=self.storage.retry,
+            return_uint8=self.return_uint8, image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
+            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir,
+            cache_limit_bytes=self.cache_limit_bytes,
+        )
+
+    def _view(self) -> StreamView:
+        return StreamView(catalog=self.catalog, offsets=[self.offsets], options=self._read_options(), storages=(self.storage,))
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws, segment by segment (see ``reader.runtime.consumer``)."""

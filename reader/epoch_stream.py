@@ -4,8 +4,9 @@ An ``EpochStream`` is an ``IterableDataset`` whose epoch is planned over consume
 DataLoader workers) by pure arithmetic: ``len``, per-worker counts, ``set_epoch``, resume
 states and the consumer loop are the same for one dataset and for a mixture. A subclass says
 three things: how many samples each consumer of a planned shape serves
-(``_consumer_counts``), which draws a consumer's segments hold (``_blocks``), and which
-datasets those draws read (``_views``); it may finish each sample (``_finish``).
+(``_consumer_counts``), which draws a consumer's segments hold (``_blocks``), and what those
+draws read (``_view``: the episode catalog, windows and read options); it may finish each
+sample (``_finish``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from reader.plan.resume_state import EpochResume
 from reader.plan.world import World
-from reader.runtime.consumer import Consumer, DatasetView
+from reader.runtime.consumer import Consumer, StreamView
 from reader.runtime.environment import detect_world
 from reader.runtime.stats import SharedStats
 
@@ -53,8 +54,8 @@ class EpochStream(torch.utils.data.IterableDataset):
         """This consumer's draws, segment by segment (``reader.runtime.consumer.Block``)."""
         raise NotImplementedError
 
-    def _views(self) -> list[DatasetView]:
-        """The datasets draws refer to by position."""
+    def _view(self) -> StreamView:
+        """What the draws read: the catalog, each dataset's windows, the read options."""
         raise NotImplementedError
 
     def _finish(self, dataset: int, sample: dict) -> dict:
@@ -163,7 +164,7 @@ class EpochStream(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[dict]:
         world = self._world()
-        consumer = Consumer(self._views(), stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
+        consumer = Consumer(self._view(), stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
         plan_shape, segments = self._segments(world)
         for dataset, sample in consumer.samples(self._blocks(plan_shape, segments)):
             yield self._finish(dataset, sample)

@@ -81,6 +81,11 @@ class ShortReadError(StorageError):
 
 
 # -- planning, windows, resume ---------------------------------------------------------------
+class ResourceLimitError(LeRobotShardsError, OSError):
+    """A limit of this process was hit (open files, threads, memory): the message names the
+    limit and its value. Never retried: it is not the network, and retrying only hides it."""
+
+
 class PlanError(LeRobotShardsError, ValueError):
     """Planning inputs are inconsistent: a bad count, seed, world shape or resume offset."""
 

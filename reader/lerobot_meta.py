@@ -112,6 +112,31 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: di
     )
 
 
+def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> PackedMeta:
+    """A pack's ``PackedMeta`` from its record in a compiled mixture (``_mixture/meta.json``),
+    its catalog entry (fps, features) and its tasks; every value type-checked.
+
+    Raises:
+        FormatError: a field of the wrong type.
+    """
+    where = f"mixture meta of {dataset.name!r}"
+    robot_type = record.get("robot_type")
+    if robot_type is not None and not isinstance(robot_type, str):
+        raise FormatError(f"{where}: robot_type must be a string or null")
+    totals = [record.get("total_episodes"), record.get("total_frames")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in totals):
+        raise FormatError(f"{where}: total_episodes and total_frames must be non-negative ints")
+    raw = record.get("stats") or {}
+    if not isinstance(raw, dict):
+        raise FormatError(f"{where}: stats must be an object")
+    return PackedMeta(
+        repo_id=str(record.get("repo_id") or dataset.name), fps=int(dataset.fps),
+        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(dataset.features)).items()},
+        stats=_stats(raw, where), robot_type=robot_type, total_episodes=totals[0], total_frames=totals[1],
+        task_names=dict(tasks), info={"robot_type": robot_type},
+    )
+
+
 def _json(data: bytes, where: str) -> dict:
     try:
         value = json.loads(data)

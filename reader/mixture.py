@@ -1,14 +1,20 @@
 """``MixtureDataset``: stream many packed datasets as one, with weights, exact splits and resume.
 
-Two modes:
+Both modes are one epoch plan over *pieces* (``reader.plan.mixture_plan``), so every property
+of ``PackedDataset`` (exact rank/worker split, equal per-rank counts, one pool, resume and
+re-split by arithmetic) holds for a mixture, and the pool bounds open episodes over all
+datasets together:
+
 - **proportional** (``weights=None``): an epoch is exactly once over the union of all anchors.
-  It is one epoch plan over the concatenated episodes of every dataset, so every property of
-  ``PackedDataset`` (exact rank/worker split, equal per-rank counts, pool, resume by
-  arithmetic) carries over unchanged.
-- **weighted** (``weights=[...]`` + ``samples_per_epoch``): each consumer's draw picks a source
-  with ``reader.plan.mixture_plan.SourceLabels`` (a pure function of the RNG); each source streams
-  its own exactly-once cycles of anchors split over the consumers, reshuffled per cycle, and
-  cycles when exhausted.
+- **weighted** (``weights=[...]`` + ``samples_per_epoch``): each dataset gives the epoch its
+  quota of anchors, cycling through its anchors exactly once per cycle, reshuffled per cycle.
+
+At scale, open the ``mixture.json`` that ``lerobot-shards mixture create`` writes: it carries a
+compiled index of every pack (``reader.format.mixture_index``), so opening a mixture of
+thousands of packs reads a handful of files, and a pack's own files are read only when a
+consumer admits one of its episodes (every byte checked against digests chained to the one
+digest of ``mixture.json``). A list of pack roots (or a version-1 ``mixture.json``) is opened
+pack by pack: fine for a few datasets.
 
 Heterogeneous datasets batch together: ``key_map`` renames keys per dataset; vector keys
 (``pad_keys``) are zero-padded to the widest dataset with a ``<key>_mask``; a camera missing
@@ -21,95 +27,100 @@ padded vectors nor cameras) are dropped so batches collate.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Literal
 
 import numpy as np
 
 from reader.decode.frames import CpuDecodeStage
 from reader.epoch_stream import EpochStream, Segment
-from reader.errors import MixtureSpecError
+from reader.errors import FormatError, IntegrityError, MixtureSpecError, PinMismatchError
+from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, load_tasks, verified_read
-from reader.format import STATS_PATH, sha256_hex
-from reader.format.layout import MAX_RECORD_BYTES
-from reader.format.mixture import MixtureSpec, resolve_dataset_path
-from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta
+from reader.format import STATS_PATH, check_bytes, sha256_hex
+from reader.format.arrow_io import read_parquet_bytes, read_parquet_metadata
+from reader.format.fields import load_json
+from reader.format.layout import MAX_JSON_DEPTH, MAX_RECORD_BYTES
+from reader.format.mixture import MixtureEntry, MixtureSpec, resolve_dataset_path
+from reader.format.mixture_index import INDEX_FILES
+from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta, meta_from_record
 from reader.plan.consumer_draws import segment_blocks
-from reader.plan.epoch_plan import EpochPlan
-from reader.plan.mixture_plan import DEFAULT_BLOCK as LABEL_BLOCK_SIZE
-from reader.plan.mixture_plan import (
-    MixtureLayout,
-    WeightedMixturePlan,
-    plan_proportional,
-    weighted_segment_blocks,
-)
+from reader.plan.epoch_plan import EpochPlan, plan_epoch
+from reader.plan.mixture_plan import EpochPieces, MixtureLayout, PieceMap, proportional_pieces, weighted_pieces
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
-from reader.runtime.consumer import DatasetView
+from reader.runtime.consumer import ReadOptions, StreamView
 from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
-from reader.storage import Storage
+from reader.storage import RetryPolicy, Storage
+
+MIXTURE_WHERE = "mixture.json"
+PLAN_KIND = "pieces-1"
+"""Recorded in resume states: how epochs are planned (weighted mixtures before it drew each
+sample's source at random, a sequence a state of this version could not continue)."""
 
 
-@dataclass(frozen=True, eq=False)
-class MixtureMember:
-    """One packed dataset of a mixture, opened: its name, root, checked index and tasks."""
-
-    name: str
-    storage: Storage
-    index: PackedIndex
-    tasks: dict[int, str]
-
-    @classmethod
-    def open(cls, name: str, path: str, storage_options: dict | None = None) -> MixtureMember:
-        storage = Storage(path, storage_options)
-        index = PackedIndex(storage)
-        return cls(name=name, storage=storage, index=index, tasks=load_tasks(storage, index.manifest))
-
-    @property
-    def fps(self) -> int:
-        return self.index.manifest.fps
-
-    @property
-    def features(self) -> dict:
-        return self.index.manifest.features
-
-
-def load_mixture_file(path: str, storage_options: dict | None = None, *, allow_remote_paths: bool = False) -> MixtureSpec:
+def load_mixture_file(
+    path: str, storage_options: dict | None = None, *, allow_remote_paths: bool = False, manifest_sha256: str | None = None,
+    retry: RetryPolicy = RetryPolicy(),
+) -> tuple[MixtureSpec, str]:
     """Read and validate ``mixture.json``; entries' paths are resolved against its directory.
+
+    Returns:
+        ``(spec, pin)``: the pin is ``sha256:<hex>`` of the file's bytes.
 
     Raises:
         MixtureSpecError: the file does not validate, or a dataset path is absolute or a URL
             without ``allow_remote_paths`` (a mixture file must not pick what a reader opens).
+        PinMismatchError: not the pinned file.
     """
-    storage = Storage(path.rsplit("/", 1)[0] if "/" in path else ".", storage_options)
+    storage = Storage(path.rsplit("/", 1)[0] if "/" in path else ".", storage_options, retry=retry)
     name = path.rsplit("/", 1)[-1]
     size = storage.size(name)
     if size > MAX_RECORD_BYTES:
         raise MixtureSpecError(f"{path}: {size} bytes, more than the {MAX_RECORD_BYTES} a mixture file may have")
-    spec = MixtureSpec.from_json(storage.read_bytes(name), where=path)
+    data = storage.read_range(name, 0, size)
+    pin = "sha256:" + sha256_hex(data)
+    if manifest_sha256 is not None and pin != manifest_sha256:
+        raise PinMismatchError(f"{path}: is {pin}, not the pinned {manifest_sha256} (the mixture was re-created or altered)")
+    spec = MixtureSpec.from_json(data, where=path)
     resolved = [
         replace(entry, path=resolve_dataset_path(path, entry.path, allow_remote=allow_remote_paths)) for entry in spec.datasets
     ]
-    return replace(spec, datasets=tuple(resolved))
+    return replace(spec, datasets=tuple(resolved)), pin
 
 
 class MixtureDataset(EpochStream):
     """Samples drawn from several packed datasets (see the module docstring for the modes).
 
+    Every option of ``PackedDataset`` works here with the same name and default (one code
+    path reads both), except ``episodes`` and ``where``: a mixture's anchors are chosen by
+    ``mixture create --where`` and recorded, and applied, per dataset.
+
     Args:
-        sources: dataset roots/URLs, or the path/URL of a ``mixture.json``.
+        sources: the path/URL of a ``mixture.json``, or a list of pack roots.
         names: dataset names (default: from mixture.json, else the path's last component).
         weights: per-dataset weights (weighted mode; needs ``samples_per_epoch``).
         samples_per_epoch: samples per epoch over all ranks in weighted mode.
         delta_timestamps: windows in seconds, keyed by the *mapped* feature names.
         key_map: ``{dataset name: {source key: mixture key}}`` renames.
         pad_keys: vector features zero-padded to a common width with ``<key>_mask``.
+        manifest_sha256: pin the mixture: ``sha256:<hex>`` of ``mixture.json``'s bytes. With a
+            compiled mixture every byte read is then checked against digests it records.
         allow_remote_paths: accept absolute paths and URLs in ``mixture.json`` (by default
             its dataset paths must be relative to the file: opening a mixture must not read or
             send requests to places its author chose).
+        allow_duplicates: accept the same pack (same manifest digest, or the same root) more
+            than once; by default that is refused, naming both entries.
+        Others: as ``PackedDataset`` (``tolerance_s`` overrides every dataset's own).
 
     Raises:
-        ValueError: inconsistent weights, a camera with different shapes across datasets,
-            or bad windows.
+        MixtureSpecError: a malformed mixture file, the same pack twice, or an index that
+            disagrees with it.
+        PinMismatchError: not the pinned mixture file.
+        HarmonizeError: datasets that cannot batch together (names them).
+        FormatError, IntegrityError: a pack or compiled index file is damaged or altered.
+        ValueError: inconsistent weights, or bad windows.
     """
 
     def __init__(
@@ -122,55 +133,98 @@ class MixtureDataset(EpochStream):
         delta_timestamps: dict[str, list[float]] | None = None,
         key_map: dict[str, dict[str, str]] | None = None,
         pad_keys: tuple[str, ...] = ("observation.state", "action"),
-        seed: int = 0,
         shuffle: bool = True,
-        episode_pool_size: int = 8,
+        seed: int = 0,
+        episode_pool_size: int = 16,
         rank: int | None = None,
         world_size: int | None = None,
         return_uint8: bool = False,
+        image_transforms: Callable | None = None,
+        tolerance_s: float | None = None,
         storage_options: dict | None = None,
+        prefetch_episodes: int = 4,
+        prefetch_bytes: int | None = 256 * 1024 * 1024,
+        cache_dir: str | None = None,
+        cache_limit_gb: float | None = None,
+        decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
+        decode_device: str | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        manifest_sha256: str | None = None,
         allow_remote_paths: bool = False,
+        allow_duplicates: bool = False,
     ):
+        if episode_pool_size < 1:
+            raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
+        if decode_device is not None and image_transforms is not None:
+            raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
+        self.storage_options = dict(storage_options or {})
+        self.retry = retry
+        self._meta_records: list[dict] | None = None
+        self._compiled: tuple[Storage, MixtureSpec] | None = None
         if isinstance(sources, str):
-            spec = load_mixture_file(sources, storage_options, allow_remote_paths=allow_remote_paths)
-            paths = [d.path for d in spec.datasets]
-            names = names or [d.name for d in spec.datasets]
+            spec, self.mixture_sha256 = load_mixture_file(sources, storage_options, allow_remote_paths=allow_remote_paths,
+                                                          manifest_sha256=manifest_sha256, retry=retry)
+            names = list(names or spec.names)
+            if len(names) != len(spec.datasets):
+                raise ValueError(f"{len(names)} names for the {len(spec.datasets)} datasets of {sources}")
+            if spec.index is not None:
+                base = Storage(sources.rsplit("/", 1)[0] if "/" in sources else ".", storage_options, retry=retry)
+                self.catalog = _open_compiled(base, spec, names, sources)
+                self._compiled = (base, spec)
+            else:
+                self.catalog = self._open_packs([e.path for e in spec.datasets], names, list(spec.datasets))
         else:
+            if manifest_sha256 is not None:
+                raise ValueError("manifest_sha256 pins a mixture.json: give its path, not a list of packs")
             paths = list(sources)
             names = names or [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
-        if len(names) != len(paths) or len(set(names)) != len(names):
-            raise ValueError(f"need one unique name per dataset, got {names}")
+            if len(names) != len(paths):
+                raise ValueError(f"{len(names)} names for {len(paths)} datasets")
+            self.mixture_sha256 = None
+            self.catalog = self._open_packs(paths, names, [None] * len(paths))
+        if len(set(names)) != len(names):
+            raise ValueError(f"need one unique name per dataset, got duplicates {sorted({n for n in names if names.count(n) > 1})}")
+        if not allow_duplicates:
+            _refuse_duplicates(self.catalog.datasets)
         if (weights is None) != (samples_per_epoch is None):
             raise ValueError("weighted mode needs both weights and samples_per_epoch (proportional mode: neither)")
-        if weights is not None and len(weights) != len(paths):
-            raise ValueError(f"{len(weights)} weights for {len(paths)} datasets")
-        self.names = names
+        if weights is not None and len(weights) != len(names):
+            raise ValueError(f"{len(weights)} weights for {len(names)} datasets")
+        datasets = self.catalog.datasets
+        self.names = list(names)
         self.key_map = {name: dict((key_map or {}).get(name, {})) for name in names}
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.samples_per_epoch = samples_per_epoch
-        self.seed, self.shuffle, self.pool_size = int(seed), shuffle, int(episode_pool_size)
+        self.seed, self.shuffle, self.pool_size = int(seed), bool(shuffle), int(episode_pool_size)
+        self.episode_pool_size = self.pool_size
         self.return_uint8 = return_uint8
-        self.members = [MixtureMember.open(name, path, storage_options) for name, path in zip(names, paths)]
+        self.image_transforms = image_transforms
+        self.prefetch_episodes, self.prefetch_bytes = int(prefetch_episodes), prefetch_bytes
+        self.cache_dir = cache_dir
+        self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
+        self.decode_stage = CpuDecodeStage(decoder)
+        self.decode_device = decode_device
         # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
         # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
         self.harmonizer = FeatureHarmonizer.build(
-            [DatasetFeatures.from_manifest_features(m.name, m.fps, m.features) for m in self.members],
+            [DatasetFeatures.from_manifest_features(d.name, d.fps, d.features) for d in datasets],
             key_map=self.key_map, pad_keys=tuple(pad_keys), delta_timestamps=delta_timestamps, return_uint8=return_uint8,
         )
+        self.tolerance_s = tolerance_s
         self._offsets = [
-            resolve_windows(self.harmonizer.source_delta_timestamps(i), m.fps, m.index.manifest.tolerance_s, list(m.features))
-            for i, m in enumerate(self.members)
+            resolve_windows(self.harmonizer.source_delta_timestamps(i), d.fps, d.tolerance_s if tolerance_s is None else tolerance_s,
+                            list(d.features))
+            for i, d in enumerate(datasets)
         ]
-        self._decode_stage = CpuDecodeStage("auto")
         self.delta_timestamps = delta_timestamps or {}
         self.pad_keys = tuple(pad_keys)
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
         self.pad_widths = dict(self.harmonizer.pad_widths)
-        self.fps = {m.name: m.fps for m in self.members}
+        self.fps = {d.name: d.fps for d in datasets}
+        self.layout = MixtureLayout.from_anchor_counts(self.catalog.dataset_anchor_counts())
+        self._pieces_cache: dict[int, EpochPieces] = {}
         self._meta: PackedMeta | None = None
-        # The members' identities are those of the PackedDatasets a mixture once held (no
-        # episode selection, no where=), so saved resume states stay valid.
-        members = [[m.name, m.index.manifest_sha256, None, None] for m in self.members]
+        members = [[d.name, d.manifest_sha256, d.where, int(a.sum())] for d, a in zip(datasets, self.catalog.dataset_anchor_counts())]
         super().__init__(
             kind="MixtureDataset",
             identity={
@@ -178,29 +232,69 @@ class MixtureDataset(EpochStream):
                 "weights": None if self.weights is None else [float(w) for w in self.weights],
                 "samples_per_epoch": samples_per_epoch,
                 "seed": self.seed,
-                "shuffle": bool(shuffle),
+                "shuffle": self.shuffle,
                 "episode_pool_size": self.pool_size,
                 "pool_block_size": POOL_BLOCK_SIZE,
-                "label_block_size": LABEL_BLOCK_SIZE,
+                "plan": PLAN_KIND,
             },
             rank=rank,
             world_size=world_size,
         )
+        if self.weights is not None:  # refuse bad weights now, not in the first worker
+            self._pieces(0)
 
-    # -- epochs -----------------------------------------------------------------------------
+    def _open_packs(self, paths: list[str], names: list[str], entries: list[MixtureEntry | None]) -> EpisodeCatalog:
+        """A catalog of packs opened one by one (each one's manifest, indexes and tasks): the
+        path for lists of roots and mixture files without a compiled index."""
+        packs = []
+        for path, name, entry in zip(paths, names, entries):
+            storage = Storage(path, self.storage_options, retry=self.retry)
+            where = entry.where if entry is not None else None
+            pin = entry.manifest_sha256 if entry is not None else None
+            index = PackedIndex(storage, where=where, manifest_sha256=pin)
+            if entry is not None and int(index.anchor_counts.sum()) != entry.anchors:
+                raise MixtureSpecError(f"{name}: {int(index.anchor_counts.sum())} anchors{f' where {where}' if where else ''}, "
+                                       f"the mixture file records {entry.anchors}; re-run `lerobot-shards mixture create`")
+            manifest = index.manifest
+            info = CatalogDataset(name=name, root=storage.url, manifest_sha256=index.manifest_sha256, fps=manifest.fps,
+                                  features=manifest.features, video_keys=tuple(manifest.video_keys),
+                                  tolerance_s=manifest.tolerance_s, where=where)
+            packs.append((info, index, load_tasks(storage, manifest)))
+        return EpisodeCatalog.from_packs(packs)
+
+    # -- metadata -------------------------------------------------------------------------------
+    @property
+    def datasets(self) -> list[CatalogDataset]:
+        """The packs, in mixture order (``dataset_index`` of a sample is a position here)."""
+        return self.catalog.datasets
+
+    def _dataset_metas(self) -> list[PackedMeta]:
+        catalog = self.catalog
+        if self._compiled is not None:
+            base, spec = self._compiled
+            records = _read_meta_records(base, spec)
+            return [meta_from_record(records[i], d, catalog.tasks(i)) for i, d in enumerate(catalog.datasets)]
+        metas = []
+        for i, d in enumerate(catalog.datasets):
+            storage = Storage(d.root, self.storage_options, retry=self.retry)
+            index = PackedIndex(storage, manifest_sha256=d.manifest_sha256)
+            metas.append(load_packed_meta(storage, index.manifest, index.info, catalog.tasks(i)))
+        return metas
+
     @property
     def meta(self) -> PackedMeta:
         """``PackedDataset.meta`` for the harmonized samples: the mixture's keys and shapes
         (cameras, vectors at their padded width, promoted dtypes; no ``_mask`` keys), stats of
         all datasets aggregated as LeRobot's ``aggregate_stats`` does (per element for padded
         vectors), summed totals, the union of tasks. ``fps`` and ``robot_type`` are the
-        datasets' common value, or None where they differ.
+        datasets' common value, or None where they differ. A compiled mixture reads it from
+        its index (one file); otherwise every pack's metadata is read.
 
         Raises:
             FormatError / IntegrityError: a dataset's meta files are malformed or altered.
         """
         if self._meta is None:
-            metas = [load_packed_meta(m.storage, m.index.manifest, m.index.info, m.tasks) for m in self.members]
+            metas = self._dataset_metas()
             h = self.harmonizer
             sources = [{v: k for k, v in h.key_maps[i].items() if v is not None} for i in range(len(metas))]
             features: dict[str, dict] = {}
@@ -233,54 +327,126 @@ class MixtureDataset(EpochStream):
     @property
     def normalization_stats(self) -> dict[str, dict]:
         """Per-dataset normalization stats (``meta/stats.json``), keyed by dataset name."""
+        if self._compiled is not None:
+            base, spec = self._compiled
+            return {d.name: r.get("stats") or {} for d, r in zip(self.catalog.datasets, _read_meta_records(base, spec))}
         out = {}
-        for member in self.members:
-            manifest = member.index.manifest
-            out[member.name] = json.loads(verified_read(member.storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
+        for d in self.catalog.datasets:
+            storage = Storage(d.root, self.storage_options, retry=self.retry)
+            manifest = PackedIndex(storage, manifest_sha256=d.manifest_sha256).manifest
+            out[d.name] = json.loads(verified_read(storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
         return out
 
-    def _layout_of_episodes(self) -> MixtureLayout:
-        return MixtureLayout.from_anchor_counts([m.index.anchor_counts for m in self.members])
+    @property
+    def decoder_backend(self) -> str:
+        return self.decode_stage.backend
 
-    def _weighted_plan(self, world_size: int, workers: int) -> WeightedMixturePlan:
-        return WeightedMixturePlan.create(
-            self._layout_of_episodes(), self.weights, samples_per_epoch=self.samples_per_epoch, seed=self.seed,
-            epoch=self.epoch, world_size=world_size, workers_per_rank=workers, shuffle=self.shuffle,
-            pool_size=self.pool_size, names=self.names,
+    def stats(self) -> dict[str, float | str]:
+        """``EpochStream.stats()`` plus ``decoder_backend``."""
+        return {**super().stats(), "decoder_backend": self.decoder_backend}
+
+    # -- planning -------------------------------------------------------------------------------
+    def _pieces(self, epoch: int) -> EpochPieces:
+        """This epoch's pieces (the last two epochs asked are kept: planning asks repeatedly)."""
+        pieces = self._pieces_cache.get(epoch)
+        if pieces is None:
+            if self.weights is None:
+                pieces = proportional_pieces(self.layout)
+            else:
+                pieces = weighted_pieces(self.layout, self.weights, samples_per_epoch=self.samples_per_epoch, seed=self.seed,
+                                         epoch=epoch, shuffle=self.shuffle, names=self.names)
+            self._pieces_cache = {**dict(list(self._pieces_cache.items())[-1:]), epoch: pieces}
+        return pieces
+
+    def plan(self, *, world_size: int, workers_per_rank: int, epoch: int | None = None) -> EpochPlan:
+        """The epoch plan over this epoch's pieces for a world shape (pure arithmetic)."""
+        epoch = self.epoch if epoch is None else epoch
+        return plan_epoch(self._pieces(epoch).counts, seed=self.seed, epoch=epoch, world_size=world_size,
+                          workers_per_rank=workers_per_rank, shuffle=self.shuffle)
+
+    def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
+        return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
+
+    # -- iteration ------------------------------------------------------------------------------
+    def _view(self) -> StreamView:
+        options = ReadOptions(
+            decode_stage=self.decode_stage, storage_options=self.storage_options, retry=self.retry, return_uint8=self.return_uint8,
+            image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
+            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir,
+            cache_limit_bytes=self.cache_limit_bytes,
         )
-
-    def _proportional_plan(self, world_size: int, workers: int) -> EpochPlan:
-        return plan_proportional(
-            self._layout_of_episodes(), seed=self.seed, epoch=self.epoch, world_size=world_size, workers_per_rank=workers,
-            shuffle=self.shuffle,
-        )
-
-    def _consumer_counts(self, world_size: int, workers: int) -> np.ndarray:
-        if self.weights is None:
-            return self._proportional_plan(world_size, workers).consumer_counts
-        return self._weighted_plan(world_size, workers).consumer_counts
-
-    def _views(self) -> list[DatasetView]:
-        return [
-            DatasetView(storage=m.storage, index=m.index, tasks=m.tasks, offsets=offsets, decode_stage=self._decode_stage,
-                        return_uint8=self.return_uint8)
-            for m, offsets in zip(self.members, self._offsets)
-        ]
+        return StreamView(catalog=self.catalog, offsets=self._offsets, options=options)
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
-        """This consumer's draws as ``(dataset, local episode, anchor, last)`` blocks."""
-        plan_world, plan_workers = plan_shape
+        """This consumer's draws as ``(piece, episode, anchor, last)`` blocks."""
+        plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
+        pieces = None
         if self.weights is not None:
-            return weighted_segment_blocks(self._weighted_plan(plan_world, plan_workers), segments)
-        layout = self._layout_of_episodes()
-
-        def to_local(episode: int) -> tuple[int, int]:
-            dataset, local = layout.to_local(episode)
-            return int(dataset), int(local)
-
-        ahead = max(DatasetView.prefetch_episodes, 1) + self.pool_size
-        return segment_blocks(self._proportional_plan(plan_world, plan_workers), segments, pool_size=self.pool_size,
-                              ahead=ahead, to_local=to_local)
+            pieces = PieceMap(self._pieces(self.epoch), self.layout, self.seed, self.shuffle)
+        ahead = max(self.prefetch_episodes, 1) + self.pool_size
+        return segment_blocks(plan, segments, pool_size=self.pool_size, ahead=ahead, pieces=pieces)
 
     def _finish(self, dataset: int, sample: dict) -> dict:
         return self.harmonizer.apply(dataset, sample)
+
+
+def _refuse_duplicates(datasets: list[CatalogDataset]) -> None:
+    """The same pack twice (one manifest digest, or one root) draws its episodes twice as
+    often, which is never what a mixture means; ``allow_duplicates=True`` says it is."""
+    seen: dict[str, str] = {}
+    for d in datasets:
+        for key in (d.manifest_sha256, d.root.rstrip("/")):
+            if key in seen and seen[key] != d.name:
+                raise MixtureSpecError(
+                    f"datasets {seen[key]!r} and {d.name!r} are the same pack ({'manifest ' + key if key.startswith('sha256:') else key}); "
+                    "remove one, or pass allow_duplicates=True to draw it twice as often"
+                )
+            seen[key] = d.name
+
+
+def _verified_index_file(base: Storage, spec: MixtureSpec, name: str, where: str) -> bytes:
+    entry = spec.index[name]
+    size = base.size(entry.path)
+    if size != entry.bytes:
+        raise IntegrityError(f"{base.describe(entry.path)}: {size} bytes, {where} records {entry.bytes} (altered after mixture create)")
+    data = base.read_range(entry.path, 0, size)
+    check_bytes(data, size=entry.bytes, sha256=entry.sha256, where=base.describe(entry.path))
+    return data
+
+
+def _read_table(base: Storage, spec: MixtureSpec, name: str, where: str):
+    data = _verified_index_file(base, spec, name, where)
+    rows = read_parquet_metadata(data).num_rows
+    if rows != spec.index[name].rows:
+        raise FormatError(f"{base.describe(spec.index[name].path)}: {rows} rows, {where} records {spec.index[name].rows}")
+    return read_parquet_bytes(data)
+
+
+def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: str) -> EpisodeCatalog:
+    """The catalog of a compiled mixture: four table files, each checked against the digest
+    and row count ``mixture.json`` records, then every value checked (``EpisodeCatalog``)."""
+    datasets = [
+        CatalogDataset(
+            name=name, root=entry.path, manifest_sha256=entry.manifest_sha256, fps=entry.fps,
+            features={k: f.to_dict() for k, f in entry.features.items()},
+            video_keys=tuple(entry.video_keys), tolerance_s=entry.tolerance_s if entry.tolerance_s is not None else 1e-4,
+            where=entry.where,
+        )
+        for name, entry in zip(names, spec.datasets)
+    ]
+    tables = {name: _read_table(base, spec, name, where) for name in INDEX_FILES if name != "meta"}
+    return EpisodeCatalog.from_tables(
+        datasets, tables, episodes_per_dataset=[e.episodes for e in spec.datasets],
+        anchors_per_dataset=[e.anchors for e in spec.datasets], where=where,
+    )
+
+
+def _read_meta_records(base: Storage, spec: MixtureSpec) -> list[dict]:
+    data = _verified_index_file(base, spec, "meta", MIXTURE_WHERE)
+    where = base.describe(spec.index["meta"].path)
+    value = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+    records = value.get("datasets") if isinstance(value, dict) else None
+    if not isinstance(records, list) or len(records) != len(spec.datasets) or not all(isinstance(r, dict) for r in records):
+        raise FormatError(f"{where}: 'datasets' must list one object per dataset of the mixture ({len(spec.datasets)})")
+    return records
+

@@ -101,8 +101,8 @@ def test_unscheduled_take_fetches_on_demand_and_once():
 # -- through PackedDataset -------------------------------------------------------------------
 def _episode_bytes(packed) -> list[int]:
     dataset = PackedDataset(str(packed))
-    fetcher = EpisodeFetcher(dataset.storage, dataset.index)
-    return [fetcher.fetch(entry).nbytes for entry in dataset.index.episodes]
+    fetcher = EpisodeFetcher.for_pack(dataset.storage, dataset.index)
+    return [fetcher.fetch(i).nbytes for i in range(len(dataset.index.episodes))]
 
 
 def test_pool_and_prefetch_stay_within_their_bounds(packed_copy):
@@ -129,10 +129,10 @@ def test_pool_and_prefetch_stay_within_their_bounds(packed_copy):
 def test_a_fetch_that_crashes_in_a_worker_names_the_episode(packed_copy, monkeypatch):
     real_fetch = EpisodeFetcher.fetch
 
-    def fetch(self, entry):
-        if entry.episode_index == 7:
+    def fetch(self, episode):
+        if self.catalog.episode_index[episode] == 7:
             raise MemoryError("simulated")
-        return real_fetch(self, entry)
+        return real_fetch(self, episode)
 
     monkeypatch.setattr(EpisodeFetcher, "fetch", fetch)  # inherited by the forked workers
     dataset = PackedDataset(str(packed_copy), seed=0, return_uint8=True)

@@ -53,8 +53,10 @@ def mixture() -> None:
 @click.option("--where", default=None, help="DuckDB predicate over index/samples.parquet: anchors are the matching rows.")
 @click.option("--verify", "verify_datasets", is_flag=True, help="Also run `verify` on every dataset (reads all shards).")
 @click.option("--strict", is_flag=True, help="Exit non-zero when any dataset failed, is incomplete or missing.")
+@click.option("--allow-duplicates", is_flag=True,
+              help="Keep a pack that is listed twice (same manifest) under two names: it is then drawn twice as often.")
 @storage_option
-def create(dst, name_items, sources_file, where, verify_datasets, strict, storage_options):
+def create(dst, name_items, sources_file, where, verify_datasets, strict, allow_duplicates, storage_options):
     """Write DST/mixture.json from the complete packed datasets; list the others with their errors."""
     from packer.errors import MixtureError, SourcesError
     from packer.mixture.create import create_mixture
@@ -62,7 +64,7 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, storag
     try:
         report = create_mixture(
             dst, names=_names(name_items), sources_file=sources_file, where=where, verify=verify_datasets,
-            storage_options=json_object(storage_options),
+            storage_options=json_object(storage_options), allow_duplicates=allow_duplicates,
         )
     except MixtureError as err:
         if err.report is not None:

@@ -4,9 +4,12 @@ Which datasets: those given by name (``NAME=PATH``), else the lines of a sources
 (``packer.mixture.sources``), else every directory directly under ``DST`` (names starting
 with ``_`` or ``.`` are skipped). Each is read through fsspec (local or ``s3://``):
 
-* ``ok``: ``manifest.json`` parses (``reader.format.Manifest``); it enters ``mixture.json``
-  with its anchors (frames, or the rows of ``index/samples.parquet`` matching ``where``),
-  episodes, fps, features and video keys.
+* ``ok``: the pack opens as a reader opens it (manifest, ``meta/info.json``, the episodes
+  index, all checked; with ``where``, the digest-checked sample index queried); it enters
+  ``mixture.json`` with its manifest's digest, anchors (frames, or the rows matching
+  ``where``), episodes, fps, features and video keys, and the compiled index.
+* ``duplicate``: the same pack (same manifest digest) as an earlier entry, which it names;
+  left out unless ``allow_duplicates``.
 * ``failed``: the SLURM array recorded ``DST/_failures/<name>.json`` (its error is shown).
 * ``incomplete``: the directory exists without a manifest (a pack still running, or killed
   before it could record anything: time limit, out of memory).
@@ -14,28 +17,31 @@ with ``_`` or ``.`` are skipped). Each is read through fsspec (local or ``s3://`
 * ``invalid``: the manifest is unreadable, the where filter fails, or (``verify=True``)
   ``lerobot-shards verify`` finds a problem.
 
-Only ``ok`` datasets enter the mixture; the others are reported.
+Only ``ok`` datasets enter the mixture; the others are reported. Packs are opened in parallel
+threads (``workers``): a mixture of thousands of packs in a bucket is mostly waiting.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
 from packer.errors import MixtureError
+from packer.mixture.compile import OpenedPack, compile_mixture
 from packer.mixture.sources import read_sources
-from reader.fetch.packed_index import read_manifest
-from reader.format import MANIFEST_PATH, SAMPLES_INDEX_PATH, FormatError
-from reader.format.arrow_io import read_parquet_bytes
+from reader.errors import LeRobotShardsError
+from reader.fetch.packed_index import PackedIndex, load_tasks
+from reader.format import MANIFEST_PATH, FormatError
 from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
 from reader.storage import Storage
 
 MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"
 
-Status = Literal["ok", "failed", "incomplete", "missing", "invalid"]
+Status = Literal["ok", "failed", "incomplete", "missing", "invalid", "duplicate"]
 
 
 @dataclass
@@ -85,6 +91,8 @@ def scan_datasets(
     where: str | None = None,
     verify: bool = False,
     storage_options: dict | None = None,
+    allow_duplicates: bool = False,
+    workers: int = 8,
 ) -> tuple[MixtureReport, list[MixtureEntry]]:
     """Inspect the datasets (see the module docstring) without writing anything.
 
@@ -96,6 +104,12 @@ def scan_datasets(
         MixtureError: both ``names`` and ``sources_file`` given.
         SourcesError: a malformed sources file.
     """
+    report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
+                           storage_options=storage_options, allow_duplicates=allow_duplicates, workers=workers)
+    return report, [entry for entry, _ in opened]
+
+
+def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_duplicates, workers):
     if names and sources_file:
         raise MixtureError("give dataset names (NAME=PATH) or a sources file, not both")
     root = Storage(dst, storage_options)
@@ -106,49 +120,66 @@ def scan_datasets(
     else:
         listed = {n: n for n in root.list_dirs() if not n.startswith(("_", "."))}
     failures = _failure_records(root)
-    report, entries = MixtureReport(), []
-    for name, path in listed.items():
-        dataset = Storage(path if _absolute(path) else f"{root.url}/{path}", storage_options)
+
+    def open_one(item: tuple[str, str]) -> tuple[DatasetStatus, MixtureEntry | None, OpenedPack | None]:
+        name, path = item
+        storage = Storage(path if _absolute(path) else f"{root.url}/{path}", storage_options)
         row = DatasetStatus(name=name, path=path, status="ok")
-        report.rows.append(row)
-        if not dataset.exists(MANIFEST_PATH):
+        if not storage.exists(MANIFEST_PATH):
             if name in failures:
                 row.status, row.error = "failed", failures[name]
-            elif dataset.exists(""):
+            elif storage.exists(""):
                 row.status, row.error = "incomplete", "no manifest.json: the pack did not finish (still running, or killed)"
             else:
-                row.status, row.error = "missing", f"nothing at {dataset.url}: its pack never ran"
-            continue
+                row.status, row.error = "missing", f"nothing at {storage.url}: its pack never ran"
+            return row, None, None
         try:
-            manifest, _ = read_manifest(dataset)
-            anchors = manifest.totals["frames"] if where is None else _count_anchors(dataset, where)
+            index = PackedIndex(storage, where=where)
+            tasks = load_tasks(storage, index.manifest)
             if verify:
                 from packer.tools.verify import verify as verify_dataset
 
-                problems = verify_dataset(dataset.url, storage_options=storage_options).problems
+                problems = verify_dataset(storage.url, storage_options=storage_options).problems
                 if problems:
                     raise FormatError(f"verify found {len(problems)} problem(s), first: {problems[0]}")
-        except (FormatError, ValueError, KeyError) as err:
+        except (LeRobotShardsError, ValueError, KeyError) as err:
             row.status, row.error = "invalid", f"{type(err).__name__}: {err}"
-            continue
-        row.anchors = int(anchors)
-        entries.append(
-            MixtureEntry(
-                name=name,
-                path=path,
-                anchors=int(anchors),
-                episodes=int(manifest.totals["episodes"]),
-                fps=int(manifest.fps),
-                features={k: FeatureInfo.from_dict(f, where=f"{name}: features[{k!r}]") for k, f in manifest.features.items()},
-                video_keys=tuple(manifest.video_keys),
-                weight=float(anchors),
-                where=where,
-            )
+            return row, None, None
+        manifest = index.manifest
+        anchors = int(index.anchor_counts.sum())
+        row.anchors = anchors
+        entry = MixtureEntry(
+            name=name,
+            path=path,
+            anchors=anchors,
+            episodes=int(manifest.totals["episodes"]),
+            fps=int(manifest.fps),
+            features={k: FeatureInfo.from_dict(f, where=f"{name}: features[{k!r}]") for k, f in manifest.features.items()},
+            video_keys=tuple(manifest.video_keys),
+            weight=float(anchors),
+            where=where,
+            manifest_sha256=index.manifest_sha256,
+            tolerance_s=float(manifest.tolerance_s),
         )
+        return row, entry, OpenedPack(name=name, storage=storage, index=index, tasks=tasks, where=where)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="mixture-scan") as pool:
+        results = list(pool.map(open_one, listed.items()))
+    report, opened = MixtureReport(), []
+    first_of: dict[str, str] = {}
+    for row, entry, pack in results:
+        report.rows.append(row)
+        if entry is None:
+            continue
+        earlier = first_of.setdefault(entry.manifest_sha256, entry.name)
+        if earlier != entry.name and not allow_duplicates:
+            row.status, row.error = "duplicate", f"the same pack as {earlier!r} (manifest {entry.manifest_sha256})"
+            continue
+        opened.append((entry, pack))
     for name, error in failures.items():
         if name not in listed:
             report.rows.append(DatasetStatus(name=name, path=name, status="failed", error=error))
-    return report, entries
+    return report, opened
 
 
 def create_mixture(
@@ -159,8 +190,11 @@ def create_mixture(
     where: str | None = None,
     verify: bool = False,
     storage_options: dict | None = None,
+    allow_duplicates: bool = False,
+    workers: int = 8,
 ) -> MixtureReport:
-    """Write ``DST/mixture.json`` (``default_weights: "anchors"``) for the complete datasets.
+    """Write ``DST/mixture.json`` (``default_weights: "anchors"``) and its compiled index
+    (``DST/_mixture/``) for the complete datasets.
 
     ``names`` maps dataset names to paths (relative to ``dst``, or absolute/URLs); paths
     are recorded as given, so relative ones resolve against the mixture file.
@@ -172,12 +206,15 @@ def create_mixture(
         MixtureError: no dataset is complete (nothing is written), or bad arguments.
         SourcesError: a malformed sources file.
     """
-    report, entries = scan_datasets(dst, names=names, sources_file=sources_file, where=where, verify=verify, storage_options=storage_options)
-    if not entries:
+    report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
+                           storage_options=storage_options, allow_duplicates=allow_duplicates, workers=workers)
+    if not opened:
         looked = f"{len(report.rows)} dataset(s)" if report.rows else "no dataset directories"
         raise MixtureError(f"no complete packed dataset under {dst} ({looked} found); mixture.json not written", report)
-    report.spec = MixtureSpec(datasets=tuple(entries), default_weights="anchors")
     root = Storage(dst, storage_options)
+    index = compile_mixture(root, [pack for _, pack in opened])
+    report.spec = MixtureSpec(datasets=tuple(entry for entry, _ in opened), default_weights="anchors", index=index)
+    # mixture.json last: it is the commit point that names the compiled files and their digests.
     root.write_bytes(MIXTURE_PATH, report.spec.to_json().encode())
     report.written_to = f"{root.url}/{MIXTURE_PATH}"
     return report
@@ -205,21 +242,6 @@ def _failure_records(root: Storage) -> dict[str, str]:
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             out[name] = f"unreadable failure record {failure_path(name)}: {err}"
     return out
-
-
-def _count_anchors(dataset: Storage, where: str) -> int:
-    import duckdb
-
-    samples = read_parquet_bytes(dataset.read_bytes(SAMPLES_INDEX_PATH))
-    con = duckdb.connect()
-    try:
-        con.register("samples", samples)
-        try:
-            return int(con.execute(f"SELECT count(*) FROM samples WHERE ({where})").fetchone()[0])
-        except duckdb.Error as err:
-            raise ValueError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
-    finally:
-        con.close()
 
 
 def _absolute(path: str) -> bool:

@@ -73,12 +73,12 @@ def render_preview(
     storage = Storage(root, storage_options)
     index = PackedIndex(storage)
     manifest = index.manifest
-    fetcher = EpisodeFetcher(storage, index)
+    fetcher = EpisodeFetcher.for_pack(storage, index)
     stage = CpuDecodeStage("auto")
     shown = index.episodes[:max_episodes]
     sections, decoded = [], 0
     for done, entry in enumerate(shown, 1):
-        episode = fetcher.fetch(entry)
+        episode = fetcher.fetch(done - 1)
         picks = sorted({int(round(x)) for x in np.linspace(0, entry.length - 1, min(frames_per_episode, entry.length))})
         sheets = []
         for key, member in entry.cameras.items():

@@ -1,10 +1,14 @@
 """Admitted episodes: fetched whole (rows + compressed video), decoded only on demand.
 
-``EpisodeFetcher`` reads one episode: its parquet row group(s) and ONE ranged read covering
-all its mp4 members (they are adjacent in the tar), checked against the index CRCs.
-``EpisodePool`` holds the open episodes, has ``reader.fetch.prefetch.Prefetcher`` fetch the next
-ones in background threads in the exact order the pool schedule will need them, and releases
-an episode after its last draw.
+``EpisodeFetcher`` reads one episode of a catalog (``reader.fetch.catalog``): its parquet row
+group and ONE ranged read covering all its mp4 members (they are adjacent in the tar), every
+byte checked against the digests the catalog carries. ``EpisodePool`` holds a consumer's open
+pieces, has ``reader.fetch.prefetch.Prefetcher`` fetch the next ones in background threads in
+the exact order the schedule will need them, and releases a piece after its last draw.
+
+One fetcher, one pool and one set of fetch threads serve a consumer whatever the number of
+packs it reads: caches (footers, row groups) and the prefetch budget are per consumer, and a
+pack's ``Storage`` is made when its first episode is fetched (its client is shared).
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import pyarrow.parquet as pq
 import torch
 
 from reader.errors import EpisodeDataError, IntegrityError, ShortReadError, StorageError
+from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.disk_cache import DiskCache, range_key
-from reader.fetch.packed_index import EpisodeEntry, PackedIndex
+from reader.fetch.packed_index import PackedIndex
 from reader.fetch.prefetch import Prefetcher
-from reader.format import check_bytes, shard_name, shard_parquet_path, shard_tar_path
+from reader.format import EpisodeEntry, check_bytes, shard_parquet_path, shard_tar_path
 from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
-from reader.storage import Storage
+from reader.storage import RetryPolicy, Storage
 
 
 def _column_tensor(array: pa.ChunkedArray):
@@ -62,13 +67,14 @@ class LoadedEpisode:
     """
 
     entry: EpisodeEntry
+    dataset: int
     columns: dict[str, object]
     video: dict[str, bytes]
     nbytes: int
+    label: str = ""
 
     def where(self, camera: str | None = None) -> str:
-        text = f"{shard_name(self.entry.shard)} episode {self.entry.episode_index}"
-        return f"{text} camera {camera}" if camera else text
+        return f"{self.label} camera {camera}" if camera else self.label
 
 
 @dataclass
@@ -79,86 +85,129 @@ class FetchCounters:
     disk_cache_hits: int = 0
 
 
-class EpisodeFetcher:
-    """Reads episodes of one packed dataset (thread-safe; fetch threads run in parallel).
+class DatasetStorages:
+    """A ``Storage`` per pack root of a catalog, made on first use (cheap: roots with the same
+    options share one client, ``reader.storage.clients``)."""
 
-    Rows: the episode's row group of the shard parquet. The shard's footer is read once per
-    process (its span and SHA-256 come from the manifest) and the group's bytes are read and
-    checked against the digest in the episodes index before pyarrow decodes them; decoded
-    groups stay in a small byte-bounded LRU (episodes are admitted in plan order, so
-    neighbours often share a group). Threads needing the same group wait for one read of it.
+    def __init__(self, catalog: EpisodeCatalog, storage_options: dict | None = None, retry: RetryPolicy = RetryPolicy(),
+                 *, given: tuple[Storage, ...] = ()):
+        self._catalog, self._options, self._retry = catalog, dict(storage_options or {}), retry
+        self._made: dict[int, Storage] = dict(enumerate(given))
+        self._given = len(given)
+        self._lock = threading.Lock()
+
+    def get(self, dataset: int) -> Storage:
+        storage = self._made.get(dataset)
+        if storage is None:
+            with self._lock:
+                storage = self._made.get(dataset)
+                if storage is None:
+                    storage = self._made[dataset] = Storage(self._catalog.datasets[dataset].root, self._options, retry=self._retry)
+        return storage
+
+    @property
+    def retries(self) -> int:
+        """Retries of every storage made so far (this process)."""
+        return sum(s.counters.retries for s in list(self._made.values()))
+
+    @property
+    def opened(self) -> int:
+        """How many packs this consumer has read from."""
+        return len(self._made) - self._given + sum(1 for s in list(self._made.values())[: self._given] if s.counters.requests)
+
+
+class EpisodeFetcher:
+    """Reads episodes of a catalog (thread-safe; fetch threads run in parallel).
+
+    Rows: the episode's row group of its shard parquet. A shard's footer is read once (its
+    span and SHA-256 come from the catalog) and kept in a small LRU; the group's bytes are read
+    and checked against their digest before pyarrow decodes them; decoded groups stay in a
+    byte-bounded LRU (episodes are admitted in plan order, so neighbours often share a group).
+    Threads needing the same footer or group wait for one read of it.
     Members: one ranged read over all of an episode's members, each checked by SHA-256.
     """
 
     def __init__(
         self,
-        storage: Storage,
-        index: PackedIndex,
+        catalog: EpisodeCatalog,
+        storages: DatasetStorages,
         *,
         row_group_cache_bytes: int = 64 * 1024 * 1024,
+        footer_cache_bytes: int = 32 * 1024 * 1024,
         disk_cache: DiskCache | None = None,
     ):
-        self.storage = storage
-        self.index = index
+        self.catalog = catalog
+        self.storages = storages
         self.disk_cache = disk_cache
-        self._shards = {s.index: s for s in index.manifest.shards}
-        # Per row group, its episodes and rows in the whole index (not only the selection):
-        # a group must hold exactly those, and only a group of one episode may exceed
-        # ROW_GROUP_MAX_BYTES.
-        self._group_sizes: dict[tuple[int, int], tuple[int, int]] = {}
-        for entry in index.all_episodes:
-            key = (entry.shard, entry.row_group.index)
-            count, rows = self._group_sizes.get(key, (0, 0))
-            self._group_sizes[key] = (count + 1, rows + entry.length)
         self._lock = threading.Lock()  # guards the dicts below, never held during I/O
-        self._footers: dict[int, pq.FileMetaData] = {}
-        self._footer_locks: dict[int, threading.Lock] = {}
-        self._group_locks: dict[tuple[int, int], threading.Lock] = {}
+        self._footers: OrderedDict[int, tuple[pq.FileMetaData, int]] = OrderedDict()
+        self._footer_bytes = 0
+        self._footer_cache_bytes = footer_cache_bytes
+        self._key_locks: dict[tuple, threading.Lock] = {}
         self._groups: OrderedDict[tuple[int, int], tuple[pa.Table, int]] = OrderedDict()
         self._group_cache_bytes = row_group_cache_bytes
         self._group_bytes = 0
         self.counters = FetchCounters()
 
-    def _footer(self, shard: int) -> pq.FileMetaData:
+    @classmethod
+    def for_pack(cls, storage: Storage, index: PackedIndex, **options) -> EpisodeFetcher:
+        """A fetcher of one opened pack: episode ``i`` is ``index.episodes[i]``; reads go
+        through ``storage`` (its options, retries and counters)."""
+        manifest = index.manifest
+        info = CatalogDataset(name=storage.url.rsplit("/", 1)[-1], root=storage.url, manifest_sha256=index.manifest_sha256,
+                              fps=manifest.fps, features=manifest.features, video_keys=tuple(manifest.video_keys),
+                              tolerance_s=manifest.tolerance_s)
+        catalog = EpisodeCatalog.from_packs([(info, index, {})])
+        return cls(catalog, DatasetStorages(catalog, storage.storage_options, storage.retry, given=(storage,)), **options)
+
+    def _key_lock(self, key: tuple) -> threading.Lock:
         with self._lock:
-            footer = self._footers.get(shard)
-            lock = self._footer_locks.setdefault(shard, threading.Lock())
-        if footer is not None:
-            return footer
-        with lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _footer(self, episode: int, storage: Storage) -> pq.FileMetaData:
+        row = int(self.catalog.shard_row[episode])
+        with self._lock:
+            if row in self._footers:
+                self._footers.move_to_end(row)
+                return self._footers[row][0]
+        with self._key_lock(("footer", row)):
             with self._lock:
-                if shard in self._footers:
-                    return self._footers[shard]
-            entry = self._shards[shard].parquet_footer
-            rel = shard_parquet_path(shard)
-            data = self.storage.read_range(rel, entry.offset, entry.bytes)
-            footer = parse_footer(data, size=entry.bytes, sha256=entry.sha256, where=self.storage.describe(rel))
+                if row in self._footers:
+                    return self._footers[row][0]
+            shard = self.catalog.shard(episode)
+            rel = shard_parquet_path(shard.number)
+            data = storage.read_range(rel, shard.footer.offset, shard.footer.bytes)
+            footer = parse_footer(data, size=shard.footer.bytes, sha256=shard.footer.sha256, where=storage.describe(rel))
             with self._lock:
-                self._footers[shard] = footer
+                self._footers[row] = (footer, shard.footer.bytes)
+                self._footer_bytes += shard.footer.bytes
+                while len(self._footers) > 1 and self._footer_bytes > self._footer_cache_bytes:
+                    evicted, (_, size) = self._footers.popitem(last=False)
+                    self._footer_bytes -= size
+                    self._key_locks.pop(("footer", evicted), None)
             return footer
 
-    def _row_group(self, entry: EpisodeEntry) -> tuple[pa.Table, int]:
+    def _row_group(self, episode: int, entry: EpisodeEntry, storage: Storage) -> tuple[pa.Table, int]:
         """The decoded row group holding ``entry``'s rows, and the file row it starts at."""
-        ref = entry.row_group
-        key = (entry.shard, ref.index)
-        with self._lock:
-            group_lock = self._group_locks.setdefault(key, threading.Lock())
-        with group_lock:
+        catalog = self.catalog
+        key = (int(catalog.shard_row[episode]), entry.row_group.index)
+        with self._key_lock(("group", *key)):
             with self._lock:
                 if key in self._groups:
                     self._groups.move_to_end(key)
                     return self._groups[key]
+            ref = entry.row_group
             rel = shard_parquet_path(entry.shard)
-            where = self.storage.describe(rel)
-            metadata = self._footer(entry.shard)
-            episodes_in_group, group_rows = self._group_sizes[key]
+            where = storage.describe(rel)
+            metadata = self._footer(episode, storage)
             group_start = check_row_group(
                 metadata, ref.index, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
-                group_rows=group_rows, single_episode=episodes_in_group == 1, where=where,
+                group_rows=int(catalog.row_group_rows[episode]), single_episode=int(catalog.row_group_episodes[episode]) == 1,
+                where=where,
             )
-            data = self.storage.read_range(rel, ref.offset, ref.bytes)
+            data = storage.read_range(rel, ref.offset, ref.bytes)
             table = decode_row_group(
-                metadata, ref.index, data, offset=ref.offset, sha256=ref.sha256, file_size=self._shards[entry.shard].parquet_bytes,
+                metadata, ref.index, data, offset=ref.offset, sha256=ref.sha256, file_size=catalog.shard(episode).parquet_bytes,
                 where=where,
             )
             with self._lock:
@@ -167,59 +216,60 @@ class EpisodeFetcher:
                 while len(self._groups) > 1 and self._group_bytes > self._group_cache_bytes:
                     evicted_key, (evicted, _) = self._groups.popitem(last=False)
                     self._group_bytes -= evicted.nbytes
-                    self._group_locks.pop(evicted_key, None)
+                    self._key_locks.pop(("group", *evicted_key), None)
             return table, group_start
 
-    def fetch(self, entry: EpisodeEntry) -> LoadedEpisode:
-        """Read one episode's rows and members, checked against the index.
+    def fetch(self, episode: int) -> LoadedEpisode:
+        """Read one episode (a catalog position): its rows and members, checked.
 
         Raises:
             IntegrityError: rows or member bytes differ from what was packed (names the file).
             EpisodeDataError: rows disagree with the index (names shard + episode).
             StorageError: the read failed after retries.
+            ResourceLimitError: a process limit (open files, threads, memory) was hit.
         """
+        label = self.catalog.describe(episode)
         try:
-            return self._fetch(entry)
+            return self._fetch(episode, label)
         except ShortReadError as err:
-            # The manifest records every file's size: a file shorter than that is damaged.
-            raise IntegrityError(f"{shard_name(entry.shard)} episode {entry.episode_index}: {err}") from err
+            # The catalog records every file's size: a file shorter than that is damaged.
+            raise IntegrityError(f"{label}: {err}") from err
         except StorageError as err:
-            raise type(err)(
-                f"{shard_name(entry.shard)} episode {entry.episode_index}: {err}", url=err.url, operation=err.operation,
-                attempts=err.attempts,
-            ) from err
+            raise type(err)(f"{label}: {err}", url=err.url, operation=err.operation, attempts=err.attempts) from err
 
-    def _fetch(self, entry: EpisodeEntry) -> LoadedEpisode:
+    def _fetch(self, episode: int, label: str) -> LoadedEpisode:
         started = time.perf_counter()
-        where = f"{shard_name(entry.shard)} episode {entry.episode_index}"
-        table, group_start = self._row_group(entry)
+        catalog = self.catalog
+        dataset = int(catalog.dataset[episode])
+        storage = self.storages.get(dataset)
+        entry = catalog.entry(episode)
+        table, group_start = self._row_group(episode, entry, storage)
         rows = table.slice(entry.row_start - group_start, entry.length)
         if rows.num_rows != entry.length or "episode_index" not in rows.column_names or (
             entry.length and (rows["episode_index"][0].as_py(), rows["episode_index"][-1].as_py()) != (entry.episode_index,) * 2
         ):
             raise EpisodeDataError(
-                f"{self.storage.describe(shard_parquet_path(entry.shard))}: rows [{entry.row_start}, "
+                f"{storage.describe(shard_parquet_path(entry.shard))}: rows [{entry.row_start}, "
                 f"{entry.row_start + entry.length}) are not episode {entry.episode_index}'s"
             )
         columns = {name: _column_tensor(rows[name]) for name in rows.column_names}
         video: dict[str, bytes] = {}
         offset, size = entry.byte_range
         if size:
-            shard = self._shards[entry.shard]
             tar = shard_tar_path(entry.shard)
             # Stamped with the shard's sha256: a re-packed shard misses instead of serving old bytes.
-            cache_key = range_key(self.storage.object_url(tar), offset, size, shard.tar_sha256)
+            cache_key = range_key(storage.object_url(tar), offset, size, catalog.shard(episode).tar_sha256)
             blob = self.disk_cache.get(cache_key) if self.disk_cache is not None else None
             if blob is not None:
                 try:
-                    video = self._members(entry, blob, offset, tar, where)
+                    video = self._members(entry, blob, offset, storage.describe(tar), label)
                     with self._lock:
                         self.counters.disk_cache_hits += 1
                 except IntegrityError:
                     blob = None  # a damaged cache entry is a miss: fetch the shard's bytes
             if blob is None:
-                blob = self.storage.read_range(tar, offset, size)
-                video = self._members(entry, blob, offset, tar, where)
+                blob = storage.read_range(tar, offset, size)
+                video = self._members(entry, blob, offset, storage.describe(tar), label)
                 if self.disk_cache is not None:
                     self.disk_cache.put(cache_key, blob)
         with self._lock:
@@ -228,37 +278,39 @@ class EpisodeFetcher:
             self.counters.episodes_admitted += 1
         # What the pool holds: the compressed members and the row tensors (decoders excluded).
         held = size + sum(v.element_size() * v.nelement() for v in columns.values() if isinstance(v, torch.Tensor))
-        return LoadedEpisode(entry=entry, columns=columns, video=video, nbytes=held)
+        return LoadedEpisode(entry=entry, dataset=dataset, columns=columns, video=video, nbytes=held, label=label)
 
-    def _members(self, entry: EpisodeEntry, blob: bytes, offset: int, tar: str, where: str) -> dict[str, bytes]:
+    def _members(self, entry: EpisodeEntry, blob: bytes, offset: int, tar: str, label: str) -> dict[str, bytes]:
         """Each camera's member cut from ``blob`` (bytes from ``offset`` of the tar), checked."""
         video = {}
         for key, member in entry.cameras.items():
             data = blob[member.offset - offset : member.offset - offset + member.size]
-            check_bytes(data, size=member.size, sha256=member.sha256, where=f"{self.storage.describe(tar)} {where} camera {key}")
+            check_bytes(data, size=member.size, sha256=member.sha256, where=f"{tar} {label} camera {key}")
             video[key] = data
         return video
 
 
 class EpisodePool:
-    """Episodes a consumer holds, fetched ahead in schedule order and evicted after use.
+    """The pieces a consumer holds, fetched ahead in schedule order and evicted after use.
 
-    The pool schedule bounds how many episodes are open (``episode_pool_size`` slots, each
-    holding one episode at a time); this class holds them and, through a ``Prefetcher``,
-    fetches the next ones in the order they will first be needed: at most ``prefetch``
-    episodes and ``prefetch_bytes`` of their video bytes ahead of use (one always runs).
-    Peak memory per consumer is therefore about the open episodes (``max_open_bytes``), plus
-    ``prefetch_bytes`` of video ahead (with its episodes' rows), plus the fetcher's row-group
-    cache (``row_group_cache_bytes``), plus one open decoder per camera of each open episode.
+    A piece is one episode (or, in a weighted mixture, a range of one episode's anchors) of the
+    plan; the pool keys by piece and fetches its episode. The schedule bounds how many pieces
+    are open (``episode_pool_size`` slots); this class holds them and, through a
+    ``Prefetcher``, fetches the next ones in the order they will first be needed: at most
+    ``prefetch`` pieces and ``prefetch_bytes`` of their video bytes ahead of use (one always
+    runs), over every dataset together. Peak memory per consumer is therefore about the open
+    pieces (``max_open_bytes``), plus ``prefetch_bytes`` of video ahead (with its rows), plus
+    the fetcher's caches, plus one open decoder per camera of each open piece.
     """
 
     def __init__(self, fetcher: EpisodeFetcher, *, prefetch: int = 4, prefetch_bytes: int | None = None, threads: int = 2):
         self.fetcher = fetcher
-        episodes = fetcher.index.episodes
+        catalog = fetcher.catalog
+        self._episode_of: dict[int, int] = {}
         self.prefetcher: Prefetcher[LoadedEpisode] = Prefetcher(
-            lambda position: fetcher.fetch(episodes[position]),
-            size_of=lambda position: episodes[position].byte_range[1],
-            describe=lambda position: f"{shard_name(episodes[position].shard)} episode {episodes[position].episode_index}",
+            lambda piece: fetcher.fetch(self._episode_of[piece]),
+            size_of=lambda piece: catalog.member_bytes(self._episode_of[piece]),
+            describe=lambda piece: catalog.describe(self._episode_of[piece]),
             depth=max(prefetch, 0),
             byte_budget=prefetch_bytes,
             threads=threads,
@@ -268,39 +320,43 @@ class EpisodePool:
         self.max_open = 0
         self.max_open_bytes = 0
 
-    def schedule(self, order: list[int]) -> None:
-        """Set the order (episode positions) in which episodes will first be needed."""
-        self.prefetcher.schedule(order, skip=self.open_episodes.__contains__)
+    def schedule(self, order: list[tuple[int, int]]) -> None:
+        """Set the ``(piece, episode)`` order in which pieces will first be needed."""
+        self._episode_of.update(order)
+        self.prefetcher.schedule([piece for piece, _ in order], skip=self.open_episodes.__contains__)
 
-    def extend(self, order: list[int]) -> None:
-        """Append episode positions to the order set by ``schedule``."""
-        self.prefetcher.extend(order)
+    def extend(self, order: list[tuple[int, int]]) -> None:
+        """Append ``(piece, episode)`` pairs to the order set by ``schedule``."""
+        self._episode_of.update(order)
+        self.prefetcher.extend([piece for piece, _ in order])
 
-    def get(self, position: int) -> LoadedEpisode:
-        """The admitted episode at ``position``; waits for (or starts) its fetch.
+    def get(self, piece: int, episode: int) -> LoadedEpisode:
+        """The open piece's episode; waits for (or starts) its fetch.
 
         A failure in a background fetch is re-raised here, naming the shard and episode.
         """
-        episode = self.open_episodes.get(position)
-        if episode is None:
-            episode = self.prefetcher.take(position)
-            self.open_episodes[position] = episode
-            self.open_bytes += episode.nbytes
+        loaded = self.open_episodes.get(piece)
+        if loaded is None:
+            self._episode_of[piece] = episode
+            loaded = self.prefetcher.take(piece)
+            self.open_episodes[piece] = loaded
+            self.open_bytes += loaded.nbytes
             self.max_open = max(self.max_open, len(self.open_episodes))
             self.max_open_bytes = max(self.max_open_bytes, self.open_bytes)
-        return episode
+        return loaded
 
-    def release(self, position: int) -> None:
-        """Evict an episode after its last draw: its rows and bytes go (and with the last
+    def release(self, piece: int) -> None:
+        """Evict a piece after its last draw: its rows and bytes go (and with the last
         reference, the decoders a sample builder opened on it)."""
-        episode = self.open_episodes.pop(position, None)
-        if episode is not None:
-            self.open_bytes -= episode.nbytes
+        loaded = self.open_episodes.pop(piece, None)
+        if loaded is not None:
+            self.open_bytes -= loaded.nbytes
+        self._episode_of.pop(piece, None)
 
     def release_all(self) -> None:
-        """Evict every open episode."""
-        for position in list(self.open_episodes):
-            self.release(position)
+        """Evict every open piece."""
+        for piece in list(self.open_episodes):
+            self.release(piece)
 
     def close(self) -> None:
         """Evict everything and stop prefetching."""
@@ -308,4 +364,4 @@ class EpisodePool:
         self.release_all()
 
 
-__all__ = ["EpisodeDataError", "EpisodeFetcher", "EpisodePool", "LoadedEpisode"]
+__all__ = ["DatasetStorages", "EpisodeDataError", "EpisodeFetcher", "EpisodePool", "FetchCounters", "LoadedEpisode"]

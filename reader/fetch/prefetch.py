@@ -13,7 +13,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from reader.errors import LeRobotShardsError, PrefetchError
+from reader.errors import LeRobotShardsError, PrefetchError, ResourceLimitError
+from reader.storage.retry import resource_limit
 
 T = TypeVar("T")
 
@@ -92,7 +93,14 @@ class Prefetcher(Generic[T]):
         return self._bytes
 
     def _submit(self, position: int) -> None:
-        self._futures[position] = self._executor.submit(self._fetch, position)
+        try:
+            future = self._executor.submit(self._fetch, position)
+        except RuntimeError as err:  # the executor could not start a thread
+            limit = resource_limit(err)
+            if limit is None:
+                raise
+            raise ResourceLimitError(f"prefetching {self._describe(position)}: {limit}") from err
+        self._futures[position] = future
         self._bytes += self._size_of(position)
         self.peak_bytes = max(self.peak_bytes, self._bytes)
 

@@ -17,17 +17,21 @@ from typing import Any, Literal
 import numpy as np
 
 from reader.errors import MixtureSpecError
-from reader.format.fields import load_json
+from reader.format.fields import is_sha256_hex, load_json
 from reader.format.layout import (
     MAX_JSON_DEPTH,
     MAX_RECORD_BYTES,
     check_key,
     safe_relative_path,
 )
+from reader.format.mixture_index import MAX_MIXTURE_DATASETS, IndexFile, parse_index_block
 
 MIXTURE_FORMAT = "lerobot-shards-mixture"
-MIXTURE_VERSION = 1
-SUPPORTED_MIXTURE_VERSIONS = frozenset({1})
+MIXTURE_VERSION = 2
+SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2})
+# Version 2: each entry's manifest_sha256 (the pack it describes) and tolerance_s, and the
+# compiled index (``index``, reader.format.mixture_index). Version 1 files are still read: a
+# reader then opens every pack itself.
 MIXTURE_FILE = "mixture.json"
 DEFAULT_WEIGHT_MODES = ("anchors", "explicit")
 DEFAULT_PAD_KEYS = ("observation.state", "action")
@@ -87,6 +91,9 @@ class MixtureEntry:
         video_keys: camera keys, a subset of ``features`` with dtype ``video``.
         weight: sampling weight; equals ``anchors`` when the spec's default is "anchors".
         where: DuckDB predicate over ``index/samples.parquet`` that selected the anchors.
+        manifest_sha256: ``sha256:<hex>`` of the pack's ``manifest.json`` when the mixture was
+            created (version 2): the pack this entry describes.
+        tolerance_s: the pack's timestamp tolerance (version 2).
         extra: unknown fields, kept for round trips.
     """
 
@@ -99,6 +106,8 @@ class MixtureEntry:
     video_keys: tuple[str, ...]
     weight: float
     where: str | None = None
+    manifest_sha256: str | None = None
+    tolerance_s: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,10 +123,15 @@ class MixtureEntry:
         }
         if self.where is not None:
             out["where"] = self.where
+        if self.manifest_sha256 is not None:
+            out["manifest_sha256"] = self.manifest_sha256
+        if self.tolerance_s is not None:
+            out["tolerance_s"] = self.tolerance_s
         return {**out, **dict(self.extra)}
 
 
-_ENTRY_FIELDS = ("name", "path", "anchors", "episodes", "fps", "features", "video_keys", "weight", "where")
+_ENTRY_FIELDS = ("name", "path", "anchors", "episodes", "fps", "features", "video_keys", "weight", "where", "manifest_sha256",
+                 "tolerance_s")
 
 
 @dataclass(frozen=True)
@@ -130,11 +144,13 @@ class MixtureSpec:
             union) or ``"explicit"`` (each entry's ``weight``; the reader then needs
             ``samples_per_epoch``).
         version: the mixture format version.
+        index: the compiled index files (version 2), or None: a reader then opens every pack.
     """
 
     datasets: tuple[MixtureEntry, ...]
     default_weights: Literal["anchors", "explicit"] = "anchors"
     version: int = MIXTURE_VERSION
+    index: Mapping[str, IndexFile] | None = None
 
     def __post_init__(self) -> None:
         names = [d.name for d in self.datasets]
@@ -147,6 +163,8 @@ class MixtureSpec:
             )
         if not self.datasets:
             raise MixtureSpecError(f"{MIXTURE_FILE}: a mixture needs at least one dataset")
+        if len(self.datasets) > MAX_MIXTURE_DATASETS:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: {len(self.datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
         if sum(self.weights()) <= 0:
             raise MixtureSpecError(f"{MIXTURE_FILE}: the weights sum to 0; at least one dataset needs a positive weight")
 
@@ -172,12 +190,15 @@ class MixtureSpec:
         raise KeyError(f"no dataset {name!r} in the mixture; known: {self.names}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": MIXTURE_FORMAT,
             "version": self.version,
             "default_weights": self.default_weights,
             "datasets": [d.to_dict() for d in self.datasets],
         }
+        if self.index is not None:
+            out["index"] = {name: entry.to_dict() for name, entry in self.index.items()}
+        return out
 
     def to_json(self) -> str:
         """Serialize deterministically (one space indent, entries in mixture order)."""
@@ -217,14 +238,19 @@ class MixtureSpec:
         datasets = data.get("datasets")
         if not isinstance(datasets, list):
             raise MixtureSpecError(f"{where}: field 'datasets' must be a list, got {type(datasets).__name__}")
-        entries = tuple(_entry_from_dict(item, i, mode, where) for i, item in enumerate(datasets))
+        if len(datasets) > MAX_MIXTURE_DATASETS:
+            raise MixtureSpecError(f"{where}: {len(datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
+        entries = tuple(_entry_from_dict(item, i, mode, where, int(version)) for i, item in enumerate(datasets))
+        index = parse_index_block(data["index"], where=where) if data.get("index") is not None else None
+        if index is not None and version < 2:
+            raise MixtureSpecError(f"{where}: a compiled 'index' needs version 2")
         try:
-            return cls(datasets=entries, default_weights=mode, version=int(version))
+            return cls(datasets=entries, default_weights=mode, version=int(version), index=index)
         except MixtureSpecError as err:
             raise MixtureSpecError(str(err).replace(MIXTURE_FILE, where, 1)) from None
 
 
-def _entry_from_dict(item: Any, i: int, mode: str, where: str) -> MixtureEntry:
+def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> MixtureEntry:
     label = f"{where}: datasets[{i}]"
     if not isinstance(item, Mapping):
         raise MixtureSpecError(f"{label}: expected an object, got {type(item).__name__}")
@@ -270,10 +296,17 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str) -> MixtureEntry:
         )
     where_filter = item.get("where")
     check("where", where_filter is None or isinstance(where_filter, str), "a SQL predicate string or absent")
+    pin = item.get("manifest_sha256")
+    if version >= 2 or pin is not None:
+        check("manifest_sha256", isinstance(pin, str) and pin.startswith("sha256:") and is_sha256_hex(pin[7:]),
+              "'sha256:' and 64 hex digits")
+    tolerance = item.get("tolerance_s")
+    check("tolerance_s", tolerance is None or (_is_number(tolerance) and 0 <= tolerance < 1), "a number in [0, 1) or absent")
     extra = {k: v for k, v in item.items() if k not in _ENTRY_FIELDS}
     return MixtureEntry(
         name=name, path=path, anchors=int(anchors), episodes=int(episodes), fps=int(fps), features=features,
-        video_keys=tuple(video_keys), weight=float(weight), where=where_filter, extra=extra,
+        video_keys=tuple(video_keys), weight=float(weight), where=where_filter, manifest_sha256=pin,
+        tolerance_s=None if tolerance is None else float(tolerance), extra=extra,
     )
 
 

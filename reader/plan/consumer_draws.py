@@ -15,7 +15,10 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from reader.plan.epoch_plan import EpochPlan
+from reader.plan.mixture_plan import PieceMap
 from reader.plan.pool_schedule import PoolSchedule
 
 _DRAW_BLOCK = 4096
@@ -108,22 +111,36 @@ def segment_blocks(
     *,
     pool_size: int,
     ahead: int,
-    to_local=None,
+    pieces: PieceMap | None = None,
 ) -> Iterator[Iterator[tuple[list[tuple[int, int]], list[tuple[int, int, int, bool]]]]]:
     """Each segment ``(plan consumer, start, stop)`` as blocks of ``(admitted, draws)`` in the
-    form ``reader.runtime.consumer.Consumer`` serves: ``(dataset, episode)`` pairs first needed
-    (at least ``ahead`` pieces beyond the block) and ``(dataset, episode, anchor, last)`` draws.
+    form ``reader.runtime.consumer.Consumer`` serves: ``(piece, episode)`` pairs first needed
+    (at least ``ahead`` pieces beyond the block) and ``(piece, episode, anchor, last)`` draws.
 
-    ``to_local(global episode) -> (dataset, local episode)`` maps a mixture's concatenated
-    episodes back to its datasets; by default every episode belongs to dataset 0.
+    The plan's episodes are pieces. Without ``pieces`` each piece is a whole episode with the
+    same number; with a ``PieceMap`` (a weighted mixture) a piece names its episode and its
+    draws' anchor positions map to positions in the episode's anchor list (computed once per
+    open piece, dropped after its last draw).
     """
-    local = to_local or (lambda episode: (0, episode))
 
     def one(consumer: int, start: int, stop: int):
+        mapped: dict[int, np.ndarray] = {}
+
+        def anchor(piece: int, position: int) -> int:
+            if pieces is None or pieces.pieces.whole[piece]:
+                return position
+            table = mapped.get(piece)
+            if table is None:
+                table = mapped[piece] = pieces.anchors(piece, np.arange(int(pieces.pieces.counts[piece])))
+            return int(table[position])
+
+        episode_of = (lambda piece: piece) if pieces is None else pieces.episode
         for admitted, block in SegmentDraws(plan, consumer, start, stop, pool_size).blocks(ahead=ahead):
-            yield (
-                [local(e) for e in admitted],
-                [(*local(episode), anchor, last) for episode, anchor, last in block],
-            )
+            draws = []
+            for piece, position, last in block:
+                draws.append((piece, episode_of(piece), anchor(piece, position), last))
+                if last:
+                    mapped.pop(piece, None)
+            yield [(piece, episode_of(piece)) for piece in admitted], draws
 
     return (one(consumer, start, stop) for consumer, start, stop in segments)

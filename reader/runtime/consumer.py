@@ -2,58 +2,60 @@
 
 A consumer (one rank x DataLoader worker) turns a stream of draws into samples. The draws
 come from the pure planning layer as *segments* (the pieces of plan streams this consumer
-serves, one after another, after any resume), each a sequence of *blocks*: the episodes first
+serves, one after another, after any resume), each a sequence of *blocks*: the pieces first
 needed in the block, in order (so prefetch fetches exactly what comes next), and the draws
-``(dataset, episode position, anchor position, is the episode's last draw)``.
+``(piece, episode, anchor, is the piece's last draw)`` (``reader.plan.consumer_draws``).
 
-A consumer reads datasets described by plain values (``DatasetView``: storage, index, tasks,
-windows and reading options), never by the dataset objects that build them, so the runtime
-does not depend on ``PackedDataset`` or ``MixtureDataset``. ``Consumer`` owns, per dataset it
-draws from, the I/O (fetcher with its disk cache, episode pool with prefetch) and the sample
-builder, so every reader feature and speed-up (disk cache, ``decode_device``, prefetch,
-batches into shared buffers) serves mixtures exactly as it serves one dataset. It publishes
-counters to the shared stats table it is given.
+A consumer reads a ``StreamView``, a plain value: the episode catalog of every pack the
+stream reads, each dataset's windows, and the read options. It owns ONE fetcher (with its
+caches and optional disk cache), ONE pool with one prefetcher and one set of fetch threads,
+whatever the number of packs: a dataset is only a label on its episodes, and the pool,
+prefetch budget, threads, caches and sockets are bounded per consumer, not per dataset. Sample
+builders (the per-dataset columns, tasks, windows) are made on a dataset's first draw.
+It publishes counters to the shared stats table it is given.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from reader.decode.frames import CpuDecodeStage
+from reader.fetch.catalog import EpisodeCatalog
 from reader.fetch.disk_cache import DiskCache
-from reader.fetch.episode_pool import EpisodeFetcher, EpisodePool
-from reader.fetch.packed_index import PackedIndex
+from reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
 from reader.runtime.sample_builder import SampleBuilder
 from reader.runtime.stats import SharedStats
-from reader.storage import Storage
+from reader.storage import RetryPolicy, Storage
+
+Block = tuple[list[tuple[int, int]], list[tuple[int, int, int, bool]]]
+"""``(admitted (piece, episode) in first-needed order, draws (piece, episode, anchor, last))``;
+episodes are catalog positions, anchors positions in the episode's anchor list."""
+
+_PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
 
 
-@dataclass(frozen=True, eq=False)
-class DatasetView:
-    """What a consumer needs to read one packed dataset: a plain value.
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a consumer reads (the options ``PackedDataset`` and ``MixtureDataset`` share).
 
     Attributes:
-        storage: the dataset's root.
-        index: its checked manifest and episodes index (with the anchor selection).
-        tasks: ``{task_index: task}``.
-        offsets: the windows as frame offsets per key (``reader.plan.windows``).
+        storage_options, retry: for every pack root (roots with the same options share a client).
         decode_stage: the CPU decoder used in the consumer.
         return_uint8: frames as uint8 rather than float32 in [0, 1].
         image_transforms: applied to each camera tensor.
         encoded_video: ship compressed members for a ``DecodeStage`` outside the consumer.
-        prefetch_episodes, prefetch_bytes: how far ahead episodes are fetched.
+        prefetch_episodes, prefetch_bytes: how far ahead pieces are fetched (per consumer).
         cache_dir, cache_limit_bytes: the local disk cache of fetched episodes (None: none).
+        fetch_threads: background fetch threads per consumer.
     """
 
-    storage: Storage
-    index: PackedIndex
-    tasks: dict[int, str]
-    offsets: dict[str, np.ndarray]
     decode_stage: CpuDecodeStage
+    storage_options: dict | None = None
+    retry: RetryPolicy = RetryPolicy()
     return_uint8: bool = False
     image_transforms: Callable | None = None
     encoded_video: bool = False
@@ -61,97 +63,90 @@ class DatasetView:
     prefetch_bytes: int | None = 256 * 1024 * 1024
     cache_dir: str | None = None
     cache_limit_bytes: int = 50_000_000_000
-
-    @property
-    def video_keys(self) -> list[str]:
-        return list(self.index.manifest.video_keys)
-
-    @property
-    def frame_sizes(self) -> dict[str, tuple[int, int]]:
-        """(height, width) per camera, from the manifest: every member is checked against it."""
-        features = self.index.manifest.features
-        return {k: (int(features[k]["shape"][0]), int(features[k]["shape"][1])) for k in self.video_keys}
-
-Block = tuple[list[tuple[int, int]], list[tuple[int, int, int, bool]]]
-"""``(admitted (dataset, episode) in first-needed order, draws (dataset, episode, anchor, last))``."""
-
-_PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
+    fetch_threads: int = 2
 
 
-class _DatasetRuntime:
-    """One dataset's fetcher, pool and sample builder inside one consumer (made lazily)."""
+@dataclass(frozen=True, eq=False)
+class StreamView:
+    """What a consumer reads: a plain value (no dataset object).
 
-    def __init__(self, view: DatasetView):
-        self.view = view
-        disk_cache = DiskCache(view.cache_dir, view.cache_limit_bytes) if view.cache_dir else None
-        self.fetcher = EpisodeFetcher(view.storage, view.index, disk_cache=disk_cache)
-        self.pool = EpisodePool(self.fetcher, prefetch=view.prefetch_episodes, prefetch_bytes=view.prefetch_bytes)
-        self.builder = SampleBuilder(
-            video_keys=view.video_keys,
-            offsets=view.offsets,
-            tasks=view.tasks,
-            stage=view.decode_stage,
-            return_uint8=view.return_uint8,
-            image_transforms=view.image_transforms,
-            encoded_video=view.encoded_video,
-            member_prefix=view.storage.url,
-            frame_sizes=view.frame_sizes,
-        )
-        self.retries_before = view.storage.counters.retries  # a Storage outlives iterators
+    Attributes:
+        catalog: every episode of every pack, with its digests.
+        offsets: per dataset (catalog order), its windows as frame offsets per key.
+        options: how to read.
+        storages: ``Storage`` objects to use for the first datasets (a ``PackedDataset``'s own,
+            so its counters see the reads); the others are made on first use.
+    """
 
-    def sample(self, episode_position: int, anchor_position: int) -> dict:
-        episode = self.pool.get(episode_position)
-        frame = int(self.view.index.anchor_frame(episode_position, np.array([anchor_position]))[0])
-        return self.builder.build(episode, frame)
+    catalog: EpisodeCatalog
+    offsets: list[dict[str, np.ndarray]]
+    options: ReadOptions
+    storages: tuple[Storage, ...] = ()
 
 
 class Consumer:
     """Serves draws as samples for one consumer (see the module docstring).
 
     Args:
-        views: the datasets draws refer to by position.
+        view: what the draws read.
         stats: the shared counters table to publish into.
         worker: this DataLoader worker's id, ``None`` in the training process.
     """
 
-    def __init__(self, views: Sequence[DatasetView], *, stats: SharedStats, worker: int | None):
-        self.views = list(views)
-        self._runtimes: dict[int, _DatasetRuntime] = {}
+    def __init__(self, view: StreamView, *, stats: SharedStats, worker: int | None):
+        self.view = view
+        options = view.options
+        self.storages = DatasetStorages(view.catalog, options.storage_options, options.retry, given=view.storages)
+        disk_cache = DiskCache(options.cache_dir, options.cache_limit_bytes) if options.cache_dir else None
+        self.fetcher = EpisodeFetcher(view.catalog, self.storages, disk_cache=disk_cache)
+        self.pool = EpisodePool(self.fetcher, prefetch=options.prefetch_episodes, prefetch_bytes=options.prefetch_bytes,
+                                threads=options.fetch_threads)
+        self._builders: dict[int, SampleBuilder] = {}
         self._publisher = stats.publisher(worker)
         self.samples_built = 0
         self._next_publish = 0.0
 
-    def runtime(self, index: int) -> _DatasetRuntime:
-        runtime = self._runtimes.get(index)
-        if runtime is None:
-            runtime = self._runtimes[index] = _DatasetRuntime(self.views[index])
-        return runtime
+    def builder(self, dataset: int) -> SampleBuilder:
+        built = self._builders.get(dataset)
+        if built is None:
+            info, options = self.view.catalog.datasets[dataset], self.view.options
+            built = self._builders[dataset] = SampleBuilder(
+                video_keys=list(info.video_keys),
+                offsets=self.view.offsets[dataset],
+                tasks=self.view.catalog.tasks(dataset),
+                stage=options.decode_stage,
+                return_uint8=options.return_uint8,
+                image_transforms=options.image_transforms,
+                encoded_video=options.encoded_video,
+                member_prefix=info.root,
+                frame_sizes=info.frame_sizes,
+            )
+        return built
 
     def samples(self, segments: Iterable[Iterable[Block]]) -> Iterator[tuple[int, dict]]:
         """Yield ``(dataset index, sample)`` for every draw of every segment, in order.
 
-        Before each block, the episodes it (and, ahead of it, the next blocks) first needs
-        are appended to each dataset's prefetch order; an episode is evicted after its last
-        draw, and whatever a segment leaves open is evicted when it ends (a piece whose last
-        draw lies past the segment exists only after a re-split resume).
+        Before each block, the pieces it (and, ahead of it, the next blocks) first needs are
+        appended to the prefetch order; a piece is evicted after its last draw, and whatever a
+        segment leaves open is evicted when it ends (a piece whose last draw lies past the
+        segment exists only after a re-split resume).
         """
+        catalog = self.view.catalog
         try:
             for segment in segments:
-                for runtime in self._runtimes.values():
-                    runtime.pool.schedule([])
+                self.pool.schedule([])
                 for admitted, draws in segment:
-                    for index, episode in admitted:
-                        self.runtime(index).pool.extend([episode])
-                    for index, episode, anchor, last in draws:
-                        runtime = self.runtime(index)
-                        sample = runtime.sample(episode, anchor)
+                    self.pool.extend(admitted)
+                    for piece, episode, anchor, last in draws:
+                        loaded = self.pool.get(piece, episode)
+                        frame = int(catalog.anchor_frames(episode, np.array([anchor]))[0])
+                        sample = self.builder(loaded.dataset).build(loaded, frame)
                         if last:
-                            runtime.pool.release(episode)
+                            self.pool.release(piece)
                         self.samples_built += 1
                         self._maybe_publish()
-                        yield index, sample
-                for runtime in self._runtimes.values():
-                    runtime.pool.release_all()
+                        yield loaded.dataset, sample
+                self.pool.release_all()
         finally:
             # Runs when the stream ends (before a DataLoader worker reports it is done) or the
             # generator is closed, so an epoch's totals are complete once the loader is.
@@ -159,8 +154,7 @@ class Consumer:
             self.close()
 
     def close(self) -> None:
-        for runtime in self._runtimes.values():
-            runtime.pool.close()
+        self.pool.close()
 
     def _maybe_publish(self) -> None:
         if time.monotonic() >= self._next_publish:
@@ -168,24 +162,25 @@ class Consumer:
             self._next_publish = time.monotonic() + _PUBLISH_INTERVAL_S
 
     def publish(self) -> None:
-        """Write this consumer's counters (summed over its datasets) to the shared table."""
-        runtimes = list(self._runtimes.values())
+        """Write this consumer's counters to the shared table."""
+        fetch, builders = self.fetcher.counters, list(self._builders.values())
         total = {
             "samples": self.samples_built,
-            "bytes_fetched": sum(r.fetcher.counters.bytes_fetched for r in runtimes),
-            "fetch_seconds": sum(r.fetcher.counters.fetch_seconds for r in runtimes),
-            "decode_seconds": sum(r.builder.counters["decode_seconds"] for r in runtimes),
-            "episodes_admitted": sum(r.fetcher.counters.episodes_admitted for r in runtimes),
-            "disk_cache_hits": sum(r.fetcher.counters.disk_cache_hits for r in runtimes),
-            "decoder_hits": sum(r.builder.counters["decoder_hits"] for r in runtimes),
-            "decoder_misses": sum(r.builder.counters["decoder_misses"] for r in runtimes),
-            "frames_decoded": sum(r.builder.counters["frames_decoded"] for r in runtimes),
-            "storage_retries": sum(r.view.storage.counters.retries - r.retries_before for r in runtimes),
-            "max_open_episodes": sum(r.pool.max_open for r in runtimes),
-            "max_open_bytes": sum(r.pool.max_open_bytes for r in runtimes),
-            "max_prefetched_bytes": sum(r.pool.prefetcher.peak_bytes for r in runtimes),
+            "bytes_fetched": fetch.bytes_fetched,
+            "fetch_seconds": fetch.fetch_seconds,
+            "decode_seconds": sum(b.counters["decode_seconds"] for b in builders),
+            "episodes_admitted": fetch.episodes_admitted,
+            "disk_cache_hits": fetch.disk_cache_hits,
+            "decoder_hits": sum(b.counters["decoder_hits"] for b in builders),
+            "decoder_misses": sum(b.counters["decoder_misses"] for b in builders),
+            "frames_decoded": sum(b.counters["frames_decoded"] for b in builders),
+            "storage_retries": self.storages.retries,
+            "max_open_episodes": self.pool.max_open,
+            "max_open_bytes": self.pool.max_open_bytes,
+            "max_prefetched_bytes": self.pool.prefetcher.peak_bytes,
+            "max_datasets_opened": self.storages.opened,
         }
         self._publisher.publish(total)
 
 
-__all__ = ["Block", "Consumer", "DatasetView"]
+__all__ = ["Block", "Consumer", "ReadOptions", "StreamView"]

@@ -35,10 +35,13 @@ STAT_FIELDS: tuple[str, ...] = (
     "max_open_episodes",
     "max_open_bytes",
     "max_prefetched_bytes",
+    "max_datasets_opened",
 )
 """Published counters. ``max_open_episodes``/``max_open_bytes``: the most episodes (and their
 bytes: compressed video + decoded rows) one consumer held open at once. ``max_prefetched_bytes``:
-the most video bytes one consumer had fetched, or was fetching, ahead of use."""
+the most video bytes one consumer had fetched, or was fetching, ahead of use.
+``max_datasets_opened``: the most packs one consumer has read from (a mixture opens a pack
+when it first admits one of its episodes)."""
 
 MAX_WORKERS = 255
 """Workers beyond this id still load data; they just do not publish counters."""

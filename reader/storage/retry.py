@@ -177,6 +177,37 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
+def resource_limit(error: BaseException) -> str | None:
+    """What process limit ``error`` (or one of its causes) hit, in words with its value, or
+    None. aiohttp reports an exhausted descriptor table as a connection error and s3fs wraps it
+    again, so this walks the causes before anything is classified as transient."""
+    for cause in _causes(error):
+        number = getattr(cause, "errno", None)
+        if isinstance(cause, OSError) and number in (errno.EMFILE, errno.ENFILE):
+            return f"too many open files ({errno.errorcode[number]}): {_nofile_limit()}"
+        if isinstance(cause, OSError) and number == errno.ENOMEM or isinstance(cause, MemoryError):
+            return "out of memory (ENOMEM): lower num_workers, prefetch_bytes or the batch size"
+        if isinstance(cause, RuntimeError) and "can't start new thread" in str(cause):
+            return f"cannot start another thread: {_nproc_limit()}"
+    return None
+
+
+def _nofile_limit() -> str:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return (f"this process may open {soft} files (ulimit -n; hard limit {hard}); raise it, or lower num_workers "
+            "and prefetch_episodes")
+
+
+def _nproc_limit() -> str:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    shown = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+    return f"the user may run {shown} threads and processes (ulimit -u); raise it, or lower num_workers"
+
+
 def is_not_found(error: BaseException) -> bool:
     return any(isinstance(e, FileNotFoundError) or http_status(e) == 404 for e in _causes(error))
 

@@ -12,8 +12,10 @@ and read timeouts, so a stalled endpoint costs at most ``max_attempts`` read tim
 stays below us: aiohttp (>= 3.9) resends an idempotent request once when the connection drops
 before the response headers (RFC 9112), so such a reset may cost no attempt of ours.
 
-The fsspec filesystem is created lazily per process: a ``Storage`` pickles into DataLoader
-workers (spawn) and survives fork (s3fs is not fork-safe once its event loop runs).
+The fsspec filesystem is shared by every root of the process with the same protocol and
+options (``reader.storage.clients``) and looked up lazily: a ``Storage`` costs no client of its
+own, pickles into DataLoader workers (spawn) and survives fork (s3fs is not fork-safe once its
+event loop runs).
 
 This module imports fsspec only; s3fs, botocore and aiohttp are loaded by fsspec on demand and
 their exceptions are recognised by class name, so classifying errors imports nothing.
@@ -34,8 +36,9 @@ from typing import Any, TypeVar
 import fsspec
 import fsspec.core
 
-from reader.errors import AccessDeniedError, ObjectNotFoundError, ShortReadError, StorageError
+from reader.errors import AccessDeniedError, ObjectNotFoundError, ResourceLimitError, ShortReadError, StorageError
 from reader.format.fields import sha256_chunks
+from reader.storage.clients import shared_filesystem
 from reader.storage.local_files import (
     atomic_copy,
     atomic_rename,
@@ -52,6 +55,7 @@ from reader.storage.retry import (
     is_not_found,
     is_range_not_satisfiable,
     is_transient,
+    resource_limit,
 )
 
 T = TypeVar("T")
@@ -123,8 +127,8 @@ class Storage:
         options = dict(self.storage_options)
         if self.is_local:
             return options
-        # Our own instance: never one whose event loop a parent process started, and our retry
-        # settings do not leak into instances other code shares.
+        # Not fsspec's instance cache: our clients (reader.storage.clients) are shared only
+        # among our roots, never with other code, and never across a fork.
         options["skip_instance_cache"] = True
         if self.protocol in ("s3", "s3a"):
             config = dict(options.get("config_kwargs") or {})
@@ -138,7 +142,7 @@ class Storage:
         return options
 
     def _make_filesystem(self, *, internal_retries: bool) -> tuple[Any, str]:
-        fs, root = fsspec.core.url_to_fs(self.url, **self._filesystem_options(internal_retries=internal_retries))
+        fs, root = shared_filesystem(self.url, self._filesystem_options(internal_retries=internal_retries))
         if self.protocol in ("s3", "s3a"):
             # s3fs's own loop (5 tries by default) would hide attempts from ours. Without ours,
             # botocore retries requests and s3fs gets one more try for a body cut mid-read
@@ -205,8 +209,11 @@ class Storage:
                 result = function()
             except Exception as err:  # classified below; nothing is swallowed
                 self._count(requests=1, seconds=time.perf_counter() - started)
-                if isinstance(err, StorageError):
+                if isinstance(err, (StorageError, ResourceLimitError)):
                     raise
+                limit = resource_limit(err)
+                if limit is not None:
+                    raise ResourceLimitError(f"{url}: {operation}: {limit}") from err
                 if is_not_found(err):
                     raise ObjectNotFoundError(f"{url}: not found ({operation})", url=url, operation=operation, attempts=attempts) from err
                 if is_access_denied(err):

@@ -1,0 +1,84 @@
+"""Compiling a mixture: one index of every pack, so training opens a handful of files.
+
+``mixture create`` has opened every pack (its checked manifest, episodes index, the anchors a
+``where`` keeps, tasks, stats); this writes what training needs of all of them into
+``_mixture/`` beside ``mixture.json`` (``reader.format.mixture_index``) and returns each file's
+size, rows and SHA-256 for ``mixture.json``. The tables come from the reader's own catalog
+(``EpisodeCatalog.to_tables``), the inverse of what a reader checks when it opens them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
+from reader.fetch.packed_index import PackedIndex, verified_read
+from reader.format import STATS_PATH, sha256_hex
+from reader.format.mixture_index import INDEX_PATHS, IndexFile
+from reader.storage import Storage
+
+
+@dataclass(frozen=True)
+class OpenedPack:
+    """A pack as ``mixture create`` opened it: name, storage, checked index (with the
+    mixture's ``where`` applied) and tasks."""
+
+    name: str
+    storage: Storage
+    index: PackedIndex
+    tasks: dict[int, str]
+    where: str | None
+
+
+def _parquet(table: pa.Table) -> bytes:
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    return buffer.getvalue()
+
+
+def meta_record(pack: OpenedPack) -> dict:
+    """What ``MixtureDataset.meta`` needs of one pack (``reader.lerobot_meta.meta_from_record``)."""
+    manifest = pack.index.manifest
+    stats = json.loads(verified_read(pack.storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
+    source = manifest.source if isinstance(manifest.source, dict) else {}
+    return {
+        "repo_id": str(source.get("repo_id") or source.get("uri") or pack.name),
+        "robot_type": pack.index.info.get("robot_type"),
+        "total_episodes": int(manifest.totals["episodes"]),
+        "total_frames": int(manifest.totals["frames"]),
+        "stats": stats,
+    }
+
+
+def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, IndexFile]:
+    """Write ``_mixture/`` under ``root`` for ``packs`` (in mixture order).
+
+    Returns:
+        ``{name: IndexFile}`` for ``mixture.json``'s ``index`` block.
+
+    Raises:
+        StorageError: writing failed beyond the retry policy.
+        FormatError, IntegrityError: a pack's stats.json is damaged or altered.
+    """
+    datasets = [
+        CatalogDataset(name=p.name, root=p.storage.url, manifest_sha256=p.index.manifest_sha256, fps=p.index.manifest.fps,
+                       features=p.index.manifest.features, video_keys=tuple(p.index.manifest.video_keys),
+                       tolerance_s=p.index.manifest.tolerance_s, where=p.where)
+        for p in packs
+    ]
+    catalog = EpisodeCatalog.from_packs([(d, p.index, p.tasks) for d, p in zip(datasets, packs)])
+    files: dict[str, IndexFile] = {}
+    for name, table in catalog.to_tables().items():
+        data = _parquet(table)
+        root.write_bytes(INDEX_PATHS[name], data)
+        files[name] = IndexFile(path=INDEX_PATHS[name], bytes=len(data), rows=table.num_rows, sha256=sha256_hex(data))
+    meta = (json.dumps({"datasets": [meta_record(p) for p in packs]}, sort_keys=True) + "\n").encode()
+    root.write_bytes(INDEX_PATHS["meta"], meta)
+    files["meta"] = IndexFile(path=INDEX_PATHS["meta"], bytes=len(meta), rows=len(packs), sha256=sha256_hex(meta))
+    return files
