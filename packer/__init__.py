@@ -32,6 +32,7 @@ _EXPORTS = {
     "packer.synthetic.dataset": ["write_sample_dataset", "SampleSpec", "CameraSpec", "rollover_spec"],
     "packer.synthetic.frame_identity": ["identity_frame", "read_identity"],
     "packer.synthetic.tabular_pack": ["write_tabular_pack"],
+    "packer.synthetic.video": ["tiny_member"],
     # errors: every one a reader.errors.LeRobotShardsError
     "packer.errors": [
         "PackError", "FrameMismatchError", "PackInterrupted", "OptionsError", "SourceError", "VideoCutError",

@@ -35,10 +35,10 @@ import numpy as np
 
 from reader.decode.frames import CpuDecodeStage
 from reader.epoch_stream import EpochStream, Segment
-from reader.errors import FormatError, IntegrityError, MixtureSpecError, PinMismatchError
+from reader.errors import FormatError, MixtureSpecError, PinMismatchError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
-from reader.fetch.packed_index import PackedIndex, load_tasks, verified_read
-from reader.format import STATS_PATH, check_bytes, sha256_hex
+from reader.fetch.packed_index import PackedIndex, load_tasks, read_recorded, verified_read
+from reader.format import STATS_PATH, sha256_hex
 from reader.format.arrow_io import read_parquet_bytes, read_parquet_metadata
 from reader.format.fields import load_json
 from reader.format.layout import MAX_JSON_DEPTH, MAX_RECORD_BYTES
@@ -54,7 +54,6 @@ from reader.runtime.consumer import ReadOptions, StreamView
 from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
 from reader.storage import RetryPolicy, Storage
 
-MIXTURE_WHERE = "mixture.json"
 PLAN_KIND = "pieces-1"
 """Recorded in resume states: how epochs are planned (weighted mixtures before it drew each
 sample's source at random, a sequence a state of this version could not continue)."""
@@ -404,18 +403,13 @@ def _refuse_duplicates(datasets: list[CatalogDataset]) -> None:
             seen[key] = d.name
 
 
-def _verified_index_file(base: Storage, spec: MixtureSpec, name: str, where: str) -> bytes:
+def _verified_index_file(base: Storage, spec: MixtureSpec, name: str) -> bytes:
     entry = spec.index[name]
-    size = base.size(entry.path)
-    if size != entry.bytes:
-        raise IntegrityError(f"{base.describe(entry.path)}: {size} bytes, {where} records {entry.bytes} (altered after mixture create)")
-    data = base.read_range(entry.path, 0, size)
-    check_bytes(data, size=entry.bytes, sha256=entry.sha256, where=base.describe(entry.path))
-    return data
+    return read_recorded(base, entry.path, size=entry.bytes, sha256=entry.sha256)
 
 
 def _read_table(base: Storage, spec: MixtureSpec, name: str, where: str):
-    data = _verified_index_file(base, spec, name, where)
+    data = _verified_index_file(base, spec, name)
     rows = read_parquet_metadata(data).num_rows
     if rows != spec.index[name].rows:
         raise FormatError(f"{base.describe(spec.index[name].path)}: {rows} rows, {where} records {spec.index[name].rows}")
@@ -442,7 +436,7 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
 
 
 def _read_meta_records(base: Storage, spec: MixtureSpec) -> list[dict]:
-    data = _verified_index_file(base, spec, "meta", MIXTURE_WHERE)
+    data = _verified_index_file(base, spec, "meta")
     where = base.describe(spec.index["meta"].path)
     value = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
     records = value.get("datasets") if isinstance(value, dict) else None

@@ -18,6 +18,7 @@ the server.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -144,14 +145,16 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory) -> Iterator[S3Server]:
-    """moto_server on 127.0.0.1 for this session (this xdist worker); stopped at the end."""
+@contextlib.contextmanager
+def running_s3_server(log_dir: Path) -> Iterator[S3Server]:
+    """moto_server on 127.0.0.1 until the block ends, with this process's AWS environment set
+    to dummies (restored after): for tests (``s3_server``) and benchmarks alike."""
     saved = {key: os.environ.get(key) for key in (*DUMMY_ENV, *UNSET_ENV)}
     for key in UNSET_ENV:
         os.environ.pop(key, None)
     os.environ.update(DUMMY_ENV)
-    log_path = tmp_path_factory.mktemp("moto") / "moto_server.log"
+    log_path = Path(log_dir) / "moto_server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     process, url = _start_moto(log_path)
     try:
         yield S3Server(url, make_storage_options(url), log_path)
@@ -162,6 +165,23 @@ def s3_server(tmp_path_factory) -> Iterator[S3Server]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def make_bucket(server: S3Server) -> tuple[str, dict]:
+    """A fresh, uniquely named bucket on ``server``: ``("s3://<name>", storage_options)``."""
+    import s3fs
+
+    name = f"test-{uuid.uuid4().hex[:16]}"
+    options = server.storage_options()
+    s3fs.S3FileSystem(**options).mkdir(name)
+    return f"s3://{name}", options
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> Iterator[S3Server]:
+    """moto_server on 127.0.0.1 for this session (this xdist worker); stopped at the end."""
+    with running_s3_server(tmp_path_factory.mktemp("moto")) as server:
+        yield server
 
 
 @pytest.fixture

@@ -367,3 +367,36 @@ def test_fork_while_a_parent_thread_holds_the_lock(s3_bucket):
     with storage._lock:  # as if a prefetch thread were counting bytes at the moment of fork
         pid, data, _ = _run_child("fork", storage)
     assert data == bytes(range(10, 30))
+
+
+def test_process_limits_are_named_and_never_retried(tmp_path):
+    """aiohttp reports an exhausted descriptor table as a connection error (which alone reads
+    as transient): the reader names the limit at once instead of retrying it as the network."""
+    from reader.errors import ResourceLimitError
+    from reader.fetch.prefetch import Prefetcher
+
+    class ClientOSError(OSError):  # aiohttp's, matched by name like the real one
+        pass
+
+    wrapped = ClientOSError("Cannot connect to host")
+    wrapped.__cause__ = OSError(errno.EMFILE, "Too many open files")
+    assert is_transient(wrapped)  # on its own it looks like a flaky network
+    storage = Storage(str(tmp_path), retry=RetryPolicy(max_attempts=6, base_s=0.0))
+    calls = []
+
+    def exhausted():
+        calls.append(1)
+        raise wrapped
+
+    with pytest.raises(ResourceLimitError, match=r"read: too many open files \(EMFILE\): this process may open \d+ files \(ulimit -n"):
+        storage._call("read", "k", exhausted)
+    assert len(calls) == 1 and storage.counters.retries == 0
+
+    prefetcher = Prefetcher(lambda p: p, size_of=lambda p: 1, describe=lambda p: f"episode {p}", depth=2)
+
+    def no_thread(*args, **kwargs):
+        raise RuntimeError("can't start new thread")
+
+    prefetcher._executor.submit = no_thread
+    with pytest.raises(ResourceLimitError, match=r"prefetching episode 0: cannot start another thread: .* \(ulimit -u\)"):
+        prefetcher.schedule([0, 1])

@@ -52,6 +52,7 @@ def meta_record(pack: OpenedPack) -> dict:
         "robot_type": pack.index.info.get("robot_type"),
         "total_episodes": int(manifest.totals["episodes"]),
         "total_frames": int(manifest.totals["frames"]),
+        "features": manifest.features,
         "stats": stats,
     }
 

@@ -1,11 +1,13 @@
-"""A large tabular-only packed dataset written straight in the packed format (no source, no
-pack run), for planning and resume benchmarks and tests at 10^7 anchors.
+"""Packs written straight in the packed format (no source, no pack run): large tabular ones for
+planning and resume at 10^7 anchors, and tiny distinct ones by the thousand for mixtures.
 
 Everything a reader checks is real: the manifest with its digests, the episodes index with
-row-group spans and digests, one shard parquet with episode-aligned row groups, an empty tar
-(no cameras) and ``meta/tasks.parquet``. Only ``samples_index=False`` cuts a corner for
-speed: the sample index then holds no rows (its digest is still recorded), so ``where=``
-and ``verify`` do not apply to such a dataset; planning and resume never read it.
+row-group spans and digests, one shard parquet with episode-aligned row groups, the tar (empty
+without a camera; with ``camera``, one given mp4 member per episode) and ``meta/tasks.parquet``.
+``seed`` changes the ``action`` values, so packs of different seeds are different packs (their
+manifests differ), as a mixture of distinct datasets needs. Only ``samples_index=False`` cuts
+a corner for speed: the sample index then holds no rows (its digest is still recorded), so
+``where=`` and ``verify`` do not apply to such a dataset; planning and resume never read it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.shard.parquet import shard_parquet_layout
+from packer.shard.tar_writer import DeterministicTarWriter
 from packer.version import packer_version
 from reader.format import (
     EPISODES_INDEX_PATH,
@@ -36,13 +39,27 @@ from reader.format import (
     sha256_hex,
     shard_parquet_path,
     shard_tar_path,
+    video_column,
+    video_member_name,
 )
 
 _SCALARS = (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"), ("index", "int64"), ("task_index", "int64"))
 
 
-def write_tabular_pack(root: str | Path, *, episodes: int, length: int, fps: int = 30, samples_index: bool = True) -> Manifest:
+def write_tabular_pack(
+    root: str | Path,
+    *,
+    episodes: int,
+    length: int,
+    fps: int = 30,
+    samples_index: bool = True,
+    seed: int = 0,
+    camera: tuple[str, bytes, int, int] | None = None,
+) -> Manifest:
     """Write a packed dataset of ``episodes`` x ``length`` frames of a 2-vector ``action``.
+
+    ``camera`` is ``(key, mp4 bytes, height, width)``: every episode gets that member (it must
+    decode to ``length`` frames of that size; ``packer.synthetic.video.tiny_member`` makes one).
 
     Returns the written ``Manifest``; an existing one at ``root`` is returned as it is.
     """
@@ -54,9 +71,10 @@ def write_tabular_pack(root: str | Path, *, episodes: int, length: int, fps: int
     frames = episodes * length
     episode_index = np.repeat(np.arange(episodes, dtype=np.int64), length)
     frame_index = np.tile(np.arange(length, dtype=np.int64), episodes)
+    values = np.random.default_rng(seed).standard_normal(frames * 2).astype(np.float32) if seed else np.zeros(frames * 2, np.float32)
     table = pa.table(
         {
-            "action": pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(frames * 2, np.float32)), 2),
+            "action": pa.FixedSizeListArray.from_arrays(pa.array(values), 2),
             "timestamp": pa.array((frame_index / fps).astype(np.float32)),
             "frame_index": pa.array(frame_index),
             "episode_index": pa.array(episode_index),
@@ -70,7 +88,17 @@ def write_tabular_pack(root: str | Path, *, episodes: int, length: int, fps: int
     with pq.ParquetWriter(parquet_path, table.schema, compression="zstd", write_page_index=True) as writer:
         writer.write_table(table, row_group_size=episodes_per_group * length)
     footer, spans = shard_parquet_layout(parquet_path)
-    tar = b"\0" * 1024  # an empty tar: no cameras
+    video_keys = [camera[0]] if camera else []
+    members: list[int] = []
+    buffer = io.BytesIO()
+    if camera:
+        key, member, _, _ = camera
+        tar_writer = DeterministicTarWriter(buffer)
+        members = [tar_writer.add(video_member_name(e, key), member) for e in range(episodes)]
+        tar_writer.close()
+    else:
+        buffer.write(b"\0" * 1024)  # an empty tar: no cameras
+    tar = buffer.getvalue()
     (root / shard_tar_path(0)).write_bytes(tar)
 
     ids = np.arange(episodes, dtype=np.int64)
@@ -90,8 +118,9 @@ def write_tabular_pack(root: str | Path, *, episodes: int, length: int, fps: int
             "row_group_offset": span[group, 0],
             "row_group_bytes": span[group, 1],
             "row_group_sha256": pa.array(digests[group].tolist(), pa.string()),
+            **_member_columns(camera, members, length),
         },
-        schema=episodes_index_schema([]),
+        schema=episodes_index_schema(video_keys),
     )
     samples_schema = samples_index_schema({})
     if samples_index:
@@ -115,11 +144,14 @@ def write_tabular_pack(root: str | Path, *, episodes: int, length: int, fps: int
         TASKS_PATH: _write_parquet(root / TASKS_PATH, pa.table({"task_index": [0], "task": ["synthetic"]})),
     }
     features = {"action": {"dtype": "float32", "shape": [2], "names": None}}
+    if camera:
+        features[camera[0]] = {"dtype": "video", "shape": [camera[2], camera[3], 3], "names": ["height", "width", "channels"],
+                               "info": {"video.codec": "h264"}}
     features.update({name: {"dtype": dtype, "shape": [1], "names": None} for name, dtype in _SCALARS})
     parquet_bytes = parquet_path.stat().st_size
     manifest = Manifest(
         format=FORMAT_NAME, format_version=FORMAT_VERSION, packer_version=packer_version(), options={"video": "copy"},
-        source={"uri": "synthetic-tabular"}, fps=fps, features=features, video_keys=[], windows={}, tolerance_s=1e-4,
+        source={"uri": "synthetic-tabular"}, fps=fps, features=features, video_keys=video_keys, windows={}, tolerance_s=1e-4,
         shards=[ShardEntry(0, "shard-000000", episodes, frames, len(tar), sha256_hex(tar), parquet_bytes,
                            sha256_hex(parquet_path.read_bytes()), FooterEntry(**footer))],
         files=files,
@@ -127,6 +159,21 @@ def write_tabular_pack(root: str | Path, *, episodes: int, length: int, fps: int
     )
     (root / MANIFEST_PATH).write_text(manifest.to_json())
     return manifest
+
+
+def _member_columns(camera: tuple[str, bytes, int, int] | None, offsets: list[int], length: int) -> dict:
+    if camera is None:
+        return {}
+    key, member, _, _ = camera
+    n = len(offsets)
+    return {
+        video_column(key, "offset"): pa.array(offsets, pa.int64()),
+        video_column(key, "size"): pa.array([len(member)] * n, pa.int64()),
+        video_column(key, "frames"): pa.array([length] * n, pa.int64()),
+        video_column(key, "codec"): pa.array(["h264"] * n, pa.string()),
+        video_column(key, "sha256"): pa.array([sha256_hex(member)] * n, pa.string()),
+        video_column(key, "reencoded"): pa.array([False] * n, pa.bool_()),
+    }
 
 
 def _write_parquet(path: Path, table: pa.Table) -> FileEntry:

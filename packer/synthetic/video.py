@@ -71,3 +71,22 @@ def concatenate_by_stream_copy(inputs: Sequence[Path], output: Path) -> None:
                 packet.stream = mapping[packet.stream.index]
                 sink.mux(packet)
         shutil.move(str(staged), str(output))
+
+
+def tiny_member(frames: int, height: int = 16, width: int = 16, *, fps: int = 30) -> bytes:
+    """A self-contained h264 mp4 of ``frames`` gray frames (closed GOP of 1): a valid member for
+    tiny synthetic packs (``write_tabular_pack(camera=...)``)."""
+    import io
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as sink:
+        stream = sink.add_stream("libx264", rate=fps, options={"g": "1", "bf": "0", "crf": "30", "preset": "ultrafast"})
+        stream.pix_fmt, stream.height, stream.width = "yuv420p", height, width
+        for index in range(frames):
+            picture = av.VideoFrame.from_ndarray(np.full((height, width, 3), (index * 37) % 256, np.uint8), format="rgb24")
+            picture.pts, picture.time_base = index, Fraction(1, fps)
+            for packet in stream.encode(picture):
+                sink.mux(packet)
+        for packet in stream.encode():
+            sink.mux(packet)
+    return buffer.getvalue()

@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
-from reader.errors import FormatError, IntegrityError, ObjectNotFoundError
+from reader.errors import FormatError, IntegrityError, ObjectNotFoundError, ShortReadError
 from reader.format import (
     EPISODES_INDEX_PATH,
     INFO_PATH,
@@ -35,7 +35,7 @@ from reader.format.arrow_io import read_parquet_bytes
 from reader.format.layout import MAX_MANIFEST_BYTES
 from reader.storage import Storage
 
-__all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "load_tasks", "read_manifest", "verified_read"]
+__all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "load_tasks", "read_manifest", "read_recorded", "verified_read"]
 
 
 def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tuple[Manifest, str]:
@@ -78,11 +78,23 @@ def verified_read(storage: Storage, manifest: Manifest, rel: str) -> bytes:
         StorageError: the read failed.
     """
     entry = manifest.file(rel)
-    size = storage.size(rel)  # before reading: a file that grew must not be read whole
-    if size != entry.bytes:
-        raise IntegrityError(f"{storage.describe(rel)}: {size} bytes, the manifest records {entry.bytes} (damaged or replaced after packing)")
-    data = storage.read_range(rel, 0, size)
-    check_bytes(data, size=entry.bytes, sha256=entry.sha256, where=storage.describe(rel))
+    return read_recorded(storage, rel, size=entry.bytes, sha256=entry.sha256)
+
+
+def read_recorded(storage: Storage, rel: str, *, size: int, sha256: str) -> bytes:
+    """Exactly the ``size`` bytes a digest covers, from the start of ``rel``, checked: one
+    request, and nothing beyond the recorded size is ever read (a file that grew cannot make
+    a reader allocate more; its first ``size`` bytes must still be the recorded ones).
+
+    Raises:
+        IntegrityError: the file is shorter, or its bytes differ from the recorded digest.
+        StorageError: the read failed.
+    """
+    try:
+        data = storage.read_range(rel, 0, size)
+    except ShortReadError as err:
+        raise IntegrityError(f"{storage.describe(rel)}: shorter than the {size} bytes recorded (damaged or replaced): {err}") from err
+    check_bytes(data, size=size, sha256=sha256, where=storage.describe(rel))
     return data
 
 

@@ -153,8 +153,8 @@ class MixtureSpec:
     index: Mapping[str, IndexFile] | None = None
 
     def __post_init__(self) -> None:
-        names = [d.name for d in self.datasets]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        seen: set[str] = set()
+        duplicates = sorted({d.name for d in self.datasets if d.name in seen or seen.add(d.name)})
         if duplicates:
             raise MixtureSpecError(f"{MIXTURE_FILE}: dataset names must be unique, found {duplicates} more than once")
         if self.default_weights not in DEFAULT_WEIGHT_MODES:
