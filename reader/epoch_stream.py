@@ -11,6 +11,8 @@ sample (``_finish``).
 
 from __future__ import annotations
 
+import gc
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -164,10 +166,31 @@ class EpochStream(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[dict]:
         world = self._world()
+        if world.num_workers > 0:
+            freeze_inherited_objects()
         consumer = Consumer(self._view(), stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
         plan_shape, segments = self._segments(world)
         for dataset, sample in consumer.samples(self._blocks(plan_shape, segments)):
             yield self._finish(dataset, sample)
 
 
-__all__ = ["EpochStream", "Segment"]
+_frozen_in: int | None = None
+
+
+def freeze_inherited_objects() -> None:
+    """In a forked DataLoader worker, once: move every object inherited from the training
+    process to the garbage collector's permanent generation (``gc.freeze``, a list splice).
+
+    A full collection writes to the header of every object it tracks; in a forked worker that
+    copies every page of the parent's Python heap into the worker (copy-on-write), so a
+    worker's private memory jumped by the size of that heap whenever a collection happened to
+    run (measured: +85 MB per worker under a 320-dataset mixture, at random). Frozen objects
+    are never traversed; the worker still collects what it allocates itself.
+    """
+    global _frozen_in
+    if _frozen_in != os.getpid():
+        gc.freeze()
+        _frozen_in = os.getpid()
+
+
+__all__ = ["EpochStream", "Segment", "freeze_inherited_objects"]

@@ -10,6 +10,10 @@ exact sample sequence of the uninterrupted run, and on any other number of ranks
 serves the rest of the epoch exactly once (reader.plan.resume_state).
 
     torchrun --nproc_per_node=2 scripts/train.py --data /path/packed --steps 200 --ckpt run/ckpt.pt
+    torchrun --nproc_per_node=8 scripts/train.py --data s3://bucket/mix/mixture.json --ckpt run/ckpt.pt
+
+``--data`` is a pack's root or a ``mixture.json`` (``lerobot-shards mixture create``); a
+mixture's datasets must share one fps (the action window is ``--horizon`` frames at it).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from reader import BatchLoader, PackedDataset, to_device
+from reader import BatchLoader, MixtureDataset, PackedDataset, to_device
 
 ACTION_KEY = "action"
 STATE_KEY = "observation.state"
@@ -48,7 +52,7 @@ class TinyPolicy(nn.Module):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="packed dataset path or URL")
+    parser.add_argument("--data", required=True, help="packed dataset path or URL, or a mixture.json")
     parser.add_argument("--steps", type=int, default=100, help="optimizer steps to run in total")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--num-workers", type=int, default=2)
@@ -61,6 +65,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-batches", type=Path, default=None, help="append each batch's sample indices (JSONL)")
     parser.add_argument("--log-every", type=int, default=10)
     return parser.parse_args(argv)
+
+
+def open_dataset(data: str, *, horizon: int, seed: int) -> PackedDataset | MixtureDataset:
+    """The training stream: a pack, or a mixture (``mixture.json``) whose datasets share one
+    fps; the action window is ``horizon`` frames at that fps."""
+    is_mixture = data.rstrip("/").endswith(".json")
+    probe = MixtureDataset(data, shuffle=False) if is_mixture else PackedDataset(data, shuffle=False)
+    fps = probe.meta.fps
+    if fps is None:
+        raise SystemExit(f"{data}: the mixture's datasets have different fps ({probe.fps}); train on one fps per run")
+    delta = {ACTION_KEY: [i / fps for i in range(horizon)]}
+    kind = MixtureDataset if is_mixture else PackedDataset
+    return kind(data, delta_timestamps=delta, seed=seed, return_uint8=True)
 
 
 def setup_distributed() -> tuple[int, int]:
@@ -83,13 +100,11 @@ def main(argv: list[str] | None = None) -> None:
         # than free cores makes OpenMP spin (10-40x slower ops).
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - args.num_workers))
     torch.manual_seed(args.seed)
-    fps_probe = PackedDataset(args.data, shuffle=False)
-    fps = fps_probe.fps
-    delta = {ACTION_KEY: [i / fps for i in range(args.horizon)]}
-    dataset = PackedDataset(args.data, delta_timestamps=delta, seed=args.seed, return_uint8=True)
-    cameras = list(dataset.video_keys)
-    sample_state = fps_probe.features[STATE_KEY]["shape"][0]
-    action_dim = fps_probe.features[ACTION_KEY]["shape"][0]
+    dataset = open_dataset(args.data, horizon=args.horizon, seed=args.seed)
+    features = dataset.meta.features  # a mixture's: harmonized (padded widths, every camera)
+    cameras = [key for key, feature in features.items() if feature["dtype"] == "video"]
+    sample_state = features[STATE_KEY]["shape"][0]
+    action_dim = features[ACTION_KEY]["shape"][0]
 
     model = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon).to(device)
     if world_size > 1:
@@ -120,8 +135,10 @@ def main(argv: list[str] | None = None) -> None:
             state_in = batch[STATE_KEY]
             target = batch[ACTION_KEY]
             prediction = model(state_in, [batch[k] for k in cameras])
-            mask = (~batch[f"{ACTION_KEY}_is_pad"]).unsqueeze(-1).float()
-            loss = (((prediction - target) ** 2) * mask).sum() / mask.sum().clamp(min=1) / action_dim
+            weights = (~batch[f"{ACTION_KEY}_is_pad"]).unsqueeze(-1).float().expand_as(target)
+            if f"{ACTION_KEY}_mask" in batch:  # a mixture's padded action dimensions do not count
+                weights = weights * batch[f"{ACTION_KEY}_mask"].unsqueeze(1).float()
+            loss = (((prediction - target) ** 2) * weights).sum() / weights.sum().clamp(min=1)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

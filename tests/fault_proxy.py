@@ -12,6 +12,9 @@ RNG, so a sequential client meets the same faults in every run:
   ``stall_s`` (longer than the client's read timeout) or until the client gives up.
 - ``throttle``: do not forward; answer ``503 SlowDown`` (S3's throttling reply) and close.
 
+``latency_s`` delays every request by that long before it is forwarded (a distant bucket on
+loopback: each request then costs a round trip, as it does in a cloud region).
+
 A new request is recognised by an HTTP method at the start of the client's bytes after the
 server has answered (HTTP/1.1 clients do not pipeline), so keep-alive connections are faulted
 request by request. One thread per connection runs a ``select`` loop over both sockets, so a
@@ -72,6 +75,7 @@ class FaultProxy:
     reset_after_bytes: tuple[int, int] = (0, 4096)
     stall_s: float = 60.0
     per_request: bool = True
+    latency_s: float = 0.0
     counters: FaultCounters = field(default_factory=FaultCounters)
 
     def __post_init__(self) -> None:
@@ -184,6 +188,8 @@ class FaultProxy:
                     return
                 if answered and _REQUEST_START.match(data):
                     answered = False
+                    if self.latency_s:
+                        time.sleep(self.latency_s)
                     if fault == "reset":  # the previous response ended inside the budget
                         self._reset(client)
                         return

@@ -49,3 +49,28 @@ def test_killed_run_resumes_with_the_same_batches_and_learns(packed_copy, tmp_pa
         assert not set(full[(0, step)]) & set(full[(1, step)])
     losses = [r["loss"] for r in rows if r["rank"] == 0]
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4, f"loss did not go down: {losses}"
+
+
+def test_the_example_trains_on_a_compiled_mixture_and_resumes(tmp_path):
+    """Two datasets of different state and action widths: the harmonized meta sizes the
+    policy, padded action dimensions do not count in the loss, and a resume continues."""
+    from packer import SampleSpec, create_mixture, pack_dataset, write_sample_dataset
+
+    for name, spec in {"arm": SampleSpec(episodes=3, lengths=(9, 7, 8)),
+                       "wide": SampleSpec(episodes=2, lengths=(6, 10), state_dim=8, action_dim=8, seed=4)}.items():
+        write_sample_dataset(tmp_path / "src" / name, spec)
+        pack_dataset(str(tmp_path / "src" / name), str(tmp_path / "mix" / name))
+    create_mixture(str(tmp_path / "mix"))
+    mixture = tmp_path / "mix" / "mixture.json"
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "OMP_NUM_THREADS": "1"}
+
+    def train(*extra: str) -> list[str]:
+        command = [sys.executable, str(SCRIPT), "--data", str(mixture), "--ckpt", str(tmp_path / "m.pt"), "--batch-size", "4",
+                   "--num-workers", "1", "--steps", "8", "--ckpt-every", "2", "--log-every", "1", *extra]
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout.splitlines()
+
+    train("--stop-after", "3")
+    resumed = train()
+    assert resumed[0].startswith("[train] resumed at step 2") and resumed[-1].startswith("[train] step 8 ")
