@@ -15,7 +15,6 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from reader.decode.frames import CpuDecodeStage
 from reader.epoch_stream import EpochStream, Segment
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, load_tasks
@@ -25,7 +24,7 @@ from reader.plan.consumer_draws import SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
-from reader.runtime.consumer import ReadOptions, StreamView
+from reader.runtime.consumer import StreamView
 from reader.storage import RetryPolicy, Storage
 
 
@@ -137,16 +136,11 @@ class PackedDataset(EpochStream):
         self.shuffle = shuffle
         self.seed = int(seed)
         self.episode_pool_size = int(episode_pool_size)
-        self.prefetch_episodes = int(prefetch_episodes)
-        self.prefetch_bytes = prefetch_bytes
-        self.cache_dir = cache_dir
-        self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
-        self.return_uint8 = return_uint8
-        self.image_transforms = image_transforms
-        self.decode_stage = CpuDecodeStage(decoder)
-        if decode_device is not None and image_transforms is not None:
-            raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
-        self.decode_device = decode_device
+        self._set_reading(
+            storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
+            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, cache_dir=cache_dir,
+            cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
+        )
         self.tasks = load_tasks(self.storage, manifest)
         self._meta: PackedMeta | None = None
         info = CatalogDataset(
@@ -175,15 +169,6 @@ class PackedDataset(EpochStream):
     def num_anchors(self) -> int:
         """Anchors in the selection (all frames of the selected episodes, or the where= subset)."""
         return int(self.index.anchor_counts.sum())
-
-    @property
-    def decoder_backend(self) -> str:
-        """Which decoder is used: ``torchcodec`` or ``pyav``."""
-        return self.decode_stage.backend
-
-    def stats(self) -> dict[str, float | str]:
-        """``EpochStream.stats()`` plus ``decoder_backend`` (``torchcodec`` or ``pyav``)."""
-        return {**super().stats(), "decoder_backend": self.decoder_backend}
 
     def upcoming_anchors(self, *, worker: int = 0, num_workers: int = 0, limit: int | None = None) -> AnchorSequence:
         """The anchors DataLoader worker ``worker`` of this rank will yield, in order.
@@ -231,14 +216,6 @@ class PackedDataset(EpochStream):
         return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
 
     # -- iteration ------------------------------------------------------------------------
-    def _read_options(self) -> ReadOptions:
-        return ReadOptions(
-            decode_stage=self.decode_stage, storage_options=self.storage.storage_options, retry=self.storage.retry,
-            return_uint8=self.return_uint8, image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
-            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir,
-            cache_limit_bytes=self.cache_limit_bytes,
-        )
-
     def _view(self) -> StreamView:
         return StreamView(catalog=self.catalog, offsets=[self.offsets], options=self._read_options(), storages=(self.storage,))
 

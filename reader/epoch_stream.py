@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
+from reader.decode.frames import CpuDecodeStage
 from reader.plan.resume_state import EpochResume
 from reader.plan.world import World
-from reader.runtime.consumer import Consumer, StreamView
+from reader.runtime.consumer import Consumer, ReadOptions, StreamView
 from reader.runtime.environment import detect_world
 from reader.runtime.stats import SharedStats
+from reader.storage import RetryPolicy
 
 Segment = tuple[int, int, int]
 """``(plan consumer, start, stop)``: a piece of a planned consumer's stream this consumer serves."""
@@ -46,6 +48,55 @@ class EpochStream(torch.utils.data.IterableDataset):
         self._rank_arg, self._world_size_arg = rank, world_size
         self._resume = EpochResume(kind, identity)
         self._stats = SharedStats()
+
+    def _set_reading(
+        self,
+        *,
+        storage_options: dict | None,
+        retry: RetryPolicy,
+        return_uint8: bool,
+        image_transforms: Callable | None,
+        prefetch_episodes: int,
+        prefetch_bytes: int | None,
+        cache_dir: str | None,
+        cache_limit_gb: float | None,
+        decoder: str,
+        decode_device: str | None,
+    ) -> None:
+        """Check and keep the options both datasets take with the same names and defaults.
+
+        Raises:
+            ValueError: ``image_transforms`` with ``decode_device`` (frames are decoded after
+                the workers), or a negative prefetch.
+        """
+        if decode_device is not None and image_transforms is not None:
+            raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
+        if prefetch_episodes < 0:
+            raise ValueError(f"prefetch_episodes must be >= 0, got {prefetch_episodes}")
+        self.storage_options = dict(storage_options or {})
+        self.retry = retry
+        self.return_uint8 = return_uint8
+        self.image_transforms = image_transforms
+        self.prefetch_episodes, self.prefetch_bytes = int(prefetch_episodes), prefetch_bytes
+        self.cache_dir = cache_dir
+        self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
+        self.decode_stage = CpuDecodeStage(decoder)
+        self.decode_device = decode_device
+
+    def _read_options(self) -> ReadOptions:
+        """The options as the consumer takes them (read at iteration: ``BatchLoader`` may have
+        switched ``return_uint8`` on since construction)."""
+        return ReadOptions(
+            decode_stage=self.decode_stage, storage_options=self.storage_options, retry=self.retry,
+            return_uint8=self.return_uint8, image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
+            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir,
+            cache_limit_bytes=self.cache_limit_bytes,
+        )
+
+    @property
+    def decoder_backend(self) -> str:
+        """Which decoder is used: ``torchcodec`` or ``pyav``."""
+        return self.decode_stage.backend
 
     # -- what a subclass says ---------------------------------------------------------------
     def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
@@ -145,9 +196,9 @@ class EpochStream(torch.utils.data.IterableDataset):
         video bytes fetched ahead of use; at most ``prefetch_bytes`` unless a single episode is
         larger). Iterators publish through shared memory (see ``reader.runtime.stats``) every
         50 ms and when their stream ends: current while a loader runs, complete once an epoch's
-        loader is exhausted.
+        loader is exhausted. Also ``decoder_backend``.
         """
-        return self._stats.snapshot()
+        return {**self._stats.snapshot(), "decoder_backend": self.decoder_backend}
 
     def reset_stats(self) -> None:
         """Zero the counters (call between iterators, not while a loader runs)."""

@@ -33,7 +33,6 @@ from typing import Literal
 
 import numpy as np
 
-from reader.decode.frames import CpuDecodeStage
 from reader.epoch_stream import EpochStream, Segment
 from reader.errors import FormatError, MixtureSpecError, PinMismatchError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
@@ -50,7 +49,7 @@ from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.mixture_plan import EpochPieces, MixtureLayout, PieceMap, proportional_pieces, weighted_pieces
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
-from reader.runtime.consumer import ReadOptions, StreamView
+from reader.runtime.consumer import StreamView
 from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
 from reader.storage import RetryPolicy, Storage
 
@@ -154,10 +153,11 @@ class MixtureDataset(EpochStream):
     ):
         if episode_pool_size < 1:
             raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
-        if decode_device is not None and image_transforms is not None:
-            raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
-        self.storage_options = dict(storage_options or {})
-        self.retry = retry
+        self._set_reading(
+            storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
+            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, cache_dir=cache_dir,
+            cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
+        )
         self._meta_records: list[dict] | None = None
         self._compiled: tuple[Storage, MixtureSpec] | None = None
         if isinstance(sources, str):
@@ -196,13 +196,6 @@ class MixtureDataset(EpochStream):
         self.samples_per_epoch = samples_per_epoch
         self.seed, self.shuffle, self.pool_size = int(seed), bool(shuffle), int(episode_pool_size)
         self.episode_pool_size = self.pool_size
-        self.return_uint8 = return_uint8
-        self.image_transforms = image_transforms
-        self.prefetch_episodes, self.prefetch_bytes = int(prefetch_episodes), prefetch_bytes
-        self.cache_dir = cache_dir
-        self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
-        self.decode_stage = CpuDecodeStage(decoder)
-        self.decode_device = decode_device
         # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
         # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
         self.harmonizer = FeatureHarmonizer.build(
@@ -336,14 +329,6 @@ class MixtureDataset(EpochStream):
             out[d.name] = json.loads(verified_read(storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
         return out
 
-    @property
-    def decoder_backend(self) -> str:
-        return self.decode_stage.backend
-
-    def stats(self) -> dict[str, float | str]:
-        """``EpochStream.stats()`` plus ``decoder_backend``."""
-        return {**super().stats(), "decoder_backend": self.decoder_backend}
-
     # -- planning -------------------------------------------------------------------------------
     def _pieces(self, epoch: int) -> EpochPieces:
         """This epoch's pieces (the last two epochs asked are kept: planning asks repeatedly)."""
@@ -368,13 +353,7 @@ class MixtureDataset(EpochStream):
 
     # -- iteration ------------------------------------------------------------------------------
     def _view(self) -> StreamView:
-        options = ReadOptions(
-            decode_stage=self.decode_stage, storage_options=self.storage_options, retry=self.retry, return_uint8=self.return_uint8,
-            image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
-            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir,
-            cache_limit_bytes=self.cache_limit_bytes,
-        )
-        return StreamView(catalog=self.catalog, offsets=self._offsets, options=options)
+        return StreamView(catalog=self.catalog, offsets=self._offsets, options=self._read_options())
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws as ``(piece, episode, anchor, last)`` blocks."""
