@@ -22,13 +22,12 @@ from typing import Any
 import numpy as np
 
 from reader.errors import FormatError
-from reader.fetch.packed_index import verified_read
+from reader.fetch.packed_index import read_stats
 from reader.format import INFO_PATH, STATS_PATH, video_keys_of
 from reader.format.manifest import Manifest
 from reader.storage import Storage
 
 # stats.json is a few KB for real datasets; refuse anything absurd before parsing it.
-MAX_STATS_BYTES = 64 << 20
 
 
 @dataclass
@@ -94,9 +93,7 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: di
     stats: dict[str, dict[str, np.ndarray]] = {}
     if STATS_PATH in manifest.files:
         stats_where = storage.describe(STATS_PATH)
-        if manifest.file(STATS_PATH).bytes > MAX_STATS_BYTES:
-            raise FormatError(f"{stats_where}: more than {MAX_STATS_BYTES} bytes")
-        stats = _stats(_json(verified_read(storage, manifest, STATS_PATH), stats_where), stats_where)
+        stats = _stats(read_stats(storage, manifest), stats_where)
     source = manifest.source if isinstance(manifest.source, dict) else {}
     return PackedMeta(
         repo_id=str(source.get("uri") or storage.describe("")),
@@ -141,16 +138,6 @@ def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> Packe
         stats=_stats(raw, where), robot_type=robot_type, total_episodes=totals[0], total_frames=totals[1],
         task_names=dict(tasks), info={"robot_type": robot_type},
     )
-
-
-def _json(data: bytes, where: str) -> dict:
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as err:
-        raise FormatError(f"{where}: not valid JSON ({type(err).__name__})") from None
-    if not isinstance(value, dict):
-        raise FormatError(f"{where}: must hold a JSON object, found {type(value).__name__}")
-    return value
 
 
 def _stats(raw: dict, where: str) -> dict[str, dict[str, np.ndarray]]:

@@ -36,13 +36,13 @@ import numpy as np
 from reader.epoch_stream import EpochStream, Segment
 from reader.errors import FormatError, MixtureSpecError, PinMismatchError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
-from reader.fetch.packed_index import PackedIndex, load_tasks, read_recorded, verified_read
-from reader.format import STATS_PATH, sha256_hex
-from reader.format.arrow_io import read_parquet_bytes, read_parquet_metadata
+from reader.fetch.packed_index import PackedIndex, load_tasks, read_recorded, read_stats
+from reader.format import sha256_hex
 from reader.format.fields import load_json
-from reader.format.layout import MAX_JSON_DEPTH, MAX_RECORD_BYTES
+from reader.format.limits import MAX_CAMERAS, MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from reader.format.mixture import MixtureEntry, MixtureSpec, resolve_dataset_path
-from reader.format.mixture_index import INDEX_FILES
+from reader.format.mixture_index import EPISODES_SCHEMA, INDEX_FILES
+from reader.format.parquet import Budget, read_bounded
 from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta, meta_from_record
 from reader.plan.consumer_draws import segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
@@ -326,7 +326,7 @@ class MixtureDataset(EpochStream):
         for d in self.catalog.datasets:
             storage = Storage(d.root, self.storage_options, retry=self.retry)
             manifest = PackedIndex(storage, manifest_sha256=d.manifest_sha256).manifest
-            out[d.name] = json.loads(verified_read(storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
+            out[d.name] = read_stats(storage, manifest)
         return out
 
     # -- planning -------------------------------------------------------------------------------
@@ -387,12 +387,17 @@ def _verified_index_file(base: Storage, spec: MixtureSpec, name: str) -> bytes:
     return read_recorded(base, entry.path, size=entry.bytes, sha256=entry.sha256)
 
 
+_MEMBER_LISTS = Budget(values_per_row={name: MAX_CAMERAS for name in EPISODES_SCHEMA.names if name.startswith("member_")})
+
+
 def _read_table(base: Storage, spec: MixtureSpec, name: str, where: str):
+    """A compiled table, checked against its digest and row count, decoded within bounds
+    (``read_bounded``: at most ``MAX_CAMERAS`` members per episode, ``MAX_EXPANSION`` times
+    the file's bytes)."""
+    entry = spec.index[name]
     data = _verified_index_file(base, spec, name)
-    rows = read_parquet_metadata(data).num_rows
-    if rows != spec.index[name].rows:
-        raise FormatError(f"{base.describe(spec.index[name].path)}: {rows} rows, {where} records {spec.index[name].rows}")
-    return read_parquet_bytes(data)
+    return read_bounded(data, where=base.describe(entry.path), rows=entry.rows, rows_expected=f"{where} records {entry.rows}",
+                        max_rows=entry.rows, budget=_MEMBER_LISTS)
 
 
 def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: str) -> EpisodeCatalog:
@@ -417,7 +422,8 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
 def _read_meta_records(base: Storage, spec: MixtureSpec) -> list[dict]:
     data = _verified_index_file(base, spec, "meta")
     where = base.describe(spec.index["meta"].path)
-    value = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+    # Stats are copied from each pack's stats.json, which may hold non-finite numbers.
+    value = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True)
     records = value.get("datasets") if isinstance(value, dict) else None
     if not isinstance(records, list) or len(records) != len(spec.datasets) or not all(isinstance(r, dict) for r in records):
         raise FormatError(f"{where}: 'datasets' must list one object per dataset of the mixture ({len(spec.datasets)})")

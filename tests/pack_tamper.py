@@ -25,7 +25,7 @@ from reader.format import (
     video_column,
 )
 from reader.format.manifest import content_sha256
-from reader.format.shard_parquet import footer_range, row_group_span
+from reader.format.parquet.row_groups import footer_range, row_group_span
 
 
 def sha256(data: bytes) -> str:

@@ -80,7 +80,7 @@ def test_a_consistently_resealed_index_is_still_checked_against_the_shards(damag
     frames = f"video/{CAMERAS[1]}/frames"
     edit_episodes_index(damaged, lambda rows: [r.update({frames: min(3, r["length"])}) for r in rows])
     problems = verify(str(damaged), decode=True).problems
-    assert any("index/samples.parquet: 140 anchors, manifest says 141 frames" in p for p in problems)
+    assert any("index/samples.parquet: 140 rows, the manifest says 141 frames" in p for p in problems)
     assert any(f"camera {CAMERAS[1]}: decodes to 12 frames, index says 3" in p for p in problems)
 
 

@@ -121,7 +121,7 @@ def sources_command(sources_file, listing):
         raise click.BadParameter(printable(str(err)), param_hint="SOURCES_FILE") from None
     if listing:
         for i, source in enumerate(sources):
-            click.echo(printable(f"{i}\t{source.name}\t{source.source}"))
+            click.echo(f"{i}\t{printable(source.name)}\t{printable(source.source)}")
     else:
         click.echo(len(sources))
 

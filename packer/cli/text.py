@@ -6,13 +6,21 @@ import json
 
 import click
 
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+# Control characters (newline and tab included: a dataset string must not start a line of
+# its own, which could imitate our output) and the invisible Unicode format characters that
+# reorder or hide text: bidirectional overrides and isolates (U+202E shows "exe.txt" for
+# "txt.exe"), zero-width characters, line and paragraph separators, the byte-order mark.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]}
+_CONTROL |= {c: f"\\u{c:04x}" for c in [0x061C, *range(0x200B, 0x2010), 0x2028, 0x2029, *range(0x202A, 0x202F),
+                                          *range(0x2060, 0x2070), 0xFEFF]}
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters (ESC, BEL, C1 controls, ...) shown as ``\\xNN``:
-    strings from a dataset must not drive the terminal (window titles, screen clears,
-    clipboard writes through OSC 52). Tabs and newlines stay."""
+    """``text`` on one line, with control characters (ESC, BEL, newline, tab, C1 controls)
+    shown as ``\\xNN`` and invisible format characters (bidi overrides, zero-width spaces)
+    as ``\\uNNNN``: strings from a dataset must not drive the terminal (window titles, screen
+    clears, clipboard writes through OSC 52), start lines of their own or reorder what is
+    shown. Print each field through it; put separators between fields afterwards."""
     return str(text).translate(_CONTROL)
 
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
-from reader.fetch.packed_index import PackedIndex, verified_read
-from reader.format import STATS_PATH, sha256_hex
+from reader.fetch.packed_index import PackedIndex, read_stats
+from reader.format import sha256_hex
 from reader.format.mixture_index import INDEX_PATHS, IndexFile
 from reader.storage import Storage
 
@@ -45,7 +45,7 @@ def _parquet(table: pa.Table) -> bytes:
 def meta_record(pack: OpenedPack) -> dict:
     """What ``MixtureDataset.meta`` needs of one pack (``reader.lerobot_meta.meta_from_record``)."""
     manifest = pack.index.manifest
-    stats = json.loads(verified_read(pack.storage, manifest, STATS_PATH)) if STATS_PATH in manifest.files else {}
+    stats = read_stats(pack.storage, manifest)
     source = manifest.source if isinstance(manifest.source, dict) else {}
     return {
         "repo_id": str(source.get("repo_id") or source.get("uri") or pack.name),

@@ -23,7 +23,6 @@ threads (``workers``): a mixture of thousands of packs in a bucket is mostly wai
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,12 +33,15 @@ from packer.mixture.compile import OpenedPack, compile_mixture
 from packer.mixture.sources import read_sources
 from reader.errors import LeRobotShardsError
 from reader.fetch.packed_index import PackedIndex, load_tasks
-from reader.format import MANIFEST_PATH, FormatError
+from reader.format import MANIFEST_PATH, FormatError, check_key
+from reader.format.fields import load_json
+from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
 from reader.storage import Storage
 
 MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"
+_MAX_ERROR_CHARS = 2_000  # of a failure record's error, shown in the report
 
 Status = Literal["ok", "failed", "incomplete", "missing", "invalid", "duplicate"]
 
@@ -125,6 +127,12 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
         name, path = item
         storage = Storage(path if _absolute(path) else f"{root.url}/{path}", storage_options)
         row = DatasetStatus(name=name, path=path, status="ok")
+        try:
+            check_key(name, what="dataset name")
+        except FormatError as err:
+            # mixture.json may only hold names every reader accepts: refuse it here, not at train time.
+            row.status, row.error = "invalid", f"{err}; rename the directory (or give NAME=PATH)"
+            return row, None, None
         if not storage.exists(MANIFEST_PATH):
             if name in failures:
                 row.status, row.error = "failed", failures[name]
@@ -231,16 +239,23 @@ def format_report(report: MixtureReport) -> list[str]:
 
 
 def _failure_records(root: Storage) -> dict[str, str]:
+    """``{dataset name: error}`` of the failure records an array task wrote (as untrusted as any
+    file in the bucket: bounded, and anything but ``{"error": ...}`` is reported as unreadable)."""
     out = {}
     for rel in root.list(FAILURES_DIR):
         if not rel.endswith(".json") or rel.count("/") != 1:
             continue
         name = rel.rsplit("/", 1)[-1].removesuffix(".json")
+        where = root.describe(rel)
         try:
-            record = json.loads(root.read_bytes(failure_path(name)))
-            out[name] = str(record.get("error", "?"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            out[name] = f"unreadable failure record {failure_path(name)}: {err}"
+            if root.size(rel) > MAX_RECORD_BYTES:
+                raise FormatError(f"{where}: more than {MAX_RECORD_BYTES} bytes")
+            record = load_json(root.read_bytes(rel), where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+            if not isinstance(record, dict):
+                raise FormatError(f"{where}: a {type(record).__name__}, not an object with an 'error'")
+            out[name] = str(record.get("error", "?"))[:_MAX_ERROR_CHARS]
+        except FormatError as err:
+            out[name] = f"unreadable failure record: {err}"
     return out
 
 

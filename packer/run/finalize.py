@@ -40,7 +40,7 @@ from reader.format import (
     shard_parquet_path,
     video_keys_of,
 )
-from reader.format.arrow_io import parquet_file
+from reader.format.parquet.arrow_io import parquet_file
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
 from reader.storage import RetryPolicy, Storage
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reader.format import sha256_hex
-from reader.format.shard_parquet import footer_range, row_group_span
+from reader.format.parquet.row_groups import footer_range, row_group_span
 
 
 def write_shard_parquet(tables: list[pa.Table], path: Path, max_bytes: int) -> list[int]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from packer.errors import SourceError
 from reader.format import check_key, video_keys_of
-from reader.format.layout import MAX_FPS
+from reader.format.limits import MAX_FPS
 
 SUPPORTED_CODEBASE_VERSION = "v3.0"
 

@@ -28,8 +28,8 @@ from reader.decode.frames import CpuDecodeStage, FrameSpec
 from reader.fetch.episode_pool import EpisodeFetcher
 from reader.fetch.packed_index import PackedIndex, verified_read
 from reader.format import SAMPLES_INDEX_PATH
-from reader.format.arrow_io import read_parquet_bytes
 from reader.format.layout import pad_column
+from reader.format.parquet import iter_bounded_batches
 from reader.storage import Storage
 
 _THUMB_WIDTH = 160
@@ -71,7 +71,7 @@ def render_preview(
         raise ValueError("max_episodes must be >= 0 and frames_per_episode >= 1")
     started = time.perf_counter()
     storage = Storage(root, storage_options)
-    index = PackedIndex(storage)
+    index = PackedIndex(storage, with_tasks=True)
     manifest = index.manifest
     fetcher = EpisodeFetcher.for_pack(storage, index)
     stage = CpuDecodeStage("auto")
@@ -143,15 +143,20 @@ def _window_validity(storage: Storage, manifest) -> list[tuple[str, int, int]]:
     """Per packed window: anchors whose every key has no padded slot, and all anchors."""
     if not manifest.windows:
         return []
-    table = read_parquet_bytes(verified_read(storage, manifest, SAMPLES_INDEX_PATH))
-    out = []
-    for window, keys in manifest.windows.items():
-        full = np.ones(table.num_rows, dtype=bool)
-        for key in keys:
-            for side in ("before", "after"):
-                full &= table[pad_column(window, key, side)].to_numpy() == 0
-        out.append((window, int(full.sum()), table.num_rows))
-    return out
+    frames = manifest.totals["frames"]
+    data = verified_read(storage, manifest, SAMPLES_INDEX_PATH)
+    full = {window: 0 for window in manifest.windows}
+    columns = [pad_column(window, key, side) for window, keys in manifest.windows.items() for key in keys for side in ("before", "after")]
+    # A row per frame: streamed in batches, never decoded whole.
+    for batch in iter_bounded_batches(data, where=storage.describe(SAMPLES_INDEX_PATH), columns=columns, rows=frames,
+                                      rows_expected=f"the manifest records {frames} frames"):
+        for window, keys in manifest.windows.items():
+            ok = np.ones(batch.num_rows, dtype=bool)
+            for key in keys:
+                for side in ("before", "after"):
+                    ok &= batch.column(pad_column(window, key, side)).to_numpy(zero_copy_only=False) == 0
+            full[window] += int(ok.sum())
+    return [(window, full[window], frames) for window in manifest.windows]
 
 
 def _e(value) -> str:

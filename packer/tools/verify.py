@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 
 from reader.errors import FormatError, StorageError
-from reader.fetch.packed_index import read_manifest
+from reader.fetch.packed_index import load_tasks, read_manifest, verified_read
 from reader.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
+    TASKS_PATH,
     Manifest,
     check_bytes,
     pad_column,
@@ -33,10 +33,13 @@ from reader.format import (
     shard_tar_path,
     video_member_name,
 )
-from reader.format.arrow_io import read_parquet_bytes
-from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
+from reader.format.parquet import iter_bounded_batches
+from reader.format.parquet.bounded import read_parquet_schema
+from reader.format.parquet.row_groups import check_row_group, decode_row_group, feature_budget, parse_footer
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
 from reader.storage import Storage
+
+_SAMPLE_BATCH_ROWS = 1 << 18
 
 
 @dataclass
@@ -82,13 +85,21 @@ def verify(
     except (FormatError, StorageError) as err:
         report.problems.append(str(err))
         return report
-    _files(storage, manifest, report)
+    intact = _files(storage, manifest, report)
+    # A file whose digest differs is reported, never parsed: its bytes are not the packed ones,
+    # and nothing bounds what a parser of them would allocate.
+    if not intact.get(EPISODES_INDEX_PATH):
+        return report
     try:
-        episodes = parse_episodes_index(storage.read_bytes(EPISODES_INDEX_PATH), manifest, where=storage.describe(EPISODES_INDEX_PATH))
+        data = verified_read(storage, manifest, EPISODES_INDEX_PATH)
+        episodes = parse_episodes_index(data, manifest, where=storage.describe(EPISODES_INDEX_PATH), with_tasks=True)
     except (FormatError, StorageError) as err:
         report.problems.append(str(err))
         return report
-    _guarded(report, SAMPLES_INDEX_PATH, lambda: _samples_index_problems(storage, manifest, episodes))
+    if intact.get(TASKS_PATH):
+        _guarded(report, TASKS_PATH, lambda: _tasks_problems(storage, manifest, episodes))
+    if intact.get(SAMPLES_INDEX_PATH):
+        _guarded(report, SAMPLES_INDEX_PATH, lambda: _samples_index_problems(storage, manifest, episodes))
     for shard in manifest.shards:
         report.shards_checked += 1
         mine = [e for e in episodes if e.shard == shard.index]
@@ -106,7 +117,7 @@ def _guarded(report: VerifyReport, rel: str, check) -> None:
     try:
         report.problems.extend(check())
     except (FormatError, OSError) as err:
-        report.problems.append(f"{rel}: {err}")
+        report.problems.append(str(err) if rel in str(err) else f"{rel}: {err}")
     except Exception as err:  # noqa: BLE001 - any failure to check a file is a finding about it
         report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
 
@@ -137,46 +148,64 @@ def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> dict[s
     return ok
 
 
+def _tasks_problems(storage: Storage, manifest: Manifest, episodes) -> list[str]:
+    """``meta/tasks.parquet`` reads within the format's bounds, as a reader reads it."""
+    load_tasks(storage, manifest)
+    return []
+
+
 def _samples_index_problems(storage: Storage, manifest: Manifest, episodes) -> list[str]:
     """The sample index: its schema, one anchor per frame of each episode at the right shard
-    rows, and pad counts equal to a recomputation from the manifest's windows."""
+    rows, and pad counts equal to a recomputation from the manifest's windows. Read in
+    batches (a row per frame), never whole, after its row count matches the manifest's."""
     where = storage.describe(SAMPLES_INDEX_PATH)
-    try:
-        table = read_parquet_bytes(storage.read_bytes(SAMPLES_INDEX_PATH))
-    except (pa.ArrowException, OSError) as err:
-        return [f"{where}: unreadable ({err})"]
+    data = verified_read(storage, manifest, SAMPLES_INDEX_PATH)
     expected = samples_index_schema(manifest.windows)
-    if not table.schema.remove_metadata().equals(expected):
-        return [f"{where}: columns {table.schema.names} differ from the format's {expected.names}"]
-    if table.num_rows != manifest.totals["frames"]:
-        return [f"{where}: {table.num_rows} anchors, manifest says {manifest.totals['frames']} frames"]
-    columns = {name: table[name].to_numpy() for name in table.column_names}
-    length = np.zeros(table.num_rows, dtype=np.int64)
-    problems: list[str] = []
-    start = 0
-    for entry in sorted(episodes, key=lambda e: e.dataset_from_index):  # anchors are sorted by global index
-        stop = start + entry.length
-        frames = np.arange(entry.length)
-        rows = slice(start, stop)
-        if not (
-            np.array_equal(columns["episode_index"][rows], np.full(entry.length, entry.episode_index))
-            and np.array_equal(columns["frame_index"][rows], frames)
-            and np.array_equal(columns["index"][rows], entry.dataset_from_index + frames)
-            and np.all(columns["shard"][rows] == entry.shard)
-            and np.array_equal(columns["row"][rows], entry.row_start + frames)
-        ):
-            problems.append(f"{where}: episode {entry.episode_index}: anchors do not match frames 0..{entry.length - 1} "
-                            f"at rows {entry.row_start}.. of shard {entry.shard}")
-        length[rows] = entry.length
-        start = stop
+    schema = read_parquet_schema(data, where=where)
+    if not schema.remove_metadata().equals(expected):
+        return [f"{where}: columns {schema.names[:20]} differ from the format's {expected.names}"]
+    ordered = sorted(episodes, key=lambda e: e.dataset_from_index)  # anchors are sorted by global index
+    length = np.array([e.length for e in ordered], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(length)]).astype(np.int64)
+    per_episode = {
+        "episode_index": np.array([e.episode_index for e in ordered], dtype=np.int64),
+        "index": np.array([e.dataset_from_index for e in ordered], dtype=np.int64),
+        "shard": np.array([e.shard for e in ordered], dtype=np.int64),
+        "row": np.array([e.row_start for e in ordered], dtype=np.int64),
+    }
     windows = {name: resolve_delta_timestamps(w, manifest.fps, tolerance_s=manifest.tolerance_s) for name, w in manifest.windows.items()}
-    for name, offsets in windows.items():
-        for key, key_offsets in offsets.items():
-            before, after = pad_counts(columns["frame_index"], length, key_offsets)
-            for side, values in (("before", before), ("after", after)):
-                column = pad_column(name, key, side)
-                if not np.array_equal(columns[column], values):
-                    problems.append(f"{where}: column {column} disagrees with window {name!r} at {int(np.sum(columns[column] != values))} anchors")
+    wrong_episodes: set[int] = set()
+    wrong_pads: dict[str, int] = {}
+    first = 0
+    try:
+        frames = manifest.totals["frames"]
+        batches = iter_bounded_batches(data, where=where, rows=frames, rows_expected=f"the manifest says {frames} frames",
+                                       batch_rows=_SAMPLE_BATCH_ROWS)
+    except FormatError as err:
+        return [str(err)]
+    for batch in batches:
+        rows = np.arange(first, first + batch.num_rows, dtype=np.int64)
+        first += batch.num_rows
+        position = np.searchsorted(starts, rows, side="right") - 1
+        frame = rows - starts[position]
+        column = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in batch.schema.names}
+        bad = (column["episode_index"] != per_episode["episode_index"][position]) | (column["frame_index"] != frame)
+        bad |= column["index"] != per_episode["index"][position] + frame
+        bad |= column["shard"] != per_episode["shard"][position]
+        bad |= column["row"] != per_episode["row"][position] + frame
+        wrong_episodes.update(int(p) for p in np.unique(position[bad])[:20])
+        for name, offsets in windows.items():
+            for key, key_offsets in offsets.items():
+                before, after = pad_counts(column["frame_index"], length[position], key_offsets)
+                for side, values in (("before", before), ("after", after)):
+                    pad = pad_column(name, key, side)
+                    wrong_pads[pad] = wrong_pads.get(pad, 0) + int(np.sum(column[pad] != values))
+    problems = [
+        f"{where}: episode {ordered[p].episode_index}: anchors do not match frames 0..{ordered[p].length - 1} "
+        f"at rows {ordered[p].row_start}.. of shard {ordered[p].shard}"
+        for p in sorted(wrong_episodes)[:20]
+    ]
+    problems += [f"{where}: column {pad} disagrees with its window at {count} anchors" for pad, count in wrong_pads.items() if count]
     return problems
 
 
@@ -198,9 +227,10 @@ def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episode
         try:
             for entry in members:
                 check_row_group(metadata, group, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
-                                group_rows=sum(e.length for e in members), single_episode=len(members) == 1, where=where)
+                                group_rows=sum(e.length for e in members), where=where)
             data = storage.read_range(rel, ref.offset, ref.bytes)
-            table = decode_row_group(metadata, group, data, offset=ref.offset, sha256=ref.sha256, file_size=shard.parquet_bytes, where=where)
+            table = decode_row_group(metadata, group, data, offset=ref.offset, sha256=ref.sha256, file_size=shard.parquet_bytes,
+                                     single_episode=len(members) == 1, values_per_row=feature_budget(manifest.features), where=where)
         except (FormatError, OSError) as err:
             problems.append(str(err))
             continue

@@ -15,6 +15,7 @@ create`` writes (reader.format.mixture_index).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,13 +32,14 @@ from reader.format import (
     RowGroupRef,
     shard_name,
 )
+from reader.format.limits import MAX_CAMERAS
 from reader.format.mixture_index import (
     ANCHORS_SCHEMA,
     EPISODES_SCHEMA,
-    MAX_CAMERAS,
     SHARDS_SCHEMA,
     TASKS_SCHEMA,
 )
+from reader.format.parquet.row_groups import feature_budget
 
 _TAR_BLOCK = 512
 
@@ -62,6 +64,11 @@ class CatalogDataset:
     video_keys: tuple[str, ...]
     tolerance_s: float
     where: str | None = None
+
+    @functools.cached_property
+    def column_caps(self) -> dict[str, int]:
+        """Values per row each tabular feature's parquet column may hold (its shape's product)."""
+        return feature_budget(self.features)
 
     @property
     def frame_sizes(self) -> dict[str, tuple[int, int]]:

@@ -29,7 +29,7 @@ from reader.fetch.disk_cache import DiskCache, range_key
 from reader.fetch.packed_index import PackedIndex
 from reader.fetch.prefetch import Prefetcher
 from reader.format import EpisodeEntry, check_bytes, shard_parquet_path, shard_tar_path
-from reader.format.shard_parquet import check_row_group, decode_row_group, parse_footer
+from reader.format.parquet.row_groups import check_row_group, decode_row_group, parse_footer
 from reader.storage import RetryPolicy, Storage
 
 
@@ -202,13 +202,13 @@ class EpisodeFetcher:
             metadata = self._footer(episode, storage)
             group_start = check_row_group(
                 metadata, ref.index, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
-                group_rows=int(catalog.row_group_rows[episode]), single_episode=int(catalog.row_group_episodes[episode]) == 1,
-                where=where,
+                group_rows=int(catalog.row_group_rows[episode]), where=where,
             )
             data = storage.read_range(rel, ref.offset, ref.bytes)
             table = decode_row_group(
                 metadata, ref.index, data, offset=ref.offset, sha256=ref.sha256, file_size=catalog.shard(episode).parquet_bytes,
-                where=where,
+                single_episode=int(catalog.row_group_episodes[episode]) == 1,
+                values_per_row=catalog.datasets[int(catalog.dataset[episode])].column_caps, where=where,
             )
             with self._lock:
                 self._groups[key] = (table, group_start)

@@ -9,9 +9,9 @@ the manifest (``reader.format.parse_episodes_index``).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,7 @@ from reader.format import (
     INFO_PATH,
     MANIFEST_PATH,
     SAMPLES_INDEX_PATH,
+    STATS_PATH,
     TASKS_PATH,
     CameraMember,
     EpisodeEntry,
@@ -31,11 +32,34 @@ from reader.format import (
     sha256_hex,
     sql_string_literal,
 )
-from reader.format.arrow_io import read_parquet_bytes
-from reader.format.layout import MAX_MANIFEST_BYTES
+from reader.format.fields import load_json
+from reader.format.indexes import check_strings
+from reader.format.limits import (
+    MAX_DECODED_BYTES,
+    MAX_INDEX_FILE_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_MANIFEST_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_STATS_BYTES,
+    MAX_TASK_BYTES,
+    MAX_TASKS,
+)
+from reader.format.parquet import Budget, open_bounded, read_bounded
+from reader.format.parquet.bounded import read_parquet_schema
 from reader.storage import Storage
 
-__all__ = ["CameraMember", "EpisodeEntry", "PackedIndex", "load_tasks", "read_manifest", "read_recorded", "verified_read"]
+__all__ = [
+    "CameraMember",
+    "EpisodeEntry",
+    "PackedIndex",
+    "load_tasks",
+    "parse_tasks",
+    "read_manifest",
+    "read_json_file",
+    "read_recorded",
+    "read_stats",
+    "verified_read",
+]
 
 
 def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tuple[Manifest, str]:
@@ -68,17 +92,32 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
     return Manifest.from_json(data, where=where, expected_sha256=manifest_sha256), "sha256:" + sha256_hex(data)
 
 
-def verified_read(storage: Storage, manifest: Manifest, rel: str) -> bytes:
+def verified_read(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: int = MAX_INDEX_FILE_BYTES) -> bytes:
     """The bytes of ``rel`` (an ``index/`` or ``meta/`` file), checked against the size and
-    SHA-256 the manifest records for it.
+    SHA-256 the manifest records for it; nothing is read when it records more than
+    ``max_bytes``.
 
     Raises:
-        FormatError: the manifest records nothing for ``rel``.
+        FormatError: the manifest records nothing for ``rel``, or more than ``max_bytes``.
         IntegrityError: the file differs from what was packed.
         StorageError: the read failed.
     """
     entry = manifest.file(rel)
+    if entry.bytes > max_bytes:
+        raise FormatError(f"{storage.describe(rel)}: the manifest records {entry.bytes} bytes, more than the {max_bytes} allowed")
     return read_recorded(storage, rel, size=entry.bytes, sha256=entry.sha256)
+
+
+def read_json_file(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: int = MAX_RECORD_BYTES, allow_nan: bool = False) -> Any:
+    """A ``meta/`` JSON file (``info.json``, ``stats.json``), checked by digest, then parsed
+    within ``max_bytes`` and ``MAX_JSON_DEPTH`` (see ``fields.load_json``).
+
+    Raises:
+        FormatError: beyond those bounds, or not JSON (names the file).
+        IntegrityError: the file differs from what was packed.
+    """
+    data = verified_read(storage, manifest, rel, max_bytes=max_bytes)
+    return load_json(data, where=storage.describe(rel), max_bytes=max_bytes, max_depth=MAX_JSON_DEPTH, allow_nan=allow_nan)
 
 
 def read_recorded(storage: Storage, rel: str, *, size: int, sha256: str) -> bytes:
@@ -99,21 +138,52 @@ def read_recorded(storage: Storage, rel: str, *, size: int, sha256: str) -> byte
 
 
 def load_tasks(storage: Storage, manifest: Manifest) -> dict[int, str]:
-    """``{task_index: task}`` from ``meta/tasks.parquet``, checked against the manifest.
+    """``{task_index: task}`` from ``meta/tasks.parquet``, checked against the manifest, then
+    read within bounds: at most ``MAX_TASKS`` rows of strings of at most ``MAX_TASK_BYTES``,
+    decoding to at most ``MAX_EXPANSION`` times the file (``parquet.read_bounded``).
 
     Raises:
         IntegrityError: the file differs from what was packed.
-        FormatError: not a parquet file, or without ``task_index`` and ``task`` columns.
+        FormatError: not a parquet file, without integer ``task_index`` and string ``task``
+            columns, or beyond a bound (names the file, the bound and what was found).
     """
     where = storage.describe(TASKS_PATH)
     data = verified_read(storage, manifest, TASKS_PATH)
-    try:
-        table = read_parquet_bytes(data)
-    except (pa.ArrowException, OSError) as err:
-        raise FormatError(f"{where}: not a readable parquet file ({err})") from None
-    if "task" not in table.column_names or "task_index" not in table.column_names:
-        raise FormatError(f"{where}: needs columns task_index and task, found {table.column_names[:10]}")
+    return parse_tasks(data, where=where)
+
+
+def parse_tasks(data: bytes, *, where: str) -> dict[int, str]:
+    """``{task_index: task}`` from the bytes of a LeRobot ``meta/tasks.parquet`` (see ``load_tasks``).
+
+    Raises:
+        FormatError: see ``load_tasks``.
+    """
+    schema = read_parquet_schema(data, where=where)
+    if "task" not in schema.names or "task_index" not in schema.names:
+        raise FormatError(f"{where}: needs columns task_index and task, found {schema.names[:10]}")
+    task_type = schema.field("task").type
+    if not pa.types.is_integer(schema.field("task_index").type) or not (pa.types.is_string(task_type) or pa.types.is_large_string(task_type)):
+        raise FormatError(f"{where}: task_index must be integers and task strings, found {schema.field('task_index').type} "
+                          f"and {schema.field('task').type}")
+    table = read_bounded(data, where=where, columns=["task_index", "task"], max_rows=MAX_TASKS)
+    check_strings(table["task"], limit=MAX_TASK_BYTES, where=f"{where}: column task")
     return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))
+
+
+def read_stats(storage: Storage, manifest: Manifest) -> dict:
+    """``meta/stats.json`` as JSON (``{}`` when the pack has none): checked by digest, at most
+    ``MAX_STATS_BYTES``; non-finite numbers are kept (LeRobot writes them).
+
+    Raises:
+        FormatError: too large, not JSON or not an object (names the file).
+        IntegrityError: the file differs from what was packed.
+    """
+    if STATS_PATH not in manifest.files:
+        return {}
+    value = read_json_file(storage, manifest, STATS_PATH, max_bytes=MAX_STATS_BYTES, allow_nan=True)
+    if not isinstance(value, dict):
+        raise FormatError(f"{storage.describe(STATS_PATH)}: must hold a JSON object, found {type(value).__name__}")
+    return value
 
 
 class PackedIndex:
@@ -127,6 +197,9 @@ class PackedIndex:
         anchor_counts: (E,) anchors per selected episode.
         anchor_frames: ``None`` when every frame is an anchor, else per episode an int64
             array of anchor frame positions (ascending).
+
+    ``with_tasks`` also reads each episode's task list (``EpisodeEntry.tasks``; otherwise
+    empty: a sample's task comes from ``meta/tasks.parquet`` through its row).
 
     Raises (from the constructor):
         FormatError, IntegrityError, PinMismatchError: see ``read_manifest`` and
@@ -142,11 +215,12 @@ class PackedIndex:
         episodes: list[int] | None = None,
         where: str | None = None,
         manifest_sha256: str | None = None,
+        with_tasks: bool = False,
     ):
         self.storage = storage
         self.manifest, self.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
         data = verified_read(storage, self.manifest, EPISODES_INDEX_PATH)
-        all_entries = parse_episodes_index(data, self.manifest, where=storage.describe(EPISODES_INDEX_PATH))
+        all_entries = parse_episodes_index(data, self.manifest, where=storage.describe(EPISODES_INDEX_PATH), with_tasks=with_tasks)
         self.all_episodes = all_entries
         self._check_info()
         if episodes is not None:
@@ -179,10 +253,7 @@ class PackedIndex:
         if INFO_PATH not in self.manifest.files:
             return
         where = self.storage.describe(INFO_PATH)
-        try:
-            info = json.loads(verified_read(self.storage, self.manifest, INFO_PATH))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
-            raise FormatError(f"{where}: not valid JSON ({type(err).__name__})") from None
+        info = read_json_file(self.storage, self.manifest, INFO_PATH)
         if not isinstance(info, dict) or info.get("fps") != self.manifest.fps:
             found = info.get("fps") if isinstance(info, dict) else None
             raise FormatError(f"{where}: fps {str(found)[:20]} disagrees with the manifest's {self.manifest.fps}")
@@ -191,13 +262,17 @@ class PackedIndex:
     def _filtered_anchors(self, where: str) -> list[np.ndarray]:
         """Anchors matching a DuckDB SQL predicate over ``index/samples.parquet``.
 
-        The file is read once and checked against its recorded digest, then DuckDB queries
-        that checked copy (in a private temporary file), so only the columns the predicate
-        uses are decoded and the rows it sees are the packed ones.
+        The file is read once and checked against its recorded digest, its row count against
+        the manifest's frames and its pages against the format's bounds (``open_bounded``),
+        then DuckDB queries that checked copy (in a private temporary file), so only the
+        columns the predicate uses are decoded and the rows it sees are the packed ones.
         """
         import duckdb  # only needed for where=
 
         data = verified_read(self.storage, self.manifest, SAMPLES_INDEX_PATH)
+        frames = self.manifest.totals["frames"]
+        open_bounded(data, where=self.storage.describe(SAMPLES_INDEX_PATH), rows=frames, max_rows=frames,
+                     rows_expected=f"the manifest records {frames} frames", budget=Budget(max_bytes=MAX_DECODED_BYTES))
         with tempfile.TemporaryDirectory(prefix="lerobot-shards-where-") as tmp:
             path = os.path.join(tmp, "samples.parquet")
             with open(path, "wb") as handle:

@@ -4,7 +4,9 @@ The packer writes what is defined here and every reader (``PackedDataset``, ``ve
 ``sql``, ``MixtureDataset``) parses through it; ``reader`` never imports ``packer``, so
 every name both sides share lives in this package:
 
-- ``layout``: paths, names, versions and the limits a reader enforces;
+- ``layout``: paths, names and versions;
+- ``limits``: every bound on what untrusted bytes may expand to;
+- ``parquet``: reading parquet with those bounds (page headers walked before decoding);
 - ``fields``: bounded JSON parsing, field checks, digests;
 - ``manifest``: ``manifest.json`` (the commit point and root of trust);
 - ``indexes``: the schemas of ``index/episodes.parquet`` and ``index/samples.parquet`` and
@@ -41,7 +43,6 @@ from reader.format.layout import (
     INFO_PATH,
     MANIFEST_PATH,
     META_DIR,
-    ROW_GROUP_MAX_BYTES,
     ROW_GROUP_TARGET_BYTES,
     SAMPLES_INDEX_PATH,
     SHARDS_DIR,
@@ -64,6 +65,7 @@ from reader.format.layout import (
     video_keys_of,
     video_member_name,
 )
+from reader.format.limits import ROW_GROUP_MAX_BYTES
 from reader.format.manifest import (
     FileEntry,
     FooterEntry,

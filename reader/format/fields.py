@@ -22,26 +22,41 @@ T = TypeVar("T")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
-def load_json(data: bytes | str, *, where: str, max_bytes: int, max_depth: int) -> Any:
+def load_json(data: bytes | str, *, where: str, max_bytes: int, max_depth: int, allow_nan: bool = False) -> Any:
     """Parse ``data`` as JSON, refusing more than ``max_bytes`` or ``max_depth`` levels.
 
+    ``NaN``, ``Infinity`` and ``-Infinity`` (which Python's parser accepts, but JSON does not
+    have) are refused unless ``allow_nan``: records of the format are hashed as canonical
+    JSON, which cannot hold them. LeRobot's ``stats.json`` may (a constant feature's ratio).
+
     Raises:
-        FormatError: too large, not UTF-8, not JSON, or nested deeper than ``max_depth``.
+        FormatError: too large, not UTF-8, not JSON, a non-finite number, or nested deeper
+            than ``max_depth``.
     """
     if len(data) > max_bytes:
         raise FormatError(f"{where}: {len(data)} bytes, more than the {max_bytes} this format allows")
     try:
-        value = json.loads(data)
+        value = json.loads(data) if allow_nan else json.loads(data, parse_constant=_refuse_constant)
     except UnicodeDecodeError as err:
         raise FormatError(f"{where}: not UTF-8 text ({err})") from None
     except json.JSONDecodeError as err:
         raise FormatError(f"{where}: not valid JSON ({err})") from None
     except RecursionError:
         raise FormatError(f"{where}: nested too deeply to be a {where.rsplit('/', 1)[-1]}") from None
+    except _NonFinite as err:
+        raise FormatError(f"{where}: {err} is not a JSON number") from None
     depth = _depth(value, max_depth)
     if depth > max_depth:
         raise FormatError(f"{where}: nested {depth} levels deep; at most {max_depth} expected")
     return value
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
 
 
 def _depth(value: Any, limit: int) -> int:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reader.errors import FormatError
-from reader.format.arrow_io import parquet_file
 from reader.format.fields import is_sha256_hex
 from reader.format.layout import (
     EPISODES_INDEX_PATH,
@@ -25,7 +25,9 @@ from reader.format.layout import (
     pad_column,
     video_column,
 )
+from reader.format.limits import MAX_DATASET_EPISODES, MAX_EPISODE_FRAMES, MAX_EPISODE_TASKS, MAX_TASK_BYTES
 from reader.format.manifest import Manifest
+from reader.format.parquet.bounded import Budget, read_bounded
 
 # Tar headers precede every member: a member's data never starts before byte 512.
 _TAR_BLOCK = 512
@@ -126,45 +128,84 @@ class EpisodeEntry:
         return start, stop - start
 
 
-def parse_episodes_index(data: bytes, manifest: Manifest, *, where: str = EPISODES_INDEX_PATH) -> list[EpisodeEntry]:
+def parse_episodes_index(
+    data: bytes, manifest: Manifest, *, where: str = EPISODES_INDEX_PATH, with_tasks: bool = False
+) -> list[EpisodeEntry]:
     """Read and validate ``index/episodes.parquet`` (its bytes, already checked against the
     manifest's digest) into entries, ascending ``episode_index``.
 
+    What the file decodes to is bounded before it is decoded (``parquet.read_bounded``): the
+    manifest's row count (at most ``MAX_DATASET_EPISODES``), at most ``MAX_EPISODE_TASKS``
+    tasks per episode of at most ``MAX_TASK_BYTES`` each, and ``MAX_EXPANSION`` times the
+    file's bytes in all. ``with_tasks=False`` (the reader, which takes a sample's task from
+    its row) leaves ``tasks`` empty and never decodes them.
+
     Raises:
         FormatError: not a parquet file, another schema, a row count other than the
-            manifest's, or a value inconsistent with the manifest (the message names the
-            episode and column).
+            manifest's, a bound exceeded, or a value inconsistent with the manifest (the
+            message names the episode and column).
     """
     try:
-        return _parse_episodes_index(data, manifest, where)
+        return _parse_episodes_index(data, manifest, where, with_tasks)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         # Damage that makes pyarrow fail in any of its ways (thrift, flatbuffers, strings
         # that are not UTF-8) is a format error naming the file.
         raise FormatError(f"{where}: not a readable parquet file ({type(err).__name__}: {err})") from None
 
 
-def _parse_episodes_index(data: bytes, manifest: Manifest, where: str) -> list[EpisodeEntry]:
-    parquet = parquet_file(data)
-    rows = parquet.metadata.num_rows
-    if rows != manifest.totals["episodes"]:
-        raise FormatError(f"{where}: {rows} rows, the manifest records {manifest.totals['episodes']} episodes")
-    table = parquet.read(use_threads=False)
+def _parse_episodes_index(data: bytes, manifest: Manifest, where: str, with_tasks: bool) -> list[EpisodeEntry]:
     expected = episodes_index_schema(manifest.video_keys)
-    if not table.schema.remove_metadata().equals(expected):
+    columns = expected.names if with_tasks else [name for name in expected.names if name != "tasks"]
+    episodes = manifest.totals["episodes"]
+    if episodes > MAX_DATASET_EPISODES:
+        raise FormatError(f"{where}: the manifest records {episodes} episodes, more than the {MAX_DATASET_EPISODES} allowed")
+    budget = Budget(values_per_row={"tasks": MAX_EPISODE_TASKS})
+    table = read_bounded(data, where=where, columns=columns, rows=episodes, rows_expected=f"the manifest records {episodes} episodes",
+                         max_rows=MAX_DATASET_EPISODES, budget=budget)
+    wanted = pa.schema([expected.field(name) for name in columns])
+    if not table.schema.remove_metadata().equals(wanted):
         found = {f.name: str(f.type) for f in table.schema}
-        want = {f.name: str(f.type) for f in expected}
+        want = {f.name: str(f.type) for f in wanted}
         wrong = {k: (found.get(k), v) for k, v in want.items() if found.get(k) != v}
         extra = sorted(set(found) - set(want))
         raise FormatError(f"{where}: columns differ from the format: expected/found {wrong}" + (f", unexpected {extra}" if extra else ""))
     if table.num_rows and any(table[name].null_count for name in table.column_names):
         nulls = [name for name in table.column_names if table[name].null_count]
         raise FormatError(f"{where}: null values in {nulls}")
+    if with_tasks:
+        check_task_lists(table["tasks"], where=f"{where}: column tasks")
     return _entries(table, manifest, where)
+
+
+def check_task_lists(tasks: pa.ChunkedArray, *, where: str) -> None:
+    """At most ``MAX_EPISODE_TASKS`` tasks per episode, each at most ``MAX_TASK_BYTES`` long.
+
+    Raises:
+        FormatError: names the largest count or length found and the limit.
+    """
+    if not len(tasks):
+        return
+    most = pc.max(pc.list_value_length(tasks)).as_py() or 0
+    if most > MAX_EPISODE_TASKS:
+        raise FormatError(f"{where}: an episode lists {most} tasks; at most {MAX_EPISODE_TASKS} are allowed")
+    check_strings(pc.list_flatten(tasks), limit=MAX_TASK_BYTES, where=where)
+
+
+def check_strings(strings: pa.Array | pa.ChunkedArray, *, limit: int, where: str) -> None:
+    """Every string at most ``limit`` bytes long.
+
+    Raises:
+        FormatError: names the longest length found and the limit.
+    """
+    if len(strings):
+        longest = pc.max(pc.binary_length(strings)).as_py() or 0
+        if longest > limit:
+            raise FormatError(f"{where}: a string of {longest} bytes; at most {limit} are allowed")
 
 
 def _entries(table: pa.Table, manifest: Manifest, where: str) -> list[EpisodeEntry]:
     col = {name: table[name].to_numpy(zero_copy_only=False) for name, _ in EPISODE_COLUMNS if name != "tasks"}
-    tasks = table["tasks"].to_pylist()
+    tasks = table["tasks"].to_pylist() if "tasks" in table.column_names else [()] * table.num_rows
     shards = manifest.shards
     n = table.num_rows
     episode = col["episode_index"]
@@ -176,6 +217,9 @@ def _entries(table: pa.Table, manifest: Manifest, where: str) -> list[EpisodeEnt
     length = col["length"]
     if n and (length < 0).any():
         raise FormatError(f"{where}: episode {int(episode[np.argmax(length < 0)])} has a negative length")
+    if n and (length > MAX_EPISODE_FRAMES).any():
+        bad = int(np.argmax(length > MAX_EPISODE_FRAMES))
+        raise FormatError(f"{where}: episode {int(episode[bad])} has {int(length[bad])} frames; at most {MAX_EPISODE_FRAMES} are allowed")
     wrong_range = ((col["dataset_to_index"] - col["dataset_from_index"]) != length) | (col["dataset_from_index"] < 0)
     if wrong_range.any():
         bad = int(episode[np.argmax(wrong_range)])
@@ -277,4 +321,6 @@ __all__ = [
     "episodes_index_schema",
     "parse_episodes_index",
     "samples_index_schema",
+    "check_strings",
+    "check_task_lists",
 ]

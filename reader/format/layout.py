@@ -1,4 +1,4 @@
-"""Names, paths, versions and limits of the packed format (the code twin of docs/FORMAT.md).
+"""Names, paths and versions of the packed format (the code twin of docs/FORMAT.md).
 
 Everything here is pure: it turns indices and keys into the paths and column names the
 packer writes and the reader reads, and it refuses names that could escape a dataset root
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from reader.errors import FormatError
+from reader.format.limits import MAX_KEY_LENGTH
 
 FORMAT_NAME = "lerobot-shards"
 FORMAT_VERSION = 2
@@ -30,10 +31,9 @@ TASKS_PATH = f"{META_DIR}/tasks.parquet"
 INFO_PATH = f"{META_DIR}/info.json"
 STATS_PATH = f"{META_DIR}/stats.json"
 
-# Row groups of a shard parquet never exceed this (unless one episode alone does) and
-# never split an episode: a consumer that admits an episode reads whole row groups.
-ROW_GROUP_MAX_BYTES = 32 * 1024 * 1024
-# The packer aims lower: admitting one episode decodes its whole row group, so smaller
+# Row groups of a shard parquet never exceed ``limits.ROW_GROUP_MAX_BYTES`` (unless one
+# episode alone does) and never split an episode: a consumer that admits an episode reads
+# whole row groups. The packer aims lower: admitting one episode decodes its whole row group, so smaller
 # groups make admission (and resume's first batch) cheap while DuckDB scans stay efficient.
 ROW_GROUP_TARGET_BYTES = 4 * 1024 * 1024
 
@@ -43,19 +43,6 @@ FRAME_MISMATCH_POLICIES = ("error", "pad", "drop-episode")
 
 # Columns every LeRobot v3 data parquet carries besides the features it declares.
 DEFAULT_TABULAR_COLUMNS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
-
-# -- limits derived from the format ------------------------------------------------------------
-# Readers refuse inputs beyond these before allocating for them: a hostile manifest or index
-# could otherwise declare sizes that exhaust memory.
-MAX_MANIFEST_BYTES = 256 * 1024 * 1024  # ~400 bytes per shard entry: far beyond 100k shards
-MAX_RECORD_BYTES = 256 * 1024 * 1024  # receipts, pack plans, mixture files
-MAX_JSON_DEPTH = 32  # the deepest legitimate nesting (features.<key>.info...) is about 5
-MAX_FOOTER_BYTES = 64 * 1024 * 1024  # a shard parquet's footer (schema + row-group metadata)
-MAX_KEY_LENGTH = 200
-MAX_FPS = 10_000
-MAX_FRAME_SIDE = 16_384
-MAX_FRAME_PIXELS = 8192 * 8192
-MAX_WINDOW_OFFSETS = 100_000
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_.\-]+")

@@ -33,13 +33,6 @@ from reader.format.layout import (
     FRAME_MISMATCH_POLICIES,
     INDEX_DIR,
     MANIFEST_PATH,
-    MAX_FOOTER_BYTES,
-    MAX_FPS,
-    MAX_FRAME_PIXELS,
-    MAX_FRAME_SIDE,
-    MAX_JSON_DEPTH,
-    MAX_MANIFEST_BYTES,
-    MAX_WINDOW_OFFSETS,
     META_DIR,
     RETIRED_FORMAT_VERSIONS,
     SAMPLES_INDEX_PATH,
@@ -50,6 +43,19 @@ from reader.format.layout import (
     safe_relative_path,
     shard_name,
     video_keys_of,
+)
+from reader.format.limits import (
+    MAX_DATASET_EPISODES,
+    MAX_DATASET_FRAMES,
+    MAX_FEATURE_DIMS,
+    MAX_FEATURE_ELEMENTS,
+    MAX_FOOTER_BYTES,
+    MAX_FPS,
+    MAX_FRAME_PIXELS,
+    MAX_FRAME_SIDE,
+    MAX_JSON_DEPTH,
+    MAX_MANIFEST_BYTES,
+    MAX_WINDOW_OFFSETS,
 )
 
 CONTENT_DIGEST_FIELD = "content_sha256"
@@ -271,9 +277,10 @@ def _features(f: Fields) -> dict[str, Any]:
         check_key(key, where=f"{f.where}")
         item = Fields(value, f"{f.where}[{key!r}]")
         dtype = item.str("dtype")
-        shape = item.list("shape", max_items=8)
+        shape = item.list("shape", max_items=MAX_FEATURE_DIMS)
         if not all(v is None or (is_int(v) and 0 <= v <= _MAX_SIZE) for v in shape):
-            raise FormatError(f"{item.where}: field 'shape' must be a list of non-negative integers, found {shape!r}")
+            raise FormatError(f"{item.where}: field 'shape' must be a list of non-negative integers, found {str(shape)[:200]}")
+        check_feature_shape(dtype, shape, where=item.where)
         if dtype == "video":
             if len(shape) != 3 or None in shape:
                 raise FormatError(f"{item.where}: a video feature's shape must be [height, width, channels], found {shape!r}")
@@ -287,6 +294,26 @@ def _features(f: Fields) -> dict[str, Any]:
                 raise FormatError(f"{item.where}: a video feature has 1, 3 or 4 channels, found {channels}")
         features[key] = value
     return features
+
+
+def check_feature_shape(dtype: str, shape: list, *, where: str) -> None:
+    """A tabular feature holds at most ``MAX_FEATURE_ELEMENTS`` values per frame; an image at
+    most ``MAX_FRAME_PIXELS`` pixels (videos are checked by ``_features``).
+
+    Raises:
+        FormatError: names the shape and the limit.
+    """
+    if dtype == "video":
+        return
+    if dtype == "image":
+        if len(shape) == 3 and None not in shape and shape[0] * shape[1] > MAX_FRAME_PIXELS:
+            raise FormatError(f"{where}: an image of {shape[0]}x{shape[1]} pixels; at most {MAX_FRAME_PIXELS} are allowed")
+        return
+    elements = 1
+    for dim in shape:
+        elements *= dim if dim is not None else 1
+    if elements > MAX_FEATURE_ELEMENTS:
+        raise FormatError(f"{where}: shape {str(shape)[:80]} holds {elements} values per frame; at most {MAX_FEATURE_ELEMENTS} are allowed")
 
 
 def _options(f: Fields) -> dict[str, Any]:
@@ -326,7 +353,8 @@ def _files(f: Fields) -> dict[str, FileEntry]:
 
 
 def _totals(f: Fields, shards: list[ShardEntry]) -> dict[str, int]:
-    totals = {name: f.int(name, hi=_MAX_SIZE) for name in ("episodes", "frames", "shards", "bytes")}
+    limits = {"episodes": MAX_DATASET_EPISODES, "frames": MAX_DATASET_FRAMES, "shards": _MAX_SIZE, "bytes": _MAX_SIZE}
+    totals = {name: f.int(name, hi=limit) for name, limit in limits.items()}
     expected = {
         "episodes": sum(s.num_episodes for s in shards),
         "frames": sum(s.frames for s in shards),
@@ -347,4 +375,13 @@ def _extra(f: Fields) -> dict[str, Any]:
     return f.data
 
 
-__all__ = ["CONTENT_DIGEST_FIELD", "FileEntry", "FooterEntry", "Manifest", "ShardEntry", "content_sha256", "manifest_sha256"]
+__all__ = [
+    "CONTENT_DIGEST_FIELD",
+    "FileEntry",
+    "FooterEntry",
+    "Manifest",
+    "ShardEntry",
+    "check_feature_shape",
+    "content_sha256",
+    "manifest_sha256",
+]

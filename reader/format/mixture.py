@@ -16,15 +16,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from reader.errors import MixtureSpecError
+from reader.errors import FormatError, MixtureSpecError
 from reader.format.fields import is_sha256_hex, load_json
-from reader.format.layout import (
-    MAX_JSON_DEPTH,
-    MAX_RECORD_BYTES,
-    check_key,
-    safe_relative_path,
-)
-from reader.format.mixture_index import MAX_MIXTURE_DATASETS, IndexFile, parse_index_block
+from reader.format.layout import check_key, safe_relative_path
+from reader.format.limits import MAX_FEATURE_DIMS, MAX_JSON_DEPTH, MAX_MIXTURE_DATASETS, MAX_RECORD_BYTES
+from reader.format.manifest import check_feature_shape
+from reader.format.mixture_index import IndexFile, parse_index_block
 
 MIXTURE_FORMAT = "lerobot-shards-mixture"
 MIXTURE_VERSION = 2
@@ -66,8 +63,12 @@ class FeatureInfo:
         dtype, shape = data.get("dtype"), data.get("shape")
         if not isinstance(dtype, str) or not dtype:
             raise MixtureSpecError(f"{where}: field 'dtype' must be a non-empty string, got {dtype!r}")
-        if not isinstance(shape, (list, tuple)) or not all(_is_int(s) and s >= 0 for s in shape):
-            raise MixtureSpecError(f"{where}: field 'shape' must be a list of ints >= 0, got {shape!r}")
+        if not isinstance(shape, (list, tuple)) or len(shape) > MAX_FEATURE_DIMS or not all(_is_int(s) and s >= 0 for s in shape):
+            raise MixtureSpecError(f"{where}: field 'shape' must be a list of at most {MAX_FEATURE_DIMS} ints >= 0, got {str(shape)[:200]}")
+        try:
+            check_feature_shape(dtype, list(shape), where=where)
+        except FormatError as err:
+            raise MixtureSpecError(str(err)) from None
         names = data.get("names")
         if isinstance(names, Mapping):  # LeRobot sometimes nests names ({"motors": [...]})
             names = next(iter(names.values()), None) if len(names) == 1 else None

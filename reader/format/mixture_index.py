@@ -20,6 +20,7 @@ import pyarrow as pa
 from reader.errors import MixtureSpecError
 from reader.format.fields import is_int, is_sha256_hex
 from reader.format.layout import safe_relative_path
+from reader.format.limits import MAX_CAMERAS, MAX_INDEX_FILE_BYTES, MAX_MIXTURE_DATASETS, MAX_MIXTURE_EPISODES
 
 MIXTURE_INDEX_DIR = "_mixture"
 INDEX_FILES = ("episodes", "shards", "anchors", "tasks", "meta")
@@ -30,12 +31,6 @@ INDEX_PATHS = {
     "tasks": f"{MIXTURE_INDEX_DIR}/tasks.parquet",
     "meta": f"{MIXTURE_INDEX_DIR}/meta.json",
 }
-
-# Limits a reader enforces on a compiled index before it allocates for it.
-MAX_MIXTURE_DATASETS = 100_000
-MAX_MIXTURE_EPISODES = 100_000_000
-MAX_CAMERAS = 64
-MAX_INDEX_FILE_BYTES = 4 << 30
 
 _SHA = pa.binary(32)
 

@@ -15,13 +15,8 @@ from typing import Any
 from reader.errors import FormatError
 from reader.format.fields import Fields, canonical_json, is_int, load_json, sha256_hex
 from reader.format.indexes import EPISODE_COLUMNS, MEMBER_COLUMN_TYPES
-from reader.format.layout import (
-    MAX_FOOTER_BYTES,
-    MAX_JSON_DEPTH,
-    MAX_RECORD_BYTES,
-    shard_receipt_path,
-    video_column,
-)
+from reader.format.layout import shard_receipt_path, video_column
+from reader.format.limits import MAX_FOOTER_BYTES, MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from reader.format.manifest import FooterEntry
 
 PLAN_PATH = "pack-plan.json"

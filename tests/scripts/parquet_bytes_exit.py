@@ -2,7 +2,7 @@
 
     python tests/scripts/parquet_bytes_exit.py FILE.parquet [--python-owned]
 
-Four threads each read ``FILE`` several times through ``reader.format.arrow_io`` (whole
+Four threads each read ``FILE`` several times through ``reader.format.parquet.arrow_io`` (whole
 table, metadata) and ``decode_row_group`` (every row group from its own bytes), then the
 interpreter shuts down normally. ``--python-owned`` reads through ``pa.BufferReader(bytes)``
 instead, the pattern ``arrow_io`` replaced: it aborts at exit in roughly one run in five, which
@@ -17,9 +17,9 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reader.format.arrow_io import read_parquet_bytes, read_parquet_metadata
 from reader.format.fields import sha256_hex
-from reader.format.shard_parquet import decode_row_group, row_group_span
+from reader.format.parquet.arrow_io import read_parquet_bytes, read_parquet_metadata
+from reader.format.parquet.row_groups import decode_row_group, row_group_span
 
 
 def read_all(data: bytes, python_owned: bool) -> int:
@@ -30,7 +30,7 @@ def read_all(data: bytes, python_owned: bool) -> int:
     for group in range(metadata.num_row_groups):
         offset, nbytes = row_group_span(metadata, group)
         chunk = data[offset : offset + nbytes]
-        table = decode_row_group(metadata, group, chunk, offset=offset, sha256=sha256_hex(chunk), file_size=len(data), where="child")
+        table = decode_row_group(metadata, group, chunk, offset=offset, sha256=sha256_hex(chunk), file_size=len(data), single_episode=False, where="child")
         rows -= table.num_rows
     assert rows == 0
     return metadata.num_rows

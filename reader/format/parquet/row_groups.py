@@ -7,7 +7,9 @@ its row group's span (recorded in the episodes index), checks that digest and de
 group from those bytes alone (``decode_row_group``). The footer's row-group metadata is
 checked against the index and the format's size limits before any row is decoded, so a
 damaged or hostile shard can neither yield wrong rows nor make the reader allocate more than
-the format allows. Pure: bytes in, Arrow out; the caller does the I/O.
+the format allows: what a group decodes to is counted from its page headers
+(``bounded.group_cost``) before pyarrow decodes it. Pure: bytes in, Arrow out; the caller
+does the I/O.
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reader.errors import FormatError
-from reader.format.arrow_io import placed_buffer, read_parquet_metadata
 from reader.format.fields import check_bytes
-from reader.format.layout import ROW_GROUP_MAX_BYTES
+from reader.format.limits import MAX_EXPANSION, MAX_FEATURE_ELEMENTS, ROW_GROUP_MAX_BYTES
+from reader.format.parquet.arrow_io import placed_buffer, read_parquet_metadata
+from reader.format.parquet.bounded import Budget, decode_dictionaries, group_cost
+from reader.format.parquet.pages import chunk_range
 
 _MAGIC = b"PAR1"
-# Tabular rows of real datasets compress a few times at most; a group that would expand
-# beyond this from its compressed span is a decompression bomb, not data.
-MAX_EXPANSION = 64
 
 
 def footer_range(file_size: int, tail: bytes) -> tuple[int, int]:
@@ -42,14 +43,14 @@ def footer_range(file_size: int, tail: bytes) -> tuple[int, int]:
 
 
 def row_group_span(metadata: pq.FileMetaData, group: int) -> tuple[int, int]:
-    """``(offset, bytes)`` of row group ``group``'s column chunks (contiguous in the file)."""
+    """``(offset, bytes)`` of row group ``group``'s column chunks (contiguous in the file), as
+    pyarrow reads them (``pages.chunk_range``)."""
     row_group = metadata.row_group(group)
     starts, ends = [], []
     for j in range(row_group.num_columns):
-        column = row_group.column(j)
-        start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+        start, length = chunk_range(row_group.column(j))
         starts.append(start)
-        ends.append(start + column.total_compressed_size)
+        ends.append(start + length)
     if not starts:
         return 4, 0
     return min(starts), max(ends) - min(starts)
@@ -79,17 +80,14 @@ def check_row_group(
     first_row: int,
     rows: int,
     group_rows: int,
-    single_episode: bool,
     where: str,
 ) -> int:
     """Check row group ``group`` of a parsed footer against the index before reading it.
 
     The group must exist, span exactly ``[offset, offset + nbytes)``, hold exactly
     ``group_rows`` rows (those of the index's episodes in it) with this episode's rows
-    ``[first_row, first_row + rows)`` among them, and decode to at most ``ROW_GROUP_MAX_BYTES``.
-    A group of one episode may exceed that (the format allows it), but never by expanding
-    more than ``MAX_EXPANSION`` times the bytes actually read: what a reader allocates stays
-    proportional to what it fetched and checked.
+    ``[first_row, first_row + rows)`` among them. What it decodes to is checked by
+    ``decode_row_group``, from its bytes.
 
     Returns:
         The file row at which the group starts.
@@ -110,34 +108,65 @@ def check_row_group(
             f"{where}: rows [{first_row}, {first_row + rows}) are not inside row group {group} "
             f"(rows [{start_row}, {start_row + row_group.num_rows}))"
         )
-    decoded = row_group.total_byte_size
-    if decoded > ROW_GROUP_MAX_BYTES and (not single_episode or decoded > MAX_EXPANSION * max(nbytes, 1)):
-        raise FormatError(
-            f"{where}: row group {group} decodes to {decoded} bytes from {nbytes}: more than the format's "
-            f"{ROW_GROUP_MAX_BYTES} (allowed only for one episode, expanding at most {MAX_EXPANSION}x)"
-        )
     return start_row
 
 
-def decode_row_group(metadata: pq.FileMetaData, group: int, data: bytes, *, offset: int, sha256: str, file_size: int, where: str) -> pa.Table:
+def feature_budget(features: dict) -> dict[str, int]:
+    """Values per row each tabular feature's column may hold: its shape's product (``Budget``)."""
+    caps = {}
+    for key, feature in features.items():
+        shape = feature.get("shape") if isinstance(feature, dict) else None
+        if feature.get("dtype") in ("video", "image") or not isinstance(shape, list):
+            continue
+        size = 1
+        for dim in shape:
+            size = size * dim if isinstance(dim, int) else MAX_FEATURE_ELEMENTS
+        caps[key] = min(max(size, 1), MAX_FEATURE_ELEMENTS)
+    return caps
+
+
+def decode_row_group(
+    metadata: pq.FileMetaData,
+    group: int,
+    data: bytes,
+    *,
+    offset: int,
+    sha256: str,
+    file_size: int,
+    single_episode: bool,
+    values_per_row: dict[str, int] | None = None,
+    where: str,
+) -> pa.Table:
     """Decode row group ``group`` from its own bytes (``data``, found at ``offset``), after
-    checking them against their recorded digest.
+    checking them against their recorded digest and what they decode to.
+
+    A group decodes to at most ``ROW_GROUP_MAX_BYTES``, counted from its page headers; a group
+    of one episode may exceed that, but never by expanding more than ``MAX_EXPANSION`` times
+    its bytes. A column holds at most ``values_per_row`` values per row (a feature's shape,
+    ``feature_budget``), so a row cannot hide a long list behind a few bytes.
 
     Raises:
         IntegrityError: ``data`` is not the recorded row group.
-        FormatError: the bytes do not decode (or pyarrow asked for bytes outside the group).
+        FormatError: the bytes decode beyond those bounds, or do not decode (or pyarrow asked
+            for bytes outside the group).
     """
     check_bytes(data, size=len(data), sha256=sha256, where=f"{where} row group {group}")
     if not 0 <= offset <= offset + len(data) <= file_size:
         raise FormatError(f"{where}: row group {group} span [{offset}, {offset + len(data)}) is outside the {file_size}-byte file")
+    label = f"{where}: row group {group}"
+    limit = max(ROW_GROUP_MAX_BYTES, MAX_EXPANSION * len(data)) if single_episode else ROW_GROUP_MAX_BYTES
+    budget = Budget(max_bytes=limit, values_per_row=values_per_row or {})
+    _, dictionary_paths = group_cost(metadata, group, memoryview(data), base=offset, budget=budget, where=label)
     try:
         # The group's bytes at their file offset in an Arrow-owned buffer (see arrow_io for
         # why not a Python file object). Nothing before ``offset`` is ever read: check_row_group
         # proved every column chunk starts inside the span, and the buffer ends where it ends.
         source = pa.BufferReader(placed_buffer(data, offset))
-        return pq.ParquetFile(source, metadata=metadata).read_row_group(group, use_threads=False)
+        parquet = pq.ParquetFile(source, metadata=metadata, read_dictionary=dictionary_paths or None)
+        table = parquet.read_row_group(group, use_threads=False)
+        return decode_dictionaries(table, metadata.schema.to_arrow_schema(), limit=limit, where=label) if dictionary_paths else table
     except (pa.ArrowException, OSError, MemoryError) as err:
-        raise FormatError(f"{where}: row group {group} does not decode ({err})") from None
+        raise FormatError(f"{label} does not decode ({err})") from None
 
 
-__all__ = ["check_row_group", "decode_row_group", "footer_range", "parse_footer", "row_group_span"]
+__all__ = ["check_row_group", "decode_row_group", "feature_budget", "footer_range", "parse_footer", "row_group_span"]

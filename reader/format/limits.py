@@ -1,0 +1,76 @@
+"""Every bound the packed format puts on what untrusted bytes may expand to, in one place.
+
+A dataset, a mixture and a LeRobot source are untrusted (docs/SECURITY.md): whoever wrote
+them may have written files of a few KB that claim, or decode to, gigabytes. Readers and the
+packer check these bounds against what data *produces* when decoded (page headers walked,
+values counted, boxes parsed) before they allocate for it, and a value beyond one is a
+``FormatError`` (``SourceError`` in the packer) naming the file, the field, the value found
+and the one allowed. Each value is far beyond any honest dataset (the sizes quoted are the
+largest we know of: DROID 92k episodes and 27M frames, language_table 442k episodes, Open-X
+kuka 580k episodes, ALOHA episodes of 1,500 frames at 50 fps), so honest data never meets
+one. docs/SECURITY.md lists them with their reasons; change both together.
+"""
+
+from __future__ import annotations
+
+# -- JSON records -------------------------------------------------------------------------------
+MAX_MANIFEST_BYTES = 256 << 20  # ~400 bytes per shard entry: far beyond 100k shards
+MAX_RECORD_BYTES = 256 << 20  # receipts, pack plans, mixture files, info.json
+MAX_JSON_DEPTH = 32  # the deepest legitimate nesting (features.<key>.info...) is about 5
+MAX_STATS_BYTES = 64 << 20  # meta/stats.json: a few KB per feature
+
+# -- names, rates, frames -----------------------------------------------------------------------
+MAX_KEY_LENGTH = 200
+MAX_FPS = 10_000
+MAX_FRAME_SIDE = 16_384
+MAX_FRAME_PIXELS = 8192 * 8192
+MAX_WINDOW_OFFSETS = 100_000
+
+# -- dataset shape ------------------------------------------------------------------------------
+# An episode of a million frames is 5.5 hours at 50 fps (real ones: at most tens of thousands).
+MAX_EPISODE_FRAMES = 1_000_000
+# 4.5x the most episodes of any dataset we know of (Open-X kuka: 580k).
+MAX_DATASET_EPISODES = 2_000_000
+# 37x DROID's 27M frames.
+MAX_DATASET_FRAMES = 1_000_000_000
+# Elements of one tabular feature in one frame (its shape's product): 1M float32 is 4 MB per
+# frame; real features (joints, end-effector poses, language embeddings) have at most thousands.
+MAX_FEATURE_ELEMENTS = 1 << 20
+MAX_FEATURE_DIMS = 8
+MAX_CAMERAS = 64
+
+# -- tasks --------------------------------------------------------------------------------------
+MAX_TASKS = 2_000_000  # rows of meta/tasks.parquet (language_table: one task per episode)
+MAX_TASK_BYTES = 64 << 10  # one task string (real ones: a sentence, at most a paragraph)
+MAX_EPISODE_TASKS = 1_024  # tasks listed for one episode (real ones: one, rarely a few)
+
+# -- parquet ------------------------------------------------------------------------------------
+# Row groups of a shard parquet never exceed this decoded (unless one episode alone does).
+ROW_GROUP_MAX_BYTES = 32 << 20
+# A row group of one episode may exceed ROW_GROUP_MAX_BYTES, but never decode to more than
+# this many times the bytes read for it: tabular rows of real datasets compress a few times.
+MAX_EXPANSION = 64
+MAX_FOOTER_BYTES = 64 << 20  # a shard parquet's footer (schema + row-group metadata)
+# A page's declared uncompressed size is what the decoder allocates to decompress it; writers
+# cut pages at ~1 MB (pyarrow's default), larger only for single values (an image) that big.
+MAX_PAGE_BYTES = 256 << 20
+# What one parse of an index, tasks or metadata file may decode to, computed from its page
+# headers (values x widths, dictionary entries) before pyarrow decodes anything. The working
+# bound is tighter: MAX_EXPANSION times the bytes read (at least EXPANSION_FLOOR_BYTES), so a
+# small hostile file decodes to little; this caps honest files, whose expansion is small.
+MAX_DECODED_BYTES = 4 << 30
+EXPANSION_FLOOR_BYTES = 64 << 20
+# Files read whole into memory: the episodes and samples index, tasks, metadata.
+MAX_INDEX_FILE_BYTES = 4 << 30
+
+# -- mixtures -----------------------------------------------------------------------------------
+MAX_MIXTURE_DATASETS = 100_000
+MAX_MIXTURE_EPISODES = 100_000_000
+
+# -- video members --------------------------------------------------------------------------------
+# Pixels decoded to reach any one frame (from the keyframe before it): GOP length x frame
+# pixels. 2^31 is a 1,000-frame GOP at 1080p or 250 frames at 4K; LeRobot encodes GOPs of 2.
+MAX_GOP_PIXELS = 1 << 31
+MAX_MP4_BOXES = 10_000  # boxes in one member (FFmpeg's muxer writes about 30)
+MAX_MP4_DEPTH = 12
+MAX_EDIT_ENTRIES = 64  # elst entries (the muxer writes one or two)
