@@ -21,6 +21,7 @@ from reader.format import (
     EPISODES_INDEX_PATH,
     episodes_index_schema,
     shard_parquet_path,
+    shard_receipt_path,
     shard_tar_path,
     video_column,
 )
@@ -107,3 +108,40 @@ def replace_member(root: Path, episode: int, camera: str, data: bytes) -> dict:
         target[video_column(camera, "sha256")] = sha256(data)
 
     return edit_episodes_index(root, edit)
+
+
+def plant_shard(root: Path, shard: int, edit: Callable[[pa.Table], pa.Table]) -> dict:
+    """Rewrite a shard's parquet with ``edit`` applied (row groups kept) and re-seal its
+    receipt: sizes, digests, footer and row-group entries recomputed, the plan digest kept.
+    What someone who can write a shared destination plants; returns the receipt."""
+    root = Path(root)
+    path = root / shard_parquet_path(shard)
+    original = pq.ParquetFile(path)
+    buffer = io.BytesIO()
+    with pq.ParquetWriter(buffer, original.schema_arrow, compression="zstd", write_page_index=True) as writer:
+        for group in range(original.metadata.num_row_groups):
+            writer.write_table(edit(original.read_row_group(group)).cast(original.schema_arrow))
+    parquet = buffer.getvalue()
+    path.write_bytes(parquet)
+    metadata = pq.read_metadata(io.BytesIO(parquet))
+    receipt_path = root / shard_receipt_path(shard)
+    receipt = json.loads(receipt_path.read_text())
+    for row in receipt["episodes"]:
+        offset, size = row_group_span(metadata, row["row_group"])
+        row.update(row_group_offset=offset, row_group_bytes=size, row_group_sha256=sha256(parquet[offset : offset + size]))
+    offset, size = footer_range(len(parquet), parquet[-8:])
+    receipt.update(parquet_bytes=len(parquet), parquet_sha256=sha256(parquet),
+                   parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])})
+    receipt_path.write_text(json.dumps(receipt, indent=1, sort_keys=True))
+    return receipt
+
+
+def fill_column(name: str, value: float) -> Callable[[pa.Table], pa.Table]:
+    """An ``edit`` for ``plant_shard``: every element of list column ``name`` set to ``value``."""
+
+    def edit(table: pa.Table) -> pa.Table:
+        column = table[name].combine_chunks()
+        values = pa.array([[value] * len(v) for v in column.to_pylist()], column.type)
+        return table.set_column(table.schema.get_field_index(name), name, values)
+
+    return edit

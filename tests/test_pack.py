@@ -163,7 +163,8 @@ def test_parts_plus_finalize_are_byte_identical_to_one_run(sample_source, packed
 
 def test_an_interrupted_pack_resumes_and_ends_identical(sample_source, packed_copy, tmp_path):
     dst = tmp_path / "resumed"
-    shutil.copytree(packed_copy, dst)
+    # Packed here (not copied), so this machine's pack journal records its shards.
+    pack_dataset(str(sample_source), str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB)
     # What a kill leaves: no manifest/index, a shard without receipt, a half-written tar.
     (dst / "manifest.json").unlink()
     shutil.rmtree(dst / "index")

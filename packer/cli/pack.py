@@ -94,9 +94,24 @@ _PACK_OPTIONS = [
     storage_option,
 ]
 
+_JOURNAL_OPTIONS = [
+    click.option("--journal", default=None, metavar="DIR",
+                 help="Pack journal: what this machine wrote to DST (default $LEROBOT_SHARDS_JOURNAL or "
+                      "~/.cache/lerobot-shards/journal). --part tasks and finalize must share it."),
+    click.option("--trust-destination", is_flag=True,
+                 help="Adopt shards this machine's journal does not record, after re-hashing them "
+                      "(only for a destination nobody else can write)."),
+]
+
+
+def _with_journal_options(command):
+    for option in reversed(_JOURNAL_OPTIONS):
+        command = option(command)
+    return command
+
 
 def _with_pack_options(command):
-    for option in reversed(_PACK_OPTIONS):
+    for option in reversed(_PACK_OPTIONS + _JOURNAL_OPTIONS):
         command = option(command)
     return command
 
@@ -121,6 +136,7 @@ def pack_kwargs(params: dict) -> dict:
         storage_options=json_object(params["storage_options"]),
         src_storage_options=json_object(params["src_storage_options"], param_hint="--src-storage-options"),
         cache_dir=params["cache_dir"], follow_symlinks=params["follow_symlinks"],
+        journal=params["journal"], trust_destination=params["trust_destination"],
     )
 
 
@@ -178,14 +194,16 @@ def pack(src, dst, repo_id, revision, **params):
 @click.command("finalize")
 @click.argument("dst")
 @storage_option
-def finalize_command(dst, storage_options):
+@_with_journal_options
+def finalize_command(dst, storage_options, journal, trust_destination):
     """Write the global index and manifest once every --part has finished."""
     from packer.errors import PackError
     from packer.run.finalize import finalize
 
     try:
         log = ProgressLog("finalize", unit="shards")
-        manifest = finalize(dst, storage_options=json_object(storage_options), progress=lambda done, total: log.update(done, total))
+        manifest = finalize(dst, storage_options=json_object(storage_options), journal=journal, trust_destination=trust_destination,
+                            progress=lambda done, total: log.update(done, total))
         log.close()
     except PackError as err:
         raise click.ClickException(printable(str(err))) from None

@@ -15,7 +15,7 @@ from packer.errors import PackError
 from packer.plan.pack_plan import plan_differences
 from packer.source.lerobot import LeRobotSource
 from reader.errors import FormatError
-from reader.format import MANIFEST_PATH, META_DIR, PLAN_PATH, SHARDS_DIR, PackPlan
+from reader.format import MANIFEST_PATH, META_DIR, PLAN_PATH, SHARDS_DIR, FileEntry, PackPlan, sha256_hex
 from reader.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -65,17 +65,24 @@ def claim_destination(storage: Storage, plan: PackPlan) -> None:
     storage.write_bytes(PLAN_PATH, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
 
 
-def copy_meta(source: LeRobotSource, storage: Storage) -> None:
-    """Copy the source's ``meta/`` verbatim (skipping files already there with the same size).
+def copy_meta(source: LeRobotSource, storage: Storage) -> dict[str, FileEntry]:
+    """Copy the source's ``meta/`` verbatim, skipping files already there with the same
+    bytes (compared by digest: a file of the same size may have been planted).
+
+    Returns:
+        The size and digest of every file, from the local bytes (for the pack journal).
 
     Only regular files under the root are copied: a symbolic link (unless the source was
     opened with ``follow_symlinks``) raises ``SourceError`` instead of publishing whatever
     it points to.
     """
     meta_root = source.root / META_DIR
+    entries = {}
     for path in sorted(p for p in meta_root.rglob("*") if p.is_file() or p.is_symlink()):
         rel = path.relative_to(source.root).as_posix()
-        local = source.file(rel, what="metadata")
-        if storage.exists(rel) and storage.size(rel) == local.stat().st_size:
+        data = source.file(rel, what="metadata").read_bytes()
+        entries[rel] = FileEntry(len(data), sha256_hex(data))
+        if storage.exists(rel) and storage.size(rel) == len(data) and storage.digest(rel)[0] == entries[rel].sha256:
             continue
-        storage.write_bytes(rel, local.read_bytes())
+        storage.write_bytes(rel, data)
+    return entries

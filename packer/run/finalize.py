@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.errors import PackError, SourceError
+from packer.run.journal import Journal
 from packer.run.receipts import finished_receipts
 from packer.source.info import parse_info
 from packer.version import packer_version
@@ -59,13 +60,29 @@ def _write_parquet(storage: Storage, rel: str, table: pa.Table) -> FileEntry:
     return FileEntry(len(data), sha256_hex(data))
 
 
-def _meta_files(storage: Storage) -> dict[str, FileEntry]:
-    """Size and digest of every file the pack copied into ``meta/`` (temp files of
-    interrupted writes are not part of the dataset: ``Storage.list`` leaves them out)."""
+def _meta_files(storage: Storage, plan: PackPlan, journal: Journal, trust_destination: bool) -> dict[str, FileEntry]:
+    """Size and digest of every file in ``meta/``, hashed here and checked against what the
+    pack journal records the pack copying (temp files of interrupted writes are not part of
+    the dataset: ``Storage.list`` leaves them out).
+
+    Raises:
+        PackError: a ``meta/`` file that differs from what the pack wrote, or (unless
+            ``trust_destination``) no journal record of the pack's ``meta/``.
+    """
     entries = {}
     for rel in storage.list(META_DIR):
         digest, size = storage.digest(rel)
         entries[rel] = FileEntry(size, digest)
+    recorded = journal.meta_files(plan.sha256)
+    if recorded is None:
+        if not trust_destination:
+            raise PackError(f"{storage.url}: no record of this plan's meta/ in this machine's pack journal ({journal.dir}); "
+                            "finalize where the pack ran, or pass --trust-destination if only you can write this destination")
+        return entries
+    if entries != recorded:
+        changed = sorted(rel for rel in set(entries) | set(recorded) if entries.get(rel) != recorded.get(rel))
+        raise PackError(f"{storage.url}: meta/ differs from what the pack wrote ({changed[:10]}); "
+                        "re-run `lerobot-shards pack` to copy it again")
     return entries
 
 
@@ -133,28 +150,43 @@ def finalize(
     storage_options: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
     retry: RetryPolicy = RetryPolicy(),
+    journal: str | None = None,
+    trust_destination: bool = False,
 ) -> Manifest:
     """Write ``index/episodes.parquet``, ``index/samples.parquet`` and ``manifest.json``.
 
     ``progress(shards indexed, shards)`` is called after each shard's rows are indexed.
+    Only what the pack journal (``journal``, see ``pack_dataset``) records this machine
+    writing is published: receipts byte for byte, ``meta/`` by digest, and each shard
+    parquet is hashed as it is read. ``trust_destination`` accepts receipts written
+    elsewhere, re-hashing their files.
 
     Returns:
         The written ``Manifest``.
 
     Raises:
-        PackError: no plan, or shards without a valid receipt (names them).
+        PackError: no plan, shards without a valid receipt (names them), receipts or
+            ``meta/`` files the journal does not record, or files that differ from them.
         StorageError: the destination failed beyond the retry policy.
     """
     storage = Storage(dst, storage_options, retry=retry)
     if not storage.exists(PLAN_PATH):
         raise PackError(f"{storage.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
+    pack_journal = Journal(storage.url, journal)
     try:
         plan = PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH))
-        info = parse_info(storage.read_bytes(INFO_PATH), where=storage.describe(INFO_PATH))
+    except FormatError as err:
+        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
+    files = _meta_files(storage, plan, pack_journal, trust_destination)
+    info_bytes = storage.read_bytes(INFO_PATH)
+    if INFO_PATH not in files or sha256_hex(info_bytes) != files[INFO_PATH].sha256:
+        raise PackError(f"{storage.describe(INFO_PATH)}: changed while finalizing; re-run finalize")
+    try:
+        info = parse_info(info_bytes, where=storage.describe(INFO_PATH))
     except (FormatError, SourceError) as err:
         raise PackError(f"{storage.url}: cannot finalize: {err}") from None
     video_keys = video_keys_of(info["features"])
-    receipts = finished_receipts(storage, plan, video_keys)
+    receipts = finished_receipts(storage, plan, video_keys, pack_journal, trust_destination=trust_destination)
 
     options = plan.options
     fps = int(info["fps"])
@@ -178,7 +210,11 @@ def finalize(
                 parquet_footer=receipt.parquet_footer,
             )
         )
-        parquet = parquet_file(storage.read_bytes(shard_parquet_path(shard)))
+        parquet_bytes = storage.read_bytes(shard_parquet_path(shard))
+        if len(parquet_bytes) != receipt.parquet_bytes or sha256_hex(parquet_bytes) != receipt.parquet_sha256:
+            raise PackError(f"{storage.describe(shard_parquet_path(shard))}: does not match the digest its receipt records "
+                            "(changed after the pack wrote it); delete its receipt and re-run that shard's pack")
+        parquet = parquet_file(parquet_bytes)
         for field in parquet.schema_arrow:
             parquet_fields.setdefault(field.name, field)
         table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
@@ -205,7 +241,6 @@ def finalize(
             progress(len(sample_tables), len(receipts))
 
     episode_rows.sort(key=lambda r: r["episode_index"])
-    files = _meta_files(storage)
     files[EPISODES_INDEX_PATH] = _write_parquet(storage, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
     schema = samples_index_schema(options["windows"])
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()

@@ -24,6 +24,7 @@ from packer.plan.pack_plan import make_pack_plan, select_episodes
 from packer.plan.shard_plan import shards_of_part
 from packer.run.claim import check_destination, claim_destination, copy_meta
 from packer.run.finalize import finalize
+from packer.run.journal import Journal
 from packer.run.pool import run_jobs
 from packer.run.receipts import kept_receipt
 from packer.run.shards import ShardJob, pack_shard
@@ -145,6 +146,8 @@ def pack_dataset(
     progress: Callable[[PackProgress], None] | None = None,
     follow_symlinks: bool = False,
     retry: RetryPolicy = RetryPolicy(),
+    journal: str | None = None,
+    trust_destination: bool = False,
 ) -> PackReport:
     """Pack a LeRobot v3.0 dataset into ``dst`` (a directory or any fsspec URL).
 
@@ -153,6 +156,12 @@ def pack_dataset(
     ``finalize`` after all parts). Re-running resumes: shards with a valid receipt are kept.
     ``progress`` is called with a ``PackProgress`` after each episode and shard. ``retry``
     bounds every read and write at the destination (and a bucket source).
+
+    What this machine writes is recorded in the pack journal (``journal``: a directory,
+    default ``$LEROBOT_SHARDS_JOURNAL`` or ``~/.cache/lerobot-shards/journal``): a resume
+    keeps only shards the journal records, and ``finalize`` publishes only their digests.
+    ``trust_destination`` also adopts shards another machine wrote, after re-hashing their
+    files (for a destination only you can write; docs/SECURITY.md).
 
     Returns:
         A ``PackReport``.
@@ -207,13 +216,14 @@ def pack_dataset(
     removed = storage.remove_stale_temp_files()
     if removed:
         log.warning("%s: removed %d temporary file(s) left by an interrupted run", storage.url, removed)
-    copy_meta(source, storage)
+    pack_journal = Journal(storage.url, journal)
+    pack_journal.record_meta(plan.sha256, copy_meta(source, storage))
 
     shard_ids = list(range(len(plan.shards))) if part is None else shards_of_part(len(plan.shards), part[0], part[1])
     report = PackReport(shards=len(shard_ids))
     todo = []
     for shard in shard_ids:
-        receipt = kept_receipt(storage, shard, plan.sha256, source.video_keys)
+        receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=trust_destination)
         if receipt is not None:
             report.shards_skipped += 1
             _account(report, receipt.to_dict(), written=False)
@@ -241,14 +251,14 @@ def pack_dataset(
     jobs = [
         ShardJob(spec=ShardSpec(shard=s, episodes=tuple(plan.shards[s]), options=options, plan_sha256=plan.sha256),
                  source_root=str(local_root), follow_symlinks=follow_symlinks, dst=dst, storage_options=storage_options,
-                 retry=retry)
+                 journal=pack_journal, retry=retry)
         for s in todo
     ]
     if progress is not None and not jobs:
         progress(snapshot())  # nothing to pack: still say where the pack stands
     run_jobs(pack_shard, jobs, workers=workers, on_result=on_result, on_progress=on_progress if progress is not None else None)
     if part is None:
-        finalize(dst, storage_options=storage_options, retry=retry)
+        finalize(dst, storage_options=storage_options, retry=retry, journal=journal, trust_destination=trust_destination)
         report.finalized = True
     report.seconds = time.perf_counter() - started
     return report

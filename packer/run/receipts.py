@@ -1,7 +1,8 @@
 """Shard receipts at the destination: the commit unit of a pack (docs/DESIGN_NOTES.md §3).
 
-A shard is committed by uploading its tar and parquet first and its receipt last; a re-run
-(or another ``--part`` task) keeps a shard whose receipt belongs to this plan, and
+A shard is committed by uploading its tar and parquet first and its receipt last, then
+recording the receipt in the pack journal (``packer.run.journal``); a re-run (or another
+``--part`` task) keeps a shard whose receipt belongs to this plan and the journal, and
 ``finalize`` builds the index and manifest from the receipts.
 """
 
@@ -11,6 +12,7 @@ import json
 import logging
 
 from packer.errors import PackError
+from packer.run.journal import JOURNAL_ENV, Journal
 from packer.shard.build import BuiltShard
 from reader.errors import FormatError, StorageError
 from reader.format import PackPlan, ShardReceipt, shard_name, shard_parquet_path, shard_receipt_path, shard_tar_path
@@ -19,8 +21,8 @@ from reader.storage import Storage
 log = logging.getLogger(__name__)
 
 
-def read_receipt(storage: Storage, shard: int, video_keys: list[str]) -> ShardReceipt | None:
-    """The shard's receipt, or None when there is none.
+def read_receipt(storage: Storage, shard: int, video_keys: list[str]) -> tuple[ShardReceipt, bytes] | None:
+    """The shard's receipt and its bytes as read, or None when there is none.
 
     Raises:
         FormatError: a receipt that does not validate (names the file and field).
@@ -29,54 +31,113 @@ def read_receipt(storage: Storage, shard: int, video_keys: list[str]) -> ShardRe
     rel = shard_receipt_path(shard)
     if not storage.exists(rel):
         return None
-    return ShardReceipt.from_json(storage.read_bytes(rel), shard=shard, video_keys=video_keys, where=storage.describe(rel))
+    data = storage.read_bytes(rel)
+    return ShardReceipt.from_json(data, shard=shard, video_keys=video_keys, where=storage.describe(rel)), data
 
 
-def kept_receipt(storage: Storage, shard: int, plan_sha256: str, video_keys: list[str]) -> ShardReceipt | None:
-    """The receipt of a shard a resumed pack keeps, or None when the shard must be (re)built:
-    no receipt, one that does not validate (warned), one of another plan, or shard files
-    whose sizes differ from what it records."""
+def _matches_plan(receipt: ShardReceipt, plan: PackPlan) -> bool:
+    """A receipt of ``plan`` accounts for exactly the episodes the plan gives its shard."""
+    packed = [int(row["episode_index"]) for row in receipt.episodes]
+    return receipt.plan_sha256 == plan.sha256 and sorted(packed + receipt.dropped) == sorted(plan.shards[receipt.shard])
+
+
+def _files_match(storage: Storage, receipt: ShardReceipt, *, rehash: bool) -> str | None:
+    """None when the shard's tar and parquet at the destination are what ``receipt`` records
+    (sizes; and digests when ``rehash``: the whole files are read), else what differs."""
+    shard = receipt.shard
+    for rel, size, digest in ((shard_tar_path(shard), receipt.tar_bytes, receipt.tar_sha256),
+                              (shard_parquet_path(shard), receipt.parquet_bytes, receipt.parquet_sha256)):
+        if not storage.exists(rel):
+            return f"{rel} is missing"
+        if storage.size(rel) != size:
+            return f"{rel} has {storage.size(rel)} bytes, its receipt records {size}"
+        if rehash and storage.digest(rel)[0] != digest:
+            return f"{rel} does not match the sha256 its receipt records"
+    return None
+
+
+def kept_receipt(storage: Storage, shard: int, plan: PackPlan, video_keys: list[str], journal: Journal,
+                 *, trust_destination: bool = False) -> ShardReceipt | None:
+    """The receipt of a shard a resumed pack keeps, or None when the shard must be (re)built.
+
+    Kept: a valid receipt of ``plan`` for the plan's episodes, whose bytes this machine's
+    journal records committing (so its digests are ours), with files of the recorded sizes.
+    A receipt the journal does not vouch for was written elsewhere: rebuilt (warned), unless
+    ``trust_destination``, where its files are re-hashed against it instead.
+    """
     try:
-        receipt = read_receipt(storage, shard, video_keys)
+        found = read_receipt(storage, shard, video_keys)
     except (FormatError, StorageError) as err:
         log.warning("%s: %s; rebuilding the shard", storage.describe(shard_receipt_path(shard)), err)
         return None
-    if receipt is None or receipt.plan_sha256 != plan_sha256:
+    if found is None:
         return None
-    for rel, size in ((shard_tar_path(shard), receipt.tar_bytes), (shard_parquet_path(shard), receipt.parquet_bytes)):
-        if not storage.exists(rel) or storage.size(rel) != size:
-            return None
+    receipt, data = found
+    if not _matches_plan(receipt, plan):
+        return None
+    vouched = journal.vouches(shard, plan.sha256, data)
+    if not vouched and not trust_destination:
+        log.warning("%s: not in this machine's pack journal (%s): written by another run or machine; rebuilding the shard "
+                    "(--trust-destination adopts it after re-hashing its files)", storage.describe(shard_receipt_path(shard)),
+                    journal.dir)
+        return None
+    differs = _files_match(storage, receipt, rehash=not vouched)
+    if differs is not None:
+        log.warning("%s: %s; rebuilding the shard", storage.describe(shard_receipt_path(shard)), differs)
+        return None
     return receipt
 
 
-def finished_receipts(storage: Storage, plan: PackPlan, video_keys: list[str]) -> list[ShardReceipt]:
-    """Every shard's receipt of ``plan``, for ``finalize``.
+def finished_receipts(storage: Storage, plan: PackPlan, video_keys: list[str], journal: Journal,
+                      *, trust_destination: bool = False) -> list[ShardReceipt]:
+    """Every shard's receipt of ``plan``, for ``finalize``: each one this machine's journal
+    records committing, or (``trust_destination``) any valid one, whose tar is then re-hashed
+    against it (the parquet is hashed by ``finalize`` as it reads it).
 
     Raises:
-        PackError: a receipt that does not validate (delete it and re-run that shard), or
-            shards without a receipt of this plan (named: run the missing parts).
+        PackError: a receipt that does not validate (delete it and re-run that shard), shards
+            without a receipt of this plan (named: run the missing parts), receipts the
+            journal does not record (named, with the journal's directory), or a tar that does
+            not match its receipt.
     """
-    receipts, missing = [], []
+    receipts, missing, unvouched = [], [], []
     for shard in range(len(plan.shards)):
         try:
-            receipt = read_receipt(storage, shard, video_keys)
+            found = read_receipt(storage, shard, video_keys)
         except FormatError as err:
             raise PackError(f"cannot finalize: {err}; delete it and re-run that shard's pack") from None
-        if receipt is None or receipt.plan_sha256 != plan.sha256:
+        if found is None or not _matches_plan(found[0], plan):
             missing.append(shard_name(shard))
-        else:
-            receipts.append(receipt)
+            continue
+        receipt, data = found
+        if not journal.vouches(shard, plan.sha256, data):
+            if not trust_destination:
+                unvouched.append(shard_name(shard))
+                continue
+            differs = _files_match(storage, receipt, rehash=True)
+            if differs is not None:
+                raise PackError(f"cannot finalize: {differs}; delete {shard_receipt_path(shard)} and re-run that shard's pack")
+        receipts.append(receipt)
     if missing:
         raise PackError(f"{storage.url}: shards not packed yet (no valid receipt): {missing[:20]}; "
                         "run the missing --part jobs, then finalize")
+    if unvouched:
+        raise PackError(
+            f"{storage.url}: {len(unvouched)} shard receipt(s) not in this machine's pack journal ({journal.dir}): "
+            f"{unvouched[:20]}; they were written by another machine or run. Finalize where the parts ran "
+            f"(or point {JOURNAL_ENV} at a journal the parts share), or pass --trust-destination if only you can "
+            "write this destination"
+        )
     return receipts
 
 
-def commit_shard(storage: Storage, built: BuiltShard) -> None:
-    """Publish a built shard: tar, then parquet, then the receipt (the commit). The local
-    files are consumed. A failure before the receipt leaves no committed shard: the next run
-    builds it again."""
+def commit_shard(storage: Storage, built: BuiltShard, journal: Journal) -> None:
+    """Publish a built shard: tar, then parquet, then the receipt (the commit), then record
+    the receipt in ``journal``. The local files are consumed. A failure before the receipt
+    leaves no committed shard: the next run builds it again."""
     shard = built.receipt["shard"]
     storage.put_file(built.tar_path, shard_tar_path(shard), move=True)
     storage.put_file(built.parquet_path, shard_parquet_path(shard), move=True)
-    storage.write_bytes(shard_receipt_path(shard), json.dumps(built.receipt, indent=1, sort_keys=True).encode())
+    data = json.dumps(built.receipt, indent=1, sort_keys=True).encode()
+    storage.write_bytes(shard_receipt_path(shard), data)
+    journal.record_shard(shard, built.receipt["plan_sha256"], data)

@@ -6,6 +6,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packer.run.journal import Journal
 from packer.run.pool import ProgressSink
 from packer.run.receipts import commit_shard
 from packer.shard.build import ShardSpec, build_shard
@@ -22,6 +23,7 @@ class ShardJob:
     follow_symlinks: bool
     dst: str
     storage_options: dict | None
+    journal: Journal
     retry: RetryPolicy = RetryPolicy()
 
 
@@ -38,5 +40,5 @@ def pack_shard(job: ShardJob, progress: ProgressSink | None = None) -> dict:
     on_episode = (lambda source_bytes: progress.put((1, source_bytes))) if progress is not None else None
     with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp:
         built = build_shard(source, job.spec, Path(tmp), on_episode=on_episode)
-        commit_shard(storage, built)
+        commit_shard(storage, built, job.journal)
     return built.receipt
