@@ -17,6 +17,8 @@ import av
 
 from packer.errors import VideoCutError
 from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
+from reader.format import longest_gop
+from reader.format.limits import MAX_GOP_PIXELS
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,9 @@ def cut_episode(
 
     Returns:
         ``(video, found)``: ``found`` is the number of frames in the window; ``video`` is None
-        when the window is empty, does not start on a keyframe, or must be trimmed but has
-        reordered frames (the caller re-encodes those).
+        when the window is empty, does not start on a keyframe, must be trimmed but has
+        reordered frames, or has a GOP too long for readers (``MAX_GOP_PIXELS``): the caller
+        re-encodes those.
 
     Raises:
         VideoCutError: the file cannot be opened or demuxed.
@@ -114,6 +117,12 @@ def cut_episode(
         packets = reader.window(location.from_timestamp, location.to_timestamp)
         found = len(packets)
         if not packets or not packets[0].is_keyframe:
+            return None, found
+        keyframes = [i for i, p in enumerate(packets[:max_frames]) if p.is_keyframe]
+        gop = longest_gop(keyframes, len(packets[:max_frames]))
+        if gop * reader.stream.codec_context.height * reader.stream.codec_context.width > MAX_GOP_PIXELS:
+            # Readers refuse members whose GOP costs more than MAX_GOP_PIXELS decoded pixels
+            # to reach one frame (reader/format/mp4.py): re-encode with short GOPs instead.
             return None, found
         if max_frames is not None and found > max_frames:
             decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)

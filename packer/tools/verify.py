@@ -26,6 +26,7 @@ from reader.format import (
     TASKS_PATH,
     Manifest,
     check_bytes,
+    check_mp4,
     pad_column,
     parse_episodes_index,
     samples_index_schema,
@@ -283,6 +284,10 @@ def _decode_problem(data: bytes, frames: int, shape: list[int], where: str) -> s
     import av  # only verify --decode needs a decoder
 
     height, width = shape[0], shape[1]
+    try:  # boxes and sample tables first: FFmpeg sizes its index by what they claim
+        check_mp4(data, where=where, frames=frames, height=height, width=width)
+    except FormatError as err:
+        return str(err)
     try:
         with av.open(io.BytesIO(data)) as container:
             stream = container.streams.video[0]

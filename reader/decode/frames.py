@@ -7,6 +7,7 @@ decodes from memory; PyAV is the fallback when torchcodec cannot be imported.
 
 from __future__ import annotations
 
+import bisect
 import io
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 from reader.errors import DecodeError
+from reader.format import check_mp4
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class _TorchCodecDecoder:
 
 
 class _PyAVDecoder:
+    """PyAV fallback: frame j is decoded from the keyframe at or before it (the GOP bound of
+    ``check_mp4`` caps that cost), not from the start of the member."""
+
     def __init__(self, data: bytes, spec: FrameSpec | None):
         import av
 
@@ -69,22 +74,57 @@ class _PyAVDecoder:
         self._spec = spec
         with av.open(io.BytesIO(data)) as container:
             stream = container.streams.video[0]
-            frames = sum(1 for packet in container.demux(stream) if packet.size)
-            _check_spec((stream.codec_context.height, stream.codec_context.width, frames), spec)
+            packets = [(p.pts, p.is_keyframe) for p in container.demux(stream) if p.size]
+            _check_spec((stream.codec_context.height, stream.codec_context.width, len(packets)), spec)
+        if any(pts is None for pts, _ in packets):
+            self._pts, self._keys = None, None  # no timestamps to seek by: decode from the start
+        else:
+            self._pts = sorted(pts for pts, _ in packets)  # frame j is the j-th presentation time
+            self._keys = sorted(pts for pts, key in packets if key)
+
+    def _check_frame(self, frame, position) -> None:
+        if self._spec is not None and (frame.height, frame.width) != (self._spec.height, self._spec.width):
+            raise DecodeError(f"frame {position} is {frame.height}x{frame.width}, expected {self._spec.height}x{self._spec.width}")
+
+    def _from_start(self, container, wanted: list[int], found: dict[int, np.ndarray]) -> None:
+        container.seek(0)
+        for position, frame in enumerate(container.decode(video=0)):
+            self._check_frame(frame, position)
+            if position in wanted:
+                found[position] = frame.to_ndarray(format="rgb24")
+            if position >= wanted[-1]:
+                break
 
     def frames(self, indices: list[int]) -> torch.Tensor:
         import av
 
         wanted = sorted(set(indices))
+        if self._pts is not None and wanted and (wanted[0] < 0 or wanted[-1] >= len(self._pts)):
+            raise IndexError(f"frames {[i for i in wanted if not 0 <= i < len(self._pts)]} beyond the end of the video")
         found: dict[int, np.ndarray] = {}
         with av.open(io.BytesIO(self._data)) as container:
-            for position, frame in enumerate(container.decode(video=0)):
-                if self._spec is not None and (frame.height, frame.width) != (self._spec.height, self._spec.width):
-                    raise DecodeError(f"frame {position} is {frame.height}x{frame.width}, expected {self._spec.height}x{self._spec.width}")
-                if position in wanted:
-                    found[position] = frame.to_ndarray(format="rgb24")
-                if position >= wanted[-1]:
-                    break
+            stream = container.streams.video[0]
+            if self._pts is None:
+                self._from_start(container, wanted, found)
+            else:
+                position_of = {pts: j for j, pts in enumerate(self._pts)}
+                groups: dict[int, list[int]] = {}
+                for j in wanted:
+                    key = self._keys[max(bisect.bisect_right(self._keys, self._pts[j]) - 1, 0)]
+                    groups.setdefault(key, []).append(j)
+                for key, members in sorted(groups.items()):
+                    container.seek(key, stream=stream, backward=True, any_frame=False)
+                    last = self._pts[members[-1]]
+                    for frame in container.decode(stream):
+                        position = position_of.get(frame.pts)
+                        self._check_frame(frame, position)
+                        if position in members:
+                            found[position] = frame.to_ndarray(format="rgb24")
+                        if frame.pts is None or frame.pts >= last:
+                            break
+                missing = [i for i in wanted if i not in found]
+                if missing:  # a stream the seek did not land as expected on: decode from the start
+                    self._from_start(container, missing, found)
         missing = [i for i in wanted if i not in found]
         if missing:
             raise IndexError(f"frames {missing} beyond the end of the video")
@@ -118,8 +158,15 @@ class CpuDecodeStage:
         checked before any frame is decoded.
 
         Raises:
+            FormatError: the member's mp4 boxes claim more than the format allows (named).
             DecodeError: the member does not open, or holds other frames than ``spec``.
         """
+        # Before FFmpeg sees the bytes: sample tables bounded by what they expand to, and the
+        # GOP (frames decoded per requested frame) bounded (reader/format/mp4.py).
+        if spec is not None:
+            check_mp4(data, where=where, frames=spec.frames, height=spec.height, width=spec.width)
+        else:
+            check_mp4(data, where=where)
         try:
             return _TorchCodecDecoder(data, spec) if self.backend == "torchcodec" else _PyAVDecoder(data, spec)
         except DecodeError as err:

@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import default_collate
 
 from reader.errors import DecodeStageError
+from reader.format import check_mp4
 
 ENCODED_KEY = "__encoded_video__"
 
@@ -118,6 +119,8 @@ class DecodeStage:
                 )
             device = torch.device("cpu")
             self.counters["cpu_fallbacks"] += 1
+        height, width = member.frame_size if member.frame_size is not None else (None, None)
+        check_mp4(member.data, where=member.member_id, frames=member.frames, height=height, width=width)
         try:
             decoder = VideoDecoder(member.data, seek_mode="exact", device=str(device))
         except RuntimeError as err:

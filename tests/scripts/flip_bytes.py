@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import faulthandler
 import json
-import resource
 import sys
 from pathlib import Path
 
@@ -49,6 +48,13 @@ def same(a: list[dict], b: list[dict]) -> bool:
     return True
 
 
+def peak_rss_kb() -> int:
+    """This process's high-water mark. Not ``ru_maxrss``: a child of a large test process
+    starts with the parent's count (fork copies it, exec keeps it); ``VmHWM`` starts fresh."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
 def main() -> None:
     root, flips_path, out_path = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     flips = json.loads(flips_path.read_text())
@@ -76,9 +82,10 @@ def main() -> None:
                 record["verify_crash"] = f"{type(err).__name__}: {err}"[:2000]
             faulthandler.cancel_dump_traceback_later()
             path.write_bytes(original)
+            record["peak_rss_kb"] = peak_rss_kb()  # a jump names the flip
             out.write(json.dumps(record) + "\n")
             out.flush()
-        out.write(json.dumps({"peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "clean_samples": len(clean)}) + "\n")
+        out.write(json.dumps({"peak_rss_kb": peak_rss_kb(), "clean_samples": len(clean)}) + "\n")
 
 
 if __name__ == "__main__":
