@@ -7,13 +7,22 @@ uses is checked for type and range here, so no caller indexes into unchecked JSO
 
 from __future__ import annotations
 
-import json
 import string
 from typing import Any
 
 from packer.errors import SourceError
+from reader.errors import FormatError
 from reader.format import check_key, video_keys_of
-from reader.format.limits import MAX_FPS
+from reader.format.fields import load_json
+from reader.format.limits import (
+    MAX_FEATURE_DIMS,
+    MAX_FPS,
+    MAX_FRAME_PIXELS,
+    MAX_FRAME_SIDE,
+    MAX_JSON_DEPTH,
+    MAX_RECORD_BYTES,
+)
+from reader.format.manifest import check_feature_shape
 
 SUPPORTED_CODEBASE_VERSION = "v3.0"
 
@@ -34,9 +43,9 @@ def parse_info(data: bytes, *, where: str) -> dict[str, Any]:
             or a missing or malformed field; names ``where`` and the field.
     """
     try:
-        info = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
-        raise SourceError(f"{where}: not valid JSON ({type(err).__name__}: {str(err)[:200]})") from None
+        info = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+    except FormatError as err:
+        raise SourceError(str(err)) from None
     if not isinstance(info, dict):
         raise SourceError(f"{where}: expected a JSON object, found {type(info).__name__}")
     version = info.get("codebase_version")
@@ -67,6 +76,7 @@ def parse_info(data: bytes, *, where: str) -> dict[str, Any]:
             raise SourceError(str(err)) from None
         if not isinstance(feature, dict):
             raise SourceError(f"{where}: feature {key!r} must be an object")
+        _check_shape(key, feature, where)
     video_keys = video_keys_of(features)
     if video_keys and not info.get("video_path"):
         raise SourceError(f"{where}: video features {video_keys} but no video_path")
@@ -74,6 +84,37 @@ def parse_info(data: bytes, *, where: str) -> dict[str, Any]:
         if name in info:
             _check_template(info[name], name, where)
     return info
+
+
+def feature_elements(feature: dict) -> int:
+    """Values per frame of a tabular feature: the product of its (checked) shape."""
+    elements = 1
+    for dim in feature["shape"]:
+        elements *= dim
+    return elements
+
+
+def _check_shape(key: str, feature: dict, where: str) -> None:
+    """A feature's dtype is a string and its shape a short list of positive integers that no
+    honest dataset comes near: frames within ``MAX_FRAME_SIDE``/``MAX_FRAME_PIXELS``, tabular
+    features within ``MAX_FEATURE_ELEMENTS`` values per frame (what the data holds is
+    compared with the shape when rows are read)."""
+    dtype, shape = feature.get("dtype"), feature.get("shape")
+    if not isinstance(dtype, str):
+        raise SourceError(f"{where}: feature {key!r}: dtype must be a string, found {str(dtype)[:40]!r}")
+    if (not isinstance(shape, list) or not 0 < len(shape) <= MAX_FEATURE_DIMS
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)):
+        raise SourceError(f"{where}: feature {key!r}: shape must be a list of 1 to {MAX_FEATURE_DIMS} positive integers, "
+                          f"found {str(shape)[:80]}")
+    if dtype == "video":
+        if len(shape) != 3 or shape[0] > MAX_FRAME_SIDE or shape[1] > MAX_FRAME_SIDE or shape[0] * shape[1] > MAX_FRAME_PIXELS:
+            raise SourceError(f"{where}: feature {key!r}: video shape {shape} is beyond {MAX_FRAME_SIDE} per side or "
+                              f"{MAX_FRAME_PIXELS:,} pixels (or not [height, width, channels])")
+        return
+    try:
+        check_feature_shape(dtype, shape, where=f"{where}: feature {key!r}")
+    except FormatError as err:
+        raise SourceError(str(err)) from None
 
 
 def _check_template(template: object, name: str, where: str) -> None:

@@ -9,18 +9,30 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packer.errors import SourceError
-from packer.source.info import parse_info
+from packer.source.info import feature_elements, parse_info
 from packer.source.video import VideoLocation, video_duration_s
+from reader.errors import FormatError
 from reader.format import INFO_PATH, META_DIR, safe_relative_path, sha256_file, sha256_hex, video_keys_of
 from reader.format.fields import canonical_json
+from reader.format.limits import (
+    MAX_DATASET_EPISODES,
+    MAX_DATASET_FRAMES,
+    MAX_EPISODE_TASKS,
+    MAX_INDEX_FILE_BYTES,
+    MAX_TASK_BYTES,
+    MAX_TASKS,
+)
+from reader.format.parquet import Budget, read_bounded, read_parquet_schema
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +104,15 @@ class LeRobotSource:
         rows: dict[int, dict] = {}
         for path in files:
             path = self.file(path.relative_to(self.root).as_posix(), what="episodes metadata")
+            data = _read_file(path, "episodes metadata")
             try:
-                table = pq.read_table(path, use_threads=False)
-            except Exception as err:  # pyarrow raises several types for corrupt files
-                raise SourceError(f"{path}: cannot read episodes metadata ({err})") from None
+                names = read_parquet_schema(data, where=str(path)).names
+            except FormatError as err:
+                raise _source_error(err, path, "episodes metadata") from None
+            # Every column's pages are checked (stats/* lists included); only these are decoded.
+            wanted = [c for c in names if not c.startswith("stats/")]
+            table = _read_parquet(data, path, "episodes metadata", columns=wanted, max_rows=MAX_DATASET_EPISODES,
+                                  values_per_row={"tasks": MAX_EPISODE_TASKS})
             missing = [c for c in REQUIRED_EPISODE_COLUMNS if c not in table.column_names]
             missing += [
                 f"videos/{k}/{f}"
@@ -105,8 +122,7 @@ class LeRobotSource:
             ]
             if missing:
                 raise SourceError(f"{path}: episodes metadata lacks columns {missing}")
-            wanted = [c for c in table.column_names if not c.startswith("stats/")]
-            for row in table.select(wanted).to_pylist():
+            for row in table.to_pylist():
                 _check_episode_row(row, self.video_keys, path)
                 rows[int(row["episode_index"])] = row
         return dict(sorted(rows.items()))
@@ -115,9 +131,16 @@ class LeRobotSource:
         path = self.file("meta/tasks.parquet", what="tasks")
         if not path.is_file():
             raise SourceError(f"{path}: missing")
+        table = _read_parquet(_read_file(path, "tasks"), path, "tasks", max_rows=MAX_TASKS)
+        for name in table.column_names:
+            column = table[name]
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                longest = pc.max(pc.binary_length(column)).as_py() or 0
+                if longest > MAX_TASK_BYTES:
+                    raise SourceError(f"{path}: a {name} string of {longest:,} bytes; at most {MAX_TASK_BYTES:,} are allowed")
         try:
-            tasks = pd.read_parquet(path)
-        except Exception as err:  # pyarrow raises ArrowInvalid/OSError for damaged files
+            tasks = table.to_pandas()
+        except (pa.ArrowException, ValueError, TypeError) as err:
             raise SourceError(f"{path}: cannot read tasks ({type(err).__name__}: {str(err)[:200]})") from None
         if "task_index" not in tasks.columns:
             raise SourceError(f"{path}: no task_index column (found {list(tasks.columns)[:10]})")
@@ -170,10 +193,8 @@ class LeRobotSource:
         if self._data_cache is None or self._data_cache[0] != path:
             if not path.is_file():
                 raise SourceError(f"{path}: missing (data file of episode {episode_index})")
-            try:
-                table = pq.read_table(path)
-            except Exception as err:
-                raise SourceError(f"{path}: cannot read data parquet ({err})") from None
+            table = _read_parquet(_read_file(path, "data parquet"), path, "data parquet", max_rows=MAX_DATASET_FRAMES,
+                                  values_per_row=self._values_per_row)
             try:
                 spans = _episode_spans(table)
             except SourceError as err:
@@ -191,7 +212,36 @@ class LeRobotSource:
             )
         if rows.num_rows and rows["frame_index"].to_pylist() != list(range(expected)):
             rows = rows.sort_by("frame_index")
+        self._check_row_values(episode_index, rows, path)
         return rows
+
+    @functools.cached_property
+    def _values_per_row(self) -> dict[str, int]:
+        return {k: feature_elements(f) for k, f in self.features.items() if f["dtype"] not in ("video", "image")}
+
+    def _check_row_values(self, episode_index: int, rows: pa.Table, path: Path) -> None:
+        """What the rows hold must be what the metadata claims: each tabular feature's values
+        per frame are its shape's product, and the rows' ``index`` runs from the episode's
+        ``dataset_from_index`` to its ``dataset_to_index``.
+
+        Raises:
+            SourceError: names the file, episode, column, what was found and what was declared.
+        """
+        where = f"{path}: episode {episode_index}"
+        for name, elements in self._values_per_row.items():
+            if name not in rows.column_names or not rows.num_rows:
+                continue
+            found = _values_per_frame(rows[name].type, rows[name])
+            if found is not None and found != {elements}:
+                raise SourceError(f"{where}: column {name} holds {sorted(found)[:5]} values per frame; meta/info.json "
+                                  f"declares shape {self.features[name]['shape']} ({elements} values)")
+        row = self.episodes[episode_index]
+        start, stop = row["dataset_from_index"], row["dataset_to_index"]
+        if "index" in rows.column_names and rows.num_rows:
+            first, last = rows["index"][0].as_py(), rows["index"][rows.num_rows - 1].as_py()
+            if stop - start != rows.num_rows or first != start or last != stop - 1:
+                raise SourceError(f"{where}: rows have index {first}..{last}; the episodes metadata says "
+                                  f"dataset_from_index {start}, dataset_to_index {stop}")
 
     def schema_drift(self, episodes: list[int]) -> SchemaDrift:
         """Compare the tabular features info.json declares with the columns of the data files
@@ -291,8 +341,67 @@ def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
             value = row.get(column)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise SourceError(f"{where}: {column} must be a non-negative integer, found {str(value)[:40]!r}")
+        start, stop = row.get(f"videos/{key}/from_timestamp"), row.get(f"videos/{key}/to_timestamp")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (start, stop)) \
+                or not 0 <= start <= stop:
+            raise SourceError(f"{where}: videos/{key}/from_timestamp and to_timestamp must be finite seconds with "
+                              f"0 <= from <= to, found {str(start)[:40]}, {str(stop)[:40]}")
+    if row["dataset_to_index"] - row["dataset_from_index"] != row["length"]:
+        raise SourceError(f"{where}: dataset_from_index {row['dataset_from_index']} to dataset_to_index "
+                          f"{row['dataset_to_index']} is not its length {row['length']}")
     if not isinstance(row.get("tasks"), list) or not all(isinstance(task, str) for task in row["tasks"]):
         raise SourceError(f"{where}: tasks must be a list of strings")
+    if any(len(task.encode()) > MAX_TASK_BYTES for task in row["tasks"]):
+        raise SourceError(f"{where}: a task string longer than {MAX_TASK_BYTES:,} bytes")
+
+
+def _read_file(path: Path, what: str) -> bytes:
+    """A source parquet's bytes, refused before reading when larger than any read may be."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise SourceError(f"{path}: missing ({what})") from None
+    if size > MAX_INDEX_FILE_BYTES:
+        raise SourceError(f"{path}: {size:,} bytes of {what}; at most {MAX_INDEX_FILE_BYTES:,} are read")
+    return path.read_bytes()
+
+
+def _read_parquet(data: bytes, path: Path, what: str, *, max_rows: int, columns: list[str] | None = None,
+                  values_per_row: dict[str, int] | None = None) -> pa.Table:
+    """Read a source parquet bounded by what it decodes to (``reader.format.parquet``): rows,
+    values per row of list columns, decoded bytes.
+
+    Raises:
+        SourceError: the file is not parquet, or claims or expands beyond a bound (named).
+    """
+    try:
+        return read_bounded(data, where=str(path), columns=columns, max_rows=max_rows,
+                            budget=Budget(values_per_row=values_per_row or {}))
+    except FormatError as err:
+        raise _source_error(err, path, what) from None
+
+
+def _source_error(err: FormatError, path: Path, what: str) -> SourceError:
+    """``err`` (which names ``path``) as "PATH: cannot read WHAT: why"."""
+    text, prefix = str(err), f"{path}: "
+    return SourceError(f"{path}: cannot read {what}: {text.removeprefix(prefix)}")
+
+
+def _values_per_frame(kind: pa.DataType, column: pa.ChunkedArray) -> set[int] | None:
+    """The distinct numbers of values per row of a (nested) list column; {1} for a scalar;
+    None for types without a fixed element count (strings, structs)."""
+    if pa.types.is_fixed_size_list(kind):
+        inner = _values_per_frame(kind.value_type, pc.list_flatten(column)) if len(column) else {1}
+        return None if inner is None or len(inner) != 1 else {kind.list_size * next(iter(inner))}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        lengths = set(pc.unique(pc.list_value_length(column)).to_pylist())
+        inner = _values_per_frame(kind.value_type, pc.list_flatten(column)) if len(column) else {1}
+        if inner is None or len(inner) != 1 or None in lengths:
+            return None if inner is None else {-1}
+        return {n * next(iter(inner)) for n in lengths}
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        return {1}
+    return None
 
 
 def _episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:
