@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -100,3 +103,95 @@ def test_single_byte_flips_give_the_clean_samples_or_an_error_naming_the_file(sm
     errors_by_kind = {k: sum(r["outcome"] == "error" for r in records if r["kind"] == k) for k in kinds}
     for kind in ("manifest", "episodes index", "samples index", "shard parquet", "tar members", "tasks", "info"):
         assert errors_by_kind[kind] > 0, f"no flip in {kind} was detected: {errors_by_kind}"
+
+
+# -- expansion mutations (issue 21): small files that claim or decode to much more -------------
+EXPANSION_CHILD = """
+import json, sys
+from packer import verify
+from reader import PackedDataset
+for root in sys.argv[1:]:
+    record = {"root": root}
+    try:
+        list(PackedDataset(root, where="chunk_action_pad_before >= 0", shuffle=False, return_uint8=True, prefetch_episodes=0))
+        record["reader"] = "ok"
+    except Exception as err:
+        record["reader"] = type(err).__module__ + "." + type(err).__name__ + ": " + str(err)[:500]
+    try:
+        record["verify_ok"] = verify(root).ok
+    except Exception as err:
+        record["verify_ok"] = "crash: " + type(err).__name__ + ": " + str(err)[:300]
+    with open("/proc/self/status") as status:
+        record["peak_kb"] = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    print("RECORD", json.dumps(record), flush=True)
+"""
+
+
+def _inflate_list(table: pa.Table, column: str, row: int, factor: int) -> pa.Table:
+    """Row ``row``'s list in ``column`` repeated ``factor`` times (the column becomes a list)."""
+    values = table[column].combine_chunks()
+    lists = values.to_pylist()
+    flat = np.concatenate([np.asarray(v if v is not None else [], dtype=np.float64 if column != "tasks" else object)
+                           for v in lists[:row]] + [np.tile(np.asarray(lists[row], dtype=object if column == "tasks" else np.float64), factor)]
+                          + [np.asarray(v, dtype=object if column == "tasks" else np.float64) for v in lists[row + 1:]])
+    lengths = [len(v) for v in lists]
+    lengths[row] *= factor
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    value_type = pa.string() if column == "tasks" else values.type.value_type
+    return table.set_column(table.schema.get_field_index(column), column,
+                            pa.ListArray.from_arrays(offsets, pa.array(flat.tolist() if column == "tasks" else flat, value_type)))
+
+
+def _mutations(pack: Path, out: Path, rng: random.Random) -> list[tuple[str, Path]]:
+    """Seeded expansion mutations, each on its own re-sealed copy of ``pack``."""
+    from tests.pack_tamper import edit_episodes_index, reseal
+
+    made = []
+
+    def copy(name: str) -> Path:
+        root = out / name
+        shutil.copytree(pack, root)
+        made.append((name, root))
+        return root
+
+    factor = rng.choice([1_000, 100_000, 3_000_000])
+    # inflate a list: one episode's task list in the episodes index
+    root = copy(f"inflate-tasks-x{factor}")
+    table = pq.read_table(root / EPISODES_INDEX_PATH)
+    pq.write_table(_inflate_list(table, "tasks", rng.randrange(table.num_rows), factor), root / EPISODES_INDEX_PATH, use_dictionary=True)
+    reseal(root)
+    # inflate a list: one row's action in a shard parquet (as a variable-length list)
+    root = copy(f"inflate-action-x{min(factor, 1_000_000)}")
+    path = root / "shards" / "shard-000001.parquet"
+    table = pq.read_table(path)
+    table = table.set_column(table.schema.get_field_index("action"), "action", table["action"].cast(pa.list_(pa.float32())))
+    pq.write_table(_inflate_list(table, "action", rng.randrange(table.num_rows), min(factor, 1_000_000)), path, row_group_size=1 << 30)
+    reseal(root)
+    # repeat a value: every row of the samples index repeated
+    root = copy(f"repeat-samples-x{min(factor, 100_000)}")
+    samples = pq.read_table(root / "index" / "samples.parquet")
+    pq.write_table(samples.take(pa.array(np.zeros(samples.num_rows * min(factor, 100_000), np.int64))), root / "index" / "samples.parquet")
+    reseal(root)
+    # claim a length: an episode's length, and a member's frame count
+    claimed = rng.choice([10**6 + 1, 10**8, 10**12])
+    root = copy(f"claim-length-{claimed}")
+    edit_episodes_index(root, lambda rows: rows[rng.randrange(len(rows))].update(length=claimed))
+    root = copy(f"claim-frames-{claimed}")
+    edit_episodes_index(root, lambda rows: rows[0].update({video_column(TOP, "frames"): claimed}))
+    return made
+
+
+def test_expansion_mutations_give_a_named_error_within_the_memory_bound(small_pack, tmp_path):
+    rng = random.Random(SEED)
+    mutations = _mutations(small_pack, tmp_path, rng)
+    child = subprocess.run([sys.executable, "-c", EXPANSION_CHILD, *[str(root) for _, root in mutations]],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1800)
+    records = [json.loads(line[7:]) for line in child.stdout.splitlines() if line.startswith("RECORD ")]
+    assert child.returncode == 0 and len(records) == len(mutations), child.stderr[-3000:]
+    from tests.memory_probe import HOSTILE_PEAK_BYTES
+
+    for (name, _), record in zip(mutations, records):
+        print(f"{name}: {record['reader'][:160]} (verify ok: {record['verify_ok']}, peak {record['peak_kb'] // 1024} MiB)")
+        assert record["reader"].startswith("reader.errors."), f"{name}: {record['reader']}"
+        assert record["verify_ok"] is False, f"{name}: verify said {record['verify_ok']}"
+        assert record["peak_kb"] * 1024 < HOSTILE_PEAK_BYTES, f"{name}: peak {record['peak_kb']} KB"
