@@ -289,3 +289,20 @@ def test_printable_escapes_newlines_and_bidi_controls():
     assert printable("a\nb\tc") == "a\\x0ab\\x09c"
     assert printable("evil\u202etxt.exe\u200b") == "evil\\u202etxt.exe\\u200b"
     assert printable("plain ascii, ünïcode") == "plain ascii, ünïcode"
+
+
+def test_security_md_lists_every_bound_with_its_value():
+    """docs/SECURITY.md's table names every constant of reader/format/limits.py and its value."""
+    import re
+
+    from reader.format import limits
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "SECURITY.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([A-Z0-9_]+)` \| ([^|]+) \|", text, re.M)}
+    names = [n for n in dir(limits) if n.isupper()]
+    assert sorted(rows) == sorted(names)
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for name in names:
+        shown = rows[name].split("(")[0].strip()
+        number, _, unit = shown.partition(" ")
+        assert int(number.replace(",", "")) * units.get(unit, 1) == getattr(limits, name), (name, shown)
