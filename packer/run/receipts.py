@@ -132,12 +132,14 @@ def finished_receipts(storage: Storage, plan: PackPlan, video_keys: list[str], j
 
 
 def commit_shard(storage: Storage, built: BuiltShard, journal: Journal) -> None:
-    """Publish a built shard: tar, then parquet, then the receipt (the commit), then record
-    the receipt in ``journal``. The local files are consumed. A failure before the receipt
-    leaves no committed shard: the next run builds it again."""
+    """Publish a built shard: tar, then parquet, then record the receipt in ``journal``, then
+    the receipt (the commit). The local files are consumed. A failure before the receipt
+    leaves no committed shard: the next run builds it again. Journaling first means a kill
+    right after the commit still finds the shard journaled; a journal entry without its
+    receipt vouches for nothing (there is nothing at the destination to adopt)."""
     shard = built.receipt["shard"]
     storage.put_file(built.tar_path, shard_tar_path(shard), move=True)
     storage.put_file(built.parquet_path, shard_parquet_path(shard), move=True)
     data = json.dumps(built.receipt, indent=1, sort_keys=True).encode()
-    storage.write_bytes(shard_receipt_path(shard), data)
     journal.record_shard(shard, built.receipt["plan_sha256"], data)
+    storage.write_bytes(shard_receipt_path(shard), data)
