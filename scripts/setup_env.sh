@@ -22,11 +22,25 @@ if ! have_ffmpeg_libs; then
         echo "[setup] FFmpeg shared libraries missing: installing Debian's ffmpeg with apt-get"
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
+        APT_UPDATED=1
         apt-get install -y -qq ffmpeg >/dev/null
     else
         echo "[setup] FFmpeg shared libraries (libavcodec, libavformat, libswscale) are missing." >&2
         echo "[setup] Install them as root, e.g.: apt-get update && apt-get install -y ffmpeg" >&2
         echo "[setup] (torchcodec needs them; without them the reader falls back to PyAV.)" >&2
+    fi
+fi
+
+# The SLURM tests start a throwaway single-node cluster (tests/slurm_cluster.py): Debian's
+# slurm-wlm and munge. Installed when we are root (CI is); the tests skip, saying why, otherwise.
+if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        echo "[setup] slurm-wlm/munge missing: installing them with apt-get (for the SLURM cluster tests)"
+        export DEBIAN_FRONTEND=noninteractive
+        [ -n "${APT_UPDATED:-}" ] || apt-get update -qq
+        apt-get install -y -qq slurm-wlm munge >/dev/null
+    else
+        echo "[setup] slurm-wlm and munge are not installed: the SLURM cluster tests will be skipped" >&2
     fi
 fi
 

@@ -1,0 +1,155 @@
+"""The project's SLURM scripts, unchanged, on a real single-node SLURM cluster (issue 22).
+
+A throwaway cluster (tests/slurm_cluster.py: Debian's slurm-wlm and munge, as root) runs
+``slurm/submit_mixture.sh`` over 21 sources (one broken) and ``slurm/submit_pack.sh`` over one
+dataset in parts, then the failure paths a cluster user meets: a task cancelled mid-shard
+with ``scancel``, another killed with SIGKILL of its process group (a node-style crash), the
+finalize job left waiting on a dependency that can no longer be satisfied, re-submission
+(resumes from receipts; byte-identical to an uninterrupted pack), and re-submitting a
+finished array (does nothing and says so). Skipped, with the reason, where a cluster cannot
+run (not root, packages missing); CI is root and ``make test``'s set-up installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
+from tests.packed_fixtures import assert_same_tree
+from tests.slurm_cluster import SlurmCluster, skip_reason
+
+ROOT = Path(__file__).resolve().parents[1]
+REASON = skip_reason()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+# One CPU and a little memory per task, so the 2-CPU test node runs two tasks at once.
+SBATCH_ARGS = "--cpus-per-task=1 --mem=1500M"
+PACK_ARGS = ["--video", "hevc", "--shard-size-mb", "0.05"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()
+
+
+def _submit(cluster: SlurmCluster, script: str, args: list[str], cwd: Path) -> tuple[list[str], str]:
+    """Run a submit script; returns (array job ids, final job id) from what it prints."""
+    result = cluster.run(["bash", str(ROOT / "slurm" / script), *args], cwd=cwd,
+                         env={"SBATCH_ARGS": SBATCH_ARGS, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
+    arrays = re.findall(r"(?:array \S+: job|pack array: job) (\d+)", result.stdout)
+    final = re.search(r"(?:mixture create|finalize): job (\d+)", result.stdout)
+    assert arrays and final, result.stdout + result.stderr
+    return arrays, final.group(1)
+
+
+def _log(cwd: Path, pattern: str) -> str:
+    return "\n".join(p.read_text() for p in sorted((cwd / "logs").glob(pattern)))
+
+
+def test_a_mixture_of_21_sources_with_one_broken_then_resubmitted(cluster, tmp_path):
+    lines = []
+    for i in range(20):
+        source = tmp_path / "src" / f"ds{i:02d}"
+        write_sample_dataset(source, SampleSpec(episodes=2, lengths=(4, 5), cameras=(CameraSpec("observation.images.top", 24, 32),),
+                                                seed=i))
+        lines.append(str(source))
+    (tmp_path / "src" / "broken").mkdir()
+    lines.insert(7, f"{tmp_path / 'src' / 'broken'}   # no meta/info.json")
+    (tmp_path / "sources.txt").write_text("\n".join(lines) + "\n")
+    dst = tmp_path / "mix"
+    arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), str(dst)], tmp_path)
+    states = cluster.wait(arrays + [final])
+    assert set(states.values()) == {"COMPLETED"}, states  # a broken dataset never fails its task
+    assert len(states) == 22
+    spec = json.loads((dst / "mixture.json").read_text())
+    assert [d["name"] for d in spec["datasets"]] == [f"ds{i:02d}" for i in range(20)]
+    report = _log(tmp_path, f"lerobot-shards-mixture-create-{final}.out")
+    assert "FAILED broken" in report and "meta/info.json: missing" in report, report
+    first = (dst / "mixture.json").read_bytes()
+
+    # Re-submitting the finished array does nothing and says so.
+    arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), str(dst)], tmp_path)
+    assert set(cluster.wait(arrays + [final]).values()) == {"COMPLETED"}
+    task_logs = _log(tmp_path, f"lerobot-shards-mixture-{arrays[0]}_*.out")
+    assert task_logs.count("already packed and verified") == 20, task_logs[-2000:]
+    assert (dst / "mixture.json").read_bytes() == first
+
+
+@pytest.fixture(scope="module")
+def big_source(tmp_path_factory) -> tuple[Path, Path]:
+    """A dataset whose hevc shards take about a second each, and its pack in one local run."""
+    root = tmp_path_factory.mktemp("big")
+    write_sample_dataset(root / "src", SampleSpec(episodes=6, lengths=(90,) * 6,
+                                                  cameras=(CameraSpec("observation.images.top", 240, 320),), seed=3))
+    pack_dataset(str(root / "src"), str(root / "reference"), video="hevc", shard_size_mb=0.05)
+    assert len(list((root / "reference" / "shards").glob("*.tar"))) >= 4
+    return root / "src", root / "reference"
+
+
+def test_parts_and_finalize_equal_one_run(cluster, big_source, tmp_path):
+    source, reference = big_source
+    dst = tmp_path / "packed"
+    arrays, final = _submit(cluster, "submit_pack.sh", [str(source), str(dst), "3", *PACK_ARGS], tmp_path)
+    states = cluster.wait(arrays + [final])
+    assert set(states.values()) == {"COMPLETED"}, states
+    assert "ok: " in _log(tmp_path, f"lerobot-shards-finalize-{final}.out")  # finalize then verify
+    assert_same_tree(reference, dst)
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.2)
+
+
+def test_scancel_and_a_killed_process_group_resume_to_the_same_bytes(cluster, big_source, tmp_path):
+    source, reference = big_source
+    dst = tmp_path / "packed"
+    arrays, final = _submit(cluster, "submit_pack.sh", [str(source), str(dst), "2", *PACK_ARGS], tmp_path)
+    job = arrays[0]
+    # Both tasks run (two CPUs); stop them once the first shard is committed, mid-pack.
+    _wait_for(lambda: list((dst / "shards").glob("*.json")) if (dst / "shards").exists() else False, 600,
+              f"no shard committed: {cluster.run(['squeue'], check=False).stdout}")
+    # Task 0: cancelled the way a user does. Task 1: its whole process group SIGKILLed, as
+    # when a node dies under it (SLURM sees the batch script die).
+    pids = [int(p) for p in re.findall(r"^\s*(\d+)\s", cluster.run(["scontrol", "listpids", f"{job}_1"], check=False).stdout, re.M)]
+    cluster.run(["scancel", f"{job}_0"])
+    for pid in pids:
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    states = cluster.wait([job], timeout=300)
+    assert states[f"{job}_0"] == "CANCELLED" or "CANCELLED" in states[f"{job}_0"], states
+    assert states[f"{job}_1"] in {"FAILED", "CANCELLED", "COMPLETED"}, states
+    assert not (dst / "manifest.json").exists()
+    # finalize (afterok) can never start now: SLURM leaves it pending; cancel it (slurm/README.md).
+    reason = cluster.run(["squeue", "-h", "-j", final, "-o", "%r"], check=False).stdout.strip()
+    assert reason in {"DependencyNeverSatisfied", "Dependency"}, reason
+    cluster.run(["scancel", final])
+    committed = len(list((dst / "shards").glob("*.json")))
+
+    arrays, final = _submit(cluster, "submit_pack.sh", [str(source), str(dst), "2", *PACK_ARGS], tmp_path)
+    assert set(cluster.wait(arrays + [final]).values()) == {"COMPLETED"}
+    resumed = _log(tmp_path, f"lerobot-shards-pack-{arrays[0]}_*.out")
+    kept = sum(int(n) for n in re.findall(r"(\d+) already done", resumed))
+    assert kept == committed, resumed[-2000:]
+    assert_same_tree(reference, dst)
+
+    # Re-submitting the finished pack changes nothing and says so.
+    arrays, final = _submit(cluster, "submit_pack.sh", [str(source), str(dst), "2", *PACK_ARGS], tmp_path)
+    assert set(cluster.wait(arrays + [final]).values()) == {"COMPLETED"}
+    again = _log(tmp_path, f"lerobot-shards-pack-{arrays[0]}_*.out")
+    assert re.findall(r"\((\d+) written", again) == ["0", "0"], again[-2000:]
+    assert_same_tree(reference, dst)
