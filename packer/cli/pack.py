@@ -165,16 +165,22 @@ def library_error(err: Exception) -> click.ClickException:
 
 
 @click.command("pack")
-@click.argument("src", required=False)
-@click.argument("dst")
+@click.argument("paths", nargs=-1, metavar="[SRC] DST")
 @click.option("--repo-id", default=None, help="Hugging Face Hub dataset ORG/NAME (instead of SRC).")
 @click.option("--revision", default=None, help="Hub branch, tag or commit SHA.")
 @_with_pack_options
-def pack(src, dst, repo_id, revision, **params):
+def pack(paths, repo_id, revision, **params):
     """Pack a LeRobot v3.0 dataset (SRC path/URL or --repo-id) into episode-aligned shards at DST."""
     from packer.run.pack import pack_dataset
     from reader.errors import LeRobotShardsError
 
+    # One optional positional before a required one: click would give a lone DST to SRC,
+    # so `pack --repo-id ORG/NAME DST` is parsed here.
+    if len(paths) > 2:
+        raise click.UsageError(f"expected [SRC] DST, got {len(paths)} paths: {' '.join(paths)}")
+    src, dst = (None, paths[0]) if len(paths) == 1 else (paths + (None, None))[:2]
+    if dst is None:
+        raise click.UsageError("give SRC and DST, or --repo-id ORG/NAME and DST")
     if repo_id is None and src is None:
         raise click.UsageError("give SRC and DST, or --repo-id ORG/NAME and DST")
     if repo_id is not None and src is not None:

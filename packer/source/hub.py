@@ -1,26 +1,56 @@
 """Staging a LeRobot v3.0 dataset from the Hugging Face Hub, hardened for large mixtures.
 
-- A revision may be a branch, a tag or a commit SHA; it is passed to huggingface_hub as is
-  (no version parsing, which breaks on SHAs).
-- Whole datasets come through one ``snapshot_download``; episode subsets download
-  ``meta/`` first, then only the files those episodes need, in a thread pool.
-- Files already on disk are never requested again (one metadata request per file trips the
-  Hub's rate limit on mixtures of hundreds of datasets).
-- 429 and 5xx answers are retried with exponential backoff and jitter, a bounded number of
-  times, then fail naming the file.
+What a mixture of hundreds of Hub datasets trips over is the request count (the Hub allows
+about 3,000 requests per 5 minutes): ``snapshot_download`` sends a metadata ``HEAD`` per file
+before each ``GET``, and ``hf_hub_download`` with a branch revision sends one per file even
+for files already on disk. So staging talks to the Hub through ``huggingface_hub``'s own
+client (endpoint, token, headers, ``HF_ENDPOINT``) but plans the requests itself:
+
+- the revision (branch, tag or commit SHA, passed as is) is resolved to a commit once; a SHA
+  needs no request;
+- the commit's file listing is fetched once (``list_repo_tree``, paginated) and cached on
+  disk by commit, so a re-run of a SHA, or of a branch that did not move, lists nothing;
+- each file the pack needs and the disk lacks is fetched with one ``GET``, streamed to a
+  temporary file, checked against the listing's size and digest (git blob id, or the LFS
+  sha256), then moved into place; files already on disk with the listed size are not
+  requested again;
+- 429 and 5xx answers and connection errors are retried with exponential backoff and jitter
+  (honouring ``Retry-After``), a bounded number of times, then fail naming the file.
+
+Staged files live under ``<cache>/hub/<org>--<name>@<commit>``, so a branch that moves gets
+a new directory instead of mixing two commits.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import random
+import re
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from packer.errors import SourceError
 from packer.source.lerobot import LeRobotSource
+from reader.format import safe_relative_path
 
-MAX_ATTEMPTS = 6
+MAX_ATTEMPTS = 8
+MAX_WAIT_S = 60.0
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One file of a commit's listing: its size and what its bytes must hash to."""
+
+    size: int
+    blob_id: str
+    lfs_sha256: str | None
 
 
 def _status(error: BaseException) -> int | None:
@@ -28,23 +58,139 @@ def _status(error: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
+def _retry_after(error: BaseException) -> float | None:
+    response = getattr(error, "response", None)
+    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
+    try:
+        return min(float(value), MAX_WAIT_S) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _transient(error: BaseException) -> bool:
+    status = _status(error)
+    if status is not None:
+        return status == 429 or status >= 500
+    name = type(error).__name__
+    return isinstance(error, (ConnectionError, TimeoutError)) or name.endswith(("ConnectError", "TimeoutException", "ReadError",
+                                                                                 "RemoteProtocolError", "ConnectionError"))
+
+
 def _with_retries(what: str, call, *, attempts: int = MAX_ATTEMPTS, base_s: float = 0.5):
     for attempt in range(1, attempts + 1):
         try:
             return call()
-        except Exception as err:  # huggingface_hub raises HfHubHTTPError subclasses and requests errors
-            status = _status(err)
-            transient = status == 429 or (status is not None and status >= 500) or isinstance(err, (ConnectionError, TimeoutError))
-            if not transient or attempt == attempts:
+        except SourceError:
+            raise
+        except Exception as err:  # huggingface_hub raises HfHubHTTPError subclasses and httpx/requests errors
+            if not _transient(err) or attempt == attempts:
                 raise SourceError(f"Hub download of {what} failed after {attempt} attempt(s): {err}") from err
-            time.sleep(random.uniform(0, min(30.0, base_s * 2**attempt)))
+            wait = _retry_after(err)
+            time.sleep(wait if wait is not None else random.uniform(0, min(MAX_WAIT_S, base_s * 2**attempt)))
     raise AssertionError("unreachable")
 
 
-def local_dir_for(repo_id: str, revision: str | None, cache_dir: Path) -> Path:
-    """Where ``repo_id`` at ``revision`` is staged under ``cache_dir``."""
-    safe = repo_id.replace("/", "--")
-    return cache_dir / "hub" / f"{safe}@{revision or 'main'}"
+def local_dir_for(repo_id: str, commit: str, cache_dir: Path) -> Path:
+    """Where ``repo_id`` at ``commit`` is staged under ``cache_dir``."""
+    return cache_dir / "hub" / f"{repo_id.replace('/', '--')}@{commit}"
+
+
+def _resolve(api, repo_id: str, revision: str | None) -> str:
+    """The commit SHA of ``revision`` (a SHA resolves to itself, without a request)."""
+    if revision is not None and _COMMIT.fullmatch(revision):
+        return revision
+    info = _with_retries(f"{repo_id}@{revision or 'main'}", lambda: api.repo_info(repo_id, repo_type="dataset", revision=revision))
+    if not isinstance(info.sha, str) or not _COMMIT.fullmatch(info.sha):
+        raise SourceError(f"{repo_id}@{revision or 'main'}: the Hub answered commit {str(info.sha)[:60]!r}")
+    return info.sha
+
+
+def _listing(api, repo_id: str, commit: str, local: Path) -> dict[str, HubFile]:
+    """The commit's files, from the on-disk cache or one paginated listing."""
+    cache = local / ".lerobot-shards" / "listing.json"
+    if cache.is_file():
+        try:
+            return {path: HubFile(**entry) for path, entry in json.loads(cache.read_text()).items()}
+        except (ValueError, TypeError):
+            pass  # a damaged cache is listed again
+    from huggingface_hub.hf_api import RepoFile
+
+    entries = _with_retries(f"{repo_id}@{commit} (file listing)",
+                            lambda: list(api.list_repo_tree(repo_id, repo_type="dataset", revision=commit, recursive=True)))
+    files = {}
+    for entry in entries:
+        if isinstance(entry, RepoFile):
+            try:
+                safe_relative_path(entry.path)
+            except ValueError as err:
+                raise SourceError(f"{repo_id}@{commit}: refusing listed file {entry.path[:200]!r} ({err})") from None
+            files[entry.path] = HubFile(entry.size, entry.blob_id, entry.lfs.sha256 if entry.lfs is not None else None)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(".tmp")
+    tmp.write_text(json.dumps({p: f.__dict__ for p, f in files.items()}))
+    os.replace(tmp, cache)
+    return files
+
+
+@contextlib.contextmanager
+def _get(url: str):
+    """One streamed GET through huggingface_hub's session (its headers, token, proxies):
+    yields the body in chunks; raises the client's HTTP errors (with ``response``)."""
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    session = get_session()
+    if hasattr(session, "stream"):  # huggingface_hub >= 1.0: httpx
+        with session.stream("GET", url, headers=build_hf_headers(), follow_redirects=True, timeout=60) as response:
+            hf_raise_for_status(response)
+            yield response.iter_bytes(1 << 20)
+    else:  # requests
+        with session.get(url, headers=build_hf_headers(), stream=True, timeout=60) as response:
+            hf_raise_for_status(response)
+            yield response.iter_content(1 << 20)
+
+
+def _download(repo_id: str, commit: str, rel: str, expected: HubFile, local: Path) -> bool:
+    """Fetch ``rel`` with one GET unless it is on disk with the listed size; returns whether a
+    request was made.
+
+    Raises:
+        SourceError: the file does not match the listing (size or digest), or the Hub failed
+            beyond the retries.
+    """
+    target = local / rel
+    if target.is_file() and target.stat().st_size == expected.size:
+        return False
+    from huggingface_hub import hf_hub_url
+
+    url = hf_hub_url(repo_id, rel, repo_type="dataset", revision=commit)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = local / ".lerobot-shards" / "partial"  # never inside meta/, which is copied verbatim
+    scratch.mkdir(parents=True, exist_ok=True)
+
+    def fetch() -> None:
+        digest = hashlib.sha256() if expected.lfs_sha256 else hashlib.sha1(b"blob %d\0" % expected.size)
+        size = 0
+        fd, tmp = tempfile.mkstemp(prefix="download-", dir=scratch)
+        try:
+            with os.fdopen(fd, "wb") as out, _get(url) as chunks:
+                for chunk in chunks:
+                    size += len(chunk)
+                    if size > expected.size:
+                        break
+                    digest.update(chunk)
+                    out.write(chunk)
+            found = digest.hexdigest()
+            if size != expected.size or found != (expected.lfs_sha256 or expected.blob_id):
+                raise SourceError(f"{repo_id}@{commit}:{rel}: the download does not match the listing "
+                                  f"({size} bytes, listed {expected.size}; digest {found[:12]}, listed "
+                                  f"{(expected.lfs_sha256 or expected.blob_id)[:12]})")
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    _with_retries(f"{repo_id}@{commit}:{rel}", fetch)
+    return True
 
 
 def stage_hub_source(
@@ -55,37 +201,40 @@ def stage_hub_source(
     cache_dir: Path,
     max_workers: int = 8,
 ) -> Path:
-    """Download a dataset (or what ``episodes`` need) into a local directory; returns it."""
-    from huggingface_hub import hf_hub_download, snapshot_download
+    """Download a dataset (or ``meta/`` and what ``episodes`` need) into a local directory.
 
-    local = local_dir_for(repo_id, revision, cache_dir)
+    Returns:
+        The directory (``local_dir_for(repo_id, commit, cache_dir)``).
+
+    Raises:
+        SourceError: unknown repo, revision or episodes; a file that does not match the
+            listing; the Hub failing beyond the retries (names the file).
+    """
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    commit = _resolve(api, repo_id, revision)
+    local = local_dir_for(repo_id, commit, cache_dir)
+    listing = _listing(api, repo_id, commit, local)
+    meta = [rel for rel in listing if rel.startswith("meta/")]
+    if "meta/info.json" not in listing:
+        raise SourceError(f"{repo_id}@{revision or 'main'}: no meta/info.json in the repo (not a LeRobot dataset?)")
     if episodes is None:
-        _with_retries(
-            f"{repo_id}@{revision or 'main'}",
-            lambda: snapshot_download(repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=local),
-        )
-        return local
-    if not (local / "meta" / "info.json").exists():
-        _with_retries(
-            f"{repo_id}@{revision or 'main'}:meta/",
-            lambda: snapshot_download(
-                repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=local, allow_patterns=["meta/**"]
-            ),
-        )
-    source = LeRobotSource(local)
-    unknown = [e for e in episodes if e not in source.episodes]
-    if unknown:
-        raise SourceError(f"{repo_id}: episodes {unknown[:20]} are not in the dataset")
-    missing = [rel for rel in source.needed_files(list(episodes)) if not (local / rel).exists()]
-
-    def fetch(rel: Path) -> None:
-        _with_retries(
-            f"{repo_id}:{rel.as_posix()}",
-            lambda: hf_hub_download(
-                repo_id=repo_id, repo_type="dataset", revision=revision, filename=rel.as_posix(), local_dir=local
-            ),
-        )
-
-    with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        list(pool.map(fetch, missing))
+        wanted = sorted(listing)
+    else:
+        _fetch_all(repo_id, commit, meta, listing, local, max_workers)
+        source = LeRobotSource(local)
+        unknown = [e for e in episodes if e not in source.episodes]
+        if unknown:
+            raise SourceError(f"{repo_id}: episodes {unknown[:20]} are not in the dataset")
+        wanted = [rel.as_posix() for rel in source.needed_files(list(episodes))]
+        absent = [rel for rel in wanted if rel not in listing]
+        if absent:
+            raise SourceError(f"{repo_id}@{commit}: files the episodes need are not in the repo: {absent[:10]}")
+    _fetch_all(repo_id, commit, wanted, listing, local, max_workers)
     return local
+
+
+def _fetch_all(repo_id: str, commit: str, files: list[str], listing: dict[str, HubFile], local: Path, max_workers: int) -> int:
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        return sum(pool.map(lambda rel: _download(repo_id, commit, rel, listing[rel], local), files))
