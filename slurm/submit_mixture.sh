@@ -37,5 +37,14 @@ for (( offset = 0; offset < n; offset += MAX_ARRAY )); do
     echo "array $((offset))..$((offset + last)): job ${jid%%;*}"
 done
 deps=$(IFS=:; echo "${jobs[*]}")
-final=$(sbatch --parsable --dependency="afterany:${deps}" "$here/mixture_create.sbatch")
+# The final job reads DST too: give it the same --storage-options as the packs.
+create_args=()
+args=("$@")
+for (( i = 0; i < ${#args[@]}; i++ )); do
+    case "${args[i]}" in
+        --storage-options) create_args+=(--storage-options "${args[i + 1]:-}") ;;
+        --storage-options=*) create_args+=("${args[i]}") ;;
+    esac
+done
+final=$(sbatch --parsable --dependency="afterany:${deps}" "$here/mixture_create.sbatch" ${create_args[@]+"${create_args[@]}"})
 echo "mixture create: job ${final%%;*} (after ${deps})"

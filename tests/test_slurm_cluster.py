@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
+from packer import CameraSpec, SampleSpec, pack_dataset, verify, write_sample_dataset
+from reader.storage import Storage
+from tests.fault_proxy import faulty_s3  # noqa: F401 (fixture)
 from tests.packed_fixtures import assert_same_tree
+from tests.s3_server import DUMMY_ENV, s3_bucket, s3_server  # noqa: F401 (fixtures)
 from tests.slurm_cluster import SlurmCluster, skip_reason
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,10 +44,10 @@ def cluster(tmp_path_factory):
     cluster.stop()
 
 
-def _submit(cluster: SlurmCluster, script: str, args: list[str], cwd: Path) -> tuple[list[str], str]:
+def _submit(cluster: SlurmCluster, script: str, args: list[str], cwd: Path, env: dict | None = None) -> tuple[list[str], str]:
     """Run a submit script; returns (array job ids, final job id) from what it prints."""
     result = cluster.run(["bash", str(ROOT / "slurm" / script), *args], cwd=cwd,
-                         env={"SBATCH_ARGS": SBATCH_ARGS, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
+                         env={"SBATCH_ARGS": SBATCH_ARGS, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), **(env or {})})
     arrays = re.findall(r"(?:array \S+: job|pack array: job) (\d+)", result.stdout)
     final = re.search(r"(?:mixture create|finalize): job (\d+)", result.stdout)
     assert arrays and final, result.stdout + result.stderr
@@ -153,3 +156,42 @@ def test_scancel_and_a_killed_process_group_resume_to_the_same_bytes(cluster, bi
     again = _log(tmp_path, f"lerobot-shards-pack-{arrays[0]}_*.out")
     assert re.findall(r"\((\d+) written", again) == ["0", "0"], again[-2000:]
     assert_same_tree(reference, dst)
+
+
+def test_a_mixture_to_a_flaky_bucket_completes_or_reports_and_resubmitting_finishes(cluster, s3_bucket, faulty_s3, tmp_path):
+    """The array writes to S3 through the fault proxy (resets, stalls, 503 SlowDown): each
+    dataset completes with retries or is reported failed; none looks finished when it is not;
+    re-submitting once the bucket heals completes the rest."""
+    url, options = s3_bucket
+    faulty = faulty_s3(reset_probability=0.08, stall_probability=0.01, throttle_probability=0.08, seed=11, stall_s=3.0)
+    names = [f"ds{i}" for i in range(6)]
+    for i, name in enumerate(names):
+        write_sample_dataset(tmp_path / "src" / name, SampleSpec(episodes=2, lengths=(4, 5), seed=i,
+                                                                  cameras=(CameraSpec("observation.images.top", 24, 32),)))
+    (tmp_path / "sources.txt").write_text("\n".join(str(tmp_path / "src" / n) for n in names) + "\n")
+    dst = f"{url}/mix"
+    # The endpoint reaches every task (and the final job) through the environment, as on a
+    # cluster; short timeouts make stalls cheap.
+    env = {**DUMMY_ENV, "AWS_ENDPOINT_URL": faulty.proxy.url}
+    timeouts = ["--storage-options", '{"config_kwargs": {"connect_timeout": 2, "read_timeout": 2}}']
+    arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), dst, *timeouts], tmp_path, env)
+    states = cluster.wait(arrays + [final])
+    assert all(state == "COMPLETED" for key, state in states.items() if key != final), states
+    assert faulty.counters.faults > 0, faulty.counters
+    print(f"faults under the array: {faulty.counters}")
+    # Whatever has a manifest verifies (read without faults); the rest has a failure record
+    # or is reported incomplete by the final job.
+    root = Storage(dst, options)
+    report = _log(tmp_path, f"lerobot-shards-mixture-create-{final}.out")
+    for name in names:
+        if root.exists(f"{name}/manifest.json"):
+            assert verify(f"{dst}/{name}", storage_options=options).ok, name
+        else:
+            assert name in report and ("FAILED" in report or "incomplete" in report), report
+    # The bucket heals: re-submitting completes every dataset.
+    faulty.proxy.set_fault_probabilities()
+    arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), dst, *timeouts], tmp_path, env)
+    assert set(cluster.wait(arrays + [final]).values()) == {"COMPLETED"}
+    spec = json.loads(root.read_bytes("mixture.json"))
+    assert [d["name"] for d in spec["datasets"]] == names
+    assert all(verify(f"{dst}/{name}", storage_options=options).ok for name in names)

@@ -161,4 +161,7 @@ def task_command(ctx, dst, sources_file, index, offset, video, workers, no_verif
         click.echo(f"error: pack options after --: {err.format_message()}", err=True)
         ctx.exit(EXIT_CONFIG)
     sys.stdout.flush()
-    ctx.exit(run(sources_file, line, dst, options, verify_after=not no_verify, storage_options=json_object(storage_options)))
+    # One set of options for the pack and the task's own reads and writes at DST (failure
+    # records, verify): `--storage-options` may come before `--` or among the pack options
+    # (what slurm/pack_mixture.sbatch passes on).
+    ctx.exit(run(sources_file, line, dst, options, verify_after=not no_verify, storage_options=options.get("storage_options")))
