@@ -41,11 +41,13 @@ def claim_destination(storage: Storage, plan: PackPlan) -> None:
     """Write ``pack-plan.json``, or check that the one there is the same plan (a resume or
     another ``--part``). A different plan is replaced only while nothing of it was packed
     (for example after a run that stopped on a frame mismatch and is re-run with
-    ``on_frame_mismatch="pad"``); otherwise packing refuses to mix two plans.
+    ``on_frame_mismatch="pad"``); otherwise packing refuses to mix two plans. A destination
+    without a plan must be empty.
 
     Raises:
         PackError: the destination holds shards or a manifest of another plan (names what
-            differs: the source's fingerprint, an option, the shard assignment).
+            differs: the source's fingerprint, an option, the shard assignment), or files
+            that are not a pack (a LeRobot dataset, anything else).
     """
     if storage.exists(PLAN_PATH):
         try:
@@ -62,7 +64,28 @@ def claim_destination(storage: Storage, plan: PackPlan) -> None:
                 "pack into an empty destination, or delete this one first"
             )
         log.warning("%s: replacing a plan for different source/options (none of its shards was packed)", storage.describe(PLAN_PATH))
+    else:
+        _refuse_foreign_content(storage)
     storage.write_bytes(PLAN_PATH, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
+
+
+def _refuse_foreign_content(storage: Storage) -> None:
+    """A destination without ``pack-plan.json`` must be empty: packing writes ``meta/`` and
+    would overwrite a LeRobot dataset's own ``meta/info.json`` (or mix a pack into anything
+    else that lives there).
+
+    Raises:
+        PackError: names what the destination holds.
+    """
+    found = storage.list("")
+    if not found:
+        return
+    if "meta/info.json" in found:
+        what = "a LeRobot dataset (meta/info.json)"
+    else:
+        what = f"{len(found)} file(s) that are not a pack, e.g. {found[0]}"
+    raise PackError(f"{storage.url} is not empty: it holds {what}; pack into a new or empty directory "
+                    "(packing here would overwrite its files)")
 
 
 def copy_meta(source: LeRobotSource, storage: Storage) -> dict[str, FileEntry]:

@@ -1,0 +1,37 @@
+"""What a new user hit (issue 24): each row of the report reproduced as it was met."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from packer.cli import main as cli
+from tests.packed_fixtures import *  # noqa: F401,F403
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- row 1: a pack must never write into a LeRobot dataset or any non-pack folder ------------------
+def test_1_packing_into_a_lerobot_dataset_or_a_foreign_folder_is_refused(sample_source, tmp_path):
+    aloha_copy = tmp_path / "data" / "aloha_copy"
+    shutil.copytree(ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam", aloha_copy)
+    info_before = (aloha_copy / "meta" / "info.json").read_bytes()
+    result = CliRunner().invoke(cli, ["pack", str(sample_source), str(aloha_copy)])
+    assert result.exit_code == 1, result.output
+    assert "is not empty: it holds a LeRobot dataset (meta/info.json)" in result.output
+    assert (aloha_copy / "meta" / "info.json").read_bytes() == info_before
+    assert not (aloha_copy / "pack-plan.json").exists()
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(cli, ["pack", str(sample_source), str(notes)])
+    assert result.exit_code == 1 and "holds 1 file(s) that are not a pack, e.g. notes.txt" in result.output, result.output
+    assert sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    # An empty directory, and a pack of this plan (a resume), are fine.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert CliRunner().invoke(cli, ["pack", str(sample_source), str(empty)]).exit_code == 0
+    again = CliRunner().invoke(cli, ["pack", str(sample_source), str(empty)])
+    assert again.exit_code == 0 and "already done" in again.output
