@@ -106,20 +106,25 @@ def main(argv: list[str] | None = None) -> None:
     sample_state = features[STATE_KEY]["shape"][0]
     action_dim = features[ACTION_KEY]["shape"][0]
 
-    model = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon).to(device)
+    policy = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon).to(device)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
+    state = None
+    if args.ckpt.exists():
+        # weights_only: a checkpoint is data; unpickling arbitrary objects would run code from it.
+        state = torch.load(args.ckpt, weights_only=True, map_location="cpu")
+        # The unwrapped policy's weights: the same checkpoint loads on any number of ranks
+        # (DDP's own state_dict prefixes every key with "module.").
+        policy.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    model = policy
     if world_size > 1:
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        model = nn.parallel.DistributedDataParallel(policy, device_ids=[device.index] if device.type == "cuda" else None)
 
     # Whole uint8 batches built in the workers into reused shared memory; the loader counts
     # the samples this rank received this epoch (across resumes) for its state_dict.
     loader = BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers)
     step, epoch = 0, 0
-    if args.ckpt.exists():
-        # weights_only: a checkpoint is data; unpickling arbitrary objects would run code from it.
-        state = torch.load(args.ckpt, weights_only=True, map_location="cpu")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+    if state is not None:
         step = state["step"]
         loader.load_state_dict(state["data"])  # refuses a state of another dataset or configuration
         epoch = dataset.epoch
@@ -151,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
                 rate = seen * world_size / (time.perf_counter() - started)
                 print(f"[train] step {step} epoch {epoch} loss {loss.item():.4f} samples/s {rate:.1f}", flush=True)
             if step % args.ckpt_every == 0 or step == args.steps:
-                save_checkpoint(args.ckpt, rank, model, optimizer, step, loader.state_dict())
+                save_checkpoint(args.ckpt, rank, policy, optimizer, step, loader.state_dict())
             if step >= args.steps or (args.stop_after is not None and step >= args.stop_after):
                 break
         else:
@@ -166,7 +171,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def save_checkpoint(path: Path, rank: int, model, optimizer, step: int, data_state: dict) -> None:
-    """Rank 0 writes atomically; the data state is identical on every rank by design."""
+    """Rank 0 writes atomically; the data state is identical on every rank by design. ``model``
+    is the unwrapped policy, so the checkpoint resumes on any number of ranks."""
     if rank != 0:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
