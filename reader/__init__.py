@@ -17,7 +17,8 @@ _EXPORTS = {
     "reader.errors": [
         "LeRobotShardsError", "FormatError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
         "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
-        "ResumeStateError", "WindowError", "DecodeError", "DecodeStageError", "PrefetchError", "ResourceLimitError",
+        "ResumeStateError", "ResumeWarning", "WindowError", "DecodeError", "DecodeStageError", "PrefetchError",
+        "ResourceLimitError",
     ],
 }
 

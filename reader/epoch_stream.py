@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 
 from reader.decode.frames import CpuDecodeStage
+from reader.errors import ResumeWarning
 from reader.plan.resume_state import EpochResume
 from reader.plan.world import World
 from reader.runtime.consumer import Consumer, ReadOptions, StreamView
@@ -142,8 +144,20 @@ class EpochStream(torch.utils.data.IterableDataset):
 
         Workers copy the dataset when an iterator starts, so with ``persistent_workers=True``
         they would keep the old epoch: use the default ``persistent_workers=False``.
+
+        Selecting another epoch than that of a state just loaded (``load_state_dict``) leaves
+        that state unused: this warns, since a resume loop that starts at epoch 0 would serve
+        the saved epoch's samples again. Start the loop at ``state["epoch"]``.
         """
-        self.epoch = int(epoch)
+        epoch = int(epoch)
+        pending = getattr(self, "_pending_resume", None)
+        if pending is not None and epoch != pending[0]:
+            warnings.warn(
+                f"set_epoch({epoch}) leaves the loaded resume state unused (epoch {pending[0]}, {pending[1]} samples "
+                f"consumed): epoch {epoch} starts from its beginning. To resume, start the epoch loop at "
+                f"state['epoch'] ({pending[0]})", ResumeWarning, stacklevel=2)
+        self._pending_resume = None
+        self.epoch = epoch
 
     def state_dict(self, *, samples_consumed: int, batch_size: int, num_workers: int, drop_last: bool = False) -> dict:
         """The resume state a trainer saves (identical on every rank: one file serves all).
@@ -182,6 +196,7 @@ class EpochStream(torch.utils.data.IterableDataset):
                 differing field found vs expected), or lacks what an exact resume needs.
         """
         self.epoch = self._resume.load(state)
+        self._pending_resume = (self.epoch, state.get("samples_consumed"))
 
     def stats(self) -> dict[str, float | str]:
         """Reader counters since this stream was built, summed over this process and its
@@ -216,6 +231,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         return plan_shape, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
 
     def __iter__(self) -> Iterator[dict]:
+        self._pending_resume = None  # iterating uses the loaded state: a later set_epoch moves on
         world = self._world()
         if world.num_workers > 0:
             freeze_inherited_objects()

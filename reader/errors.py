@@ -136,3 +136,7 @@ __all__ = [
     "UnsupportedFormatVersionError",
     "WindowError",
 ]
+
+
+class ResumeWarning(UserWarning):
+    """A loaded resume state is about to go unused (``set_epoch`` of another epoch)."""

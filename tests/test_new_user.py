@@ -35,3 +35,45 @@ def test_1_packing_into_a_lerobot_dataset_or_a_foreign_folder_is_refused(sample_
     assert CliRunner().invoke(cli, ["pack", str(sample_source), str(empty)]).exit_code == 0
     again = CliRunner().invoke(cli, ["pack", str(sample_source), str(empty)])
     assert again.exit_code == 0 and "already done" in again.output
+
+
+# -- row 3: a loaded state must not be dropped silently by set_epoch --------------------------------
+def test_3_set_epoch_of_another_epoch_after_load_state_dict_warns_and_the_readme_loop_resumes(packed_copy):
+    import warnings
+
+    import pytest
+
+    from reader import BatchLoader, PackedDataset, ResumeWarning
+
+    def loader():
+        return BatchLoader(PackedDataset(str(packed_copy), return_uint8=True, seed=1), batch_size=16, num_workers=0)
+
+    first = loader()
+    first.set_epoch(0)
+    assert sum(len(b["index"]) for b in first) == 141
+    first.set_epoch(1)
+    seen = []
+    for batch in first:
+        seen += batch["index"].tolist()
+        if len(seen) >= 48:
+            break
+    state = first.state_dict()
+    assert state["epoch"] == 1 and state["samples_consumed"] == 48
+
+    # What the report did: load, then a loop starting at epoch 0. Now it says so.
+    resumed = loader()
+    resumed.load_state_dict(state)
+    with pytest.warns(ResumeWarning, match=r"set_epoch\(0\) leaves the loaded resume state unused \(epoch 1, 48 samples"):
+        resumed.set_epoch(0)
+
+    # The README's loop: start at the state's epoch; it continues where it stood, silently.
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResumeWarning)
+        for epoch in range(state["epoch"], 2):
+            resumed.set_epoch(epoch)
+            for batch in resumed:
+                rest += batch["index"].tolist()
+    assert len(rest) == 141 - 48 and not set(rest) & set(seen)
