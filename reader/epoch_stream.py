@@ -145,13 +145,13 @@ class EpochStream(torch.utils.data.IterableDataset):
         Workers copy the dataset when an iterator starts, so with ``persistent_workers=True``
         they would keep the old epoch: use the default ``persistent_workers=False``.
 
-        Selecting another epoch than that of a state just loaded (``load_state_dict``) leaves
+        Selecting an epoch before that of a state just loaded (``load_state_dict``) leaves
         that state unused: this warns, since a resume loop that starts at epoch 0 would serve
-        the saved epoch's samples again. Start the loop at ``state["epoch"]``.
+        the epochs before the saved one again. Start the loop at ``state["epoch"]``.
         """
         epoch = int(epoch)
         pending = getattr(self, "_pending_resume", None)
-        if pending is not None and epoch != pending[0]:
+        if pending is not None and epoch < pending[0]:
             warnings.warn(
                 f"set_epoch({epoch}) leaves the loaded resume state unused (epoch {pending[0]}, {pending[1]} samples "
                 f"consumed): epoch {epoch} starts from its beginning. To resume, start the epoch loop at "
