@@ -45,7 +45,16 @@ def test_pack_summary_counts_truthfully(source, tmp_path):
     again = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "out")])
     assert "(0 written, 1 already done); nothing left to pack" in again.output and "/s" not in again.output
     h264 = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "h264"), "--video", "h264"])
-    assert "re-encoded 2 (h264)" in h264.output, h264.output
+    assert "re-encoded 2 of 2 episodes (--video h264)" in h264.output, h264.output
+    # Issue 24 row 4: info and the episodes view say the same as pack.
+    info = CliRunner().invoke(cli, ["info", str(tmp_path / "h264")], terminal_width=200)
+    assert "0 / 0 / 2 of 2 episodes" in info.output, info.output
+    sql = CliRunner().invoke(cli, ["sql", str(tmp_path / "h264"), "SELECT count(*) AS n FROM episodes WHERE \"video/observation.images.top/reencoded\"",
+                                   "--format", "csv"])
+    assert sql.exit_code == 0 and sql.output.strip().splitlines()[-1] == "2", sql.output
+    copy = CliRunner().invoke(cli, ["info", str(tmp_path / "out")], terminal_width=200)
+    assert "0 / 0 / 0 of 2 episodes" in copy.output, copy.output
+    assert "re-encoded 0 of 2 episodes (copy mode: where the source could not be cut at a keyframe)" in first.output
 
 
 def test_every_option_of_every_command_has_help():

@@ -40,9 +40,10 @@ def _resize(text: str | None) -> tuple[int, int] | None:
 
 
 def pack_summary(report, video: str = "copy") -> str:
-    """One line on what a pack run did; rates only for work done in this run. With
-    ``--video hevc|h264`` every packed episode is re-encoded; with ``copy`` only those whose
-    video could not be cut at a keyframe are."""
+    """One line on what a pack run did; rates only for work done in this run. "Re-encoded"
+    means the packer encoded the episode's video: every episode with ``--video hevc|h264``;
+    with ``copy`` only those whose source could not be cut at a keyframe (``info`` and the
+    ``episodes`` view say the same)."""
     line = (
         f"packed {plural(report.episodes, 'episode')}, {plural(report.frames, 'frame')} into {plural(report.shards, 'shard')} "
         f"({report.shards_written} written, {report.shards_skipped} already done)"
@@ -54,10 +55,10 @@ def pack_summary(report, video: str = "copy") -> str:
         )
     else:
         line += "; nothing left to pack"
-    reencoded = report.episodes if video != "copy" else len(report.reencoded_episodes)
+    why = f"--video {video}" if video != "copy" else "copy mode: where the source could not be cut at a keyframe"
     line += (
-        f"; re-encoded {reencoded} ({video if video != 'copy' else 'copy mode: not cut at a keyframe'}), "
-        f"dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)} episodes"
+        f"; re-encoded {len(report.reencoded_episodes)} of {plural(report.episodes, 'episode')} ({why}), "
+        f"dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
     )
     return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
 

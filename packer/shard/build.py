@@ -167,7 +167,9 @@ def build_shard(
                 continue
             if "pad" in verdicts:
                 padded.append(episode)
-            if options.video == "copy" and any(v.reencoded for v in members.values()):
+            # "Re-encoded" has one meaning: the packer encoded the video (every episode with
+            # --video hevc|h264; in copy mode those the source could not be cut for).
+            if any(v.reencoded for v in members.values()):
                 reencoded.append(episode)
             row = {
                 "episode_index": episode,
@@ -185,7 +187,7 @@ def build_shard(
                 row[f"video/{key}/frames"] = video.frames
                 row[f"video/{key}/codec"] = video.codec
                 row[f"video/{key}/sha256"] = sha256_hex(video.data)
-                row[f"video/{key}/reencoded"] = bool(video.reencoded and options.video == "copy")
+                row[f"video/{key}/reencoded"] = bool(video.reencoded)
             tables.append(table)
             rows.append(row)
             row_cursor += length

@@ -165,7 +165,7 @@ class DatasetSummary:
             ("fps", str(m.fps)),
             ("video", f"{options.get('video')} " + ", ".join(f"{k} {m.features[k]['shape']}" for k in m.video_keys)),
             ("windows", ", ".join(m.windows) or "-"),
-            ("dropped / padded / re-encoded", f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))}"),
+            ("dropped / padded / re-encoded", f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"),
         ]
 
 
