@@ -77,3 +77,25 @@ def test_3_set_epoch_of_another_epoch_after_load_state_dict_warns_and_the_readme
             for batch in resumed:
                 rest += batch["index"].tolist()
     assert len(rest) == 141 - 48 and not set(rest) & set(seen)
+
+
+# -- row 5: preview plots every dimension, with a legend of names and seconds on x --------------------
+def test_5_preview_plots_every_dimension_with_names_and_seconds(tmp_path):
+    import re
+
+    from packer import pack_dataset, render_preview
+
+    aloha = ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam"
+    pack_dataset(str(aloha), str(tmp_path / "pack"), episodes=[0])
+    page, _ = render_preview(str(tmp_path / "pack"), max_episodes=1, frames_per_episode=1)
+    charts = re.findall(r'<div class="chart"><div class="cam">([^<]+)</div>(.*?)</div></div>', page, re.S)
+    by_name = {name: body for name, body in charts}
+    import json
+
+    names = json.loads((aloha / "meta" / "info.json").read_text())["features"]["action"]["names"]
+    flat = next(iter(names.values())) if isinstance(names, dict) else names
+    assert len(flat) == 14
+    action = by_name["action"]
+    assert action.count("<polyline") == 14  # all 14 dims (the report: 10)
+    assert all(f"</i>{n}</span>" in action for n in flat)  # a legend with the feature's names
+    assert "5.0s" in action and "0.0s" in action  # 250 frames at 50 fps: seconds on x

@@ -87,7 +87,9 @@ def render_preview(
             frames = stage.decode(decoder, [min(p, member.frames - 1) for p in picks], where=episode.where(key))
             decoded += len(picks)
             sheets.append((key, [_jpeg(frame) for frame in frames]))
-        plots = [(name, _svg_plot(np.asarray(values, dtype=np.float64))) for name, values in _vector_columns(episode.columns)]
+        plots = [(name, _svg_plot(np.asarray(values, dtype=np.float64),
+                                  dimension_names(manifest.features.get(name, {}), values.shape[1]), manifest.fps))
+                 for name, values in _vector_columns(episode.columns)]
         sections.append(_episode_html(entry, picks, sheets, plots, manifest.fps))
         if progress is not None:
             progress(done, len(shown))
@@ -119,24 +121,54 @@ def _vector_columns(columns: dict) -> list[tuple[str, object]]:
     return out
 
 
-def _svg_plot(values: np.ndarray, width: int = 520, height: int = 150) -> str:
-    """One polyline per dimension (at most 10 drawn), each scaled to the plot's shared range."""
-    values = values[:, :10]
-    finite = values[np.isfinite(values)]
+_MAX_LINES = 32  # a plot stays readable; beyond it the legend says "first 32 of N"
+
+
+def dimension_names(feature: dict, dims: int) -> list[str]:
+    """A label per dimension from a feature's ``names`` (a list, or LeRobot's ``{"motors": [...]}``),
+    else ``dim i``; names from the dataset are untrusted and only ever shown escaped."""
+    names = feature.get("names") if isinstance(feature, dict) else None
+    if isinstance(names, dict):
+        names = next((v for v in names.values() if isinstance(v, list)), None)
+    if not isinstance(names, list) or len(names) != dims:
+        return [f"dim {i}" for i in range(dims)]
+    return [str(n)[:40] for n in names]
+
+
+def _svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, height: int = 170) -> str:
+    """One polyline per dimension on a shared y range, seconds on x, value labels in the left
+    margin (not over the curves), and a legend of the dimension names below."""
+    shown = values[:, :_MAX_LINES]
+    finite = shown[np.isfinite(shown)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     span = high - low or 1.0
-    steps = max(len(values) - 1, 1)
+    left, right, top, bottom = 46, 8, 8, 22
+    plot_w, plot_h = width - left - right, height - top - bottom
+    steps = max(len(shown) - 1, 1)
     lines = []
-    for dim in range(values.shape[1]):
+    for dim in range(shown.shape[1]):
         points = " ".join(
-            f"{i * (width - 10) / steps + 5:.1f},{height - 5 - (v - low) / span * (height - 10):.1f}"
-            for i, v in enumerate(values[:, dim]) if np.isfinite(v)
+            f"{left + i * plot_w / steps:.1f},{top + plot_h - (v - low) / span * plot_h:.1f}"
+            for i, v in enumerate(shown[:, dim]) if np.isfinite(v)
         )
         lines.append(f'<polyline fill="none" stroke="{_PALETTE[dim % len(_PALETTE)]}" stroke-width="1.2" points="{points}"/>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="plot">'
-            f'<rect width="{width}" height="{height}" fill="#fafafa" stroke="#ddd"/>{"".join(lines)}'
-            f'<text x="6" y="14" font-size="10" fill="#666">{high:.3g}</text>'
-            f'<text x="6" y="{height - 8}" font-size="10" fill="#666">{low:.3g}</text></svg>')
+    seconds = (len(shown) - 1) / fps if fps else 0.0
+    ticks = []
+    for k in range(5):
+        x = left + k * plot_w / 4
+        ticks.append(f'<text x="{x:.1f}" y="{height - 6}" font-size="10" fill="#666" text-anchor="middle">{seconds * k / 4:.1f}s</text>')
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="plot">'
+           f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>{"".join(lines)}'
+           f'<text x="{left - 4}" y="{top + 10}" font-size="10" fill="#666" text-anchor="end">{high:.3g}</text>'
+           f'<text x="{left - 4}" y="{top + plot_h}" font-size="10" fill="#666" text-anchor="end">{low:.3g}</text>'
+           f'{"".join(ticks)}</svg>')
+    legend = "".join(
+        f'<span class="key"><i style="background:{_PALETTE[dim % len(_PALETTE)]}"></i>{_e(name)}</span>'
+        for dim, name in enumerate(names[:_MAX_LINES])
+    )
+    if values.shape[1] > _MAX_LINES:
+        legend += f'<span class="key">(first {_MAX_LINES} of {values.shape[1]} dimensions)</span>'
+    return svg + f'<div class="legend">{legend}</div>'
 
 
 def _window_validity(storage: Storage, manifest) -> list[tuple[str, int, int]]:
@@ -211,6 +243,9 @@ section {{ border-top: 1px solid #ccc; padding-top: 6px; }} small {{ color: #666
 .sheet {{ display: flex; align-items: flex-start; gap: 4px; margin: 4px 0; }} .cam {{ width: 180px; font-size: 12px; color: #444; overflow-wrap: anywhere; }}
 figure {{ margin: 0; }} figcaption {{ font-size: 10px; color: #888; text-align: center; }} img {{ display: block; width: {_THUMB_WIDTH}px; }}
 .charts {{ display: flex; flex-wrap: wrap; gap: 12px; margin: 6px 0 14px; }}
+.legend {{ max-width: 560px; font-size: 11px; color: #444; }}
+.legend .key {{ display: inline-block; margin: 0 10px 2px 0; white-space: nowrap; }}
+.legend i {{ display: inline-block; width: 10px; height: 3px; margin: 0 4px 2px 0; vertical-align: middle; }}
 </style></head>
 <body data-images-loaded="pending">
 <h1>{_e(root)}</h1>
