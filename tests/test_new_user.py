@@ -99,3 +99,28 @@ def test_5_preview_plots_every_dimension_with_names_and_seconds(tmp_path):
     assert action.count("<polyline") == 14  # all 14 dims (the report: 10)
     assert all(f"</i>{n}</span>" in action for n in flat)  # a legend with the feature's names
     assert "5.0s" in action and "0.0s" in action  # 250 frames at 50 fps: seconds on x
+
+
+# -- row 6: mixture create reports unmixable datasets; report shows the mixture's anchors ----------
+def test_6_unmixable_camera_sizes_are_reported_at_create_and_report_shows_the_mixture_anchors(tmp_path):
+    import json
+
+    from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
+    from reader import MixtureDataset
+
+    for name, (height, width) in {"big": (48, 64), "big2": (48, 64), "small": (24, 32)}.items():
+        write_sample_dataset(tmp_path / "src" / name, SampleSpec(episodes=2, lengths=(6, 8), seed=len(name),
+                                                                 cameras=(CameraSpec("observation.images.top", height, width),)))
+        pack_dataset(str(tmp_path / "src" / name), str(tmp_path / "mix" / name))
+    result = CliRunner().invoke(cli, ["mixture", "create", str(tmp_path / "mix"), "--where", "frame_index >= 2"])
+    assert result.exit_code == 0, result.output
+    assert "UNMIXABLE small: camera 'observation.images.top' is 24x32 here and 48x64 in 2 other dataset(s)" in result.output
+    assert "--resize 48x64" in result.output
+    spec = json.loads((tmp_path / "mix" / "mixture.json").read_text())
+    assert [d["name"] for d in spec["datasets"]] == ["big", "big2"]
+    assert len(MixtureDataset(str(tmp_path / "mix" / "mixture.json"))) == sum(d["anchors"] for d in spec["datasets"])
+    report = CliRunner().invoke(cli, ["mixture", "report", str(tmp_path / "mix")])
+    lines = {line.split()[0]: line for line in report.output.splitlines()[1:-1]}
+    for dataset in spec["datasets"]:  # the mixture's anchors (its --where), not the pack's frames
+        assert lines[dataset["name"]].split()[2] == str(dataset["anchors"]) and dataset["anchors"] == 10, report.output
+    assert "unmixable" in lines["small"], report.output

@@ -94,14 +94,36 @@ def report_command(dst, name_items, sources_file, storage_options):
         raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
+    mixed = _mixture_anchors(dst, json_object(storage_options))
     width = max([len(r.name) for r in report.rows] + [7])
     click.echo(f"{'dataset':<{width}}  {'status':<10}  {'anchors':>9}  error")
     for row in report.rows:
-        click.echo(printable(f"{row.name:<{width}}  {row.status:<10}  {row.anchors if row.status == 'ok' else '':>9}  {row.error}"))
+        anchors, note = (row.anchors if row.status == "ok" else ""), row.error
+        if mixed is not None and row.status == "ok":
+            # The mixture's anchors (its --where applied), as MixtureDataset draws them.
+            anchors = mixed.get(row.name, "")
+            note = note or ("" if row.name in mixed else "not in mixture.json: re-run `mixture create`")
+        click.echo(printable(f"{row.name:<{width}}  {row.status:<10}  {anchors:>9}  {note}"))
     bad = sum(r.status != "ok" for r in report.rows)
     click.echo(f"{len(report.rows) - bad} ok, {bad} not ok")
     if bad:
         raise SystemExit(1)
+
+
+def _mixture_anchors(dst: str, storage_options: dict | None) -> dict[str, int] | None:
+    """``{name: anchors}`` of DST/mixture.json, or None when there is none (or it does not parse)."""
+    from reader.errors import LeRobotShardsError
+    from reader.format.mixture import MIXTURE_FILE, MixtureSpec
+    from reader.storage import Storage
+
+    root = Storage(dst, storage_options)
+    try:
+        if not root.exists(MIXTURE_FILE):
+            return None
+        spec = MixtureSpec.from_json(root.read_bytes(MIXTURE_FILE), where=root.describe(MIXTURE_FILE))
+    except LeRobotShardsError:
+        return None
+    return {d.name: d.anchors for d in spec.datasets}
 
 
 @mixture.command("sources")

@@ -10,6 +10,8 @@ with ``_`` or ``.`` are skipped). Each is read through fsspec (local or ``s3://`
   ``where``), episodes, fps, features and video keys, and the compiled index.
 * ``duplicate``: the same pack (same manifest digest) as an earlier entry, which it names;
   left out unless ``allow_duplicates``.
+* ``unmixable``: a camera's frame size differs from the size most datasets share for it (a
+  batch cannot hold both); the error names the ``--resize`` to repack with.
 * ``failed``: the SLURM array recorded ``DST/_failures/<name>.json`` (its error is shown).
 * ``incomplete``: the directory exists without a manifest (a pack still running, or killed
   before it could record anything: time limit, out of memory).
@@ -43,7 +45,7 @@ MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"
 _MAX_ERROR_CHARS = 2_000  # of a failure record's error, shown in the report
 
-Status = Literal["ok", "failed", "incomplete", "missing", "invalid", "duplicate"]
+Status = Literal["ok", "failed", "incomplete", "missing", "invalid", "duplicate", "unmixable"]
 
 
 @dataclass
@@ -184,10 +186,45 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
             row.status, row.error = "duplicate", f"the same pack as {earlier!r} (manifest {entry.manifest_sha256})"
             continue
         opened.append((entry, pack))
+    unmixable = unmixable_cameras([entry for entry, _ in opened])
+    if unmixable:
+        rows = {row.name: row for row in report.rows}
+        for name, error in unmixable.items():
+            rows[name].status, rows[name].error = "unmixable", error
+        opened = [(entry, pack) for entry, pack in opened if entry.name not in unmixable]
     for name, error in failures.items():
         if name not in listed:
             report.rows.append(DatasetStatus(name=name, path=name, status="failed", error=error))
     return report, opened
+
+
+def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
+    """Datasets whose camera frames differ in size from most datasets' for the same key: a
+    batch cannot hold both, so ``MixtureDataset`` would refuse the mixture. The size most
+    datasets share wins; each other dataset gets an error naming the fix.
+
+    Returns:
+        ``{dataset name: error}`` (empty when every camera agrees).
+    """
+    sizes: dict[str, dict[tuple[int, ...], list[str]]] = {}
+    for entry in entries:
+        for key in entry.video_keys:
+            sizes.setdefault(key, {}).setdefault(tuple(entry.features[key].shape), []).append(entry.name)
+    errors: dict[str, str] = {}
+    for key, by_shape in sizes.items():
+        if len(by_shape) < 2:
+            continue
+        common = max(by_shape, key=lambda shape: len(by_shape[shape]))  # ties: the first seen
+        height, width = common[0], common[1]
+        for shape, names in by_shape.items():
+            if shape == common:
+                continue
+            for name in names:
+                errors.setdefault(name, (
+                    f"camera {key!r} is {shape[0]}x{shape[1]} here and {height}x{width} in {len(by_shape[common])} other "
+                    f"dataset(s), so they cannot share a batch; repack it with `--video hevc --resize {height}x{width}` "
+                    "(or leave it out)"))
+    return errors
 
 
 def create_mixture(
