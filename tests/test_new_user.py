@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from packer.cli import main as cli
 from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.s3_server import s3_server  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,3 +125,39 @@ def test_6_unmixable_camera_sizes_are_reported_at_create_and_report_shows_the_mi
     for dataset in spec["datasets"]:  # the mixture's anchors (its --where), not the pack's frames
         assert lines[dataset["name"]].split()[2] == str(dataset["anchors"]) and dataset["anchors"] == 10, report.output
     assert "unmixable" in lines["small"], report.output
+
+
+# -- row 7: bucket errors are one line with the fix; Ctrl-C says how to resume --------------------
+def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_source, s3_server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3_server.endpoint_url, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), "s3://no-such-bucket/x"]
+    missing = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+    assert "the bucket no-such-bucket does not exist: create it first" in missing.stderr
+    anonymous = {k: v for k, v in env.items() if not k.startswith("AWS_") or k == "AWS_ENDPOINT_URL"}
+    anonymous.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
+                     AWS_EC2_METADATA_DISABLED="true")
+    no_keys = subprocess.run(command, env=anonymous, capture_output=True, text=True, timeout=120)
+    assert no_keys.returncode == 1 and len(no_keys.stderr.strip().splitlines()) == 1, no_keys.stderr
+    assert "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in no_keys.stderr
+
+    dst = tmp_path / "interrupted"
+    pack = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), str(dst), "--video", "hevc", "--shard-size-mb", "0.001"]
+    process = subprocess.Popen(pack, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (dst / "shards" / "shard-000000.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the pack ended before it could be interrupted"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "interrupted: shards already written are kept; re-run the same command to resume" in stderr
+    assert "Traceback" not in stderr and "Aborted!" not in stderr
+    resumed = subprocess.run(pack, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0 and "already done" in resumed.stdout, resumed.stderr

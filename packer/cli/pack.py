@@ -193,6 +193,10 @@ def pack(paths, repo_id, revision, **params):
         report = pack_dataset(src, dst, repo_id=repo_id, revision=revision, progress=display, **kwargs)
     except LeRobotShardsError as err:
         raise library_error(err) from None
+    except KeyboardInterrupt:
+        display.close()
+        click.echo("interrupted: shards already written are kept; re-run the same command to resume", err=True)
+        raise SystemExit(130) from None
     finally:
         display.close()
     click.echo(pack_summary(report, kwargs["video"]))

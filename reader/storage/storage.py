@@ -215,14 +215,15 @@ class Storage:
                 if limit is not None:
                     raise ResourceLimitError(f"{url}: {operation}: {limit}") from err
                 if is_not_found(err):
-                    raise ObjectNotFoundError(f"{url}: not found ({operation})", url=url, operation=operation, attempts=attempts) from err
+                    raise ObjectNotFoundError(f"{url}: not found ({operation}){_fix_hint(err, url)}", url=url, operation=operation,
+                                              attempts=attempts) from err
                 if is_access_denied(err):
                     raise AccessDeniedError(
                         f"{url}: access denied ({operation}): {brief(err)}", url=url, operation=operation, attempts=attempts
                     ) from err
                 if not is_transient(err):
                     raise StorageError(
-                        f"{url}: {operation} failed: {brief(err)}", url=url, operation=operation, attempts=attempts
+                        f"{url}: {operation} failed: {brief(err)}{_fix_hint(err, url)}", url=url, operation=operation, attempts=attempts
                     ) from err
                 if attempts >= self.retry.max_attempts:
                     raise StorageError(
@@ -530,3 +531,16 @@ class _RangeFile(io.RawIOBase):
 
 
 __all__ = ["Storage", "StorageCounters"]
+
+
+def _fix_hint(err: BaseException, url: str) -> str:
+    """What to do about the two errors every first bucket run meets, or ""."""
+    text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
+    names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
+    if "NoCredentialsError" in names or "Unable to locate credentials" in text:
+        return ("; no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or pass "
+                "--storage-options '{\"key\": \"...\", \"secret\": \"...\"}'")
+    if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+        bucket = url.split("://", 1)[-1].split("/", 1)[0]
+        return f"; the bucket {bucket} does not exist: create it first (e.g. `aws s3 mb s3://{bucket}`)"
+    return ""
