@@ -75,7 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--require-fall", action="store_true", help="exit 2 unless the last tenth's mean loss is below the first tenth's")
     args = parser.parse_args(argv)
 
-    from lerobot.policies.factory import make_policy, make_pre_post_processors
+    try:
+        from lerobot.policies.factory import make_policy, make_pre_post_processors
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] != "lerobot":
+            raise
+        print("error: this script needs lerobot (0.6.1), which is not installed in this Python. "
+              "`make parity` creates .venv-parity with it; run: .venv-parity/bin/python scripts/train_lerobot_policy.py ...",
+              file=sys.stderr)
+        return 2
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":

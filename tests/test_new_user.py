@@ -161,3 +161,32 @@ def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_sourc
     assert "Traceback" not in stderr and "Aborted!" not in stderr
     resumed = subprocess.run(pack, env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0 and "already done" in resumed.stdout, resumed.stderr
+
+
+# -- row 8: the README's commands and stream snippet run as written on a 50 fps dataset ----------------
+def _readme_block(heading: str, language: str) -> str:
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(heading):]
+    return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
+
+
+def test_8_readme_pack_commands_and_stream_snippet_run_on_a_50_fps_dataset(tmp_path, monkeypatch):
+    import shlex
+
+    block = _readme_block("### Pack, verify, inspect", "bash").replace("\\\n", " ")
+    commands = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("lerobot-shards")]
+    assert [c[1] for c in commands] == ["make-sample", "pack", "verify", "info", "sql"]
+    commands[0] += ["--fps", "50", "--episodes", "4"]  # the user's dataset: 50 fps
+    for command in commands:
+        args = [a.replace("/tmp/", f"{tmp_path}/") for a in command[1:]]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, (command, result.output)
+
+    code = _readme_block("### Stream into PyTorch", "python").replace("/tmp/", f"{tmp_path}/")
+    code = code.replace('"cuda"', '"cpu"').replace("num_workers=4", "num_workers=0").replace("range(start_epoch, 10)", "range(start_epoch, 1)")
+    code = code.replace("        ...                                        # train", "        assert batch['action'].shape[1] == 3")
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
+    assert namespace["fps"] == 50 and namespace["checkpoint"]["data"]["samples_consumed"] == len(namespace["ds"])

@@ -13,18 +13,20 @@ from packer.cli.text import flag_of, human_bytes, json_object, plural, printable
 from packer.plan.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
 
 
-def _windows(items: tuple[str, ...]) -> dict:
+def _windows(items: tuple[str, ...], *, hint: str = "--window", unit: str = "seconds") -> dict:
     windows = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or not name:
-            raise click.BadParameter(f"expected NAME=JSON, got {item!r}", param_hint="--window")
+            raise click.BadParameter(f"expected NAME=JSON, got {item!r}", param_hint=hint)
         try:
             window = json.loads(text)
         except json.JSONDecodeError as err:
-            raise click.BadParameter(f"{name}: not JSON ({err})", param_hint="--window") from None
+            raise click.BadParameter(f"{name}: not JSON ({err})", param_hint=hint) from None
         if not isinstance(window, dict) or not all(isinstance(v, list) for v in window.values()):
-            raise click.BadParameter(f"{name}: expected {{key: [seconds, ...]}}", param_hint="--window")
+            raise click.BadParameter(f"{name}: expected {{key: [{unit}, ...]}}", param_hint=hint)
+        if unit == "frames" and not all(isinstance(o, int) and not isinstance(o, bool) for v in window.values() for o in v):
+            raise click.BadParameter(f"{name}: frame offsets must be integers", param_hint=hint)
         windows[name] = window
     return windows
 
@@ -79,6 +81,8 @@ _PACK_OPTIONS = [
     click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True,
                  help="When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short "
                       "video with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."),
+    click.option("--window-frames", "window_frame_items", multiple=True,
+                 help='NAME=JSON window in frames, whatever the fps: chunk=\'{"action": [0, 1, 2]}\' is [0, 1/fps, 2/fps] s.'),
     click.option("--window", "window_items", multiple=True,
                  help='NAME=JSON delta_timestamps window, e.g. chunk=\'{"action": [0, 0.0333]}\'.'),
     click.option("--tolerance-s", type=click.FloatRange(min=0), default=1e-4, show_default=True,
@@ -131,7 +135,8 @@ def pack_kwargs(params: dict) -> dict:
     except ShardPlanError as err:
         raise click.BadParameter(str(err)) from None
     return dict(
-        video=params["video"], episodes=episodes, windows=_windows(params["window_items"]), shard_size_mb=params["shard_size_mb"],
+        video=params["video"], episodes=episodes, windows=_windows(params["window_items"]),
+        window_frames=_windows(params["window_frame_items"], hint="--window-frames", unit="frames"), shard_size_mb=params["shard_size_mb"],
         gop=params["gop"], crf=params["crf"], preset=params["preset"], resize=_resize(params["resize"]),
         on_frame_mismatch=params["on_frame_mismatch"], tolerance_s=params["tolerance_s"], workers=params["workers"], part=part,
         storage_options=json_object(params["storage_options"]),

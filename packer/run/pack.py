@@ -16,7 +16,7 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packer.errors import OptionsError, PackError
 from packer.options import FrameMismatchPolicy, PackOptions, VideoMode
@@ -128,6 +128,7 @@ def pack_dataset(
     video: VideoMode = "copy",
     episodes: list[int] | None = None,
     windows: dict | None = None,
+    window_frames: dict | None = None,
     shard_size_mb: float = 512,
     gop: int = 2,
     crf: int | None = None,
@@ -154,6 +155,8 @@ def pack_dataset(
     ``src`` is a local root or fsspec URL; or give ``repo_id`` (+ ``revision``) for the Hub.
     With ``part=(i, n)`` only that part's shards are built and no manifest is written (run
     ``finalize`` after all parts). Re-running resumes: shards with a valid receipt are kept.
+    ``window_frames`` are windows in frame offsets (``{"chunk": {"action": [0, 1, 2]}}``),
+    turned into seconds with the source's fps, so one command fits datasets of any fps.
     ``progress`` is called with a ``PackProgress`` after each episode and shard. ``retry``
     bounds every read and write at the destination (and a bucket source).
 
@@ -193,6 +196,13 @@ def pack_dataset(
     local_root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
                               storage_options=src_storage_options, cache_dir=cache_dir)
     source = LeRobotSource(local_root, follow_symlinks=follow_symlinks)
+    if window_frames:
+        clash = sorted(set(window_frames) & set(options.windows))
+        if clash:
+            raise OptionsError(f"windows {clash} given both in seconds and in frames", option="windows")
+        in_seconds = {name: {key: [offset / source.fps for offset in offsets] for key, offsets in window.items()}
+                      for name, window in window_frames.items()}
+        options = replace(options, windows={**options.windows, **in_seconds})
     storage = Storage(dst, storage_options, retry=retry)
     check_destination(storage, source.root)
     _check_windows(options, source.fps, list(source.features))
