@@ -190,3 +190,19 @@ def test_8_readme_pack_commands_and_stream_snippet_run_on_a_50_fps_dataset(tmp_p
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
     assert namespace["fps"] == 50 and namespace["checkpoint"]["data"]["samples_consumed"] == len(namespace["ds"])
+
+
+# -- row 9: --workers on a one-shard dataset says why cores idle and what to change --------------
+def test_9_more_workers_than_shards_says_why_and_what_to_change(sample_source, tmp_path, caplog):
+    import logging
+
+    from packer import pack_dataset
+
+    with caplog.at_level(logging.WARNING, logger="packer.run.pack"):
+        pack_dataset(str(sample_source), str(tmp_path / "one"), workers=2)
+    assert any("--workers 2, but only 1 shard(s) to build" in r.message and "--shard-size-mb" in r.message
+               for r in caplog.records), caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="packer.run.pack"):
+        report = pack_dataset(str(sample_source), str(tmp_path / "many"), workers=2, shard_size_mb=0.01)
+    assert report.shards >= 2 and "only" not in caplog.text
