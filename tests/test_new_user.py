@@ -206,3 +206,31 @@ def test_9_more_workers_than_shards_says_why_and_what_to_change(sample_source, t
     with caplog.at_level(logging.WARNING, logger="packer.run.pack"):
         report = pack_dataset(str(sample_source), str(tmp_path / "many"), workers=2, shard_size_mb=0.01)
     assert report.shards >= 2 and "only" not in caplog.text
+
+
+# -- row 10: a copyable pin, info as JSON, and a cheaper CPU conversion with the same values ----------
+def test_10_info_prints_a_copyable_pin_and_json(packed_copy):
+    import json
+
+    from reader.format.manifest import manifest_sha256
+
+    pin = manifest_sha256((packed_copy / "manifest.json").read_bytes())
+    narrow = CliRunner().invoke(cli, ["info", str(packed_copy)], terminal_width=80)
+    assert narrow.exit_code == 0 and f"pin {pin}" in narrow.output.splitlines(), narrow.output  # whole, on its own line
+    as_json = json.loads(CliRunner().invoke(cli, ["info", str(packed_copy), "--format", "json"]).output)
+    assert as_json["pin"] == pin and as_json["totals"]["episodes"] == 9 and as_json["fps"] == 30
+    pinned = CliRunner().invoke(cli, ["verify", str(packed_copy), "--manifest-sha256", as_json["pin"]])
+    assert pinned.exit_code == 0, pinned.output
+
+
+def test_10_to_device_on_cpu_gives_lerobots_values_contiguous(packed_copy):
+    import torch
+
+    from reader import BatchLoader, PackedDataset, to_device
+
+    batch = next(iter(BatchLoader(PackedDataset(str(packed_copy), return_uint8=True, shuffle=False), batch_size=8, num_workers=1)))
+    key = "observation.images.top"
+    assert not batch[key].is_contiguous()  # channels-last from the workers
+    out = to_device(batch, "cpu")
+    assert out[key].is_contiguous() and out[key].dtype == torch.float32
+    assert torch.equal(out[key], batch[key].float() / 255)  # bit-identical to LeRobot's frames / 255

@@ -254,8 +254,10 @@ def verify_command(dst, decode, pin, storage_options):
 @click.command("info")
 @click.argument("dst")
 @storage_option
-def info_command(dst, storage_options):
-    """Summary of a packed dataset."""
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table for reading; json for scripts (the pin included).")
+def info_command(dst, storage_options, fmt):
+    """Summary of a packed dataset, and its pin on a line of its own (to copy)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -270,9 +272,14 @@ def info_command(dst, storage_options):
     table = Table(show_header=False)
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")  # never cut a value (a pin, a path) to fit the terminal
+    if fmt == "json":
+        click.echo(json.dumps(summary.to_json(), indent=1, sort_keys=True))  # json.dumps escapes control characters
+        return
     for name, value in summary.rows():
         table.add_row(Text(name), Text(printable(value)))  # Text: no markup from dataset strings
     Console().print(table)
+    # Outside the table: a table folds long values at the terminal's width, and a pin is copied.
+    click.echo(f"pin {summary.pin}")
 
 
 @click.command("sql")

@@ -158,7 +158,6 @@ class DatasetSummary:
         return [
             ("dataset", self.url),
             ("format", f"{m.format} v{m.format_version} (packer {m.packer_version})"),
-            ("pin", self.pin),
             ("source", f"{source} ({m.source.get('codebase_version')})"),
             ("episodes / frames", f"{m.totals['episodes']} / {m.totals['frames']}"),
             ("shards / bytes", f"{m.totals['shards']} / {m.totals['bytes'] / 1e6:.2f} MB"),
@@ -167,6 +166,20 @@ class DatasetSummary:
             ("windows", ", ".join(m.windows) or "-"),
             ("dropped / padded / re-encoded", f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"),
         ]
+
+
+    def to_json(self) -> dict:
+        """What ``info --format json`` prints: the summary as plain values."""
+        m = self.manifest
+        return {
+            "dataset": self.url, "pin": self.pin, "format": m.format, "format_version": m.format_version,
+            "packer_version": m.packer_version, "source": m.source, "fps": m.fps, "totals": m.totals,
+            "video": m.options.get("video"), "cameras": {k: list(m.features[k]["shape"]) for k in m.video_keys},
+            "features": {k: {"dtype": f.get("dtype"), "shape": f.get("shape")} for k, f in m.features.items()},
+            "windows": m.windows, "options": m.options,
+            "dropped_episodes": m.extra.get("dropped_episodes", []), "padded_episodes": m.extra.get("padded_episodes", []),
+            "reencoded_episodes": m.extra.get("reencoded_episodes", []),
+        }
 
 
 def summarize(dst: str, *, storage_options: dict | None = None) -> DatasetSummary:
