@@ -97,10 +97,12 @@ def test_one_consumer_stays_within_one_bound_across_a_thousand_packs(scale_root)
     assert fds_during - fds_before <= 8, (fds_before, fds_during)
     assert stats["max_open_episodes"] <= 8 and stats["max_prefetched_bytes"] <= budget
     # Only the packs the first draws need were read: a footer, a row group and the members
-    # of each admitted episode (both episodes of a pack share its row group).
+    # of each episode admitted or prefetched (at most prefetch_episodes=4 ahead: how far
+    # depends on thread timing, so the bound counts them; both episodes of a pack share its
+    # row group).
     touched = len({int(s["dataset_index"]) for s in first})
     assert touched <= stats["max_datasets_opened"] <= 8 + 4 + 64 // 3
-    assert opened <= 3 * stats["episodes_admitted"], (opened, stats["episodes_admitted"])
+    assert opened <= 3 * (stats["episodes_admitted"] + 4), (opened, stats["episodes_admitted"])
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
