@@ -192,12 +192,19 @@ def test_8_readme_pack_commands_and_stream_snippet_run_on_a_50_fps_dataset(tmp_p
     assert namespace["fps"] == 50 and namespace["checkpoint"]["data"]["samples_consumed"] == len(namespace["ds"])
 
 
-# -- row 9: --workers on a one-shard dataset says why cores idle and what to change --------------
-def test_9_more_workers_than_shards_says_why_and_what_to_change(sample_source, tmp_path, caplog):
+# -- row 9: --workers on a one-shard dataset uses the cores (re-encodes) or says why not (copy) ------
+def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample_source, tmp_path, caplog):
     import logging
 
     from packer import pack_dataset
+    from tests.packed_fixtures import assert_same_tree
 
+    with caplog.at_level(logging.INFO, logger="packer.run"):
+        pack_dataset(str(sample_source), str(tmp_path / "parallel"), video="h264", workers=2)
+    assert any("re-encoding" in r.message and "members in 2 processes" in r.message for r in caplog.records), caplog.text
+    pack_dataset(str(sample_source), str(tmp_path / "sequential"), video="h264", workers=1)
+    assert_same_tree(tmp_path / "sequential", tmp_path / "parallel")  # the same bytes
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="packer.run.pack"):
         pack_dataset(str(sample_source), str(tmp_path / "one"), workers=2)
     assert any("--workers 2, but only 1 shard(s) to build" in r.message and "--shard-size-mb" in r.message

@@ -265,11 +265,16 @@ def pack_dataset(
         for s in todo
     ]
     if workers > 1 and len(jobs) < workers and jobs:
-        # Shards are the unit of parallel work: say why cores idle and what to change.
-        suggested = max(sum(sizes) / 1e6 / workers, 1.0)
-        log.warning("--workers %d, but only %d shard(s) to build: each shard is packed by one process, so %d core(s) "
-                    "stay idle; pack with --shard-size-mb %.0f (about %d shards) to use them", workers, len(jobs),
-                    workers - len(jobs), suggested, workers)
+        if options.video != "copy":
+            # Fewer shards than cores: each shard's members (episodes x cameras) are
+            # re-encoded in parallel instead, byte-identical to a sequential build.
+            jobs = [replace(job, member_workers=max(1, workers // len(jobs))) for job in jobs]
+        else:
+            # Shards are the unit of parallel work: say why cores idle and what to change.
+            suggested = max(sum(sizes) / 1e6 / workers, 1.0)
+            log.warning("--workers %d, but only %d shard(s) to build: each shard is packed by one process, so %d core(s) "
+                        "stay idle; pack with --shard-size-mb %.0f (about %d shards) to use them", workers, len(jobs),
+                        workers - len(jobs), suggested, workers)
     if progress is not None and not jobs:
         progress(snapshot())  # nothing to pack: still say where the pack stands
     run_jobs(pack_shard, jobs, workers=workers, on_result=on_result, on_progress=on_progress if progress is not None else None)

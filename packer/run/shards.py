@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,9 +10,11 @@ from pathlib import Path
 from packer.run.journal import Journal
 from packer.run.pool import ProgressSink
 from packer.run.receipts import commit_shard
-from packer.shard.build import ShardSpec, build_shard
+from packer.shard.build import ShardSpec, build_shard, encode_member
 from packer.source.lerobot import open_source
 from reader.storage import RetryPolicy, Storage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class ShardJob:
     storage_options: dict | None
     journal: Journal
     retry: RetryPolicy = RetryPolicy()
+    member_workers: int = 1
 
 
 def pack_shard(job: ShardJob, progress: ProgressSink | None = None) -> dict:
@@ -38,7 +42,44 @@ def pack_shard(job: ShardJob, progress: ProgressSink | None = None) -> dict:
     source = open_source(job.source_root, follow_symlinks=job.follow_symlinks)
     storage = Storage(job.dst, job.storage_options, retry=job.retry)
     on_episode = (lambda source_bytes: progress.put((1, source_bytes))) if progress is not None else None
+    members = None
+    if job.member_workers > 1 and job.spec.options.video != "copy":
+        members = _encode_members_in_parallel(job, source, progress)
+        on_episode = None  # progress came from the members as they finished
     with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp:
-        built = build_shard(source, job.spec, Path(tmp), on_episode=on_episode)
+        built = build_shard(source, job.spec, Path(tmp), on_episode=on_episode,
+                            member_source=(lambda e, k, n: members[(e, k)]) if members is not None else None)
         commit_shard(storage, built, job.journal)
     return built.receipt
+
+
+def _encode_members_in_parallel(job: ShardJob, source, progress: ProgressSink | None) -> dict:
+    """Every member of the shard re-encoded by ``job.member_workers`` processes (episodes x
+    cameras are independent): a pack of fewer shards than cores still uses the cores.
+    ``progress`` gets ``(1, source bytes)`` as each episode's members are all done."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from packer.run.pool import die_with_parent
+
+    spec = job.spec
+    lengths = {e: int(source.episodes[e]["length"]) for e in spec.episodes}
+    wanted = [(e, key) for e in spec.episodes if lengths[e] > 0 for key in source.video_keys]
+    left = {e: len(source.video_keys) for e in spec.episodes if lengths[e] > 0}
+    done_bytes = {e: 0 for e in left}
+    results = {}
+    log.info("shard %d: re-encoding %d members in %d processes", spec.shard, len(wanted), job.member_workers)
+    with ProcessPoolExecutor(max_workers=job.member_workers, initializer=die_with_parent) as pool:
+        futures = {pool.submit(encode_member, job.source_root, job.follow_symlinks, spec.options, e, key, lengths[e]): (e, key)
+                   for e, key in wanted}
+        for future in as_completed(futures):
+            episode, key = futures[future]
+            results[(episode, key)] = video_where = future.result()
+            done_bytes[episode] += video_where[0].source_bytes if video_where[0] is not None else 0
+            left[episode] -= 1
+            if progress is not None and left[episode] == 0:
+                progress.put((1, done_bytes[episode]))
+    if progress is not None:
+        for episode in spec.episodes:
+            if lengths[episode] == 0:
+                progress.put((1, 0))
+    return results

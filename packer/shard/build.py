@@ -108,16 +108,35 @@ def _with_truncation_hint(where: str, reader: SourceVideoReader | SourceFrameDec
     return where
 
 
+MemberSource = Callable[[int, str, int], "tuple[EpisodeVideo | None, str]"]
+
+
+def encode_member(source_root: str, follow_symlinks: bool, options: PackOptions, episode: int, key: str,
+                  length: int) -> tuple[EpisodeVideo | None, str]:
+    """One episode's member of camera ``key``, built on its own (a process of a pool): what
+    ``build_shard`` builds in sequence, with a reader of its own that starts at the keyframe
+    before the episode. Decoding is deterministic and every member gets a fresh encoder, so
+    the bytes equal the sequential build's."""
+    from packer.source.lerobot import open_source
+
+    source = open_source(source_root, follow_symlinks=follow_symlinks)
+    with contextlib.closing(_OpenVideos()) as videos:
+        return _episode_video(source, episode, key, length, options, videos)
+
+
 def build_shard(
     source: LeRobotSource,
     spec: ShardSpec,
     workdir: Path,
     *,
     on_episode: Callable[[int], None] | None = None,
+    member_source: MemberSource | None = None,
 ) -> BuiltShard:
     """Build ``spec``'s shard from ``source`` into ``workdir`` (``shard.tar``, ``shard.parquet``).
 
-    ``on_episode(source_bytes)`` is called after each episode (for progress).
+    ``on_episode(source_bytes)`` is called after each episode (for progress). ``member_source``,
+    when given, supplies each ``(episode, camera, length)``'s member (built ahead, e.g. in
+    parallel with ``encode_member``) instead of building it here.
 
     Returns:
         The ``BuiltShard``; nothing is written outside ``workdir``.
@@ -153,7 +172,8 @@ def build_shard(
             verdicts = set()
             episode_bytes = table.nbytes
             for key in source.video_keys:
-                video, where = _episode_video(source, episode, key, length, options, videos)
+                video, where = (member_source(episode, key, length) if member_source is not None
+                                else _episode_video(source, episode, key, length, options, videos))
                 found = video.found if video is not None else 0
                 verdicts.add(frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where))
                 if video is not None:
