@@ -50,6 +50,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         self._rank_arg, self._world_size_arg = rank, world_size
         self._resume = EpochResume(kind, identity)
         self._stats = SharedStats()
+        self._pending_resume: tuple[int, int | None] | None = None  # a loaded state not yet iterated
 
     def _set_reading(
         self,
@@ -150,7 +151,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         the epochs before the saved one again. Start the loop at ``state["epoch"]``.
         """
         epoch = int(epoch)
-        pending = getattr(self, "_pending_resume", None)
+        pending = self._pending_resume
         if pending is not None and epoch < pending[0]:
             warnings.warn(
                 f"set_epoch({epoch}) leaves the loaded resume state unused (epoch {pending[0]}, {pending[1]} samples "

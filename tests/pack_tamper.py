@@ -53,10 +53,19 @@ def reseal(root: Path) -> dict:
                      parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])})
     schema = episodes_index_schema(manifest["video_keys"])
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), root / EPISODES_INDEX_PATH)
+    manifest["totals"]["bytes"] = sum(s["tar_bytes"] + s["parquet_bytes"] for s in manifest["shards"])
+    return seal_files(root, manifest)
+
+
+def seal_files(root: Path, manifest: dict | None = None) -> dict:
+    """Recompute the manifest's ``files`` digests and its ``content_sha256`` (nothing else:
+    an index that is a bomb is never read) and write it; returns the manifest."""
+    root = Path(root)
+    if manifest is None:
+        manifest = json.loads((root / "manifest.json").read_text())
     for rel in manifest["files"]:
         data = (root / rel).read_bytes()
         manifest["files"][rel] = {"bytes": len(data), "sha256": sha256(data)}
-    manifest["totals"]["bytes"] = sum(s["tar_bytes"] + s["parquet_bytes"] for s in manifest["shards"])
     manifest.pop("content_sha256", None)
     manifest["content_sha256"] = content_sha256(manifest)
     (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

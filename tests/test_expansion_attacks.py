@@ -25,7 +25,7 @@ from packer.cli.text import printable
 from reader.format import EPISODES_INDEX_PATH, SAMPLES_INDEX_PATH, shard_parquet_path
 from reader.format.limits import MAX_EPISODE_FRAMES, MAX_FEATURE_ELEMENTS, MAX_TASKS
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
-from tests.pack_tamper import edit_episodes_index, reseal
+from tests.pack_tamper import edit_episodes_index, reseal, seal_files
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB, copy_source, edit_episodes_metadata
 
@@ -79,21 +79,6 @@ def _copy(packed_copy: Path, tmp_path: Path) -> Path:
     return root
 
 
-def _seal_files(root: Path) -> None:
-    """Re-seal only the manifest's ``files`` digests and content digest (``reseal`` would
-    read a bomb whole)."""
-    from reader.format.manifest import content_sha256
-    from tests.pack_tamper import sha256
-
-    manifest = json.loads((root / "manifest.json").read_text())
-    for rel in manifest["files"]:
-        data = (root / rel).read_bytes()
-        manifest["files"][rel] = {"bytes": len(data), "sha256": sha256(data)}
-    manifest.pop("content_sha256", None)
-    manifest["content_sha256"] = content_sha256(manifest)
-    (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-
-
 def _repeated_strings(rows: int, per_row: int, text: str) -> pa.Array:
     """``rows`` lists of ``per_row`` copies of ``text``: dictionary-encoded, so a few KB on disk
     and about ``rows x per_row x 4`` bytes here."""
@@ -111,7 +96,7 @@ def test_2_an_episodes_index_task_bomb_is_refused_before_decoding(packed_copy, t
     table = table.set_column(table.schema.get_field_index("tasks"), "tasks", bomb)
     pq.write_table(table, root / EPISODES_INDEX_PATH, use_dictionary=True)
     assert (root / EPISODES_INDEX_PATH).stat().st_size < 200_000
-    _seal_files(root)
+    seal_files(root)
     said = _run_entry_points(root, tmp_path)
     _refused_everywhere(said, EPISODES_INDEX_PATH, also_ok=("info", "sql"))
 
@@ -126,7 +111,7 @@ def test_3_a_tasks_parquet_bomb_is_refused_by_rows_or_decoded_bytes(packed_copy,
     })
     # Without the Arrow schema the strings read back as plain strings: what the bound must catch.
     pq.write_table(tasks, root / "meta" / "tasks.parquet", use_dictionary=True, store_schema=False)
-    _seal_files(root)
+    seal_files(root)
     said = _run_entry_points(root, tmp_path)
     _refused_everywhere(said, "meta/tasks.parquet", also_ok=("info", "sql", "preview"))  # those never read tasks
 
@@ -161,7 +146,7 @@ def test_5_a_samples_index_of_millions_of_rows_is_refused_by_its_row_count(packe
     frames = samples.num_rows
     bomb = samples.take(pa.array(np.zeros(3_000_000, np.int64)))
     pq.write_table(bomb, root / SAMPLES_INDEX_PATH, compression="zstd")
-    _seal_files(root)
+    seal_files(root)
     said = _run_entry_points(root, tmp_path)
     assert f"3000000 rows, the manifest says {frames} frames" in said["verify"]["output"], said["verify"]
     assert said["preview"]["exit"] != 0 and SAMPLES_INDEX_PATH in said["preview"]["output"]

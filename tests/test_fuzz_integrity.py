@@ -129,17 +129,10 @@ for root in sys.argv[1:]:
 
 def _inflate_list(table: pa.Table, column: str, row: int, factor: int) -> pa.Table:
     """Row ``row``'s list in ``column`` repeated ``factor`` times (the column becomes a list)."""
-    values = table[column].combine_chunks()
-    lists = values.to_pylist()
-    flat = np.concatenate([np.asarray(v if v is not None else [], dtype=np.float64 if column != "tasks" else object)
-                           for v in lists[:row]] + [np.tile(np.asarray(lists[row], dtype=object if column == "tasks" else np.float64), factor)]
-                          + [np.asarray(v, dtype=object if column == "tasks" else np.float64) for v in lists[row + 1:]])
-    lengths = [len(v) for v in lists]
-    lengths[row] *= factor
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-    value_type = pa.string() if column == "tasks" else values.type.value_type
-    return table.set_column(table.schema.get_field_index(column), column,
-                            pa.ListArray.from_arrays(offsets, pa.array(flat.tolist() if column == "tasks" else flat, value_type)))
+    lists = table[column].to_pylist()
+    lists[row] = lists[row] * factor
+    value_type = pa.string() if column == "tasks" else table[column].type.value_type
+    return table.set_column(table.schema.get_field_index(column), column, pa.array(lists, pa.list_(value_type)))
 
 
 def _mutations(pack: Path, out: Path, rng: random.Random) -> list[tuple[str, Path]]:

@@ -113,12 +113,13 @@ def report_command(dst, name_items, sources_file, storage_options):
 def _mixture_anchors(dst: str, storage_options: dict | None) -> dict[str, int] | None:
     """``{name: anchors}`` of DST/mixture.json, or None when there is none (or it does not parse)."""
     from reader.errors import LeRobotShardsError
+    from reader.format.limits import MAX_RECORD_BYTES
     from reader.format.mixture import MIXTURE_FILE, MixtureSpec
     from reader.storage import Storage
 
     root = Storage(dst, storage_options)
     try:
-        if not root.exists(MIXTURE_FILE):
+        if not root.exists(MIXTURE_FILE) or root.size(MIXTURE_FILE) > MAX_RECORD_BYTES:
             return None
         spec = MixtureSpec.from_json(root.read_bytes(MIXTURE_FILE), where=root.describe(MIXTURE_FILE))
     except LeRobotShardsError:

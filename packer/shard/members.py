@@ -17,8 +17,7 @@ import av
 
 from packer.errors import VideoCutError
 from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
-from reader.format import longest_gop
-from reader.format.limits import MAX_GOP_PIXELS
+from reader.format import gop_within_bound, longest_gop
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ def cut_episode(
             return None, found
         keyframes = [i for i, p in enumerate(packets[:max_frames]) if p.is_keyframe]
         gop = longest_gop(keyframes, len(packets[:max_frames]))
-        if gop * reader.stream.codec_context.height * reader.stream.codec_context.width > MAX_GOP_PIXELS:
+        if not gop_within_bound(gop, reader.stream.codec_context.height, reader.stream.codec_context.width):
             # Readers refuse members whose GOP costs more than MAX_GOP_PIXELS decoded pixels
             # to reach one frame (reader/format/mp4.py): re-encode with short GOPs instead.
             return None, found

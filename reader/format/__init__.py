@@ -73,13 +73,14 @@ from reader.format.manifest import (
     ShardEntry,
     manifest_sha256,
 )
-from reader.format.mp4 import Mp4Layout, check_gop, check_mp4, longest_gop
+from reader.format.mp4 import Mp4Layout, check_gop, check_mp4, gop_within_bound, longest_gop
 from reader.format.pack_records import PLAN_PATH, PLAN_VERSION, PackPlan, ShardReceipt
 
 __all__ = [
     "Mp4Layout",
     "check_gop",
     "check_mp4",
+    "gop_within_bound",
     "longest_gop",
     "DEFAULT_TABULAR_COLUMNS",
     "EPISODES_INDEX_PATH",

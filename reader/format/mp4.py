@@ -57,13 +57,18 @@ def longest_gop(keyframes: list[int] | tuple[int, ...], frames: int) -> int:
     return max((b - a for a, b in zip(bounds, bounds[1:])), default=0)
 
 
+def gop_within_bound(gop: int, height: int, width: int) -> bool:
+    """Whether reaching any frame of such a GOP costs at most ``MAX_GOP_PIXELS`` decoded pixels."""
+    return gop * height * width <= MAX_GOP_PIXELS
+
+
 def check_gop(gop: int, height: int, width: int, *, where: str) -> None:
     """Raise unless reaching any frame costs at most ``MAX_GOP_PIXELS`` decoded pixels.
 
     Raises:
         FormatError: names the GOP, the frame size and the bound.
     """
-    if gop * height * width > MAX_GOP_PIXELS:
+    if not gop_within_bound(gop, height, width):
         raise FormatError(
             f"{where}: a GOP of {gop} frames of {height}x{width} costs {gop * height * width:,} decoded pixels to reach one "
             f"frame; at most {MAX_GOP_PIXELS:,} are allowed (repack with --video hevc for short GOPs)"
