@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # -- row 1: a pack must never write into a LeRobot dataset or any non-pack folder ------------------
 def test_1_packing_into_a_lerobot_dataset_or_a_foreign_folder_is_refused(sample_source, tmp_path):
-    aloha_copy = tmp_path / "data" / "aloha_copy"
-    shutil.copytree(ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam", aloha_copy)
+    aloha_copy = tmp_path / "data" / "aloha_copy"  # a LeRobot dataset (the report's was ALOHA; any will do)
+    shutil.copytree(sample_source, aloha_copy)
     info_before = (aloha_copy / "meta" / "info.json").read_bytes()
     result = CliRunner().invoke(cli, ["pack", str(sample_source), str(aloha_copy)])
     assert result.exit_code == 1, result.output
@@ -84,22 +84,18 @@ def test_3_set_epoch_of_another_epoch_after_load_state_dict_warns_and_the_readme
 def test_5_preview_plots_every_dimension_with_names_and_seconds(tmp_path):
     import re
 
-    from packer import pack_dataset, render_preview
+    from packer import CameraSpec, SampleSpec, pack_dataset, render_preview, write_sample_dataset
 
-    aloha = ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam"
-    pack_dataset(str(aloha), str(tmp_path / "pack"), episodes=[0])
+    # ALOHA's shape: 14-dim state and action with joint names, 50 fps (the report lost 4 dims).
+    write_sample_dataset(tmp_path / "src", SampleSpec(episodes=1, lengths=(251,), fps=50, state_dim=14, action_dim=14,
+                                                      cameras=(CameraSpec("observation.images.top", 24, 32),)))
+    pack_dataset(str(tmp_path / "src"), str(tmp_path / "pack"))
     page, _ = render_preview(str(tmp_path / "pack"), max_episodes=1, frames_per_episode=1)
-    charts = re.findall(r'<div class="chart"><div class="cam">([^<]+)</div>(.*?)</div></div>', page, re.S)
-    by_name = {name: body for name, body in charts}
-    import json
-
-    names = json.loads((aloha / "meta" / "info.json").read_text())["features"]["action"]["names"]
-    flat = next(iter(names.values())) if isinstance(names, dict) else names
-    assert len(flat) == 14
-    action = by_name["action"]
+    charts = dict(re.findall(r'<div class="chart"><div class="cam">([^<]+)</div>(.*?)</div></div>', page, re.S))
+    action = charts["action"]
     assert action.count("<polyline") == 14  # all 14 dims (the report: 10)
-    assert all(f"</i>{n}</span>" in action for n in flat)  # a legend with the feature's names
-    assert "5.0s" in action and "0.0s" in action  # 250 frames at 50 fps: seconds on x
+    assert all(f"</i>joint_{i}</span>" in action for i in range(14))  # a legend with the feature's names
+    assert "5.0s" in action and "0.0s" in action  # 251 frames at 50 fps: seconds on x
 
 
 # -- row 6: mixture create reports unmixable datasets; report shows the mixture's anchors ----------

@@ -27,6 +27,7 @@ from reader.storage import Storage
 from tests.fault_proxy import faulty_s3  # noqa: F401 (fixture)
 from tests.packed_fixtures import assert_same_tree
 from tests.s3_server import DUMMY_ENV, s3_bucket, s3_server  # noqa: F401 (fixtures)
+from tests.shared_data import shared_dataset
 from tests.slurm_cluster import SlurmCluster, skip_reason
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +88,6 @@ def test_a_mixture_of_21_sources_with_one_broken_then_resubmitted(cluster, tmp_p
     assert (dst / "mixture.json").read_bytes() == first
 
 
-ALOHA = ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam"  # real 480x640 AV1, 8 episodes x 4 cameras
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +95,11 @@ def big_source(tmp_path_factory) -> tuple[Path, Path]:
     """The shared ALOHA set, whose h264 shards (one episode each) take a few seconds, and its
     pack in one local run. (A synthetic 240x320 AV1 source was tried: libsvtav1 deadlocked
     once while writing it, CPU idle, so the generator stays at the small sizes it has always used.)"""
+    aloha = shared_dataset("aloha_cube_4cam")  # real 480x640 AV1, 8 episodes x 4 cameras
     root = tmp_path_factory.mktemp("big")
-    pack_dataset(str(ALOHA), str(root / "reference"), video="h264", shard_size_mb=0.05)
+    pack_dataset(str(aloha), str(root / "reference"), video="h264", shard_size_mb=0.05)
     assert len(list((root / "reference" / "shards").glob("*.tar"))) == 8
-    return ALOHA, root / "reference"
+    return aloha, root / "reference"
 
 
 def test_parts_and_finalize_equal_one_run(cluster, big_source, tmp_path):
