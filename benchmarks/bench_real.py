@@ -41,20 +41,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks.decode_ceiling import decode_ceiling  # noqa: E402
 from benchmarks.lerobot_baseline import run_lerobot  # noqa: E402
-from benchmarks.loader_measure import measure_loader  # noqa: E402
+from benchmarks.loader_measure import delta_for, measure_loader  # noqa: E402
 from packer import pack_dataset  # noqa: E402
 from reader import BatchLoader, PackedDataset, to_device  # noqa: E402
 
 SYSTEMS = ("lerobot-map", "float32", "uint8", "batchloader", "batchloader-float32", "batchloader+to-float", "inprocess", "ceiling")
-
-
-def delta_for(mode: str, cameras: list[str], fps: int) -> dict | None:
-    """``single``: no window; ``chunk``: 50 future actions and the previous + current frame per camera."""
-    if mode == "single":
-        return None
-    if mode == "chunk":
-        return {"action": [i / fps for i in range(50)], **{key: [-1 / fps, 0.0] for key in cameras}}
-    raise ValueError(f"unknown mode {mode!r}")
 
 
 def pack(source: Path, out: Path, args) -> Path:

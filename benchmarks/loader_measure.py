@@ -42,6 +42,34 @@ def tree_rss_bytes(pid: int | None = None) -> dict[int, int]:
     return found
 
 
+def tree_cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU seconds of a process and its live descendants so far (/proc)."""
+    pid = pid or os.getpid()
+    ticks, stack, seen = 0, [pid], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            with open(f"/proc/{current}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        except (OSError, IndexError, ValueError):
+            continue
+        stack += _children(current)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def delta_for(mode: str, cameras: list[str], fps: int) -> dict | None:
+    """``single``: no window; ``chunk``: 50 future actions and the previous + current frame per camera."""
+    if mode == "single":
+        return None
+    if mode == "chunk":
+        return {"action": [i / fps for i in range(50)], **{key: [-1 / fps, 0.0] for key in cameras}}
+    raise ValueError(f"unknown mode {mode!r}")
+
+
 class PeakRss:
     """Samples the process tree's RSS every ``interval_s`` in a background thread: the peak
     of the whole tree (``peak``) and of its largest single process (``peak_process``). Shared
@@ -112,10 +140,12 @@ def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int) -> d
             distinct.append(len(episodes))
             if count + 1 == warmup:
                 steady_start = now
+                cpu_start = tree_cpu_seconds()
             elif count + 1 > warmup:
                 samples += n
                 frames += f
         steady_s = (last - steady_start) if steady_start is not None else 0.0
+        cpu_s = tree_cpu_seconds() - cpu_start if steady_start is not None else 0.0
         del iterator
     if samples == 0 or steady_s <= 0:
         raise RuntimeError(f"measured 0 samples after {warmup} warm-up batches: increase --max-batches or the dataset")
@@ -134,6 +164,7 @@ def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int) -> d
         "peak_rss_mb": rss.peak / 1e6,
         "peak_rss_process_mb": rss.peak_process / 1e6,
         "distinct_episodes_per_batch": statistics.mean(distinct),
+        "cpu_cores": cpu_s / steady_s,  # the process tree's CPU seconds per second, workers included
         "measured_samples": samples,
         "measured_s": steady_s,
     }

@@ -61,3 +61,62 @@ def test_wrap_overlaps_decoding_and_keeps_order(packed_copy):
 
     with pytest.raises(RuntimeError, match="loader exploded"):
         list(DecodeStage("cpu").wrap(broken()))
+
+
+def _encoded_batches(root, delta=DELTA, batch_size=8):
+    staged = PackedDataset(str(root), delta_timestamps=delta, seed=3, return_uint8=True, decode_device="cpu")
+    return list(torch.utils.data.DataLoader(staged, batch_size=batch_size, num_workers=0, collate_fn=collate))
+
+
+@pytest.mark.parametrize("fixture", ["packed_hevc", "packed_copy"])
+def test_threads_change_nothing_and_each_member_opens_once(fixture, request):
+    """The stage decodes each member of a batch once for all its samples' frames, members in
+    a thread pool: 1 and 3 threads give the same tensors as the in-worker path."""
+    root = request.getfixturevalue(fixture)
+    reference = PackedDataset(str(root), delta_timestamps=DELTA, seed=3, return_uint8=True)
+    expected = list(torch.utils.data.DataLoader(reference, batch_size=8, num_workers=0))
+    results = {}
+    for threads in (1, 3):
+        stage = DecodeStage("cpu", threads=threads, cache_size=1000)
+        batches = [stage(batch) for batch in _encoded_batches(root)]
+        members = {m.member_id for batch in _encoded_batches(root) for payload in batch[ENCODED_KEY].values() for m in payload["members"]}
+        assert stage.stats()["decoder_misses"] == len(members)
+        results[threads] = batches
+        stage.close()
+    for one, three, want in zip(results[1], results[3], expected):
+        for key in DELTA:
+            if key.startswith("observation.images"):
+                assert torch.equal(one[key], want[key]) and torch.equal(three[key], want[key]), key
+
+
+def test_bad_batches_are_refused_before_decoding(packed_hevc):
+    batch = _encoded_batches(packed_hevc)[0]
+    stage = DecodeStage("cpu")
+    payload = batch[ENCODED_KEY]["observation.images.top"]
+    member = payload["members"][0]
+    beyond = dict(batch, **{ENCODED_KEY: {"observation.images.top": {
+        "members": [member], "refs": [(0, (0, member.frames))]}}})
+    with pytest.raises(DecodeStageError, match=rf"frames \[{member.frames}\] are outside its {member.frames} frames"):
+        stage(beyond)
+    mixed = dict(batch, **{ENCODED_KEY: {"observation.images.top": {
+        "members": [member], "refs": [(0, (0, 1)), (0, (0, 1, 2))]}}})
+    with pytest.raises(DecodeStageError, match=r"windows of \[2, 3\] frames"):
+        stage(mixed)
+    assert stage.stats()["frames_decoded"] == 0 and stage.stats()["decoder_misses"] == 0
+
+
+def test_backends_and_devices_are_checked():
+    from reader.decode.nvdec import nvdec_unavailable
+
+    with pytest.raises(ValueError, match="decodes on a CUDA device"):
+        DecodeStage("cpu", backend="nvdec")
+    with pytest.raises(ValueError, match="not one of"):
+        DecodeStage("cpu", backend="ffmpeg")
+    with pytest.raises(ValueError, match="decodes on the CPU"):
+        DecodeStage("cuda", backend="pyav")
+    if not torch.cuda.is_available():
+        assert "no CUDA device" in nvdec_unavailable()
+        stage = DecodeStage("cuda", allow_cpu_fallback=True)
+        assert stage.backend == "cpu" and "no CUDA device" in stage.unavailable
+        with pytest.raises(DecodeStageError, match="NVDEC cannot decode here: torch sees no CUDA device"):
+            DecodeStage("cuda", backend="nvdec")

@@ -38,7 +38,12 @@ class EpisodeDecoder(Protocol):
         ...
 
 
-def _check_spec(found: tuple[int, int, int], spec: FrameSpec | None) -> None:
+def check_frame_spec(found: tuple[int, int, int], spec: FrameSpec | None) -> None:
+    """Raise unless a member holding ``found`` = (height, width, frames) matches ``spec``.
+
+    Raises:
+        DecodeError: names both, the one rule every decoder (CPU and GPU) applies.
+    """
     if spec is not None and found != (spec.height, spec.width, spec.frames):
         raise DecodeError(
             f"the member holds {found[2]} frames of {found[0]}x{found[1]}; the dataset records "
@@ -53,7 +58,7 @@ class _TorchCodecDecoder:
         # "exact" scans the (small, per-episode) member once, so frame j is exactly row j.
         self._decoder = VideoDecoder(data, seek_mode="exact")
         metadata = self._decoder.metadata
-        _check_spec((metadata.height, metadata.width, metadata.num_frames), spec)
+        check_frame_spec((metadata.height, metadata.width, metadata.num_frames), spec)
         self._spec = spec
 
     def frames(self, indices: list[int]) -> torch.Tensor:
@@ -75,7 +80,7 @@ class _PyAVDecoder:
         with av.open(io.BytesIO(data)) as container:
             stream = container.streams.video[0]
             packets = [(p.pts, p.is_keyframe) for p in container.demux(stream) if p.size]
-            _check_spec((stream.codec_context.height, stream.codec_context.width, len(packets)), spec)
+            check_frame_spec((stream.codec_context.height, stream.codec_context.width, len(packets)), spec)
         if any(pts is None for pts, _ in packets):
             self._pts, self._keys = None, None  # no timestamps to seek by: decode from the start
         else:

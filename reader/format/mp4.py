@@ -10,6 +10,10 @@ number of frames the dataset records, tables that fit in their boxes and agree w
 other, samples that fit in the file, a keyframe first, and a longest GOP whose decode cost
 (GOP length x frame pixels) is within ``MAX_GOP_PIXELS``.
 
+The layout it returns also locates every sample's bytes and the codec configuration box
+(``avcC``/``hvcC``): the GPU decode stage feeds NVDEC exactly the samples a batch needs
+from them, with no demuxer in between (``reader/decode/annexb.py``).
+
 Pure: bytes in, an ``Mp4Layout`` or a ``FormatError`` out; no I/O, no decoder.
 """
 
@@ -19,7 +23,15 @@ import struct
 from dataclasses import dataclass
 
 from reader.errors import EpisodeDataError, FormatError
-from reader.format.limits import MAX_EDIT_ENTRIES, MAX_FRAME_PIXELS, MAX_FRAME_SIDE, MAX_GOP_PIXELS, MAX_MP4_BOXES, MAX_MP4_DEPTH
+from reader.format.limits import (
+    MAX_EDIT_ENTRIES,
+    MAX_FRAME_PIXELS,
+    MAX_FRAME_SIDE,
+    MAX_GOP_PIXELS,
+    MAX_MP4_BOXES,
+    MAX_MP4_DEPTH,
+    MAX_SAMPLE_ENTRY_BOXES,
+)
 
 # Boxes whose payload is a list of boxes and that lead to the sample tables.
 _CONTAINERS = frozenset({b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts"})
@@ -28,6 +40,12 @@ _FRAGMENTED = frozenset({b"moof", b"mvex", b"mfra", b"sidx", b"traf"})
 _TABLES = (b"stsd", b"stts", b"ctts", b"stsc", b"stsz", b"stz2", b"stco", b"co64", b"stss", b"elst", b"hdlr")
 _VISUAL_ENTRIES = {b"avc1": "h264", b"avc3": "h264", b"hvc1": "hevc", b"hev1": "hevc", b"av01": "av1",
                    b"vp09": "vp9", b"mp4v": "mpeg4"}
+# The box inside a sample entry that configures its decoder.
+_CONFIG_BOXES = {"h264": b"avcC", "hevc": b"hvcC", "av1": b"av1C", "vp9": b"vpcC"}
+# A visual sample entry's fixed fields before its child boxes (ISO 14496-12 8.5.2): 6 reserved,
+# data_reference_index, 16 pre-defined/reserved, width, height, resolutions, reserved,
+# frame_count, compressorname, depth, pre-defined.
+_VISUAL_ENTRY_FIELDS = 78
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,12 @@ class Mp4Layout:
         longest_gop: most frames decoded to reach any one frame (from the keyframe before it).
         codec: ``"h264"``, ``"hevc"``, ``"av1"``, ... from the sample entry.
         height, width: from the sample entry.
+        sample_offsets, sample_sizes: each sample's bytes in the member, in decode order
+            (checked to lie inside it).
+        codec_config: the payload of the sample entry's decoder configuration box (``avcC``,
+            ``hvcC``, ...), ``b""`` when it has none.
+        in_order: presentation order is decode order (no ``ctts``, or one constant offset),
+            so sample j is frame j.
     """
 
     samples: int
@@ -48,6 +72,10 @@ class Mp4Layout:
     codec: str
     height: int
     width: int
+    sample_offsets: tuple[int, ...] = ()
+    sample_sizes: tuple[int, ...] = ()
+    codec_config: bytes = b""
+    in_order: bool = True
 
 
 def longest_gop(keyframes: list[int] | tuple[int, ...], frames: int) -> int:
@@ -160,7 +188,8 @@ def _one(found: dict[bytes, list[memoryview]], kind: bytes, where: str, *, requi
     return _Payload(boxes[0], kind.decode(), where)
 
 
-def _sample_entry(box: _Payload) -> tuple[str, int, int]:
+def _sample_entry(box: _Payload) -> tuple[str, int, int, bytes]:
+    """The one video sample entry: codec, height, width and its configuration box's payload."""
     box.full_header()
     if box.u32() != 1:
         raise box.bad("a member's track has exactly one sample description")
@@ -170,26 +199,52 @@ def _sample_entry(box: _Payload) -> tuple[str, int, int]:
         raise box.bad(f"sample entry {kind!r} is not a video codec the reader decodes")
     if not 36 <= size <= len(box.data) - box.pos + 8:
         raise box.bad(f"a sample entry of {size:,} bytes does not fit the box")
+    body = box.data[box.pos : box.pos + size - 8]
     entry = box.take(28)  # reserved(6) data_reference_index(2) pre_defined/reserved(16) width(2) height(2)
     width, height = struct.unpack(">HH", entry[24:28])
     if not (0 < width <= MAX_FRAME_SIDE and 0 < height <= MAX_FRAME_SIDE and width * height <= MAX_FRAME_PIXELS):
         raise box.bad(f"frame size {height}x{width} is beyond {MAX_FRAME_SIDE} per side / {MAX_FRAME_PIXELS:,} pixels")
-    return _VISUAL_ENTRIES[kind], height, width
+    codec = _VISUAL_ENTRIES[kind]
+    return codec, height, width, _config_box(body, _CONFIG_BOXES.get(codec), box)
 
 
-def _run_lengths(box: _Payload, samples: int, *, exact: bool) -> None:
-    """``stts``/``ctts``: (count, value) runs whose counts sum to ``samples`` (``exact``) or at most it."""
+def _config_box(entry: memoryview, wanted: bytes | None, box: _Payload) -> bytes:
+    """The payload of the sample entry's child box ``wanted`` (``b""`` if absent); children
+    are walked bounded in count and must tile the entry."""
+    pos, count, found = _VISUAL_ENTRY_FIELDS, 0, b""
+    while pos < len(entry):
+        count += 1
+        if count > MAX_SAMPLE_ENTRY_BOXES:
+            raise box.bad(f"a sample entry with more than {MAX_SAMPLE_ENTRY_BOXES} child boxes")
+        if len(entry) - pos < 8:
+            raise box.bad("truncated box in the sample entry")
+        size, kind = struct.unpack(">I4s", entry[pos : pos + 8])
+        if size < 8 or pos + size > len(entry):
+            raise box.bad(f"sample entry child {kind!r} of {size} bytes does not fit the entry")
+        if kind == wanted:
+            if found:
+                raise box.bad(f"two {kind.decode('latin-1')!r} boxes in the sample entry")
+            found = bytes(entry[pos + 8 : pos + size])
+        pos += size
+    return found
+
+
+def _run_lengths(box: _Payload, samples: int, *, exact: bool) -> set[int]:
+    """``stts``/``ctts``: (count, value) runs whose counts sum to ``samples`` (``exact``) or at
+    most it. Returns the distinct values."""
     box.full_header()
     entries = box.u32()
     table = box.table(entries, 8)
-    total = sum(struct.unpack(f">{2 * entries}I", table)[0::2]) if entries else 0
+    runs = struct.unpack(f">{2 * entries}I", table) if entries else ()
+    total = sum(runs[0::2])
     if total > samples or (exact and total != samples):
         raise box.bad(f"describes {total:,} samples; the track has {samples:,}")
+    return set(runs[1::2])
 
 
-def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int] | None, constant: int, file_bytes: int) -> None:
+def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int], file_bytes: int) -> list[int]:
     """``stsc`` maps chunks to samples: it must describe exactly ``samples`` samples, and
-    every chunk's samples must lie inside the file."""
+    every chunk's samples must lie inside the file. Returns each sample's offset."""
     stsc.full_header()
     entries = stsc.u32()
     if entries > len(offsets):
@@ -199,6 +254,7 @@ def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int] |
     if runs and runs[0][0] != 1:
         raise stsc.bad("the first entry must start at chunk 1")
     sample = 0
+    starts: list[int] = []
     for i, (first, per_chunk) in enumerate(runs):
         last = runs[i + 1][0] - 1 if i + 1 < len(runs) else len(offsets)
         if not (1 <= first <= last + 1 <= len(offsets) + 1) or per_chunk < 1 or per_chunk > samples:
@@ -206,12 +262,17 @@ def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int] |
         for chunk in range(first - 1, last):
             if sample + per_chunk > samples:
                 raise stsc.bad(f"describes more than the track's {samples:,} samples")
-            size = sum(sizes[sample : sample + per_chunk]) if sizes is not None else constant * per_chunk
-            if offsets[chunk] + size > file_bytes:
-                raise stsc.bad(f"chunk {chunk + 1} ({size:,} bytes at {offsets[chunk]:,}) lies beyond the member's {file_bytes:,} bytes")
+            chunk_sizes = sizes[sample : sample + per_chunk]
+            if offsets[chunk] + sum(chunk_sizes) > file_bytes:
+                raise stsc.bad(f"chunk {chunk + 1} ({sum(chunk_sizes):,} bytes at {offsets[chunk]:,}) lies beyond the member's {file_bytes:,} bytes")
+            position = offsets[chunk]
+            for size in chunk_sizes:
+                starts.append(position)
+                position += size
             sample += per_chunk
     if sample != samples:
         raise stsc.bad(f"describes {sample:,} samples; the track has {samples:,}")
+    return starts
 
 
 def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None,
@@ -237,7 +298,7 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
     hdlr.u32()
     if bytes(hdlr.take(4)) != b"vide":
         raise hdlr.bad("the track is not a video track")
-    codec, entry_height, entry_width = _sample_entry(_one(found, b"stsd", where))
+    codec, entry_height, entry_width, codec_config = _sample_entry(_one(found, b"stsd", where))
     if b"stz2" in found:
         raise FormatError(f"{where}: compact sample sizes (stz2) are not used by members")
 
@@ -246,16 +307,19 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
     constant, samples = stsz.u32(), stsz.u32()
     if frames is not None and samples != frames:
         raise EpisodeDataError(f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member")
-    sizes = None
     if constant == 0:
         sizes = list(struct.unpack(f">{samples}I", stsz.table(samples, 4))) if samples else []
-    if (sum(sizes) if sizes is not None else constant * samples) > len(view):
+    elif constant * samples > len(view):  # before a list of `samples` entries is made
+        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {len(view):,}")
+    else:
+        sizes = [constant] * samples
+    if sum(sizes) > len(view):
         raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {len(view):,}")
 
     _run_lengths(_one(found, b"stts", where), samples, exact=True)
     ctts = _one(found, b"ctts", where, required=False)
-    if ctts is not None:
-        _run_lengths(ctts, samples, exact=False)
+    # One composition offset for every sample keeps decode order; several reorder frames.
+    in_order = ctts is None or len(_run_lengths(ctts, samples, exact=False)) <= 1
 
     if b"stco" in found and b"co64" in found:
         raise FormatError(f"{where}: both stco and co64 chunk offset boxes")
@@ -266,7 +330,7 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
         raise offsets_box.bad(f"{chunks:,} chunks for {samples:,} samples")
     entry_bytes = 4 if offsets_box.kind == "stco" else 8
     offsets = list(struct.unpack(f">{chunks}{'I' if entry_bytes == 4 else 'Q'}", offsets_box.table(chunks, entry_bytes)))
-    _chunks(_one(found, b"stsc", where), offsets, samples, sizes, constant, len(view))
+    starts = _chunks(_one(found, b"stsc", where), offsets, samples, sizes, len(view))
 
     stss = _one(found, b"stss", where, required=False)
     if stss is None:
@@ -292,4 +356,5 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
             raise box.bad(f"more than {MAX_EDIT_ENTRIES} edits")
     gop = longest_gop(keyframes, samples)
     check_gop(gop, height or entry_height, width or entry_width, where=where)
-    return Mp4Layout(samples=samples, keyframes=keyframes, longest_gop=gop, codec=codec, height=entry_height, width=entry_width)
+    return Mp4Layout(samples=samples, keyframes=keyframes, longest_gop=gop, codec=codec, height=entry_height, width=entry_width,
+                     sample_offsets=tuple(starts), sample_sizes=tuple(sizes), codec_config=codec_config, in_order=in_order)
