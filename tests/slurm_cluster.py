@@ -122,6 +122,10 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
 
     def stop(self) -> None:
         self.run(["scancel", "--full", "--user=root"], check=False)
+        # Jobs outliving the daemons would keep the machine's cores busy for the next tests.
+        deadline = time.monotonic() + 60
+        while self.run(["squeue", "-h"], check=False).stdout.strip() and time.monotonic() < deadline:
+            time.sleep(1)
         for pid_file in ("slurmd.pid", "slurmctld.pid", "munge/pid"):
             path = self.root / pid_file
             try:
@@ -136,8 +140,9 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
         return subprocess.run(args, capture_output=True, text=True, check=check, cwd=cwd, timeout=timeout,
                               env={**self.env, **(env or {})})
 
-    def states(self, job: str) -> dict[str, str]:
-        """``{job or array task id: state}`` of every task of ``job``."""
+    def states(self, job: str, *, reasons: dict[str, str] | None = None) -> dict[str, str]:
+        """``{job or array task id: state}`` of every task of ``job``; the controller's reason
+        for each goes into ``reasons`` when given."""
         out = self.run(["scontrol", "-o", "show", "job", job], check=False).stdout
         states = {}
         for line in out.splitlines():
@@ -145,6 +150,8 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
             task = fields.get("ArrayTaskId")
             name = f"{fields['JobId']}" if task is None else f"{fields.get('ArrayJobId')}_{task}"
             states[name] = fields.get("JobState", "?")
+            if reasons is not None:
+                reasons[name] = fields.get("Reason", "")
         return states
 
     def wait(self, jobs: list[str], timeout: float = 900) -> dict[str, str]:
@@ -153,14 +160,20 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
         Raises:
             TimeoutError: some task still pending or running after ``timeout`` seconds
                 (names them, with the controller's reason).
+            RuntimeError: at once, a task that can never start because a job it depends on
+                failed (``DependencyNeverSatisfied``): waiting would only burn the timeout.
         """
         deadline = time.monotonic() + timeout
         while True:
-            states = {}
+            states: dict[str, str] = {}
+            reasons: dict[str, str] = {}
             for job in jobs:
-                states.update(self.states(job))
+                states.update(self.states(job, reasons=reasons))
             if states and all(state in FINISHED for state in states.values()):
                 return states
+            stuck = [name for name, state in states.items() if state == "PENDING" and reasons.get(name) == "DependencyNeverSatisfied"]
+            if stuck:
+                raise RuntimeError(f"{stuck} can never start: a job they depend on failed; states: {states}")
             if time.monotonic() > deadline:
                 queue = self.run(["squeue", "-h", "-o", "%i %T %r"], check=False).stdout
                 raise TimeoutError(f"jobs still running after {timeout:.0f} s: {queue}")

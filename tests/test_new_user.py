@@ -145,7 +145,10 @@ def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_sourc
 
     dst = tmp_path / "interrupted"
     pack = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), str(dst), "--video", "hevc", "--shard-size-mb", "0.001"]
-    process = subprocess.Popen(pack, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # SIGINT as a terminal's Ctrl-C finds it: a test run started as a background job of a
+    # non-interactive shell ignores SIGINT, and the pack would inherit that and never stop.
+    process = subprocess.Popen(pack, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Poll until the first shard is committed: a bounded number of polls (a hang guard of
     # minutes), and the pack must still be running when it is.
     for _ in range(60_000):

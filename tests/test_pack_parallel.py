@@ -59,3 +59,32 @@ def test_a_failing_shard_in_the_pool_names_its_episode(sample_source, tmp_path):
     with pytest.raises(FrameMismatchError, match=f"episode 5, camera {CAMERAS[1]}: video has 23 frames but the episode has 25 rows"):
         pack_dataset(str(root), str(tmp_path / "out"), shard_size_mb=0.001, workers=2)
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_part_that_finds_the_plan_written_after_it_looked_joins_it(sample_source, packed_copy, tmp_path, monkeypatch):
+    """SLURM starts --part tasks together: part 1 looked for pack-plan.json, part 0 then wrote
+    it and meta/, and part 1's listing of the destination found them. That listing is a plan
+    (read and compared), not foreign content: part 1 packs its shards and the finalized pack
+    equals one run. Before the fix part 1 failed with "is not empty" and the finalize job
+    waited forever on its dependency."""
+    from packer import finalize
+    from reader.format import PLAN_PATH
+    from reader.storage import Storage
+
+    dst = tmp_path / "parts"
+    options = dict(video="copy", windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB)
+    pack_dataset(str(sample_source), str(dst), part=(0, 2), **options)
+    real_exists, lied = Storage.exists, []
+
+    def exists_too_early(self, rel):
+        if rel == PLAN_PATH and not lied:
+            lied.append(rel)
+            return False  # the look happened before part 0 wrote the plan
+        return real_exists(self, rel)
+
+    monkeypatch.setattr(Storage, "exists", exists_too_early)
+    pack_dataset(str(sample_source), str(dst), part=(1, 2), **options)
+    monkeypatch.undo()
+    assert lied == [PLAN_PATH]
+    finalize(str(dst))
+    assert_same_tree(packed_copy, dst)

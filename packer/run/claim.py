@@ -49,7 +49,9 @@ def claim_destination(storage: Storage, plan: PackPlan) -> None:
             differs: the source's fingerprint, an option, the shard assignment), or files
             that are not a pack (a LeRobot dataset, anything else).
     """
-    if storage.exists(PLAN_PATH):
+    # A sibling --part task may write the plan (and meta/) between our look and the listing
+    # of an empty destination: a listing that holds the plan is read as one, never refused.
+    if storage.exists(PLAN_PATH) or _refuse_foreign_content(storage):
         try:
             existing = PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH))
         except FormatError as err:
@@ -64,22 +66,23 @@ def claim_destination(storage: Storage, plan: PackPlan) -> None:
                 "pack into an empty destination, or delete this one first"
             )
         log.warning("%s: replacing a plan for different source/options (none of its shards was packed)", storage.describe(PLAN_PATH))
-    else:
-        _refuse_foreign_content(storage)
     storage.write_bytes(PLAN_PATH, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
 
 
-def _refuse_foreign_content(storage: Storage) -> None:
+def _refuse_foreign_content(storage: Storage) -> bool:
     """A destination without ``pack-plan.json`` must be empty: packing writes ``meta/`` and
     would overwrite a LeRobot dataset's own ``meta/info.json`` (or mix a pack into anything
-    else that lives there).
+    else that lives there). Returns whether the listing found a plan after all (written by
+    another ``--part`` since ``claim_destination`` looked).
 
     Raises:
         PackError: names what the destination holds.
     """
     found = storage.list("")
     if not found:
-        return
+        return False
+    if PLAN_PATH in found:
+        return True
     if "meta/info.json" in found:
         what = "a LeRobot dataset (meta/info.json)"
     else:
