@@ -76,7 +76,7 @@ _PACK_OPTIONS = [
                       "frame costs up to GOP-1 extra decodes."),
     click.option("--crf", type=click.IntRange(0, 51), default=None,
                  help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20)."),
-    click.option("--preset", default=None, help="Encoder preset (default: hevc fast, h264 veryfast)."),
+    click.option("--preset", default=None, help="Encoder preset (default: hevc ultrafast, h264 veryfast)."),
     click.option("--resize", default=None, help="HxW downscale during re-encode."),
     click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True,
                  help="When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short "

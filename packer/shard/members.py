@@ -40,7 +40,8 @@ class EncodeSettings:
             VideoCutError: hevc frames at most 16 pixels wide (see below); use h264.
         """
         crf = str(self.crf if self.crf is not None else (23 if self.codec == "hevc" else 20))
-        preset = self.preset or ("fast" if self.codec == "hevc" else "veryfast")
+        # ultrafast: 2.7x the frames per core of "fast" at >= 41 dB on every ALOHA frame (docs/BENCHMARKS.md "x265 presets").
+        preset = self.preset or ("ultrafast" if self.codec == "hevc" else "veryfast")
         if self.codec == "hevc":
             # Closed GOP and no B-frames: x265's default open GOP makes fast seeks return wrong frames.
             # The CTU size keeps every picture at least two CTUs wide: with a single CTU column
