@@ -61,6 +61,7 @@ class LeRobotSource:
         # the caller trusts the source (follow_symlinks): a link would read files outside it.
         self.root = Path(root).resolve()
         self.follow_symlinks = follow_symlinks
+        self._checked: dict[str, Path] = {}
         info_path = self.file(INFO_PATH, what="metadata")
         if not info_path.is_file():
             raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
@@ -80,6 +81,9 @@ class LeRobotSource:
             SourceError: ``rel`` could leave the root (absolute, ``..``), or a component under
                 the root is a symbolic link (unless ``follow_symlinks``).
         """
+        checked = self._checked.get(rel)
+        if checked is not None:  # each file is checked once: packing asks for it per episode and camera
+            return checked
         try:
             safe_relative_path(rel)
         except ValueError:
@@ -94,6 +98,7 @@ class LeRobotSource:
                         f"{current}: a symbolic link inside the source; refused because it may point outside the dataset "
                         "(copy the dataset with `cp -rL`, or pass --follow-symlinks if you trust it)"
                     )
+        self._checked[rel] = path
         return path
 
     # -- metadata ---------------------------------------------------------------------------
