@@ -61,6 +61,28 @@ def packed_h264(sample_source, tmp_path_factory) -> Path:
 CAMERAS = ("observation.images.top", "observation.images.wrist")
 
 
+def h264_mp4(frames: int, *, bframes: int, gop: int) -> bytes:
+    """A small 64x48 H.264 mp4 written by FFmpeg's muxer, with ``bframes`` B-frames (stored
+    out of presentation order, with a ctts box, when > 0)."""
+    import io
+
+    import av
+    import numpy as np
+
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"bf": str(bframes), "g": str(gop)}
+        for i in range(frames):
+            image = np.full((48, 64, 3), (i * 13) % 255, dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return out.getvalue()
+
+
 def episodes_index(root: Path) -> list[dict]:
     """Rows of a pack's ``index/episodes.parquet``."""
     return pq.read_table(root / "index" / "episodes.parquet").to_pylist()

@@ -33,7 +33,7 @@ from reader.errors import FormatError
 from reader.format import check_mp4
 from reader.format.limits import MAX_PARAMETER_SETS
 from tests.packed_fixtures import *  # noqa: F401,F403
-from tests.packed_fixtures import CAMERAS, episodes_index, member_bytes
+from tests.packed_fixtures import CAMERAS, episodes_index, h264_mp4, member_bytes
 
 
 def _members(root) -> list[bytes]:
@@ -96,18 +96,7 @@ def test_layout_locates_every_sample(packed_h264):
 def test_b_frames_are_marked_out_of_order(tmp_path):
     """A member whose frames are stored out of presentation order (B-frames, ctts) is flagged:
     the GPU stage refuses it rather than feeding sample j as frame j."""
-    out = io.BytesIO()
-    with av.open(out, "w", format="mp4") as container:
-        stream = container.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        stream.options = {"bf": "2", "g": "12"}
-        for i in range(24):
-            image = np.full((48, 64, 3), (i * 10) % 255, dtype=np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    layout = check_mp4(out.getvalue(), where="bframes")
+    layout = check_mp4(h264_mp4(24, bframes=2, gop=12), where="bframes")
     assert layout.samples == 24 and not layout.in_order
 
 

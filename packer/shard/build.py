@@ -7,6 +7,8 @@ what this builds and commits it with the receipt (docs/FORMAT.md, "shard receipt
 from __future__ import annotations
 
 import contextlib
+import queue
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,9 @@ from packer.shard.members import EncodeSettings, EpisodeVideo, cut_episode, reen
 from packer.shard.parquet import shard_parquet_layout, write_shard_parquet
 from packer.shard.tar_writer import DeterministicTarWriter
 from packer.source.lerobot import LeRobotSource
+from packer.source.samples import SourceSampleReader, UnsupportedTiming
 from packer.source.video import SourceFrameDecoder, SourceVideoReader
+from reader.errors import FormatError
 from reader.format import sha256_file, sha256_hex, video_member_name
 
 
@@ -51,13 +55,51 @@ def encode_settings(options: PackOptions) -> EncodeSettings:
     return EncodeSettings(codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize)
 
 
+class _Digests:
+    """SHA-256 of byte strings on one thread beside the caller (hashlib releases the GIL)."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="lerobot-shards-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            data, done, result = job
+            result.append(sha256_hex(data))
+            done.set()
+
+    def submit(self, data: bytes) -> Callable[[], str]:
+        """Hash ``data``; returns a callable that waits for its hex digest."""
+        done, result = threading.Event(), []
+        self._jobs.put((data, done, result))
+
+        def wait() -> str:
+            done.wait()
+            return result[0]
+        return wait
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+
+
+def _packet_reader(path: Path) -> SourceSampleReader | SourceVideoReader:
+    """Copy mode's reader of a source file: by byte ranges where its timing allows (no
+    demuxer, no muxer), else the demuxer."""
+    try:
+        return SourceSampleReader(path)
+    except (UnsupportedTiming, FormatError):
+        return SourceVideoReader(path)
+
+
 class _OpenVideos:
     """One open reader per camera for a shard: its episodes come in file order, so each
     camera's file is read in one pass (``SourceVideoReader`` packets for copy mode,
     ``SourceFrameDecoder`` frames for re-encodes); moving to the next file closes the last."""
 
     def __init__(self) -> None:
-        self._open: dict[tuple[str, str], SourceVideoReader | SourceFrameDecoder] = {}
+        self._open: dict[tuple[str, str], SourceSampleReader | SourceVideoReader | SourceFrameDecoder] = {}
 
     def get(self, kind: str, key: str, path: Path):
         reader = self._open.get((kind, key))
@@ -65,7 +107,7 @@ class _OpenVideos:
             self._open.pop((kind, key)).close()
             reader = None
         if reader is None:
-            reader = self._open[(kind, key)] = (SourceVideoReader if kind == "packets" else SourceFrameDecoder)(path)
+            reader = self._open[(kind, key)] = _packet_reader(path) if kind == "packets" else SourceFrameDecoder(path)
         return reader
 
     def close(self) -> None:
@@ -102,7 +144,8 @@ def _episode_video(
     return video, where
 
 
-def _with_truncation_hint(where: str, reader: SourceVideoReader | SourceFrameDecoder, found: int, length: int) -> str:
+def _with_truncation_hint(where: str, reader: SourceSampleReader | SourceVideoReader | SourceFrameDecoder, found: int,
+                          length: int) -> str:
     if found < length and reader.ended_early:
         return f"{where}; the file ends at {reader.last_seconds:.4f} s: truncated?"
     return where
@@ -154,7 +197,10 @@ def build_shard(
     reencoded: list[int] = []
     bytes_in = 0
     tar_path = Path(workdir) / "shard.tar"
-    with open(tar_path, "wb") as tar_file, contextlib.closing(_OpenVideos()) as videos:
+    # Each member is hashed for the index while the tar writer hashes the archive: hashlib
+    # releases the GIL, so the two digests of the same bytes run on two cores.
+    with open(tar_path, "wb") as tar_file, contextlib.closing(_OpenVideos()) as videos, \
+            contextlib.closing(_Digests()) as digests:
         tar = DeterministicTarWriter(tar_file)
         row_cursor = 0
         for episode in spec.episodes:
@@ -201,24 +247,25 @@ def build_shard(
             }
             for key in source.video_keys:
                 video = members[key]
+                digest = digests.submit(video.data)
                 offset = tar.add(video_member_name(episode, key), video.data)
                 row[f"video/{key}/offset"] = offset
                 row[f"video/{key}/size"] = len(video.data)
                 row[f"video/{key}/frames"] = video.frames
                 row[f"video/{key}/codec"] = video.codec
-                row[f"video/{key}/sha256"] = sha256_hex(video.data)
+                row[f"video/{key}/sha256"] = digest()
                 row[f"video/{key}/reencoded"] = bool(video.reencoded)
             tables.append(table)
             rows.append(row)
             row_cursor += length
         tar_size = tar.close()
+        tar_sha256 = tar.sha256()
     parquet_path = Path(workdir) / "shard.parquet"
     row_groups = write_shard_parquet(tables, parquet_path, options.row_group_max_bytes)
     footer, spans = shard_parquet_layout(parquet_path)
     for row, group in zip(rows, row_groups):
         offset, nbytes, digest = spans[group]
         row.update(row_group=group, row_group_offset=offset, row_group_bytes=nbytes, row_group_sha256=digest)
-    tar_sha256, _ = sha256_file(tar_path)
     parquet_sha256, parquet_bytes = sha256_file(parquet_path)
     receipt = {
         "shard": spec.shard,

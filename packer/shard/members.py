@@ -16,6 +16,8 @@ from fractions import Fraction
 import av
 
 from packer.errors import VideoCutError
+from packer.shard.mp4_writer import write_member
+from packer.source.samples import SourceSampleReader
 from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
 from reader.format import gop_within_bound, longest_gop
 
@@ -91,14 +93,16 @@ class EpisodeVideo:
 
 
 def cut_episode(
-    location: VideoLocation, reader: SourceVideoReader | None = None, *, max_frames: int | None = None
+    location: VideoLocation, reader: SourceVideoReader | SourceSampleReader | None = None, *, max_frames: int | None = None
 ) -> tuple[EpisodeVideo | None, int]:
     """Cut one episode out of a concatenated file by stream copy (no decode).
 
     Args:
         location: the file and the episode's [from_timestamp, to_timestamp) in it.
-        reader: an open ``SourceVideoReader`` of ``location.path`` to continue from; without
-            it the file is opened for this cut alone.
+        reader: an open reader of ``location.path``: a ``SourceSampleReader`` (the member is
+            written from the samples' byte ranges) or a ``SourceVideoReader`` (demuxed and
+            remuxed packet by packet, for files whose timing the former does not take);
+            without it the file is opened with a ``SourceVideoReader`` for this cut alone.
         max_frames: keep at most this many frames (the episode's length); trailing packets
             are dropped, which is lossless when decode order equals presentation order.
 
@@ -111,6 +115,8 @@ def cut_episode(
     Raises:
         VideoCutError: the file cannot be opened or demuxed.
     """
+    if isinstance(reader, SourceSampleReader):
+        return _cut_samples(location, reader, max_frames)
     owned = reader is None
     reader = reader or SourceVideoReader(location.path)
     try:
@@ -160,6 +166,29 @@ def cut_episode(
     finally:
         if owned:
             reader.close()
+
+
+def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames: int | None) -> tuple[EpisodeVideo | None, int]:
+    """``cut_episode`` from byte ranges: the same window, checks and trimming as the demuxer
+    path, the member written by ``write_member`` around the samples' bytes."""
+    window = reader.window(location.from_timestamp, location.to_timestamp)
+    found = len(window)
+    if not found or window.start not in reader.keyframes:
+        return None, found
+    keep = window[:max_frames] if max_frames is not None else window
+    keyframes = [j - keep.start for j in keep if j in reader.keyframes]
+    layout = reader.layout
+    if not gop_within_bound(longest_gop(keyframes, len(keep)), layout.height, layout.width):
+        return None, found  # readers refuse such a GOP (reader/format/mp4.py): re-encode instead
+    data = reader.read(keep)
+    member = write_member(
+        sample_entry=reader.track.sample_entry, timescale=reader.track.timescale,
+        durations=reader.track.durations[keep.start : keep.stop], sizes=layout.sample_sizes[keep.start : keep.stop],
+        keyframes=keyframes, width=layout.width, height=layout.height, data=data,
+    )
+    video = EpisodeVideo(data=member, frames=len(keep), found=found, codec=layout.codec, reencoded=False,
+                         height=layout.height, width=layout.width, source_bytes=len(data))
+    return video, found
 
 
 def encode_frames(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import tarfile
 from typing import BinaryIO
 
@@ -13,12 +14,14 @@ class DeterministicTarWriter:
 
     ``add`` returns the byte offset of the member's data, so an index can point a ranged
     read straight at it. Names longer than 100 bytes get a pax header (standard tar).
+    ``sha256()`` is the archive's digest, computed as it is written (no second read).
     """
 
     def __init__(self, fileobj: BinaryIO):
         self._file = fileobj
         self._offset = 0
         self._closed = False
+        self._digest = hashlib.sha256()
 
     def add(self, name: str, data: bytes) -> int:
         info = tarfile.TarInfo(name)
@@ -45,6 +48,11 @@ class DeterministicTarWriter:
             self._closed = True
         return self._offset
 
+    def sha256(self) -> str:
+        """Hex SHA-256 of every byte written so far."""
+        return self._digest.hexdigest()
+
     def _write(self, data: bytes) -> None:
         self._file.write(data)
+        self._digest.update(data)
         self._offset += len(data)

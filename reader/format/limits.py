@@ -74,6 +74,9 @@ MAX_GOP_PIXELS = 1 << 31
 MAX_MP4_BOXES = 10_000  # boxes in one member (FFmpeg's muxer writes about 30)
 MAX_MP4_DEPTH = 12
 MAX_EDIT_ENTRIES = 64  # elst entries (the muxer writes one or two)
+# A source video's moov, read whole to cut episodes by byte range in copy mode: ~12-20 bytes
+# per sample, so 256 MiB is over 10M frames (a LeRobot file holds at most a few hundred MB).
+MAX_MOOV_BYTES = 256 << 20
 MAX_SAMPLE_ENTRY_BOXES = 64  # child boxes of a video sample entry (avcC/hvcC, btrt, pasp, colr...)
 # Parameter sets (SPS/PPS/VPS) in one avcC/hvcC: the GPU decode stage sends them before every
 # GOP it feeds NVDEC. Encoders write one of each (x265 adds one SEI).

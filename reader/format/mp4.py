@@ -37,7 +37,7 @@ from reader.format.limits import (
 _CONTAINERS = frozenset({b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts"})
 # Fragmented mp4: samples described outside moov's tables, which this check cannot bound.
 _FRAGMENTED = frozenset({b"moof", b"mvex", b"mfra", b"sidx", b"traf"})
-_TABLES = (b"stsd", b"stts", b"ctts", b"stsc", b"stsz", b"stz2", b"stco", b"co64", b"stss", b"elst", b"hdlr")
+_TABLES = (b"stsd", b"stts", b"ctts", b"stsc", b"stsz", b"stz2", b"stco", b"co64", b"stss", b"elst", b"hdlr", b"mdhd", b"mvhd")
 _VISUAL_ENTRIES = {b"avc1": "h264", b"avc3": "h264", b"hvc1": "hevc", b"hev1": "hevc", b"av01": "av1",
                    b"vp09": "vp9", b"mp4v": "mpeg4"}
 # The box inside a sample entry that configures its decoder.
@@ -76,6 +76,30 @@ class Mp4Layout:
     sample_sizes: tuple[int, ...] = ()
     codec_config: bytes = b""
     in_order: bool = True
+
+
+@dataclass(frozen=True)
+class Mp4Track:
+    """Everything ``read_track`` validated about a file's one video track: what a member's
+    layout holds (``Mp4Layout``) plus the timing a packer needs to cut episodes out of a
+    concatenated source file by byte ranges.
+
+    Attributes:
+        sample_entry: the whole ``stsd`` sample entry box (header included), copied verbatim
+            into members cut from this file.
+        timescale: ticks per second of the track (``mdhd``); ``movie_timescale`` of ``mvhd``.
+        durations: each sample's duration in ticks (``stts``, expanded).
+        composition: each sample's composition offset in ticks (``ctts``), or None.
+        edits: the edit list's ``(segment duration in movie ticks, media time, rate)`` entries.
+    """
+
+    layout: Mp4Layout
+    sample_entry: bytes
+    timescale: int
+    movie_timescale: int
+    durations: tuple[int, ...]
+    composition: tuple[int, ...] | None
+    edits: tuple[tuple[int, int, float], ...]
 
 
 def longest_gop(keyframes: list[int] | tuple[int, ...], frames: int) -> int:
@@ -229,17 +253,43 @@ def _config_box(entry: memoryview, wanted: bytes | None, box: _Payload) -> bytes
     return found
 
 
-def _run_lengths(box: _Payload, samples: int, *, exact: bool) -> set[int]:
+def _run_lengths(box: _Payload, samples: int, *, exact: bool) -> list[int]:
     """``stts``/``ctts``: (count, value) runs whose counts sum to ``samples`` (``exact``) or at
-    most it. Returns the distinct values."""
-    box.full_header()
+    most it. Returns the value of each sample the runs describe."""
+    version = box.full_header()
     entries = box.u32()
     table = box.table(entries, 8)
-    runs = struct.unpack(f">{2 * entries}I", table) if entries else ()
+    runs = struct.unpack(f">{2 * entries}{'i' if version == 1 and box.kind == 'ctts' else 'I'}", table) if entries else ()
     total = sum(runs[0::2])
     if total > samples or (exact and total != samples):
         raise box.bad(f"describes {total:,} samples; the track has {samples:,}")
-    return set(runs[1::2])
+    values: list[int] = []
+    for count, value in zip(runs[0::2], runs[1::2]):
+        values += [value] * count
+    return values
+
+
+def _timescale(box: _Payload) -> int:
+    """``mvhd``/``mdhd``: the timescale (ticks per second), which must be positive."""
+    version = box.full_header()
+    box.take(16 if version == 1 else 8)  # creation and modification times
+    timescale = box.u32()
+    if timescale == 0:
+        raise box.bad("timescale 0")
+    return timescale
+
+
+def _edits(box: _Payload) -> tuple[tuple[int, int, float], ...]:
+    version = box.full_header()
+    entries = box.u32()
+    if entries > MAX_EDIT_ENTRIES:
+        raise box.bad(f"more than {MAX_EDIT_ENTRIES} edits")
+    fmt, size = (">QqhH", 20) if version == 1 else (">IihH", 12)
+    out = []
+    for _ in range(entries):
+        duration, media_time, rate, fraction = struct.unpack(fmt, box.take(size))
+        out.append((duration, media_time, rate + fraction / 65536))
+    return tuple(out)
 
 
 def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int], file_bytes: int) -> list[int]:
@@ -275,19 +325,19 @@ def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int], 
     return starts
 
 
-def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None,
-              height: int | None = None, width: int | None = None) -> Mp4Layout:
-    """Check one member's boxes and sample tables (module docstring) and return its layout.
+def read_track(data: bytes | memoryview, *, where: str, frames: int | None = None, file_size: int | None = None) -> Mp4Track:
+    """Check a file's boxes and its one video track's sample tables and return them.
 
-    ``frames``, ``height``, ``width`` are what the dataset records for the member: the track
-    must hold exactly ``frames`` samples, and the GOP bound uses the recorded frame size
-    (the sample entry's when not given).
+    ``data`` is the whole file, or only its ``moov`` box when ``file_size`` gives the size of
+    the file it came from (sample offsets are file offsets, checked against it). ``frames``:
+    the number of samples the track must hold.
 
     Raises:
         EpisodeDataError: the track holds another number of samples than ``frames``.
-        FormatError: names the member, the box and what it claims against what is allowed.
+        FormatError: names the file, the box and what it claims against what is allowed.
     """
     view = memoryview(data)
+    file_bytes = len(view) if file_size is None else file_size
     found = _walk(view, where)
     if len(found.get(b"moov", [])) != 1:
         raise FormatError(f"{where}: {len(found.get(b'moov', []))} mp4 'moov' boxes; a member holds exactly one")
@@ -298,7 +348,10 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
     hdlr.u32()
     if bytes(hdlr.take(4)) != b"vide":
         raise hdlr.bad("the track is not a video track")
-    codec, entry_height, entry_width, codec_config = _sample_entry(_one(found, b"stsd", where))
+    stsd = _one(found, b"stsd", where)
+    codec, entry_height, entry_width, codec_config = _sample_entry(stsd)
+    entry_size = struct.unpack(">I", stsd.data[8:12])[0]
+    sample_entry = bytes(stsd.data[8 : 8 + entry_size])
     if b"stz2" in found:
         raise FormatError(f"{where}: compact sample sizes (stz2) are not used by members")
 
@@ -309,17 +362,18 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
         raise EpisodeDataError(f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member")
     if constant == 0:
         sizes = list(struct.unpack(f">{samples}I", stsz.table(samples, 4))) if samples else []
-    elif constant * samples > len(view):  # before a list of `samples` entries is made
-        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {len(view):,}")
+    elif constant * samples > file_bytes:  # before a list of `samples` entries is made
+        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {file_bytes:,}")
     else:
         sizes = [constant] * samples
-    if sum(sizes) > len(view):
-        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {len(view):,}")
+    if sum(sizes) > file_bytes:
+        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {file_bytes:,}")
 
-    _run_lengths(_one(found, b"stts", where), samples, exact=True)
+    durations = _run_lengths(_one(found, b"stts", where), samples, exact=True)
     ctts = _one(found, b"ctts", where, required=False)
+    composition = None if ctts is None else _run_lengths(ctts, samples, exact=False)
     # One composition offset for every sample keeps decode order; several reorder frames.
-    in_order = ctts is None or len(_run_lengths(ctts, samples, exact=False)) <= 1
+    in_order = composition is None or len(set(composition)) <= 1
 
     if b"stco" in found and b"co64" in found:
         raise FormatError(f"{where}: both stco and co64 chunk offset boxes")
@@ -330,7 +384,7 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
         raise offsets_box.bad(f"{chunks:,} chunks for {samples:,} samples")
     entry_bytes = 4 if offsets_box.kind == "stco" else 8
     offsets = list(struct.unpack(f">{chunks}{'I' if entry_bytes == 4 else 'Q'}", offsets_box.table(chunks, entry_bytes)))
-    starts = _chunks(_one(found, b"stsc", where), offsets, samples, sizes, len(view))
+    starts = _chunks(_one(found, b"stsc", where), offsets, samples, sizes, file_bytes)
 
     stss = _one(found, b"stss", where, required=False)
     if stss is None:
@@ -349,12 +403,28 @@ def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None
     elst = found.get(b"elst", [])
     if len(elst) > 1:
         raise FormatError(f"{where}: {len(elst)} edit lists; a track has at most one")
-    if elst:
-        box = _Payload(elst[0], "elst", where)
-        box.full_header()
-        if box.u32() > MAX_EDIT_ENTRIES:
-            raise box.bad(f"more than {MAX_EDIT_ENTRIES} edits")
-    gop = longest_gop(keyframes, samples)
-    check_gop(gop, height or entry_height, width or entry_width, where=where)
-    return Mp4Layout(samples=samples, keyframes=keyframes, longest_gop=gop, codec=codec, height=entry_height, width=entry_width,
-                     sample_offsets=tuple(starts), sample_sizes=tuple(sizes), codec_config=codec_config, in_order=in_order)
+    edits = _edits(_Payload(elst[0], "elst", where)) if elst else ()
+    mdhd, mvhd = _one(found, b"mdhd", where, required=False), _one(found, b"mvhd", where, required=False)
+    layout = Mp4Layout(samples=samples, keyframes=keyframes, longest_gop=longest_gop(keyframes, samples), codec=codec,
+                       height=entry_height, width=entry_width, sample_offsets=tuple(starts), sample_sizes=tuple(sizes),
+                       codec_config=codec_config, in_order=in_order)
+    return Mp4Track(layout=layout, sample_entry=sample_entry, timescale=_timescale(mdhd) if mdhd else 0,
+                    movie_timescale=_timescale(mvhd) if mvhd else 0, durations=tuple(durations),
+                    composition=None if composition is None else tuple(composition), edits=edits)
+
+
+def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None,
+              height: int | None = None, width: int | None = None) -> Mp4Layout:
+    """Check one member's boxes and sample tables (module docstring) and return its layout.
+
+    ``frames``, ``height``, ``width`` are what the dataset records for the member: the track
+    must hold exactly ``frames`` samples, and the GOP bound uses the recorded frame size
+    (the sample entry's when not given).
+
+    Raises:
+        EpisodeDataError: the track holds another number of samples than ``frames``.
+        FormatError: names the member, the box and what it claims against what is allowed.
+    """
+    layout = read_track(data, where=where, frames=frames).layout
+    check_gop(layout.longest_gop, height or layout.height, width or layout.width, where=where)
+    return layout
