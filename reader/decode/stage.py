@@ -44,7 +44,7 @@ ENCODED_KEY = "__encoded_video__"
 
 # NVDEC on A100/H100 decodes H.264 and HEVC, not AV1 (packs made with --video copy keep AV1).
 _NVDEC_CODECS = {"hevc", "h264"}
-# Decode threads on CUDA: on an H100, NVDEC throughput through one process stopped growing at 8.
+# Decode threads on CUDA: on an H100 frames/s grew up to 4 threads and stayed flat at 8 (docs/BENCHMARKS.md).
 _CUDA_THREADS = 8
 Backend = Literal["auto", "nvdec", "torchcodec", "pyav"]
 
