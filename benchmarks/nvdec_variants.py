@@ -6,7 +6,9 @@ Feeds random 64-frame sets of the member (GOP runs, as the decode stage does) th
 PyNvVideoCodec's core decoder for 3 s per variant: output RGBP or NV12 (``NATIVE``), display
 latency NATIVE/LOW/ZERO, each frame handed to torch (``from_dlpack`` + ``copy_``) or not, 1-8
 threads; prints frames fed per second and CPU cores, then a cProfile of one thread. Results:
-benchmarks/results/h100-nvdec-variants.txt (what led to the driver copy in reader/decode/nvdec.py).
+benchmarks/results/h100-nvdec-variants.txt (what led to the driver copy in reader/decode/nvdec.py),
+measured when the parameter sets were still inside the stream buffer before every keyframe;
+the loop now sends them in each run's first packet, as reader/decode/nvdec.py does.
 """
 import cProfile
 import io
@@ -38,8 +40,13 @@ def worker(color, latency, copy, seconds, counts, idx, flag=True):
         t = time.perf_counter()
         while time.perf_counter() - t < seconds:
             wanted = sorted(rng.sample(range(250), 64))
-            for j in packets(layout, wanted):
-                p = nvc.PacketData(); p.bsl_data = base + es.starts[j]; p.bsl = es.starts[j+1] - es.starts[j]; p.pts = j
+            for j, first in packets(layout, wanted):
+                payload = np.frombuffer(es.packet(j, first=True), dtype=np.uint8) if first else None
+                p = nvc.PacketData(); p.pts = j
+                if first:
+                    p.bsl_data = payload.ctypes.data; p.bsl = payload.size
+                else:
+                    p.bsl_data = base + es.starts[j]; p.bsl = es.starts[j+1] - es.starts[j]
                 if flag: p.decode_flag = nvc.VideoPacketFlag.ENDOFPICTURE
                 fed += 1
                 for f in dec.Decode(p):

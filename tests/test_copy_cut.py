@@ -130,3 +130,25 @@ def test_written_members_read_back_as_written():
     assert b"stss" not in every and read_track(every, where="m").layout.keyframes == (0, 1)
     with pytest.raises(ValueError, match="do not describe"):
         write_member(sample_entry=entry, timescale=30, durations=[1], sizes=[2], keyframes=[0], width=8, height=8, data=b"a")
+
+
+def test_empty_samples_go_to_the_demuxer(tmp_path):
+    """The demuxer skips empty packets; a byte-range cut would keep them: such files are not
+    cut by byte range."""
+    data = bytearray(h264_mp4(18, bframes=0, gop=6))
+    at = data.index(b"stsz") + 16  # version/flags, constant size 0, count, first size
+    struct.pack_into(">I", data, at, 0)
+    (tmp_path / "empty.mp4").write_bytes(bytes(data))
+    with pytest.raises(UnsupportedTiming, match="empty samples"):
+        SourceSampleReader(tmp_path / "empty.mp4")
+
+
+def test_a_failing_digest_reaches_the_shard_builder():
+    digests = build._Digests()
+    try:
+        assert digests.submit(b"abc")() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        with pytest.raises(TypeError):
+            digests.submit(object())()  # not bytes: the worker's error is raised here, not lost
+        assert digests.submit(b"")() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    finally:
+        digests.close()

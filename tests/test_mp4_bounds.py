@@ -98,8 +98,12 @@ def test_a_sample_count_claiming_85m_samples_is_refused(member):
     hostile = patch(data, b"stsz", 4, struct.pack(">II", 1, 85_000_000))
     with pytest.raises(EpisodeDataError, match=rf"m: mp4 box stsz: claims 85,000,000 samples; the dataset records {frames} frames"):
         check_mp4(hostile, where="m", frames=frames)
-    with pytest.raises(FormatError, match=r"85,000,000 samples claim more bytes than the member's"):
-        check_mp4(hostile, where="m")  # without a recorded count: the samples must fit the file
+    # Without a recorded count: at most MAX_TRACK_SAMPLES, and the samples must fit the file.
+    with pytest.raises(FormatError, match=r"claims 85,000,000 samples; at most 10,000,000 are read without a recorded frame count"):
+        check_mp4(hostile, where="m")
+    fewer = patch(data, b"stsz", 4, struct.pack(">II", 1, 5_000_000))
+    with pytest.raises(FormatError, match=r"5,000,000 samples claim more bytes than the member's"):
+        check_mp4(fewer, where="m")
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,9 @@ def _torchrun(packed, out: Path, ranks: int, workers: int, batch: int, stop_afte
         command += ["--stop-after", str(stop_after)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     if stop_after is None:
-        assert result.returncode == 0, result.stderr[-3000:]
+        # A failing rank's own traceback comes before the launcher's summary: show both.
+        first_error = result.stderr.find("Traceback")
+        assert result.returncode == 0, (result.stderr[first_error : first_error + 4000] if first_error >= 0 else "") + result.stderr[-2000:]
         return
     assert result.returncode != 0, "the ranks should have died after their checkpoint"
     states = [json.loads((out / f"state-rank{r}.json").read_text()) for r in range(ranks)]

@@ -66,16 +66,22 @@ class _Digests:
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             data, done, result = job
-            result.append(sha256_hex(data))
+            try:
+                result.append(sha256_hex(data))
+            except BaseException as err:  # noqa: BLE001 - handed to the waiter, never lost
+                result.append(err)
             done.set()
 
     def submit(self, data: bytes) -> Callable[[], str]:
-        """Hash ``data``; returns a callable that waits for its hex digest."""
+        """Hash ``data``; returns a callable that waits for its hex digest (and re-raises what
+        hashing raised)."""
         done, result = threading.Event(), []
         self._jobs.put((data, done, result))
 
         def wait() -> str:
             done.wait()
+            if isinstance(result[0], BaseException):
+                raise result[0]
             return result[0]
         return wait
 

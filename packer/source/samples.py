@@ -8,7 +8,7 @@ their bytes (one read per contiguous run). The window rule is the demuxer path's
 
 It takes only files whose timing it reproduces exactly as FFmpeg reads it: samples stored in
 presentation order (no ``ctts``) and no edit list, or one edit that starts at media time 0 at
-normal rate and covers the track. ``UnsupportedTiming`` (or a ``FormatError``) sends the
+normal rate and covers the track; no empty samples; durations that fit 32-bit headers. ``UnsupportedTiming`` (or a ``FormatError``) sends the
 caller to the demuxer path.
 """
 
@@ -87,6 +87,10 @@ class SourceSampleReader:
             raise UnsupportedTiming(f"{path}: composition offsets (ctts)")
         if track.timescale <= 0:
             raise UnsupportedTiming(f"{path}: no media timescale")
+        if 0 in self.layout.sample_sizes:
+            raise UnsupportedTiming(f"{path}: empty samples (the demuxer skips them)")
+        if sum(track.durations) * 1000 // track.timescale >= 1 << 32 or sum(track.durations) >= 1 << 32:
+            raise UnsupportedTiming(f"{path}: a duration beyond 32-bit mp4 headers")
         media_seconds = sum(track.durations) / track.timescale
         if track.edits and not (
             len(track.edits) == 1 and track.edits[0][1] == 0 and track.edits[0][2] == 1.0 and track.movie_timescale

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from reader.errors import FormatError
-from reader.format.limits import MAX_PARAMETER_SETS
+from reader.format.limits import MAX_PARAMETER_SET_BYTES, MAX_PARAMETER_SETS
 from reader.format.mp4 import Mp4Layout
 
 START_CODE = b"\x00\x00\x00\x01"
@@ -110,7 +110,10 @@ def stream_config(codec: str, config: bytes, *, where: str) -> StreamConfig:
     sets = [nal for nal in nals if _nal_type(codec, nal) in wanted]
     if not sets:
         raise FormatError(f"{where}: decoder configuration holds no parameter sets")
-    return StreamConfig(codec=codec, length_size=length_size, parameter_sets=b"".join(START_CODE + bytes(n) for n in sets))
+    parameter_sets = b"".join(START_CODE + bytes(n) for n in sets)
+    if len(parameter_sets) > MAX_PARAMETER_SET_BYTES:
+        raise FormatError(f"{where}: {len(parameter_sets):,} bytes of parameter sets; at most {MAX_PARAMETER_SET_BYTES:,} are sent")
+    return StreamConfig(codec=codec, length_size=length_size, parameter_sets=parameter_sets)
 
 
 def to_annexb(sample: bytes | memoryview, length_size: int, *, where: str) -> bytes:
@@ -157,15 +160,20 @@ def decode_runs(keyframes: Sequence[int], wanted: Sequence[int], frames: int) ->
 
 @dataclass(frozen=True)
 class ElementaryStream:
-    """A whole member as one Annex-B buffer: sample j is ``data[starts[j]:starts[j + 1]]``,
-    and every keyframe sample begins with the parameter sets, so any run of samples from a
-    keyframe decodes on its own. Built once per member; feeding it copies nothing."""
+    """A whole member as one Annex-B buffer: sample j is ``data[starts[j]:starts[j + 1]]``.
+    Built once per member (at most 3x its bytes: each NAL unit's length prefix of 1 or more
+    bytes becomes a 4-byte start code); feeding a sample copies nothing. The parameter sets go
+    before the first sample of each run (``packet``), not into the buffer: a member of only
+    keyframes would otherwise carry them once per frame."""
 
     data: bytes
     starts: tuple[int, ...]  # samples + 1 offsets
+    parameter_sets: bytes
 
-    def sample(self, j: int) -> bytes:
-        return self.data[self.starts[j] : self.starts[j + 1]]
+    def packet(self, j: int, *, first: bool) -> bytes:
+        """Sample j's bytes, behind the parameter sets when it starts a run."""
+        sample = self.data[self.starts[j] : self.starts[j + 1]]
+        return self.parameter_sets + sample if first else sample
 
 
 def elementary_stream(data: bytes | memoryview, layout: Mp4Layout, config: StreamConfig, *, where: str) -> ElementaryStream:
@@ -175,24 +183,22 @@ def elementary_stream(data: bytes | memoryview, layout: Mp4Layout, config: Strea
         FormatError: a sample whose NAL units do not fit it.
     """
     view = memoryview(data)
-    keyframes = set(layout.keyframes)
     parts: list[bytes] = []
     starts = [0]
     for j, (offset, size) in enumerate(zip(layout.sample_offsets, layout.sample_sizes)):
         payload = to_annexb(view[offset : offset + size], config.length_size, where=f"{where} sample {j}")
-        if j in keyframes:  # a run starts on a keyframe: parameter sets in band before it
-            payload = config.parameter_sets + payload
         parts.append(payload)
         starts.append(starts[-1] + len(payload))
-    return ElementaryStream(data=b"".join(parts), starts=tuple(starts))
+    return ElementaryStream(data=b"".join(parts), starts=tuple(starts), parameter_sets=config.parameter_sets)
 
 
-def packets(layout: Mp4Layout, wanted: Sequence[int]) -> Iterator[int]:
-    """The samples to send, in decode order, to decode every frame in ``wanted``:
-    ``decode_runs(wanted)`` flattened (each run starts on a keyframe).
+def packets(layout: Mp4Layout, wanted: Sequence[int]) -> Iterator[tuple[int, bool]]:
+    """``(sample, starts a run)`` for every sample to send, in decode order, to decode every
+    frame in ``wanted``: ``decode_runs(wanted)`` flattened (each run starts on a keyframe).
 
     Raises:
         IndexError: a wanted frame outside the member.
     """
     for first, last in decode_runs(layout.keyframes, wanted, layout.samples):
-        yield from range(first, last + 1)
+        for j in range(first, last + 1):
+            yield j, j == first

@@ -131,8 +131,8 @@ class NvdecSession:
         self._end_of_stream = nvc.VideoPacketFlag.ENDOFSTREAM
         self.counters = {"frames_fed": 0, "flushes": 0, "driver_copies": 0}
         self._frame_bytes = 3 * height * width
-        # Frames are copied with the driver's copy once the first frame shows that the
-        # library's planar RGB is one contiguous block at GetPtrToPlane(0); torch otherwise.
+        # Frames are copied with the driver's copy once the first frame shows it is safe
+        # (``_can_copy_directly``); through torch otherwise.
         self._direct: bool | None = None if _device_copy() is not None else False
 
     def _send(self, address: int, size: int, pts: int) -> list:
@@ -152,10 +152,18 @@ class NvdecSession:
         return self._decoder.Decode(packet)
 
     def _frame(self, decoded) -> torch.Tensor:
+        """A decoded frame as a (3, H, W) tensor, refused unless it is exactly that size."""
         tensor = torch.from_dlpack(decoded)
-        if tensor.numel() != 3 * self.height * self.width or tensor.dtype != torch.uint8:
-            raise DecodeStageError(f"NVDEC returned a {tuple(tensor.shape)} {tensor.dtype} frame; expected {self.height}x{self.width} planar RGB")
+        shape = tuple(tensor.shape)
+        if tensor.dtype != torch.uint8 or shape not in ((3, self.height, self.width), (3 * self.height, self.width)):
+            raise DecodeStageError(f"NVDEC returned a {shape} {tensor.dtype} frame; the member records {self.height}x{self.width} "
+                                   "(its parameter sets and its sample entry disagree)")
         return tensor.reshape(3, self.height, self.width)
+
+    def _size_matches(self) -> bool:
+        """Whether the decoder's current picture size is the session's (a member's parameter
+        sets may claim another size than its sample entry)."""
+        return (int(self._decoder.GetWidth()), int(self._decoder.GetHeight())) == (self.width, self.height)
 
     def decode(self, jobs: list[tuple[MemberStream, list[int]]]) -> list[torch.Tensor]:
         """For each ``(member, wanted)`` (frames distinct, ascending), its frames as a
@@ -163,30 +171,47 @@ class NvdecSession:
         ``self.stream`` (synchronize it before reading).
 
         Raises:
-            DecodeStageError: a frame returned out of the order sent, or missing.
+            DecodeStageError: a frame returned out of the order sent, missing, or of another
+                size than the member records.
             IndexError: a wanted frame outside its member.
         """
         sent: list[int] = []
         seen: list[int] = []
         route: dict[int, tuple[torch.Tensor, int]] = {}
         outs = []
-        buffers = []  # keep each member's buffer alive until its packets are decoded
+        keep = []  # buffers Decode reads from, alive until it returns
+        flushed = False
         with torch.cuda.stream(self.stream):
-            for number, (member, wanted) in enumerate(jobs):
-                # Allocated on the stream that writes it: its memory is reused only after that.
-                out = torch.empty((len(wanted), 3, self.height, self.width), dtype=torch.uint8, device=self.device)
-                outs.append(out)
-                for slot, j in enumerate(wanted):
-                    route[(number << 32) | j] = (out, slot)
-            for number, (member, wanted) in enumerate(jobs):
-                buffer = np.frombuffer(member.stream.data, dtype=np.uint8)
-                buffers.append(buffer)
-                base, starts = buffer.ctypes.data, member.stream.starts
-                for j in packets(member.layout, wanted):
-                    pts = (number << 32) | j
-                    sent.append(pts)
-                    self._take(self._send(base + starts[j], starts[j + 1] - starts[j], pts), seen, route)
-            self._take(self._flush(), seen, route)
+            try:
+                for number, (member, wanted) in enumerate(jobs):
+                    # Allocated on the stream that writes it: its memory is reused only after that.
+                    out = torch.empty((len(wanted), 3, self.height, self.width), dtype=torch.uint8, device=self.device)
+                    outs.append(out)
+                    for slot, j in enumerate(wanted):
+                        route[(number << 32) | j] = (out, slot)
+                for number, (member, wanted) in enumerate(jobs):
+                    stream = member.stream
+                    buffer = np.frombuffer(stream.data, dtype=np.uint8)
+                    keep.append(buffer)
+                    base, starts = buffer.ctypes.data, stream.starts
+                    for j, first in packets(member.layout, wanted):
+                        if first:  # behind the parameter sets: a small copy per GOP run
+                            packet = np.frombuffer(stream.packet(j, first=True), dtype=np.uint8)
+                            keep.append(packet)
+                            address, size = packet.ctypes.data, packet.size
+                        else:
+                            address, size = base + starts[j], starts[j + 1] - starts[j]
+                        pts = (number << 32) | j
+                        sent.append(pts)
+                        self._take(self._send(address, size, pts), seen, route)
+                flushed = True
+                self._take(self._flush(), seen, route)
+            finally:
+                if not flushed:  # an error mid-batch: drain the decoder so the next batch starts clean
+                    try:
+                        self._flush()
+                    except Exception:  # noqa: BLE001 - the first error is the one raised
+                        pass
         self.counters["frames_fed"] += len(sent)
         if seen != sent:
             where = jobs[0][0].where if jobs else "?"
@@ -198,6 +223,9 @@ class NvdecSession:
         return outs
 
     def _take(self, frames, seen: list[int], route: dict) -> None:
+        if frames and self._direct and not self._size_matches():
+            raise DecodeStageError(f"NVDEC decodes {self._decoder.GetWidth()}x{self._decoder.GetHeight()} (WxH) pictures; the "
+                                   f"member records {self.width}x{self.height} (its parameter sets and sample entry disagree)")
         for decoded in frames:
             pts = int(decoded.getPTS())
             seen.append(pts)
@@ -206,9 +234,7 @@ class NvdecSession:
                 continue  # a GOP lead-in frame: decoded to reach a wanted one, not kept
             out, slot = target
             if self._direct is None:
-                tensor = torch.from_dlpack(decoded)
-                self._direct = (tensor.is_contiguous() and tensor.numel() == self._frame_bytes
-                                and tensor.data_ptr() == int(decoded.GetPtrToPlane(0)))
+                self._direct = self._can_copy_directly(decoded)
             if self._direct:
                 status = _device_copy()(out.data_ptr() + slot * self._frame_bytes, int(decoded.GetPtrToPlane(0)),
                                         self._frame_bytes, self.stream.cuda_stream)
@@ -217,3 +243,15 @@ class NvdecSession:
                 self.counters["driver_copies"] += 1
             else:
                 out[slot].copy_(self._frame(decoded))
+
+    def _can_copy_directly(self, decoded) -> bool:
+        """Decided on a session's first frame: the library's planar RGB is one contiguous
+        block of exactly 3 x H x W bytes at ``GetPtrToPlane(0)``, and the decoder reports its
+        picture size (checked after every ``Decode`` from then on). Otherwise frames go through
+        torch, each checked for its size."""
+        tensor = self._frame(decoded)  # raises on a frame of another size
+        try:
+            sized = self._size_matches()
+        except (AttributeError, TypeError, ValueError):
+            return False
+        return sized and tensor.is_contiguous() and tensor.data_ptr() == int(decoded.GetPtrToPlane(0))

@@ -77,6 +77,11 @@ MAX_EDIT_ENTRIES = 64  # elst entries (the muxer writes one or two)
 # A source video's moov, read whole to cut episodes by byte range in copy mode: ~12-20 bytes
 # per sample, so 256 MiB is over 10M frames (a LeRobot file holds at most a few hundred MB).
 MAX_MOOV_BYTES = 256 << 20
+# Samples of one video track read without a recorded frame count (a source file in copy mode):
+# each becomes a few Python numbers; 10M is 55 hours at 50 fps in one file.
+MAX_TRACK_SAMPLES = 10_000_000
+# Bytes of parameter sets sent before each GOP run (x265 writes ~100; the SEI is not sent).
+MAX_PARAMETER_SET_BYTES = 64 << 10
 MAX_SAMPLE_ENTRY_BOXES = 64  # child boxes of a video sample entry (avcC/hvcC, btrt, pasp, colr...)
 # Parameter sets (SPS/PPS/VPS) in one avcC/hvcC: the GPU decode stage sends them before every
 # GOP it feeds NVDEC. Encoders write one of each (x265 adds one SEI).

@@ -31,6 +31,7 @@ from reader.format.limits import (
     MAX_MP4_BOXES,
     MAX_MP4_DEPTH,
     MAX_SAMPLE_ENTRY_BOXES,
+    MAX_TRACK_SAMPLES,
 )
 
 # Boxes whose payload is a list of boxes and that lead to the sample tables.
@@ -330,7 +331,7 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
 
     ``data`` is the whole file, or only its ``moov`` box when ``file_size`` gives the size of
     the file it came from (sample offsets are file offsets, checked against it). ``frames``:
-    the number of samples the track must hold.
+    the number of samples the track must hold; without it at most ``MAX_TRACK_SAMPLES``.
 
     Raises:
         EpisodeDataError: the track holds another number of samples than ``frames``.
@@ -360,6 +361,8 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     constant, samples = stsz.u32(), stsz.u32()
     if frames is not None and samples != frames:
         raise EpisodeDataError(f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member")
+    if frames is None and samples > MAX_TRACK_SAMPLES:  # before any per-sample list is made
+        raise stsz.bad(f"claims {samples:,} samples; at most {MAX_TRACK_SAMPLES:,} are read without a recorded frame count")
     if constant == 0:
         sizes = list(struct.unpack(f">{samples}I", stsz.table(samples, 4))) if samples else []
     elif constant * samples > file_bytes:  # before a list of `samples` entries is made

@@ -21,6 +21,10 @@ def main() -> None:
     seen = [i for batch in loader for i in batch["index"].tolist()]
     with open(f"{out_dir}/rank{dist.get_rank()}.json", "w") as handle:
         json.dump({"rank": dist.get_rank(), "world_size": dist.get_world_size(), "len": len(dataset), "seen": seen}, handle)
+    # Every rank ends together before gloo tears its connections down (as scripts/train.py
+    # does): a rank still finishing when the others had torn down failed with "Connection
+    # closed by peer" in a loaded CI run.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -54,6 +54,10 @@ def main() -> None:
             os._exit(137)  # killed: nothing is flushed or closed
         trained += batch["index"].tolist()
     (args.out / f"trained-{world}x{args.workers}-rank{rank}.json").write_text(json.dumps({"trained": trained, "len": expected}))
+    # Every rank ends together before gloo tears its connections down (as scripts/train.py
+    # does): a rank still finishing when the others had torn down failed with "Connection
+    # closed by peer" in a loaded CI run.
+    dist.barrier()
     dist.destroy_process_group()
 
 
