@@ -51,12 +51,15 @@ def check_frame_spec(found: tuple[int, int, int], spec: FrameSpec | None) -> Non
         )
 
 
-class _TorchCodecDecoder:
-    def __init__(self, data: bytes, spec: FrameSpec | None):
+class TorchCodecDecoder:
+    """torchcodec's decoder over one member's bytes, on the CPU or on ``device`` (CUDA):
+    ``spec`` checked when it opens, each decode checked for the frame size."""
+
+    def __init__(self, data: bytes, spec: FrameSpec | None, device: str = "cpu"):
         from torchcodec.decoders import VideoDecoder
 
         # "exact" scans the (small, per-episode) member once, so frame j is exactly row j.
-        self._decoder = VideoDecoder(data, seek_mode="exact")
+        self._decoder = VideoDecoder(data, seek_mode="exact", device=device)
         metadata = self._decoder.metadata
         check_frame_spec((metadata.height, metadata.width, metadata.num_frames), spec)
         self._spec = spec
@@ -173,7 +176,7 @@ class CpuDecodeStage:
         else:
             check_mp4(data, where=where)
         try:
-            return _TorchCodecDecoder(data, spec) if self.backend == "torchcodec" else _PyAVDecoder(data, spec)
+            return TorchCodecDecoder(data, spec) if self.backend == "torchcodec" else _PyAVDecoder(data, spec)
         except DecodeError as err:
             raise DecodeError(f"{where}: {err}") from None
         except Exception as err:

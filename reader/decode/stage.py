@@ -35,7 +35,7 @@ import torch
 from torch.utils.data import default_collate
 
 from reader.decode.annexb import elementary_stream, stream_config
-from reader.decode.frames import CpuDecodeStage, FrameSpec, check_frame_spec
+from reader.decode.frames import CpuDecodeStage, FrameSpec, TorchCodecDecoder, check_frame_spec
 from reader.decode.nvdec import MemberStream, NvdecSession, nvdec_unavailable
 from reader.errors import DecodeError, DecodeStageError, FormatError
 from reader.format import check_mp4
@@ -206,9 +206,7 @@ class DecodeStage:
         layout = check_mp4(member.data, where=where, frames=member.frames, height=height, width=width)
         check_frame_spec((layout.height, layout.width, layout.samples), spec)
         if kind == "torchcodec":
-            from torchcodec.decoders import VideoDecoder
-
-            return _TorchCodecCuda(VideoDecoder(member.data, seek_mode="exact", device=str(self.device)), spec)
+            return TorchCodecDecoder(member.data, spec, device=str(self.device))
         if not layout.in_order:
             raise DecodeStageError(f"{where}: frames are stored out of presentation order (B-frames); "
                                    "repack with `lerobot-shards pack --video hevc` for GPU decode")
@@ -231,12 +229,12 @@ class DecodeStage:
         """Frames ``wanted`` (distinct, ascending) of ``member`` on the CPU or torchcodec's CUDA
         decoder: (len(wanted), 3, H, W) uint8 on the stage's device."""
         kind, opened = opened or self._open(member)
-        if kind == "torchcodec":
-            return opened.frames(wanted)
         try:
+            if kind == "torchcodec":  # torchcodec's CUDA decoder: frames already on the device
+                return opened.frames(wanted)
             frames = self._cpu.decode(opened, wanted, where=member.member_id)
         except DecodeError as err:
-            raise DecodeStageError(str(err)) from err
+            raise DecodeStageError(f"{member.member_id}: {err}" if kind == "torchcodec" else str(err)) from err
         return frames.to(self._target)
 
     def _decode_group(self, group: list[tuple[EncodedFrames, list[int]]]) -> list[torch.Tensor]:
@@ -412,17 +410,3 @@ def _stop_all() -> None:
     for thread, stop in list(_running):
         _stop_and_join(thread, stop)
 
-
-class _TorchCodecCuda:
-    """torchcodec's decoder on CUDA (frames indexed exactly; no out-of-range request reaches it)."""
-
-    def __init__(self, decoder, spec: FrameSpec | None):
-        metadata = decoder.metadata
-        try:
-            check_frame_spec((metadata.height, metadata.width, metadata.num_frames), spec)
-        except DecodeError as err:
-            raise DecodeStageError(str(err)) from err
-        self._decoder = decoder
-
-    def frames(self, indices: list[int]) -> torch.Tensor:
-        return self._decoder.get_frames_at(indices=indices).data
