@@ -28,6 +28,7 @@ START_CODE = b"\x00\x00\x00\x01"
 # NAL unit types that are parameter sets: H.264 SPS, PPS, SPS extension; HEVC VPS, SPS, PPS.
 _H264_PARAMETER_SETS = frozenset({7, 8, 13})
 _HEVC_PARAMETER_SETS = frozenset({32, 33, 34})
+_SPS = {"h264": 7, "hevc": 33}
 CODECS = ("h264", "hevc")
 
 
@@ -37,6 +38,7 @@ class StreamConfig:
 
     Attributes:
         codec: ``"h264"`` or ``"hevc"``.
+        sequence_parameter_sets: the SPS NAL units among the parameter sets.
         length_size: bytes of each NAL unit's length prefix in a sample (1, 2 or 4).
         parameter_sets: Annex-B bytes of every parameter set, sent before each run.
     """
@@ -44,6 +46,7 @@ class StreamConfig:
     codec: str
     length_size: int
     parameter_sets: bytes
+    sequence_parameter_sets: tuple[bytes, ...] = ()  # the SPS NAL units among them (headers included)
 
 
 class _Reader:
@@ -113,11 +116,13 @@ def stream_config(codec: str, config: bytes, *, where: str) -> StreamConfig:
     parameter_sets = b"".join(START_CODE + bytes(n) for n in sets)
     if len(parameter_sets) > MAX_PARAMETER_SET_BYTES:
         raise FormatError(f"{where}: {len(parameter_sets):,} bytes of parameter sets; at most {MAX_PARAMETER_SET_BYTES:,} are sent")
-    return StreamConfig(codec=codec, length_size=length_size, parameter_sets=parameter_sets)
+    sps = tuple(bytes(n) for n in sets if _nal_type(codec, n) == _SPS[codec])
+    return StreamConfig(codec=codec, length_size=length_size, parameter_sets=parameter_sets, sequence_parameter_sets=sps)
 
 
-def to_annexb(sample: bytes | memoryview, length_size: int, *, where: str) -> bytes:
-    """One sample's length-prefixed NAL units behind start codes.
+def to_annexb(sample: bytes | memoryview, length_size: int, *, where: str, codec: str = "", sps: list | None = None) -> bytes:
+    """One sample's length-prefixed NAL units behind start codes; with ``sps`` (a list) and
+    ``codec``, every sequence parameter set found in the sample is appended to it.
 
     Raises:
         FormatError: a NAL unit's length runs past the sample, or a NAL unit is empty.
@@ -134,6 +139,8 @@ def to_annexb(sample: bytes | memoryview, length_size: int, *, where: str) -> by
             raise FormatError(f"{where}: a NAL unit of {size:,} bytes does not fit the sample ({len(view) - pos:,} left)")
         out += START_CODE
         out += view[pos : pos + size]
+        if sps is not None and _nal_type(codec, view[pos : pos + size]) == _SPS[codec]:
+            sps.append(bytes(view[pos : pos + size]))
         pos += size
     if not out:
         raise FormatError(f"{where}: empty sample")
@@ -169,6 +176,9 @@ class ElementaryStream:
     data: bytes
     starts: tuple[int, ...]  # samples + 1 offsets
     parameter_sets: bytes
+    # Sequence parameter sets inside samples that differ from the configuration's: a stream
+    # that changes its SPS mid-way may change what its pictures mean (size, colour).
+    foreign_sps: bool = False
 
     def packet(self, j: int, *, first: bool) -> bytes:
         """Sample j's bytes, behind the parameter sets when it starts a run."""
@@ -185,11 +195,15 @@ def elementary_stream(data: bytes | memoryview, layout: Mp4Layout, config: Strea
     view = memoryview(data)
     parts: list[bytes] = []
     starts = [0]
+    in_band: list[bytes] = []
     for j, (offset, size) in enumerate(zip(layout.sample_offsets, layout.sample_sizes)):
-        payload = to_annexb(view[offset : offset + size], config.length_size, where=f"{where} sample {j}")
+        payload = to_annexb(view[offset : offset + size], config.length_size, where=f"{where} sample {j}", codec=config.codec, sps=in_band)
         parts.append(payload)
         starts.append(starts[-1] + len(payload))
-    return ElementaryStream(data=b"".join(parts), starts=tuple(starts), parameter_sets=config.parameter_sets)
+    known = set(config.sequence_parameter_sets)
+    return ElementaryStream(data=b"".join(parts), starts=tuple(starts), parameter_sets=config.parameter_sets,
+                            foreign_sps=any(nal not in known for nal in in_band))
+
 
 
 def packets(layout: Mp4Layout, wanted: Sequence[int]) -> Iterator[tuple[int, bool]]:

@@ -65,6 +65,8 @@ class Mp4Layout:
             ``hvcC``, ...), ``b""`` when it has none.
         in_order: presentation order is decode order (no ``ctts``, or one constant offset),
             so sample j is frame j.
+        colour_boxes: the payloads of the sample entry's ``colr`` boxes (colour signalling
+            that FFmpeg may apply where the stream's own is silent).
     """
 
     samples: int
@@ -77,6 +79,7 @@ class Mp4Layout:
     sample_sizes: tuple[int, ...] = ()
     codec_config: bytes = b""
     in_order: bool = True
+    colour_boxes: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -213,8 +216,9 @@ def _one(found: dict[bytes, list[memoryview]], kind: bytes, where: str, *, requi
     return _Payload(boxes[0], kind.decode(), where)
 
 
-def _sample_entry(box: _Payload) -> tuple[str, int, int, bytes]:
-    """The one video sample entry: codec, height, width and its configuration box's payload."""
+def _sample_entry(box: _Payload) -> tuple[str, int, int, bytes, tuple[bytes, ...]]:
+    """The one video sample entry: codec, height, width, its configuration box's payload and
+    its ``colr`` boxes' payloads."""
     box.full_header()
     if box.u32() != 1:
         raise box.bad("a member's track has exactly one sample description")
@@ -230,13 +234,18 @@ def _sample_entry(box: _Payload) -> tuple[str, int, int, bytes]:
     if not (0 < width <= MAX_FRAME_SIDE and 0 < height <= MAX_FRAME_SIDE and width * height <= MAX_FRAME_PIXELS):
         raise box.bad(f"frame size {height}x{width} is beyond {MAX_FRAME_SIDE} per side / {MAX_FRAME_PIXELS:,} pixels")
     codec = _VISUAL_ENTRIES[kind]
-    return codec, height, width, _config_box(body, _CONFIG_BOXES.get(codec), box)
+    config = _CONFIG_BOXES.get(codec)
+    children = _child_boxes(body, (config, b"colr"), box)
+    configs = children.get(config, [])
+    if len(configs) > 1:
+        raise box.bad(f"two {config.decode('latin-1')!r} boxes in the sample entry")
+    return codec, height, width, configs[0] if configs else b"", tuple(children.get(b"colr", []))
 
 
-def _config_box(entry: memoryview, wanted: bytes | None, box: _Payload) -> bytes:
-    """The payload of the sample entry's child box ``wanted`` (``b""`` if absent); children
-    are walked bounded in count and must tile the entry."""
-    pos, count, found = _VISUAL_ENTRY_FIELDS, 0, b""
+def _child_boxes(entry: memoryview, wanted: tuple[bytes | None, ...], box: _Payload) -> dict[bytes, list[bytes]]:
+    """The payloads of the sample entry's child boxes of the ``wanted`` kinds, in order (absent
+    kinds left out); children are walked bounded in count and must tile the entry."""
+    pos, count, found = _VISUAL_ENTRY_FIELDS, 0, {}
     while pos < len(entry):
         count += 1
         if count > MAX_SAMPLE_ENTRY_BOXES:
@@ -246,10 +255,8 @@ def _config_box(entry: memoryview, wanted: bytes | None, box: _Payload) -> bytes
         size, kind = struct.unpack(">I4s", entry[pos : pos + 8])
         if size < 8 or pos + size > len(entry):
             raise box.bad(f"sample entry child {kind!r} of {size} bytes does not fit the entry")
-        if kind == wanted:
-            if found:
-                raise box.bad(f"two {kind.decode('latin-1')!r} boxes in the sample entry")
-            found = bytes(entry[pos + 8 : pos + size])
+        if kind in wanted:
+            found.setdefault(kind, []).append(bytes(entry[pos + 8 : pos + size]))
         pos += size
     return found
 
@@ -350,7 +357,7 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     if bytes(hdlr.take(4)) != b"vide":
         raise hdlr.bad("the track is not a video track")
     stsd = _one(found, b"stsd", where)
-    codec, entry_height, entry_width, codec_config = _sample_entry(stsd)
+    codec, entry_height, entry_width, codec_config, colour_boxes = _sample_entry(stsd)
     entry_size = struct.unpack(">I", stsd.data[8:12])[0]
     sample_entry = bytes(stsd.data[8 : 8 + entry_size])
     if b"stz2" in found:
@@ -410,7 +417,7 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     mdhd, mvhd = _one(found, b"mdhd", where, required=False), _one(found, b"mvhd", where, required=False)
     layout = Mp4Layout(samples=samples, keyframes=keyframes, longest_gop=longest_gop(keyframes, samples), codec=codec,
                        height=entry_height, width=entry_width, sample_offsets=tuple(starts), sample_sizes=tuple(sizes),
-                       codec_config=codec_config, in_order=in_order)
+                       codec_config=codec_config, in_order=in_order, colour_boxes=colour_boxes)
     return Mp4Track(layout=layout, sample_entry=sample_entry, timescale=_timescale(mdhd) if mdhd else 0,
                     movie_timescale=_timescale(mvhd) if mvhd else 0, durations=tuple(durations),
                     composition=None if composition is None else tuple(composition), edits=edits)
