@@ -75,6 +75,10 @@ class BatchLoader:
             cores left for data loading: more processes than cores slows everything down.
         drop_last: drop each worker's last, partial batch (as ``DataLoader(drop_last=True)``).
         prefetch_factor: batches each worker builds ahead (``DataLoader``'s).
+        decode_stage: a ``DecodeStage`` for a dataset made with ``decode_device=``: workers ship
+            compressed members, the stage decodes each batch (on its device, in a background
+            thread, ``decode_ahead`` batches ahead), and ``samples_consumed`` counts only what
+            was yielded, so ``state_dict()`` never runs ahead of the training loop.
         pin_memory, timeout, multiprocessing_context, worker_init_fn: passed to ``DataLoader``.
 
     Raises:
@@ -94,6 +98,8 @@ class BatchLoader:
         timeout: float = 0,
         multiprocessing_context=None,
         worker_init_fn=None,
+        decode_stage=None,
+        decode_ahead: int = 2,
     ):
         if batch_size < 1 or num_workers < 0:
             raise ValueError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size} and {num_workers}")
@@ -114,6 +120,9 @@ class BatchLoader:
             self._loader_options["prefetch_factor"] = prefetch_factor
         self.samples_consumed = 0
         self._loaded_epoch: int | None = None
+        if decode_stage is not None and getattr(dataset, "decode_device", None) is None:
+            raise ValueError("decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers")
+        self.decode_stage, self.decode_ahead = decode_stage, decode_ahead
 
     # -- epochs and resume --------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -151,6 +160,15 @@ class BatchLoader:
 
     # -- iteration ------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
+        received = self._received()
+        if self.decode_stage is not None:
+            received = self.decode_stage.wrap(received, ahead=self.decode_ahead)
+        for batch in received:
+            # Counted here, as the trainer receives it: a stage decoding ahead has taken more.
+            self.samples_consumed += _batch_len(batch)
+            yield batch
+
+    def _received(self) -> Iterator[dict]:
         loader = torch.utils.data.DataLoader(self._view, **self._loader_options)
         self._releaser.clear()
         try:
@@ -160,7 +178,6 @@ class BatchLoader:
                     frames = next(v for k, v in batch.items() if k in self._view_frame_keys())
                     self._releaser.received(lease, frames.untyped_storage())
                 self._releaser.sweep()
-                self.samples_consumed += _batch_len(batch)
                 yield batch
         finally:
             self._releaser.clear()

@@ -106,7 +106,7 @@ def test_bad_batches_are_refused_before_decoding(packed_hevc):
 
 
 def test_backends_and_devices_are_checked():
-    from reader.decode.nvdec import nvdec_unavailable
+    from reader.decode.backends.nvdec import nvdec_unavailable
 
     with pytest.raises(ValueError, match="decodes on a CUDA device"):
         DecodeStage("cpu", backend="nvdec")
@@ -120,3 +120,40 @@ def test_backends_and_devices_are_checked():
         assert stage.backend == "cpu" and "no CUDA device" in stage.unavailable
         with pytest.raises(DecodeStageError, match="NVDEC cannot decode here: torch sees no CUDA device"):
             DecodeStage("cuda", backend="nvdec")
+
+
+def test_each_member_opens_at_most_once_per_admission_on_a_mixture(tmp_path):
+    """A 64-member LRU thrashed on a mixture (3,727 opens in 60 batches, issue 29): members
+    are now held from an admission's first draw to its last. 220 members in 4 packs, a pool
+    of 40 x 2 workers (80 live): every member opens at most once per admission, its bytes
+    cross the process boundary once per admission, nothing stays held after the epoch, and
+    the frames equal the in-worker path's."""
+    from packer import tiny_member, write_tabular_pack
+    from reader import MixtureDataset
+
+    camera = "observation.images.top"
+    member = tiny_member(6)
+    roots = []
+    for seed in range(4):
+        root = tmp_path / f"pack{seed}"
+        write_tabular_pack(root, episodes=55, length=6, seed=seed + 1, camera=(camera, member, 16, 16))
+        roots.append(str(root))
+    options = dict(seed=5, episode_pool_size=40, return_uint8=True, allow_duplicates=True)
+    staged = MixtureDataset(roots, decode_device="cpu", **options)
+    stage = DecodeStage("cpu", threads=2)
+    shipped = batches = 0
+    got = []
+    for batch in torch.utils.data.DataLoader(staged, batch_size=16, num_workers=2, collate_fn=collate):
+        members = batch[ENCODED_KEY][camera]["members"]
+        shipped += sum(m.data is not None for m in members)
+        batches += 1
+        got.append(stage(batch))
+    expected = list(torch.utils.data.DataLoader(MixtureDataset(roots, **options), batch_size=16, num_workers=2))
+    assert [b["index"].tolist() for b in got] == [b["index"].tolist() for b in expected]
+    assert all(torch.equal(a[camera], b[camera]) for a, b in zip(got, expected))
+    stats, admitted = stage.stats(), staged.stats()["episodes_admitted"]
+    assert stats["admissions"] == admitted == shipped >= 220
+    assert 220 <= stats["members_opened"] <= admitted
+    assert stats["retirements"] == admitted and stats["members_held"] == 0
+    assert stats["max_members_held"] <= 2 * 40
+    assert stats["members_in_batches"] > 3 * stats["members_opened"]  # held across batches, not reopened

@@ -2,16 +2,18 @@
 
 The shape NVDEC needs: DataLoader workers cannot each own a CUDA context cheaply, so with
 ``PackedDataset(..., decode_device=...)`` workers put each camera's *compressed* episode
-member and the frame indices a sample needs into the batch (``collate`` dedupes members
-shared by samples of a batch), and ``DecodeStage`` decodes them in the training process on
-``device``. Output keys, shapes, dtypes and value scale equal the in-worker CPU path.
+member (once per admission) and the frame indices a sample needs into the batch
+(``reader/decode/wire.py``), and ``DecodeStage`` decodes them in the training process on
+``device``. Output keys, shapes, dtypes and values equal the in-worker CPU path's.
 
-Per batch, each member is decoded once for the union of its samples' frames, members in a
-pool of ``threads`` threads; each camera's frames land in one (B, [T,] 3, H, W) tensor on
-the device, converted to float there. Backends: ``"nvdec"`` (``reader/decode/nvdec.py``:
-PyNvVideoCodec's core decoder fed only the samples a batch needs, the default on CUDA),
-``"torchcodec"`` (its CUDA or CPU decoder) and ``"pyav"`` (CPU). On ``"cpu"`` the stage is
-the same code with the reader's CPU decoders: what CI tests.
+``DecodeStage`` is the scheduler; decoding is a backend's (``reader/decode/backends``, one
+table). Per batch it plans each camera (``batch_plan``: each member's distinct frames and
+the output rows each fills), opens the members it does not hold (kept exactly while a worker
+reads them: ``member_cache``), allocates one ``(B * T, ...)`` buffer per camera, lets
+``threads`` threads decode shares of the members balanced by frames, converts NV12 to RGB
+for the whole camera at once (``colour``), and reshapes to (B, [T,] 3, H, W), float on the
+device unless the samples asked for uint8. On ``"cpu"`` the same scheduler runs the CPU
+backends: what CI tests.
 
     loader = DataLoader(ds, batch_size=64, num_workers=2, collate_fn=reader.decode.stage.collate)
     stage = DecodeStage(device="cuda")
@@ -22,63 +24,27 @@ the same code with the reader's CPU decoders: what CI tests.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import queue
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from torch.utils.data import default_collate
 
-from reader.decode.annexb import elementary_stream, stream_config
-from reader.decode.frames import CpuDecodeStage, FrameSpec, TorchCodecDecoder, check_frame_spec
-from reader.decode.nvdec import MemberStream, NvdecSession, nvdec_unavailable
+from reader.decode.backends import DecodeBackend, Job, Opened, backend_class
+from reader.decode.batch_plan import CameraPlan, balance, plan_camera
+from reader.decode.colour import nv12_to_rgb
+from reader.decode.frames import FrameSpec
+from reader.decode.member_cache import MemberCache
+from reader.decode.wire import ENCODED_KEY, EncodedFrames, collate
 from reader.errors import DecodeError, DecodeStageError, FormatError
-from reader.format import check_mp4
 
-ENCODED_KEY = "__encoded_video__"
-
-# NVDEC on A100/H100 decodes H.264 and HEVC, not AV1 (packs made with --video copy keep AV1).
-_NVDEC_CODECS = {"hevc", "h264"}
 # Decode threads on CUDA: on an H100 frames/s grew up to 4 threads and stayed flat at 8 (docs/BENCHMARKS.md).
 _CUDA_THREADS = 8
 Backend = Literal["auto", "nvdec", "torchcodec", "pyav"]
-
-
-@dataclass(frozen=True)
-class EncodedFrames:
-    """What a worker ships for one camera of one sample instead of decoded frames."""
-
-    member_id: str  # unique per (dataset, shard, episode, camera)
-    data: bytes
-    codec: str
-    indices: tuple[int, ...]
-    squeeze: bool  # a one-element video window has no T axis (LeRobot)
-    as_float: bool
-    frame_size: tuple[int, int] | None = None  # (height, width) the manifest records
-    frames: int | None = None  # frames the index records for the member
-
-
-def collate(samples: list[dict]) -> dict:
-    """``default_collate`` for everything but encoded video, whose members are deduplicated."""
-    encoded = [s.pop(ENCODED_KEY, {}) for s in samples]
-    batch = default_collate(samples)
-    if any(encoded):
-        per_key: dict[str, dict] = {}
-        for key in encoded[0]:
-            members: OrderedDict[str, EncodedFrames] = OrderedDict()
-            refs = []
-            for item in encoded:
-                frames = item[key]
-                members.setdefault(frames.member_id, frames)
-                refs.append((list(members).index(frames.member_id), frames.indices))
-            per_key[key] = {"members": list(members.values()), "refs": refs}
-        batch[ENCODED_KEY] = per_key
-    return batch
 
 
 class DecodeStage:
@@ -86,184 +52,248 @@ class DecodeStage:
 
     Args:
         device: ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
-        backend: ``"auto"`` (CUDA: ``"nvdec"``; CPU: torchcodec, else PyAV), ``"nvdec"``
-            (CUDA only), ``"torchcodec"`` or ``"pyav"`` (CPU only).
+        backend: a name from ``reader.decode.backends.NAMES``: ``"auto"`` (CUDA: ``"nvdec"``;
+            CPU: torchcodec, else PyAV), ``"nvdec"`` (CUDA), ``"torchcodec"`` (CPU, or a CUDA
+            build on CUDA) or ``"pyav"`` (CPU).
         threads: members decoded at once; default 8 on CUDA, the usable cores (at most 4) on CPU.
-        cache_size: opened members kept (LRU), i.e. episodes x cameras.
+        cache_size: opened members kept (LRU) when batches carry no admission flags (batches
+            built by hand); members a loader's workers ship are kept exactly while read.
+        max_held: at most this many members held for live admissions (a bound for loops left
+            early; a worker's pool never needs more than its pool size x cameras).
         allow_cpu_fallback: where the GPU cannot decode (no NVDEC, an AV1 member), decode
             on the CPU and move the frames to ``device`` instead of raising; counted per
             member in ``stats()['cpu_fallbacks']``.
+        backend_options: options of the chosen backend (``nvdec``: ``colour="exact"|"nvdec"``).
 
     Raises:
         DecodeStageError: CUDA without a CUDA device or NVDEC (the reason and what to do),
             and later an AV1 member on the GPU (repack with ``--video hevc``), or a frame
             the decoder returns out of order.
-        ValueError: an unknown backend, or ``"nvdec"`` on the CPU.
+        ValueError: an unknown backend (the allowed names listed), or one that decodes on
+            another kind of device.
     """
 
     def __init__(self, device: str = "cuda", *, backend: Backend = "auto", threads: int | None = None,
-                 cache_size: int = 64, allow_cpu_fallback: bool = False):
-        if backend not in ("auto", "nvdec", "torchcodec", "pyav"):
-            raise ValueError(f"backend {backend!r} is not one of 'auto', 'nvdec', 'torchcodec', 'pyav'")
+                 cache_size: int = 64, max_held: int = 16384, allow_cpu_fallback: bool = False,
+                 backend_options: dict | None = None):
         self.device = torch.device(device)
-        self.cache_size = cache_size
         self.allow_cpu_fallback = allow_cpu_fallback
-        self.counters = {"decoder_hits": 0, "decoder_misses": 0, "frames_decoded": 0, "frames_fed": 0,
-                         "decode_seconds": 0.0, "cpu_fallbacks": 0, "flushes": 0}
-        # The CPU decoders: the stage's own on "cpu", the fallback on CUDA.
-        self._cpu = CpuDecodeStage("auto" if backend == "nvdec" else backend)
-        self._opened: OrderedDict[str, object] = OrderedDict()
-        self._lock = threading.Lock()
-        self._local = threading.local()
-        self._sessions: list = []
-        self.unavailable: str | None = None  # why the GPU cannot decode (with allow_cpu_fallback)
-        if self.device.type == "cpu":
-            if backend == "nvdec":
-                raise ValueError("backend 'nvdec' decodes on a CUDA device; use 'torchcodec' or 'pyav' on the CPU")
-            self.backend = self._cpu.backend
+        chosen = backend_class(backend, self.device.type)
+        # The CPU decoders: the fallback on CUDA (and the whole stage when CUDA cannot decode).
+        self._cpu: DecodeBackend = backend_class("auto" if self.device.type == "cuda" else backend, "cpu")(torch.device("cpu"))
+        self.unavailable: str | None = chosen.unavailable() if self.device.type == "cuda" else None
+        if self.unavailable is not None:  # why the GPU cannot decode (with allow_cpu_fallback)
+            if not allow_cpu_fallback:
+                raise DecodeStageError(f"{self.unavailable}; use device 'cpu' or allow_cpu_fallback=True")
+            self._backend, self.backend = self._cpu, "cpu"
+        elif self.device.type == "cpu":
+            if backend_options:
+                self._cpu = chosen(self.device, **backend_options)
+            self._backend, self.backend = self._cpu, self._cpu.name
         else:
-            self.backend = self._gpu_backend(backend)
+            self._backend = chosen(self.device, **(backend_options or {}))
+            self.backend = self._backend.name
         # Where frames land: the device, or the CPU when a fallback stage has no CUDA at all.
         self._target = self.device if self.device.type == "cpu" or torch.cuda.is_available() else torch.device("cpu")
+        self._stream = torch.cuda.Stream(device=self._target) if self._target.type == "cuda" else None
+        self.cache = MemberCache(loose=cache_size, limit=max_held)
+        self.counters = {"frames_decoded": 0, "decode_seconds": 0.0, "cpu_fallbacks": 0, "batches": 0, "members_in_batches": 0,
+                         "members_opened": 0}
         usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.threads = threads or (_CUDA_THREADS if self.device.type == "cuda" else max(1, min(4, usable)))
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="lerobot-shards-decode") if self.threads > 1 else None
 
-    def _gpu_backend(self, backend: Backend) -> str:
-        if backend == "pyav":
-            raise ValueError("backend 'pyav' decodes on the CPU; use device='cpu'")
-        if backend == "torchcodec":
-            if not torch.cuda.is_available():
-                self._no_gpu("decode_device='cuda' but torch sees no CUDA device")
-            return "torchcodec"
-        reason = nvdec_unavailable()
-        if reason is not None:
-            self._no_gpu(f"NVDEC cannot decode here: {reason}")
-            return "cpu"
-        return "nvdec"
-
-    def _no_gpu(self, reason: str) -> None:
-        if not self.allow_cpu_fallback:
-            raise DecodeStageError(f"{reason}; use device 'cpu' or allow_cpu_fallback=True")
-        self.unavailable = reason
-
     def stats(self) -> dict:
-        """Counters: members opened (misses) and reused (hits), frames asked for
-        (``frames_decoded``) and fed to NVDEC (``frames_fed``, GOP lead-ins included),
-        members decoded on the CPU instead of the GPU, seconds in ``__call__``."""
+        """Counters: batches and the distinct members in them (``members_in_batches``),
+        members opened (``members_opened``), cache hits and misses (``decoder_hits``,
+        ``decoder_misses``), admissions and retirements seen, members held now and at most,
+        members dropped at ``max_held``, frames asked for (``frames_decoded``) and, with NVDEC,
+        fed to it (``frames_fed``, GOP lead-ins included), members decoded on the CPU instead
+        of the GPU, seconds in ``__call__``."""
+        cache = self.cache.counters
         counters = dict(self.counters)
-        for session in list(self._sessions):
-            for name in ("frames_fed", "flushes", "driver_copies"):
-                counters[name] = counters.get(name, 0) + session.counters[name]
+        counters.update(decoder_hits=cache["hits"], decoder_misses=cache["misses"], admissions=cache["admissions"],
+                        retirements=cache["retirements"], members_held=self.cache.held, max_members_held=cache["max_held"],
+                        forced_evictions=cache["forced_evictions"])
+        for backend in {id(b): b for b in (self._backend, self._cpu)}.values():
+            for name, value in backend.counters().items():
+                counters[name] = counters.get(name, 0) + value
         return counters
+
+    def reset(self) -> None:
+        """Forget every opened member: for a new loader, whose workers ship each member again."""
+        self.cache.reset()
 
     def close(self) -> None:
         """Stop the decode threads (their NVDEC sessions go with them)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        for backend in {id(b): b for b in (self._backend, self._cpu)}.values():
+            backend.close()
 
-    # -- one member -------------------------------------------------------------------------------
+    # -- members ----------------------------------------------------------------------------------
 
-    def _open(self, member: EncodedFrames):
-        """What decodes ``member``: ``("nvdec", MemberStream)`` or ``("cpu"|"torchcodec", decoder)``;
-        opened once and kept (LRU). Checks the member against what the dataset records first."""
-        with self._lock:
-            opened = self._opened.get(member.member_id)
-            if opened is not None:
-                self._opened.move_to_end(member.member_id)
-                self.counters["decoder_hits"] += 1
-                return opened
-            self.counters["decoder_misses"] += 1
-        where = member.member_id
-        spec = FrameSpec(*member.frame_size, member.frames) if member.frame_size is not None and member.frames is not None else None
-        kind = self.backend if self.device.type == "cuda" else "cpu"
-        if kind == "nvdec" and member.codec not in _NVDEC_CODECS:
+    def _open(self, member: EncodedFrames) -> Opened:
+        """Open ``member`` with the stage's backend, or the CPU where the GPU cannot and that is
+        allowed. Checks the member against what the dataset records first."""
+        backend = self._backend
+        refused = backend.refuses(member)
+        if refused is not None:
             if not self.allow_cpu_fallback:
-                raise DecodeStageError(
-                    f"{where}: codec {member.codec!r} cannot be decoded by NVDEC on A100/H100; "
-                    "repack with `lerobot-shards pack --video hevc` (or h264)"
-                )
-            kind = "cpu"
-        if kind == "cpu" and self.device.type == "cuda":
-            with self._lock:
-                self.counters["cpu_fallbacks"] += 1
+                raise DecodeStageError(f"{member.member_id}: {refused}")
+            backend = self._cpu
+        spec = FrameSpec(*member.frame_size, member.frames) if member.frame_size is not None and member.frames is not None else None
         try:
-            opened = (kind, self._open_as(kind, member, spec))
+            return backend.open(member, spec)
         except (DecodeError, FormatError) as err:
-            raise DecodeStageError(f"{where}: {err}") from err
-        with self._lock:
-            self._opened[member.member_id] = opened
-            while len(self._opened) > self.cache_size:
-                self._opened.popitem(last=False)
+            raise DecodeStageError(f"{member.member_id}: {err}") from err
+
+    def _members(self, plans: list[tuple[dict, CameraPlan]]) -> dict[str, Opened]:
+        """Every member the batch reads, opened: held ones from the cache, the others opened
+        (in the thread pool) and kept. Admissions are counted here, before decoding."""
+        opened: dict[str, Opened] = {}
+        missing: dict[str, EncodedFrames] = {}
+        admits: dict[str, int] = {}
+        for payload, plan in plans:
+            holds = payload.get("holds")
+            for job in plan.jobs:
+                member = payload["members"][job.member]
+                if holds is not None:
+                    admits[member.member_id] = holds[job.member][0]
+                cached = self.cache.get(member.member_id)
+                if cached is not None:
+                    opened[member.member_id] = cached
+                elif member.data is None:
+                    raise DecodeStageError(
+                        f"{member.member_id} arrives without its bytes and the stage does not hold it: every batch of a loader "
+                        f"must pass through one DecodeStage, in order (held now {self.cache.held}, max_held "
+                        f"{self.cache.limit}, dropped at the limit so far {self.cache.counters['forced_evictions']})")
+                else:
+                    missing[member.member_id] = member
+        if missing:
+            fresh = self._map(self._open, list(missing.values()))
+            for member, value in zip(missing.values(), fresh):
+                opened[member.member_id] = value
+                self.cache.put(member.member_id, value, held=admits.get(member.member_id, 0) > 0)
+                if value.backend is self._cpu and self.device.type == "cuda":
+                    self.counters["cpu_fallbacks"] += 1
+            self.counters["members_opened"] += len(missing)
+        for member_id, count in admits.items():
+            self.cache.admit(member_id, count)
         return opened
 
-    def _open_as(self, kind: str, member: EncodedFrames, spec: FrameSpec | None):
-        where = member.member_id
-        if kind == "cpu":
-            return self._cpu.open(member.data, where=where, spec=spec)
-        height, width = member.frame_size if member.frame_size is not None else (None, None)
-        layout = check_mp4(member.data, where=where, frames=member.frames, height=height, width=width)
-        check_frame_spec((layout.height, layout.width, layout.samples), spec)
-        if kind == "torchcodec":
-            return TorchCodecDecoder(member.data, spec, device=str(self.device))
-        if not layout.in_order:
-            raise DecodeStageError(f"{where}: frames are stored out of presentation order (B-frames); "
-                                   "repack with `lerobot-shards pack --video hevc` for GPU decode")
-        config = stream_config(layout.codec, layout.codec_config, where=where)
-        return MemberStream(where=where, layout=layout, stream=elementary_stream(member.data, layout, config, where=where))
-
-    def _session(self, layout):
-        """This thread's NVDEC session for the layout's codec and frame size."""
-        sessions = getattr(self._local, "sessions", None)
-        if sessions is None:
-            sessions = self._local.sessions = {}
-        key = (layout.codec, layout.height, layout.width)
-        if key not in sessions:
-            sessions[key] = NvdecSession(*key, self.device)
-            with self._lock:
-                self._sessions.append(sessions[key])
-        return sessions[key]
-
-    def _decode_member(self, member: EncodedFrames, wanted: list[int], opened: tuple | None = None) -> torch.Tensor:
-        """Frames ``wanted`` (distinct, ascending) of ``member`` on the CPU or torchcodec's CUDA
-        decoder: (len(wanted), 3, H, W) uint8 on the stage's device."""
-        kind, opened = opened or self._open(member)
-        try:
-            if kind == "torchcodec":  # torchcodec's CUDA decoder: frames already on the device
-                return opened.frames(wanted)
-            frames = self._cpu.decode(opened, wanted, where=member.member_id)
-        except DecodeError as err:
-            raise DecodeStageError(f"{member.member_id}: {err}" if kind == "torchcodec" else str(err)) from err
-        return frames.to(self._target)
-
-    def _decode_group(self, group: list[tuple[EncodedFrames, list[int]]]) -> list[torch.Tensor]:
-        """One decode thread's share of a batch: NVDEC members back to back through this
-        thread's sessions (one end-of-stream per session), the rest one by one; complete
-        when this returns."""
-        results: list[torch.Tensor | None] = [None] * len(group)
-        by_session: dict[object, list[int]] = {}
-        opened = []
-        for position, (member, wanted) in enumerate(group):
-            kind, stream = self._open(member)
-            opened.append(stream)
-            if kind == "nvdec":
-                by_session.setdefault(self._session(stream.layout), []).append(position)
-            else:
-                results[position] = self._decode_member(member, wanted, (kind, stream))
-        for session, positions in by_session.items():
-            outs = session.decode([(opened[p], group[p][1]) for p in positions])
-            session.stream.synchronize()
-            for position, out in zip(positions, outs):
-                results[position] = out
-        return results
-
     # -- a batch ----------------------------------------------------------------------------------
+
+    def __call__(self, batch: dict) -> dict:
+        """Decode ``batch``'s encoded video in place of ``ENCODED_KEY``; returns the batch.
+
+        Raises:
+            DecodeStageError: a member the device cannot decode or that does not hold what the
+                dataset records (named), frame indices beyond a member, samples of one camera
+                with different window lengths, or a member that arrives without its bytes
+                while the stage does not hold it.
+        """
+        encoded = batch.pop(ENCODED_KEY, None)
+        if not encoded:
+            return batch
+        started = time.perf_counter()
+        plans = [(payload, plan_camera(key, payload)) for key, payload in encoded.items()]  # all checked before any decode
+        with self._on_stream():
+            opened = self._members(plans)
+            jobs: list[Job] = []
+            outputs = []
+            for payload, plan in plans:
+                members = [payload["members"][job.member] for job in plan.jobs]
+                handles = [opened[m.member_id] for m in members]
+                rgb, nv12 = self._allocate(plan, handles)
+                outputs.append((plan, rgb, nv12, [(job, handle) for job, handle in zip(plan.jobs, handles)]))
+                for job, member, handle in zip(plan.jobs, members, handles):
+                    jobs.append(Job(member=member, opened=handle, wanted=job.wanted, rows=job.rows,
+                                    out=nv12 if handle.output == "nv12" else rgb))
+            groups = balance([len(job.wanted) for job in jobs], self.threads)
+            try:
+                self._map(self._decode_share, [[jobs[p] for p in group] for group in groups])
+            except DecodeError as err:
+                raise DecodeStageError(str(err)) from err
+            for plan, rgb, nv12, handled in outputs:
+                batch[plan.key] = self._finish(plan, rgb, nv12, handled)
+            for payload, plan in plans:
+                holds = payload.get("holds")
+                if holds is not None:
+                    for job in plan.jobs:
+                        self.cache.retire(payload["members"][job.member].member_id, holds[job.member][1])
+                self.counters["frames_decoded"] += plan.samples * plan.length
+                self.counters["members_in_batches"] += len(plan.jobs)
+            if self._stream is not None:
+                self._stream.synchronize()  # the batch is complete; the training stream may read it
+                consumer = torch.cuda.default_stream(self._target)
+                for plan, *_ in outputs:
+                    batch[plan.key].record_stream(consumer)
+        self.counters["batches"] += 1
+        self.counters["decode_seconds"] += time.perf_counter() - started
+        return batch
+
+    def _allocate(self, plan: CameraPlan, handles: list[Opened]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The camera's RGB output rows, and NV12 rows if a backend writes NV12."""
+        sizes = {(h.height, h.width) for h in handles}
+        if len(sizes) > 1:
+            raise DecodeStageError(f"{plan.key}: members of one batch decode to different frame sizes {sorted(sizes)}")
+        height, width = sizes.pop()
+        rows = plan.samples * plan.length
+        rgb = torch.empty((rows, 3, height, width), dtype=torch.uint8, device=self._target)
+        nv12 = None
+        if any(h.output == "nv12" for h in handles):
+            nv12 = torch.empty((rows, height * 3 // 2, width), dtype=torch.uint8, device=self._target)
+        return rgb, nv12
+
+    def _decode_share(self, jobs: list[Job]) -> None:
+        """One thread's share of a batch, by backend (a CPU fallback's members apart)."""
+        by_backend: dict[int, tuple[DecodeBackend, list[Job]]] = {}
+        for job in jobs:
+            by_backend.setdefault(id(job.opened.backend), (job.opened.backend, []))[1].append(job)
+        for backend, share in by_backend.values():
+            backend.decode(share)
+
+    def _finish(self, plan: CameraPlan, rgb: torch.Tensor, nv12: torch.Tensor | None, handled: list) -> torch.Tensor:
+        """NV12 rows converted into ``rgb`` (one conversion per colour space in the batch), then
+        the camera's (B, [T,] 3, H, W) tensor, float in [0, 1] unless uint8 was asked for."""
+        if nv12 is not None:
+            by_colour: dict[object, list[int]] = {}
+            for job, handle in handled:
+                if handle.output == "nv12":
+                    by_colour.setdefault(handle.colour, []).extend(row for rows in job.rows for row in rows)
+            for spec, rows in by_colour.items():
+                if len(rows) == rgb.shape[0]:
+                    nv12_to_rgb(nv12, spec, out=rgb)
+                else:
+                    index = torch.tensor(rows, device=rgb.device)
+                    rgb.index_copy_(0, index, nv12_to_rgb(nv12.index_select(0, index), spec))
+        out = rgb.view(plan.samples, plan.length, *rgb.shape[1:])
+        if plan.squeeze:
+            out = out.squeeze(1)
+        if plan.as_float:
+            out = out.to(torch.float32).div_(255.0)
+        return out
+
+    def _on_stream(self):
+        return torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext()
+
+    def _map(self, function, items: list) -> list:
+        if self._pool is None or len(items) < 2:
+            return [function(item) for item in items]
+
+        def on_stream(item):  # a pool thread's current stream is its own: use the stage's
+            with self._on_stream():
+                return function(item)
+
+        return list(self._pool.map(on_stream, items))
 
     def wrap(self, loader, *, ahead: int = 1):
         """Iterate ``loader`` with each batch decoded in a background thread, ``ahead``
         batches in advance, so decoding overlaps the training step on the previous batch
-        (torchcodec releases the GIL while decoding). A decode error is re-raised here.
+        (the decoders release the GIL). A decode error is re-raised here. The stage forgets
+        the members it holds first: the loader's workers ship each one again.
 
         Leaving the loop early (``break``, an exception, the iterator collected, or the
         interpreter exiting) stops the thread and waits for it: a thread still inside the
@@ -273,6 +303,7 @@ class DecodeStage:
         results: queue.Queue = queue.Queue(maxsize=max(ahead, 1))
         done = object()
         stop = threading.Event()
+        self.reset()
 
         def put(item) -> bool:
             while not stop.is_set():
@@ -306,89 +337,6 @@ class DecodeStage:
         finally:
             _stop_and_join(thread, stop)
 
-    def __call__(self, batch: dict) -> dict:
-        """Decode ``batch``'s encoded video in place of ``ENCODED_KEY``; returns the batch.
-
-        Raises:
-            DecodeStageError: a member the device cannot decode or that does not hold what the
-                dataset records (named), frames indices beyond a member, or samples of one
-                camera with different window lengths.
-        """
-        encoded = batch.pop(ENCODED_KEY, None)
-        if not encoded:
-            return batch
-        started = time.perf_counter()
-        jobs = []  # (key, member index, wanted frames)
-        for key, payload in encoded.items():
-            lengths = {len(indices) for _, indices in payload["refs"]}
-            if len(lengths) > 1:
-                raise DecodeStageError(f"{key}: samples of one batch ask for windows of {sorted(lengths)} frames; one length per camera")
-            wanted: dict[int, set[int]] = {}
-            for member_index, indices in payload["refs"]:
-                wanted.setdefault(member_index, set()).update(indices)
-            for member_index, frames in wanted.items():
-                member = payload["members"][member_index]
-                if member.frames is not None and (min(frames) < 0 or max(frames) >= member.frames):
-                    raise DecodeStageError(f"{member.member_id}: frames {sorted(f for f in frames if not 0 <= f < member.frames)} "
-                                           f"are outside its {member.frames} frames")
-                jobs.append((key, member_index, sorted(frames)))
-
-        members = [(encoded[key]["members"][member_index], wanted) for key, member_index, wanted in jobs]
-        if self.backend == "nvdec":
-            # Each thread takes a share of the members, balanced by the frames it will feed.
-            groups: list[list[int]] = [[] for _ in range(min(self.threads, len(jobs)))]
-            load = [0] * len(groups)
-            for position in sorted(range(len(jobs)), key=lambda p: -len(jobs[p][2])):
-                lightest = load.index(min(load))
-                groups[lightest].append(position)
-                load[lightest] += len(jobs[position][2])
-            parts = self._map(self._decode_group, [[members[p] for p in group] for group in groups])
-            results: list = [None] * len(jobs)
-            for group, outs in zip(groups, parts):
-                for position, out in zip(group, outs):
-                    results[position] = out
-            current = torch.cuda.current_stream(self.device)
-            for frames in results:
-                frames.record_stream(current)  # allocated on a decode thread's stream; used here
-        else:
-            results = self._map(lambda item: self._decode_member(*item), members)
-        decoded = {(key, member_index): (frames, wanted) for (key, member_index, wanted), frames in zip(jobs, results)}
-        for key, payload in encoded.items():
-            batch[key] = self._assemble(payload, {m: decoded[(k, m)] for (k, m) in decoded if k == key})
-            self.counters["frames_decoded"] += sum(len(indices) for _, indices in payload["refs"])
-        self.counters["decode_seconds"] += time.perf_counter() - started
-        return batch
-
-    def _map(self, function, items: list) -> list:
-        if self._pool is None or len(items) < 2:
-            return [function(item) for item in items]
-        return list(self._pool.map(function, items))
-
-    def _assemble(self, payload: dict, decoded: dict[int, tuple[torch.Tensor, list[int]]]) -> torch.Tensor:
-        """One camera's (B, T, 3, H, W) tensor (T dropped for one-frame windows), float in [0, 1]
-        unless the samples asked for uint8: one gather per member."""
-        refs, members = payload["refs"], payload["members"]
-        first_frames = decoded[refs[0][0]][0]
-        length = len(refs[0][1])
-        out = torch.empty((len(refs), length, *first_frames.shape[1:]), dtype=torch.uint8, device=first_frames.device)
-        rows: dict[int, tuple[list[int], list[int], list[int]]] = {}
-        for sample, (member_index, indices) in enumerate(refs):
-            frames, wanted = decoded[member_index]
-            position = {j: i for i, j in enumerate(wanted)}
-            samples, steps, sources = rows.setdefault(member_index, ([], [], []))
-            for step, j in enumerate(indices):
-                samples.append(sample)
-                steps.append(step)
-                sources.append(position[j])
-        for member_index, (samples, steps, sources) in rows.items():
-            frames = decoded[member_index][0]
-            index = torch.tensor(sources, device=frames.device)
-            out[torch.tensor(samples, device=out.device), torch.tensor(steps, device=out.device)] = frames.index_select(0, index)
-        if members[refs[0][0]].squeeze:
-            out = out.squeeze(1)
-        if members[refs[0][0]].as_float:
-            out = out.to(torch.float32).div_(255.0)
-        return out
 
 # Decode threads of live ``wrap`` iterators: stopped and joined at interpreter exit, before
 # finalization could catch one inside the decoder.
@@ -410,3 +358,5 @@ def _stop_all() -> None:
     for thread, stop in list(_running):
         _stop_and_join(thread, stop)
 
+
+__all__ = ["ENCODED_KEY", "DecodeStage", "EncodedFrames", "collate"]

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 from torch.utils.data import default_collate
 
-from reader.decode.stage import ENCODED_KEY
-from reader.decode.stage import collate as collate_encoded
+from reader.decode.wire import ENCODED_KEY
+from reader.decode.wire import collate as collate_encoded
 from reader.runtime.frame_ring import FrameRing, layout_bytes, views
 
 LEASE_KEY = "__frame_lease__"

@@ -140,7 +140,7 @@ class Consumer:
                     for piece, episode, anchor, last in draws:
                         loaded = self.pool.get(piece, episode)
                         frame = int(catalog.anchor_frames(episode, np.array([anchor]))[0])
-                        sample = self.builder(loaded.dataset).build(loaded, frame)
+                        sample = self.builder(loaded.dataset).build(loaded, frame, last=last)
                         if last:
                             self.pool.release(piece)
                         self.samples_built += 1

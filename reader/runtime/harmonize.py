@@ -273,7 +273,7 @@ class FeatureHarmonizer:
         """
         import torch
 
-        from reader.decode.stage import ENCODED_KEY
+        from reader.decode.wire import ENCODED_KEY
 
         name = self.names[index]
         mapping = self.key_maps[index]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from reader.decode.frames import CpuDecodeStage, EpisodeDecoder, FrameSpec
-from reader.decode.stage import ENCODED_KEY, EncodedFrames
+from reader.decode.wire import ENCODED_KEY, EncodedFrames
 from reader.errors import EpisodeDataError
 from reader.fetch.episode_pool import LoadedEpisode
 from reader.plan.windows import query_frames
@@ -53,6 +53,8 @@ class SampleBuilder:
         self.counters = {"decoder_hits": 0, "decoder_misses": 0, "decode_seconds": 0.0, "frames_decoded": 0}
         # Open decoders per held episode: they go when the pool drops the episode.
         self._decoders: weakref.WeakKeyDictionary[LoadedEpisode, dict[str, EpisodeDecoder]] = weakref.WeakKeyDictionary()
+        # Admissions whose members were shipped (encoded_video): later draws ship none.
+        self._shipped: weakref.WeakSet[LoadedEpisode] = weakref.WeakSet()
 
     def decoder(self, episode: LoadedEpisode, camera: str) -> EpisodeDecoder:
         """The episode's open decoder for a camera (opened on first use, kept while the pool
@@ -69,7 +71,9 @@ class SampleBuilder:
             self.counters["decoder_hits"] += 1
         return decoder
 
-    def build(self, episode: LoadedEpisode, frame: int) -> dict:
+    def build(self, episode: LoadedEpisode, frame: int, *, last: bool = False) -> dict:
+        """The sample at ``frame`` of an admitted episode; ``last``: this is the admission's
+        last draw (a ``DecodeStage`` may then drop its members)."""
         length = episode.entry.length
         item: dict = {}
         for name, values in episode.columns.items():
@@ -84,6 +88,8 @@ class SampleBuilder:
             item[key] = values[torch.from_numpy(rows)] if isinstance(values, torch.Tensor) else [values[r] for r in rows]
         frames: dict[str, torch.Tensor] = {}
         encoded: dict[str, EncodedFrames] = {}
+        # A member crosses to the stage with its admission's first draw only (reader/decode/wire.py).
+        admits = self.encoded_video and episode not in self._shipped
         started = time.perf_counter()
         for key in self.video_keys:
             if key in self.offsets:
@@ -97,13 +103,15 @@ class SampleBuilder:
             if self.encoded_video:
                 encoded[key] = EncodedFrames(
                     member_id=f"{self.member_prefix}/{episode.where(key)}",
-                    data=episode.video[key],
+                    data=episode.video[key] if admits else None,
                     codec=member.codec,
                     indices=tuple(wanted),
                     squeeze=len(wanted) == 1,
                     as_float=not self.return_uint8,
                     frame_size=self.frame_sizes.get(key),
                     frames=member.frames,
+                    admits=admits,
+                    retires=last,
                 )
                 continue
             decoder = self.decoder(episode, key)
@@ -118,6 +126,8 @@ class SampleBuilder:
         item = {**frames, **item}
         if encoded:
             item[ENCODED_KEY] = encoded
+            if admits:
+                self._shipped.add(episode)
         if self.image_transforms is not None:
             for key in self.video_keys:
                 item[key] = self.image_transforms(item[key])

@@ -8,15 +8,21 @@ the runs of samples that reach the wanted frames, one packet per picture, the ba
 back to back through one session per thread and frame format, one end-of-stream per batch.
 No demuxer, no seek, no flush per access.
 
-Frames come out as planar RGB (PyNvVideoCodec's conversion on the session's CUDA stream),
-tagged with the timestamp sent with their packet (member and frame): every returned frame
-must be the next one sent, or the batch is refused (``DecodeStageError``), never shifted.
-Frames are copied out by the CUDA driver's asynchronous copy, a ctypes call that releases the
-GIL (``from_dlpack`` + ``copy_`` cost ~55 us of Python per frame under it).
+Frames come out as NV12, NVDEC's own format, and the stage converts a camera's whole batch at
+once with FFmpeg's arithmetic (``reader/decode/colour.py``): bit-identical to the CPU path,
+where PyNvVideoCodec's planar-RGB conversion differs by up to 2 levels. A member whose colour
+signalling that conversion cannot match exactly (``colour.resolve``), or a stage made with
+``backend_options={"colour": "nvdec"}``, gets PyNvVideoCodec's RGB instead.
+
+Each frame is tagged with the timestamp sent with its packet (member and frame): every
+returned frame must be the next one sent, or the batch is refused (``DecodeStageError``),
+never shifted. Frames are copied to their rows by the CUDA driver's asynchronous copy, a
+ctypes call that releases the GIL (``from_dlpack`` + ``copy_`` cost ~55 us of Python under it).
 
 Needs a CUDA device, the driver's ``libnvcuvid`` and ``pip install pynvvideocodec``;
-``nvdec_unavailable()`` says which is missing. Nothing here runs without a GPU, so the
-stream it sends is tested on CPU by decoding the same packets with FFmpeg.
+``nvdec_unavailable()`` says which is missing. Nothing here runs without a GPU: the stream it
+sends is tested on CPU by decoding the same packets with FFmpeg, the colour conversion against
+FFmpeg's own.
 """
 
 from __future__ import annotations
@@ -24,13 +30,23 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 
-from reader.decode.annexb import ElementaryStream, packets
-from reader.errors import DecodeStageError
+from reader.decode import colour as colour_conversion
+from reader.decode.annexb import ElementaryStream, elementary_stream, packets, stream_config
+from reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size
+from reader.decode.frames import FrameSpec, check_frame_spec
+from reader.decode.sps import signal_type
+from reader.decode.wire import EncodedFrames
+from reader.errors import DecodeStageError, FormatError
+from reader.format import check_mp4
 from reader.format.mp4 import Mp4Layout
+
+# NVDEC on A100/H100/H200 decodes H.264 and HEVC, not AV1 (packs made with --video copy keep AV1).
+CODECS = ("hevc", "h264")
 
 _lock = threading.Lock()
 _module = None
@@ -98,8 +114,8 @@ class MemberStream:
 
 
 class NvdecSession:
-    """One NVDEC decoder for members of one codec and frame size, used by one thread, on its
-    own CUDA stream.
+    """One NVDEC decoder for members of one codec and frame size, writing one frame format
+    (``"nv12"`` or ``"rgb"``), used by one thread, on its own CUDA stream.
 
     A batch's members go through it back to back (``decode``): NVDEC works ahead of the
     frames handed back (display delay), and one end-of-stream per batch hands over the rest.
@@ -110,9 +126,9 @@ class NvdecSession:
         DecodeStageError: the decoder cannot be created (named, with the library's message).
     """
 
-    def __init__(self, codec: str, height: int, width: int, device: torch.device):
+    def __init__(self, codec: str, height: int, width: int, output: Literal["nv12", "rgb"], device: torch.device):
         nvc = _nvc()
-        self.codec, self.height, self.width, self.device = codec, height, width, device
+        self.codec, self.height, self.width, self.output, self.device = codec, height, width, output, device
         self.stream = torch.cuda.Stream(device=device)
         try:
             self._decoder = nvc.CreateDecoder(
@@ -121,7 +137,7 @@ class NvdecSession:
                 cudacontext=0,
                 cudastream=self.stream.cuda_stream,
                 usedevicememory=True,
-                outputColorType=nvc.OutputColorType.RGBP,
+                outputColorType=nvc.OutputColorType.NATIVE if output == "nv12" else nvc.OutputColorType.RGBP,
                 latency=nvc.DisplayDecodeLatencyType.NATIVE,
             )
         except Exception as err:
@@ -130,7 +146,9 @@ class NvdecSession:
         self._end_of_picture = nvc.VideoPacketFlag.ENDOFPICTURE
         self._end_of_stream = nvc.VideoPacketFlag.ENDOFSTREAM
         self.counters = {"frames_fed": 0, "flushes": 0, "driver_copies": 0}
-        self._frame_bytes = 3 * height * width
+        # One frame's bytes as a row of the output: NV12 (H + H/2 rows of W) or planar RGB.
+        self._shape = (height * 3 // 2, width) if output == "nv12" else (3, height, width)
+        self._frame_bytes = height * width * 3 // 2 if output == "nv12" else 3 * height * width
         # Frames are copied with the driver's copy once the first frame shows it is safe
         # (``_can_copy_directly``); through torch otherwise.
         self._direct: bool | None = None if _device_copy() is not None else False
@@ -152,23 +170,25 @@ class NvdecSession:
         return self._decoder.Decode(packet)
 
     def _frame(self, decoded) -> torch.Tensor:
-        """A decoded frame as a (3, H, W) tensor, refused unless it is exactly that size."""
+        """A decoded frame as a tensor of one output row's shape, refused unless it is exactly
+        that (planar RGB may come as (3H, W))."""
         tensor = torch.from_dlpack(decoded)
         shape = tuple(tensor.shape)
-        if tensor.dtype != torch.uint8 or shape not in ((3, self.height, self.width), (3 * self.height, self.width)):
-            raise DecodeStageError(f"NVDEC returned a {shape} {tensor.dtype} frame; the member records {self.height}x{self.width} "
-                                   "(its parameter sets and its sample entry disagree)")
-        return tensor.reshape(3, self.height, self.width)
+        accepted = {self._shape} if self.output == "nv12" else {self._shape, (3 * self.height, self.width)}
+        if tensor.dtype != torch.uint8 or shape not in accepted:
+            hint = "; backend_options={'colour': 'nvdec'} takes NVDEC's RGB instead" if self.output == "nv12" else ""
+            raise DecodeStageError(f"NVDEC returned a {shape} {tensor.dtype} frame; expected {self._shape} uint8 for a "
+                                   f"{self.height}x{self.width} {self.output} frame (parameter sets and sample entry disagree?){hint}")
+        return tensor.reshape(self._shape)
 
     def _size_matches(self) -> bool:
         """Whether the decoder's current picture size is the session's (a member's parameter
         sets may claim another size than its sample entry)."""
         return (int(self._decoder.GetWidth()), int(self._decoder.GetHeight())) == (self.width, self.height)
 
-    def decode(self, jobs: list[tuple[MemberStream, list[int]]]) -> list[torch.Tensor]:
-        """For each ``(member, wanted)`` (frames distinct, ascending), its frames as a
-        (len(wanted), 3, H, W) uint8 tensor on this session's device, allocated and written on
-        ``self.stream`` (synchronize it before reading).
+    def decode(self, jobs: list[Job]) -> None:
+        """Write every job's frames into its output rows on ``self.stream`` (synchronize it
+        before reading them). Each job's ``out`` holds rows of this session's format.
 
         Raises:
             DecodeStageError: a frame returned out of the order sent, missing, or of another
@@ -177,24 +197,21 @@ class NvdecSession:
         """
         sent: list[int] = []
         seen: list[int] = []
-        route: dict[int, tuple[torch.Tensor, int]] = {}
-        outs = []
+        route: dict[int, tuple[torch.Tensor, tuple[int, ...]]] = {}
         keep = []  # buffers Decode reads from, alive until it returns
         flushed = False
+        for number, job in enumerate(jobs):
+            for frame, rows in zip(job.wanted, job.rows):
+                route[(number << 32) | frame] = (job.out, rows)
         with torch.cuda.stream(self.stream):
             try:
-                for number, (member, wanted) in enumerate(jobs):
-                    # Allocated on the stream that writes it: its memory is reused only after that.
-                    out = torch.empty((len(wanted), 3, self.height, self.width), dtype=torch.uint8, device=self.device)
-                    outs.append(out)
-                    for slot, j in enumerate(wanted):
-                        route[(number << 32) | j] = (out, slot)
-                for number, (member, wanted) in enumerate(jobs):
+                for number, job in enumerate(jobs):
+                    member: MemberStream = job.opened.handle
                     stream = member.stream
                     buffer = np.frombuffer(stream.data, dtype=np.uint8)
                     keep.append(buffer)
                     base, starts = buffer.ctypes.data, stream.starts
-                    for j, first in packets(member.layout, wanted):
+                    for j, first in packets(member.layout, job.wanted):
                         if first:  # behind the parameter sets: a small copy per GOP run
                             packet = np.frombuffer(stream.packet(j, first=True), dtype=np.uint8)
                             keep.append(packet)
@@ -214,13 +231,12 @@ class NvdecSession:
                         pass
         self.counters["frames_fed"] += len(sent)
         if seen != sent:
-            where = jobs[0][0].where if jobs else "?"
+            where = jobs[0].member.member_id if jobs else "?"
             raise DecodeStageError(
                 f"{where} (+{len(jobs) - 1} members): NVDEC returned {len(seen)} frames for {len(sent)} sent, first difference at "
                 f"{next((i for i, (a, b) in enumerate(zip(seen, sent)) if a != b), min(len(seen), len(sent)))}; "
                 "refusing to guess which frame is which"
             )
-        return outs
 
     def _take(self, frames, seen: list[int], route: dict) -> None:
         if frames and self._direct and not self._size_matches():
@@ -232,26 +248,123 @@ class NvdecSession:
             target = route.get(pts)
             if target is None:
                 continue  # a GOP lead-in frame: decoded to reach a wanted one, not kept
-            out, slot = target
+            out, rows = target
             if self._direct is None:
                 self._direct = self._can_copy_directly(decoded)
             if self._direct:
-                status = _device_copy()(out.data_ptr() + slot * self._frame_bytes, int(decoded.GetPtrToPlane(0)),
-                                        self._frame_bytes, self.stream.cuda_stream)
-                if status != 0:
-                    raise DecodeStageError(f"copying a decoded frame failed (CUDA driver error {status})")
-                self.counters["driver_copies"] += 1
+                source = int(decoded.GetPtrToPlane(0))
+                for row in rows:
+                    status = _device_copy()(out.data_ptr() + row * self._frame_bytes, source, self._frame_bytes,
+                                            self.stream.cuda_stream)
+                    if status != 0:
+                        raise DecodeStageError(f"copying a decoded frame failed (CUDA driver error {status})")
+                self.counters["driver_copies"] += len(rows)
             else:
-                out[slot].copy_(self._frame(decoded))
+                frame = self._frame(decoded)
+                for row in rows:
+                    out[row].copy_(frame)
 
     def _can_copy_directly(self, decoded) -> bool:
-        """Decided on a session's first frame: the library's planar RGB is one contiguous
-        block of exactly 3 x H x W bytes at ``GetPtrToPlane(0)``, and the decoder reports its
-        picture size (checked after every ``Decode`` from then on). Otherwise frames go through
-        torch, each checked for its size."""
+        """Decided on a session's first frame: the frame is one contiguous block of exactly one
+        output row's bytes at ``GetPtrToPlane(0)``, and the decoder reports its picture size
+        (checked after every ``Decode`` from then on). Otherwise frames go through torch, each
+        checked for its size."""
         tensor = self._frame(decoded)  # raises on a frame of another size
         try:
             sized = self._size_matches()
         except (AttributeError, TypeError, ValueError):
             return False
         return sized and tensor.is_contiguous() and tensor.data_ptr() == int(decoded.GetPtrToPlane(0))
+
+
+class NvdecBackend(DecodeBackend):
+    """NVDEC through PyNvVideoCodec (module docstring).
+
+    Options:
+        colour: ``"exact"`` (default): NV12 converted with FFmpeg's arithmetic where the
+            member's colour signalling allows it, else NVDEC's RGB; ``"nvdec"``: always
+            NVDEC's RGB (PyNvVideoCodec's conversion, up to 2 levels from the CPU path's).
+    """
+
+    name = "nvdec"
+    device_type = "cuda"
+
+    def __init__(self, device: torch.device, *, colour: Literal["exact", "nvdec"] = "exact"):
+        super().__init__(device)
+        if colour not in ("exact", "nvdec"):
+            raise ValueError(f"nvdec option colour={colour!r} is not one of 'exact', 'nvdec'")
+        self.colour = colour
+        self._local = threading.local()
+        self._sessions: list[NvdecSession] = []
+        self._lock = threading.Lock()
+        self._inexact = 0  # members given NVDEC's RGB because their colour cannot be matched exactly
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        reason = nvdec_unavailable()
+        return None if reason is None else f"NVDEC cannot decode here: {reason}"
+
+    def refuses(self, member: EncodedFrames) -> str | None:
+        if member.codec not in CODECS:
+            return (f"codec {member.codec!r} cannot be decoded by NVDEC on A100/H100; "
+                    "repack with `lerobot-shards pack --video hevc` (or h264)")
+        return None
+
+    def open(self, member: EncodedFrames, spec: FrameSpec | None) -> Opened:
+        where = member.member_id
+        height, width = member.frame_size if member.frame_size is not None else (None, None)
+        layout = check_mp4(member.data, where=where, frames=member.frames, height=height, width=width)
+        check_frame_spec((layout.height, layout.width, layout.samples), spec)
+        if not layout.in_order:
+            raise DecodeStageError(f"{where}: frames are stored out of presentation order (B-frames); "
+                                   "repack with `lerobot-shards pack --video hevc` for GPU decode")
+        config = stream_config(layout.codec, layout.codec_config, where=where)
+        stream = elementary_stream(member.data, layout, config, where=where)
+        height, width = frame_size(member, spec, layout)
+        exact = self._colour(layout, config, stream, height, width, where) if self.colour == "exact" else None
+        if exact is None:
+            with self._lock:
+                self._inexact += 1
+        return Opened(self, MemberStream(where=where, layout=layout, stream=stream), height, width,
+                      output="nv12" if exact is not None else "rgb", colour=exact)
+
+    @staticmethod
+    def _colour(layout: Mp4Layout, config, stream: ElementaryStream, height: int, width: int, where: str):
+        """The member's exact colour conversion, or None (see ``colour.resolve``)."""
+        if stream.foreign_sps or len(config.sequence_parameter_sets) != 1:
+            return None  # several sequence parameter sets: which one a frame uses is the stream's business
+        try:
+            signal = signal_type(layout.codec, config.sequence_parameter_sets[0], where=where)
+        except FormatError:
+            return None  # NVDEC's own parser decides; its RGB is then what the member gets
+        spec, _ = colour_conversion.resolve(signal, layout.colour_boxes, height, width)
+        return spec
+
+    def _session(self, codec: str, height: int, width: int, output: str) -> NvdecSession:
+        """This thread's NVDEC session for the codec, frame size and output format."""
+        sessions = getattr(self._local, "sessions", None)
+        if sessions is None:
+            sessions = self._local.sessions = {}
+        key = (codec, height, width, output)
+        if key not in sessions:
+            sessions[key] = NvdecSession(codec, height, width, output, self.device)
+            with self._lock:
+                self._sessions.append(sessions[key])
+        return sessions[key]
+
+    def decode(self, jobs: list[Job]) -> None:
+        by_session: dict[NvdecSession, list[Job]] = {}
+        for job in jobs:
+            member: MemberStream = job.opened.handle
+            session = self._session(member.layout.codec, job.opened.height, job.opened.width, job.opened.output)
+            by_session.setdefault(session, []).append(job)
+        for session, share in by_session.items():
+            session.decode(share)
+            session.stream.synchronize()
+
+    def counters(self) -> dict[str, int]:
+        totals = {"frames_fed": 0, "flushes": 0, "driver_copies": 0, "inexact_colour_members": self._inexact}
+        for session in list(self._sessions):
+            for name in ("frames_fed", "flushes", "driver_copies"):
+                totals[name] += session.counters[name]
+        return totals
