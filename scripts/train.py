@@ -11,9 +11,17 @@ serves the rest of the epoch exactly once (reader.plan.resume_state).
 
     torchrun --nproc_per_node=2 scripts/train.py --data /path/packed --steps 200 --ckpt run/ckpt.pt
     torchrun --nproc_per_node=8 scripts/train.py --data s3://bucket/mix/mixture.json --ckpt run/ckpt.pt
+    torchrun --nproc_per_node=8 scripts/train.py --data PACK_HEVC --decode-device cuda --policy act --ckpt run/ckpt.pt
 
-``--data`` is a pack's root or a ``mixture.json`` (``lerobot-shards mixture create``); a
-mixture's datasets must share one fps (the action window is ``--horizon`` frames at it).
+``--data`` is a pack's root, a ``mixture.json`` (``lerobot-shards mixture create``) or several
+packs (a mixture of them); a mixture's datasets must share one fps (the action window is
+``--horizon`` frames at it). ``--decode-device cuda`` decodes on the GPU (NVDEC, packs made
+with ``--video hevc``/``h264``): workers ship compressed members, a ``DecodeStage`` decodes.
+``--policy act`` trains a policy of ACT's size (``scripts/act_sized.py``) instead of the tiny one.
+
+Every rank reports the share of its step time spent waiting for data (the time inside the
+loader's ``next``, over the wall time of the steps after the first ``--log-every``):
+``[train] rank R data wait P% ...``; near zero means the loader keeps up with the policy.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import torch.distributed as dist
 from torch import nn
 
 from reader import BatchLoader, MixtureDataset, PackedDataset, to_device
+from reader.decode.stage import DecodeStage
 
 ACTION_KEY = "action"
 STATE_KEY = "observation.state"
@@ -52,7 +61,10 @@ class TinyPolicy(nn.Module):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="packed dataset path or URL, or a mixture.json")
+    parser.add_argument("--data", required=True, nargs="+", help="packed dataset path or URL, a mixture.json, or several packs")
+    parser.add_argument("--allow-duplicates", action="store_true", help="several --data packs may be the same pack (copies)")
+    parser.add_argument("--decode-device", default=None, help="decode video on this device (cuda: NVDEC) instead of in the workers")
+    parser.add_argument("--policy", choices=("tiny", "act"), default="tiny", help="tiny MLP, or a policy of ACT's size")
     parser.add_argument("--steps", type=int, default=100, help="optimizer steps to run in total")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--num-workers", type=int, default=2)
@@ -67,17 +79,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def open_dataset(data: str, *, horizon: int, seed: int) -> PackedDataset | MixtureDataset:
-    """The training stream: a pack, or a mixture (``mixture.json``) whose datasets share one
-    fps; the action window is ``horizon`` frames at that fps."""
-    is_mixture = data.rstrip("/").endswith(".json")
-    probe = MixtureDataset(data, shuffle=False) if is_mixture else PackedDataset(data, shuffle=False)
+def open_dataset(data: list[str], *, horizon: int, seed: int, decode_device: str | None = None,
+                 allow_duplicates: bool = False) -> PackedDataset | MixtureDataset:
+    """The training stream: a pack, or a mixture (a ``mixture.json``, or several packs) whose
+    datasets share one fps; the action window is ``horizon`` frames at that fps."""
+    is_mixture = len(data) > 1 or data[0].rstrip("/").endswith(".json")
+    source = data if len(data) > 1 else data[0]
+    mixture = dict(allow_duplicates=allow_duplicates) if is_mixture else {}
+    probe = MixtureDataset(source, shuffle=False, **mixture) if is_mixture else PackedDataset(source, shuffle=False)
     fps = probe.meta.fps
     if fps is None:
         raise SystemExit(f"{data}: the mixture's datasets have different fps ({probe.fps}); train on one fps per run")
     delta = {ACTION_KEY: [i / fps for i in range(horizon)]}
     kind = MixtureDataset if is_mixture else PackedDataset
-    return kind(data, delta_timestamps=delta, seed=seed, return_uint8=True)
+    return kind(source, delta_timestamps=delta, seed=seed, return_uint8=True, decode_device=decode_device, **mixture)
 
 
 def setup_distributed() -> tuple[int, int]:
@@ -94,19 +109,34 @@ def main(argv: list[str] | None = None) -> None:
     if torch.cuda.is_available():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
+        # As lerobot-train sets them: TF32 matmuls, cuDNN picks its convolution algorithms.
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
     else:
         device = torch.device("cpu")
         # This process's ops share the cores with the loader's workers: more intra-op threads
         # than free cores makes OpenMP spin (10-40x slower ops).
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - args.num_workers))
     torch.manual_seed(args.seed)
-    dataset = open_dataset(args.data, horizon=args.horizon, seed=args.seed)
+    decode_device = None
+    if args.decode_device is not None:
+        decode_device = str(device) if args.decode_device == "cuda" and device.type == "cuda" else args.decode_device
+    dataset = open_dataset(args.data, horizon=args.horizon, seed=args.seed, decode_device=decode_device,
+                           allow_duplicates=args.allow_duplicates)
     features = dataset.meta.features  # a mixture's: harmonized (padded widths, every camera)
     cameras = [key for key, feature in features.items() if feature["dtype"] == "video"]
     sample_state = features[STATE_KEY]["shape"][0]
     action_dim = features[ACTION_KEY]["shape"][0]
 
-    policy = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon).to(device)
+    if args.policy == "act":
+        from act_sized import ActSizedPolicy
+
+        camera = features[cameras[0]]  # LeRobot's video shape: (height, width, channels) by its names
+        names, shape = list(camera.get("names") or ["height"]), camera["shape"]
+        height, width = shape[:2] if names[0] == "height" else shape[1:3]
+        policy = ActSizedPolicy(sample_state, len(cameras), action_dim, args.horizon, height, width).to(device)
+    else:
+        policy = TinyPolicy(sample_state, len(cameras), action_dim, args.horizon).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
     state = None
     if args.ckpt.exists():
@@ -122,7 +152,11 @@ def main(argv: list[str] | None = None) -> None:
 
     # Whole uint8 batches built in the workers into reused shared memory; the loader counts
     # the samples this rank received this epoch (across resumes) for its state_dict.
-    loader = BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers)
+    # With --decode-device, the workers ship compressed members and a DecodeStage decodes
+    # ahead in a thread; the loader counts only the batches it has yielded, so its state is the
+    # training loop's.
+    stage = DecodeStage(decode_device) if decode_device is not None else None
+    loader = BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, decode_stage=stage)
     step, epoch = 0, 0
     if state is not None:
         step = state["step"]
@@ -133,9 +167,10 @@ def main(argv: list[str] | None = None) -> None:
 
     log = args.log_batches.open("a") if args.log_batches is not None else None
     started, seen = time.perf_counter(), 0
+    wait = WaitClock(device, skip=args.log_every)
     while step < args.steps:
         loader.set_epoch(epoch)  # a loaded state applies to its own epoch only
-        for batch in loader:
+        for batch in wait.batches(loader):
             batch = to_device(batch, device)  # frames travel as uint8, become float32 in [0, 1] here
             state_in = batch[STATE_KEY]
             target = batch[ACTION_KEY]
@@ -152,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
             if log is not None:
                 log.write(json.dumps({"rank": rank, "step": step, "epoch": epoch, "index": batch["index"].tolist(), "loss": loss.item()}) + "\n")
                 log.flush()
+            wait.step_done()
             if rank == 0 and step % args.log_every == 0:
                 rate = seen * world_size / (time.perf_counter() - started)
                 print(f"[train] step {step} epoch {epoch} loss {loss.item():.4f} samples/s {rate:.1f}", flush=True)
@@ -165,9 +201,53 @@ def main(argv: list[str] | None = None) -> None:
         break
     if log is not None:
         log.close()
+    print(f"[train] rank {rank} {wait.report()}", flush=True)
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+class WaitClock:
+    """How long a rank waits for data: the time inside the loader's ``next`` against the wall
+    time of whole steps (the GPU synchronized at each step's end, so a step's time is its
+    compute, not the time to queue it), after the first ``skip`` steps (start-up)."""
+
+    def __init__(self, device: torch.device, *, skip: int):
+        self.device, self.skip = device, skip
+        self.steps, self.waited, self.total = 0, 0.0, 0.0
+        self._step_start: float | None = None
+        self._waited_now = 0.0
+
+    def batches(self, loader):
+        iterator = iter(loader)
+        while True:
+            before = time.perf_counter()
+            if self._step_start is None:
+                self._step_start = before
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            self._waited_now += time.perf_counter() - before
+            yield batch
+
+    def step_done(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        self.steps += 1
+        if self.steps > self.skip and self._step_start is not None:
+            self.waited += self._waited_now
+            self.total += now - self._step_start
+        self._step_start, self._waited_now = now, 0.0
+
+    def report(self) -> str:
+        measured = max(self.steps - self.skip, 0)
+        if measured == 0 or self.total <= 0:
+            return f"data wait: no steps measured (ran {self.steps}, skipping the first {self.skip})"
+        share = 100 * self.waited / self.total
+        return (f"data wait {share:.1f}% of step time over {measured} steps (this run's first {self.skip} skipped): "
+                f"{self.waited / measured * 1000:.1f} ms of {self.total / measured * 1000:.1f} ms a step")
 
 
 def save_checkpoint(path: Path, rank: int, model, optimizer, step: int, data_state: dict) -> None:

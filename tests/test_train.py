@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,7 +74,11 @@ def test_the_example_trains_on_a_compiled_mixture_and_resumes(tmp_path):
 
     train("--stop-after", "3")
     resumed = train()
-    assert resumed[0].startswith("[train] resumed at step 2") and resumed[-1].startswith("[train] step 8 ")
+    steps = [line for line in resumed if line.startswith("[train] step ")]
+    assert resumed[0].startswith("[train] resumed at step 2") and steps[-1].startswith("[train] step 8 ")
+    # Every rank reports how much of its step time went to waiting for data.
+    assert re.fullmatch(r"\[train\] rank 0 data wait \d+\.\d% of step time over 5 steps \(this run's first 1 skipped\): "
+                        r"\d+\.\d ms of \d+\.\d ms a step", resumed[-1]), resumed[-1]
 
 
 def test_one_checkpoint_resumes_on_1_then_2_then_1_ranks(packed_copy, tmp_path):
