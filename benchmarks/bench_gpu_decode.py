@@ -353,7 +353,9 @@ class _Window:
                 "decoder_utilization_pct": self.median, "inexact_colour_members": self.after.get("inexact_colour_members")}
 
 
-def loader_speed(args, device: str) -> list[dict]:
+def loader_speed(args, device: str, rows: list | None = None, save=lambda: None) -> list[dict]:
+    """Every loader system's steady state (module docstring); each row is appended to ``rows``
+    and ``save`` called as it is measured, so a run cut short keeps what it measured."""
     hevc = args.pack[0]
     probe = PackedDataset(hevc, shuffle=False, return_uint8=True)
     cameras, fps = list(probe.video_keys), probe.fps
@@ -364,7 +366,7 @@ def loader_speed(args, device: str) -> list[dict]:
     if len(probe) * args.copies < total * BATCH * 1.1:
         _log(f"[loader] warning: the mixture's epoch ({len(probe) * args.copies} samples) is not longer than the window "
              f"({total * BATCH}); use more --copies")
-    rows = []
+    rows = [] if rows is None else rows
 
     def gpu(mode: str, roots: list[str] | str, workers: int, epochs: int):
         delta = delta_for(mode, cameras, fps)
@@ -409,6 +411,7 @@ def loader_speed(args, device: str) -> list[dict]:
             row.update(window.report())
             stage.close()
         rows.append(row)
+        save()
         _log(f"[loader] {row}")
     for mode in args.modes:
         by = {r["system"] + (f"-{r['workers']}" if r["system"] == "gpu-mixture" else ""): r.get("samples_per_s") for r in rows if r["mode"] == mode}
@@ -492,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     for part, run in (("exact", lambda: [exact(pack, args.device, args.exact_workers) for pack in args.pack]),
                       ("stage", lambda: stage_speed(args.pack[0], args.device, [int(t) for t in args.threads.split(",")],
                                                     args.stage_seconds, args.options)),
-                      ("loader", lambda: loader_speed(args, args.device)),
+                      ("loader", lambda: loader_speed(args, args.device, results.setdefault("loader", []), save)),
                       ("train", lambda: train_wait(args, args.device))):
         if part in parts:
             started = time.perf_counter()
