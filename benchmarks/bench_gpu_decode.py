@@ -98,7 +98,8 @@ def env(device: str) -> dict:
 
             info["pynvvideocodec"] = nvc.__version__
             try:
-                caps = nvc.GetDecoderCaps(gpuid=0, codec=nvc.cudaVideoCodec.HEVC, chromaformat=nvc.cudaVideoChromaFormat._420, bitdepth=8)
+                chroma = next(getattr(nvc.cudaVideoChromaFormat, n) for n in dir(nvc.cudaVideoChromaFormat) if "420" in n)
+                caps = nvc.GetDecoderCaps(gpuid=0, codec=nvc.cudaVideoCodec.HEVC, chromaformat=chroma, bitdepth=8)
                 info["nvdec_engines"] = caps.get("num_decoder_engines")
             except Exception as err:  # noqa: BLE001 - a probe: report, do not stop
                 info["nvdec_engines"] = f"unknown ({type(err).__name__}: {err})"

@@ -1,5 +1,7 @@
 """Why the NVDEC stage stops scaling (GPU only): the stage alone on one pack's members, varied.
 
+(Its NVDEC utilization column sampled the processes' start-up too and read 0-9%: ignore it.)
+
     PYTHONPATH=.:$SITE python benchmarks/nvdec_scaling.py PACK_HEVC [--seconds 4]
 
 Prints frames/s and NVDEC utilization for: the stage as it is (8 threads); the same without
