@@ -11,6 +11,7 @@ _EXPORTS = {
     "reader.dataset": ["PackedDataset", "AnchorSequence"],
     "reader.mixture": ["MixtureDataset"],
     "reader.loader": ["BatchLoader", "to_device"],
+    "reader.decode.stage": ["DecodeStage"],
     "reader.format": ["FORMAT_VERSION", "Manifest"],
     "reader.storage": ["RetryPolicy"],
     # The one error hierarchy (reader.errors): catch LeRobotShardsError for all of ours.
