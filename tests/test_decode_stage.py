@@ -108,12 +108,14 @@ def test_bad_batches_are_refused_before_decoding(packed_hevc):
 def test_backends_and_devices_are_checked():
     from reader.decode.backends.nvdec import nvdec_unavailable
 
-    with pytest.raises(ValueError, match="decodes on a CUDA device"):
+    with pytest.raises(ValueError, match="backend 'nvdec' decodes on a CUDA device, not the CPU; on the CPU use 'pyav' or 'torchcodec'"):
         DecodeStage("cpu", backend="nvdec")
-    with pytest.raises(ValueError, match="not one of"):
+    with pytest.raises(ValueError, match="backend 'ffmpeg' is not one of 'auto', 'nvdec', 'pyav', 'torchcodec'"):
         DecodeStage("cpu", backend="ffmpeg")
-    with pytest.raises(ValueError, match="decodes on the CPU"):
+    with pytest.raises(ValueError, match="decodes on the CPU, not a CUDA device; on a CUDA device use 'nvdec' or 'torchcodec', or device='cpu'"):
         DecodeStage("cuda", backend="pyav")
+    with pytest.raises(ValueError, match="backend 'pyav' takes no options"):
+        DecodeStage("cpu", backend="pyav", backend_options={"colour": "exact"})
     if not torch.cuda.is_available():
         assert "no CUDA device" in nvdec_unavailable()
         stage = DecodeStage("cuda", allow_cpu_fallback=True)
@@ -157,3 +159,65 @@ def test_each_member_opens_at_most_once_per_admission_on_a_mixture(tmp_path):
     assert stats["retirements"] == admitted and stats["members_held"] == 0
     assert stats["max_members_held"] <= 2 * 40
     assert stats["members_in_batches"] > 3 * stats["members_opened"]  # held across batches, not reopened
+
+
+def test_a_new_backend_is_one_class_and_one_row(packed_hevc, monkeypatch):
+    """The seam: a backend the stage has never heard of, registered in the table, decodes
+    through the same scheduler (here: PyAV under another name, counting what it opens)."""
+    from reader.decode import backends
+    from reader.decode.backends.pyav import PyAVBackend
+
+    class CountingBackend(PyAVBackend):
+        name = "counting"
+        opened = 0
+
+        def open(self, member, spec):
+            CountingBackend.opened += 1
+            return super().open(member, spec)
+
+    monkeypatch.setitem(backends.BACKENDS, ("counting", "cpu"), CountingBackend)
+    monkeypatch.setattr(backends, "NAMES", (*backends.NAMES, "counting"))
+    stage = DecodeStage("cpu", backend="counting")
+    plain = DecodeStage("cpu", backend="pyav")
+    expected = [plain(batch) for batch in _encoded_batches(packed_hevc)]
+    got = [stage(batch) for batch in _encoded_batches(packed_hevc)]
+    assert stage.backend == "counting" and CountingBackend.opened == stage.stats()["members_opened"] > 0
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(expected, got) for k in DELTA if k.startswith("observation.images"))
+
+
+def test_a_member_without_its_bytes_is_refused_not_guessed(packed_hevc):
+    """Workers ship a member's bytes with an admission's first draw only; a stage that did not
+    see that batch (another stage, a skipped batch) says so instead of decoding something else."""
+    batches = _encoded_batches(packed_hevc)
+    later = next(b for b in batches[1:] if any(m.data is None for p in b[ENCODED_KEY].values() for m in p["members"]))
+    with pytest.raises(DecodeStageError, match="arrives without its bytes and the stage does not hold it"):
+        DecodeStage("cpu")(later)
+
+
+def test_batch_loader_with_a_stage_resumes_where_training_stood(packed_hevc):
+    """The stage decodes ahead in a thread; the loader's state counts only what it yielded, so
+    resuming from a checkpoint taken after k batches continues with batch k + 1, exactly."""
+    from reader import BatchLoader
+
+    def loader(stage=None):
+        dataset = PackedDataset(str(packed_hevc), delta_timestamps=DELTA, seed=4, return_uint8=True, decode_device="cpu")
+        return dataset, BatchLoader(dataset, batch_size=4, num_workers=2, decode_stage=stage or DecodeStage("cpu"))
+
+    reference_ds = PackedDataset(str(packed_hevc), delta_timestamps=DELTA, seed=4, return_uint8=True)
+    reference = list(BatchLoader(reference_ds, batch_size=4, num_workers=2))
+    _, first = loader()
+    taken = []
+    for batch in first:
+        taken.append(batch)
+        if len(taken) == 3:
+            break
+    state = first.state_dict()
+    assert state["samples_consumed"] == 12
+    _, resumed = loader()
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert [b["index"].tolist() for b in taken + rest] == [b["index"].tolist() for b in reference]
+    for got, want in zip(taken + rest, reference):
+        assert torch.equal(got["observation.images.top"], want["observation.images.top"])
+    with pytest.raises(ValueError, match="decode_stage decodes what workers ship with decode_device"):
+        BatchLoader(reference_ds, batch_size=4, decode_stage=DecodeStage("cpu"))

@@ -103,7 +103,7 @@ class MemberCache:
         self._loose.clear()
 
     def _bound(self) -> None:
-        self.counters["max_held"] = max(self.counters["max_held"], len(self._held))
         while len(self._held) > self.limit:
             self._held.popitem(last=False)
             self.counters["forced_evictions"] += 1
+        self.counters["max_held"] = max(self.counters["max_held"], len(self._held))

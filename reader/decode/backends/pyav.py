@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size, write_rows
-from reader.decode.frames import CpuDecodeStage, FrameSpec
-from reader.decode.wire import EncodedFrames
+from reader.decode.backends.cpu import CpuDecoderBackend
 
 
-class PyAVBackend(DecodeBackend):
-    name = "pyav"
-    device_type = "cpu"
+class PyAVBackend(CpuDecoderBackend):
+    name = decoder = "pyav"
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -18,15 +15,3 @@ class PyAVBackend(DecodeBackend):
         except ImportError as err:
             return f"PyAV cannot be imported ({err}); pip install av"
         return None
-
-    def __init__(self, device, **options):
-        super().__init__(device, **options)
-        self._decoders = CpuDecodeStage("pyav")
-
-    def open(self, member: EncodedFrames, spec: FrameSpec | None) -> Opened:
-        decoder = self._decoders.open(member.data, where=member.member_id, spec=spec)
-        return Opened(self, decoder, *frame_size(member, spec))
-
-    def decode(self, jobs: list[Job]) -> None:
-        for job in jobs:
-            write_rows(job, self._decoders.decode(job.opened.handle, list(job.wanted), where=job.member.member_id))
