@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,41 @@ def test_a_hub_that_keeps_failing_fails_the_pack_naming_what_and_how_often(tmp_p
         server.stop()
     assert result["error"].startswith("SourceError: Hub download of org/ds@main failed after 8 attempt(s)"), result
     assert server.counts["503"] == 8  # bounded, each after the server's Retry-After
+
+
+def test_a_repo_cannot_plant_what_the_stager_relies_on(hub, tmp_path):
+    """Issue 30, finding 1: the listing cache once lived at a path a repo file can have
+    (``.lerobot-shards/listing.json``), so a repo could ship its own listing and have an
+    absolute path written on the next staging. Now the cache and partial downloads live beside
+    the staged tree, every cached entry is checked again, and every write must resolve inside."""
+    source = _dataset(tmp_path / "ds")
+    outside = tmp_path / "outside"
+    entry = {"size": 5, "blob_id": "1" * 40, "lfs_sha256": None}
+    planted = {str(outside / "planted.txt"): entry, "../escape.txt": entry}
+    (source / ".lerobot-shards" / "partial").mkdir(parents=True)
+    (source / ".lerobot-shards" / "listing.json").write_text(json.dumps(planted))
+    (source / ".lerobot-shards" / "partial" / "download-x").write_text("not ours")
+    hub.repo("org/ds").add_commit(source, "main")
+    for _ in range(2):  # the second staging is the one the planted listing used to steer
+        [result] = _pack(hub, tmp_path, [{"repo": "org/ds", "dst": str(tmp_path / "out")}])
+        assert "error" not in result, result
+    assert not outside.exists() and not (tmp_path / "escape.txt").exists()
+    assert dict(hub.counts)["tree"] == 1  # the second staging used the stager's own cache
+    staged = next(p for p in (tmp_path / "cache" / "hub").iterdir() if p.is_dir() and not p.name.endswith(".partial"))
+    assert json.loads((staged / ".lerobot-shards" / "listing.json").read_text()) == planted  # just a repo file, staged
+    # The stager's own cache, altered: its entries are checked like the server's, so it is listed again.
+    cache = staged.with_name(staged.name + ".listing.json")
+    listing = json.loads(cache.read_text())
+    listing[str(outside / "again.txt")] = entry
+    cache.write_text(json.dumps(listing))
+    hub.reset_counts()
+    [result] = _pack(hub, tmp_path, [{"repo": "org/ds", "dst": str(tmp_path / "out2")}])
+    assert "error" not in result and hub.counts["tree"] == 1, (result, hub.log)
+    assert not outside.exists()
+    # A staged folder replaced by a link out of the tree: the write is refused, not followed.
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    shutil.rmtree(staged / "videos")
+    (staged / "videos").symlink_to(target, target_is_directory=True)
+    [result] = _pack(hub, tmp_path, [{"repo": "org/ds", "dst": str(tmp_path / "out3")}])
+    assert "outside the staged tree" in result["error"] and not any(target.iterdir()), result

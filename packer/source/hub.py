@@ -9,7 +9,9 @@ client (endpoint, token, headers, ``HF_ENDPOINT``) but plans the requests itself
 - the revision (branch, tag or commit SHA, passed as is) is resolved to a commit once; a SHA
   needs no request;
 - the commit's file listing is fetched once (``list_repo_tree``, paginated) and cached on
-  disk by commit, so a re-run of a SHA, or of a branch that did not move, lists nothing;
+  disk by commit, beside the staged tree (a repo can ship any path inside it), every entry
+  checked on each read as a fresh one is, so a re-run of a SHA, or of a branch that did not
+  move, lists nothing;
 - each file the pack needs and the disk lacks is fetched with one ``GET``, streamed to a
   temporary file, checked against the listing's size and digest (git blob id, or the LFS
   sha256), then moved into place; files already on disk with the listed size are not
@@ -18,7 +20,9 @@ client (endpoint, token, headers, ``HF_ENDPOINT``) but plans the requests itself
   (honouring ``Retry-After``), a bounded number of times, then fail naming the file.
 
 Staged files live under ``<cache>/hub/<org>--<name>@<commit>``, so a branch that moves gets
-a new directory instead of mixing two commits.
+a new directory instead of mixing two commits; every write is checked to resolve inside it.
+The listing cache and partial downloads live beside it (``...@<commit>.listing.json``,
+``...@<commit>.partial/``): nothing the stager relies on is a path a repo file can have.
 """
 
 from __future__ import annotations
@@ -105,14 +109,54 @@ def _resolve(api, repo_id: str, revision: str | None) -> str:
     return info.sha
 
 
+def listing_cache_for(local: Path) -> Path:
+    """Where a staged commit's listing is cached: beside the staged tree, never inside it (a
+    repo may ship any path inside it; a staged directory's name ends in the commit's 40 hex
+    digits, so no other staged directory can be named like this file)."""
+    return local.with_name(local.name + ".listing.json")
+
+
+def _partial_dir(local: Path) -> Path:
+    """Where downloads are written before they are checked: beside the staged tree too."""
+    return local.with_name(local.name + ".partial")
+
+
+_HEX40 = re.compile(r"[0-9a-f]{40}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _checked(repo_id: str, commit: str, path: object, size: object, blob_id: object, lfs_sha256: object) -> HubFile:
+    """One listing entry, checked the same way whether it comes from the server or the cache.
+
+    Raises:
+        SourceError: a path that could leave the staged tree, or a size or digest that is not one.
+    """
+    if not isinstance(path, str):
+        raise SourceError(f"{repo_id}@{commit}: refusing a listed path of type {type(path).__name__}")
+    try:
+        safe_relative_path(path)
+    except ValueError as err:
+        raise SourceError(f"{repo_id}@{commit}: refusing listed file {path[:200]!r} ({err})") from None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise SourceError(f"{repo_id}@{commit}:{path[:200]}: listed size {size!r} is not a byte count")
+    if not isinstance(blob_id, str) or not _HEX40.fullmatch(blob_id):
+        raise SourceError(f"{repo_id}@{commit}:{path[:200]}: listed blob id {str(blob_id)[:80]!r} is not a git SHA-1")
+    if lfs_sha256 is not None and (not isinstance(lfs_sha256, str) or not _HEX64.fullmatch(lfs_sha256)):
+        raise SourceError(f"{repo_id}@{commit}:{path[:200]}: listed LFS digest {str(lfs_sha256)[:80]!r} is not a SHA-256")
+    return HubFile(size, blob_id, lfs_sha256)
+
+
 def _listing(api, repo_id: str, commit: str, local: Path) -> dict[str, HubFile]:
-    """The commit's files, from the on-disk cache or one paginated listing."""
-    cache = local / ".lerobot-shards" / "listing.json"
+    """The commit's files, from the on-disk cache (every entry checked again) or one
+    paginated listing."""
+    cache = listing_cache_for(local)
     if cache.is_file():
         try:
-            return {path: HubFile(**entry) for path, entry in json.loads(cache.read_text()).items()}
-        except (ValueError, TypeError):
-            pass  # a damaged cache is listed again
+            cached = json.loads(cache.read_text())
+            return {path: _checked(repo_id, commit, path, e.get("size"), e.get("blob_id"), e.get("lfs_sha256"))
+                    for path, e in cached.items()}
+        except (ValueError, TypeError, AttributeError, SourceError):
+            pass  # a damaged or altered cache is listed again
     from huggingface_hub.hf_api import RepoFile
 
     entries = _with_retries(f"{repo_id}@{commit} (file listing)",
@@ -120,16 +164,22 @@ def _listing(api, repo_id: str, commit: str, local: Path) -> dict[str, HubFile]:
     files = {}
     for entry in entries:
         if isinstance(entry, RepoFile):
-            try:
-                safe_relative_path(entry.path)
-            except ValueError as err:
-                raise SourceError(f"{repo_id}@{commit}: refusing listed file {entry.path[:200]!r} ({err})") from None
-            files[entry.path] = HubFile(entry.size, entry.blob_id, entry.lfs.sha256 if entry.lfs is not None else None)
+            files[entry.path] = _checked(repo_id, commit, entry.path, entry.size, entry.blob_id,
+                                         entry.lfs.sha256 if entry.lfs is not None else None)
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp")
     tmp.write_text(json.dumps({p: f.__dict__ for p, f in files.items()}))
     os.replace(tmp, cache)
     return files
+
+
+def _inside(local: Path, rel: str) -> Path:
+    """``local / rel``, refused unless it resolves (symbolic links followed) inside ``local``."""
+    root = os.path.realpath(local)
+    target = os.path.realpath(local / rel)
+    if not target.startswith(root + os.sep):
+        raise SourceError(f"{local}: refusing to write {rel[:200]!r}, which resolves to {target[:200]} outside the staged tree")
+    return Path(target)
 
 
 @contextlib.contextmanager
@@ -157,14 +207,16 @@ def _download(repo_id: str, commit: str, rel: str, expected: HubFile, local: Pat
         SourceError: the file does not match the listing (size or digest), or the Hub failed
             beyond the retries.
     """
-    target = local / rel
+    local.mkdir(parents=True, exist_ok=True)
+    target = _inside(local, rel)
     if target.is_file() and target.stat().st_size == expected.size:
         return False
     from huggingface_hub import hf_hub_url
 
     url = hf_hub_url(repo_id, rel, repo_type="dataset", revision=commit)
     target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = local / ".lerobot-shards" / "partial"  # never inside meta/, which is copied verbatim
+    target = _inside(local, rel)  # again: the folders made on the way may not be links
+    scratch = _partial_dir(local)  # outside the staged tree (and so outside meta/, copied verbatim)
     scratch.mkdir(parents=True, exist_ok=True)
 
     def fetch() -> None:
