@@ -16,7 +16,7 @@ _EXPORTS = {
     "reader.storage": ["RetryPolicy"],
     # The one error hierarchy (reader.errors): catch LeRobotShardsError for all of ours.
     "reader.errors": [
-        "LeRobotShardsError", "FormatError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
+        "LeRobotShardsError", "FormatError", "BoundExceededError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
         "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
         "ResumeStateError", "ResumeWarning", "WindowError", "DecodeError", "DecodeStageError", "PrefetchError",
         "ResourceLimitError",

@@ -22,6 +22,13 @@ class FormatError(LeRobotShardsError, ValueError):
     receipt, plan or shard. The message names the file."""
 
 
+class BoundExceededError(FormatError):
+    """Data claims more than a bound of the format allows (what it would expand to: samples,
+    bytes per sample, ...). Unlike other format errors, never a reason to hand the file to
+    another reader (FFmpeg's demuxer would expand the same claims): the message names the
+    file, the field, the value found and the value allowed."""
+
+
 class UnsupportedFormatVersionError(FormatError):
     """The dataset was written by a format version this reader does not read."""
 
@@ -122,6 +129,7 @@ __all__ = [
     "DecodeStageError",
     "EpisodeDataError",
     "FormatError",
+    "BoundExceededError",
     "HarmonizeError",
     "IntegrityError",
     "LeRobotShardsError",

@@ -76,10 +76,10 @@ def test_a_pack_uses_byte_ranges_where_it_can(sample_source, packed_copy, tmp_pa
     demuxer gives members with the same packets and the same index apart from member bytes."""
     opened = []
     original = build._packet_reader
-    monkeypatch.setattr(build, "_packet_reader", lambda path: opened.append(reader := original(path)) or reader)
+    monkeypatch.setattr(build, "_packet_reader", lambda path, limit=None: opened.append(reader := original(path, limit)) or reader)
     pack_dataset(str(sample_source), str(tmp_path / "ranges"), video="copy", shard_size_mb=0.03)
     assert opened and all(isinstance(r, SourceSampleReader) for r in opened)
-    monkeypatch.setattr(build, "_packet_reader", SourceVideoReader)
+    monkeypatch.setattr(build, "_packet_reader", lambda path, limit=None: SourceVideoReader(path))
     pack_dataset(str(sample_source), str(tmp_path / "demuxed"), video="copy", shard_size_mb=0.03)
     ranges, demuxed = episodes_index(tmp_path / "ranges"), episodes_index(tmp_path / "demuxed")
     assert [r["episode_index"] for r in ranges] == [r["episode_index"] for r in demuxed]
@@ -121,13 +121,13 @@ def test_written_members_read_back_as_written():
                           keyframes=[0, 2], width=64, height=48, data=data)
     track = read_track(member, where="m")
     layout = track.layout
-    assert (layout.samples, layout.keyframes, layout.sample_sizes) == (4, (0, 2), tuple(sizes))
-    assert track.durations == tuple(durations) and track.timescale == 15360 and track.edits == ()
+    assert (layout.samples, layout.keyframes.tolist(), layout.sample_sizes.tolist()) == (4, [0, 2], sizes)
+    assert track.durations.tolist() == durations and track.timescale == 15360 and track.edits == ()
     assert track.sample_entry == entry and (layout.height, layout.width) == (48, 64)
     assert b"".join(member[o : o + s] for o, s in zip(layout.sample_offsets, layout.sample_sizes)) == data
     every = write_member(sample_entry=entry, timescale=30, durations=[1, 1], sizes=[1, 1], keyframes=[0, 1],
                          width=8, height=8, data=b"ab")
-    assert b"stss" not in every and read_track(every, where="m").layout.keyframes == (0, 1)
+    assert b"stss" not in every and read_track(every, where="m").layout.keyframes.tolist() == [0, 1]
     with pytest.raises(ValueError, match="do not describe"):
         write_member(sample_entry=entry, timescale=30, durations=[1], sizes=[2], keyframes=[0], width=8, height=8, data=b"a")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import shutil
 import struct
+from fractions import Fraction
 
 import av
 import numpy as np
@@ -135,8 +136,8 @@ def test_sample_tables_must_fit_their_boxes_and_agree(member, kind, offset, valu
 
 def test_deeply_nested_or_numerous_boxes_are_refused():
     nested = b""
-    for _ in range(20):
-        nested = struct.pack(">I4s", 8 + len(nested), b"moov") + nested
+    for _ in range(20):  # user data in user data...: FFmpeg walks every level of it
+        nested = struct.pack(">I4s", 8 + len(nested), b"udta") + nested
     with pytest.raises(FormatError, match="nested deeper than"):
         check_mp4(nested, where="m")
     many = struct.pack(">I4s", 8, b"free") * 20_000
@@ -155,7 +156,8 @@ def one_keyframe_8k(tmp_path_factory) -> bytes:
         stream.pix_fmt = "yuv420p"
         stream.options = {"preset": "ultrafast", "g": "1000", "keyint_min": "1000", "sc_threshold": "0", "bframes": "0"}
         frame = av.VideoFrame.from_ndarray(np.zeros((8192 * 3 // 2, 8192), np.uint8), format="yuv420p")
-        for _ in range(33):
+        for index in range(33):
+            frame.pts, frame.time_base = index, Fraction(1, 30)
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():

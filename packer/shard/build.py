@@ -24,7 +24,7 @@ from packer.shard.tar_writer import DeterministicTarWriter
 from packer.source.lerobot import LeRobotSource
 from packer.source.samples import SourceSampleReader, UnsupportedTiming
 from packer.source.video import SourceFrameDecoder, SourceVideoReader
-from reader.errors import FormatError
+from reader.errors import BoundExceededError, FormatError
 from reader.format import sha256_file, sha256_hex, video_member_name
 
 
@@ -90,11 +90,19 @@ class _Digests:
         self._thread.join()
 
 
-def _packet_reader(path: Path) -> SourceSampleReader | SourceVideoReader:
-    """Copy mode's reader of a source file: by byte ranges where its timing allows (no
-    demuxer, no muxer), else the demuxer."""
+def _packet_reader(path: Path, max_samples: int | None = None) -> SourceSampleReader | SourceVideoReader:
+    """Copy mode's reader of a source file: by byte ranges where its boxes and timing allow
+    (no demuxer, no muxer; ``max_samples``: what the file's episodes can use), else the demuxer.
+
+    Raises:
+        SourceError: the file's tables claim more than a bound allows (samples beyond what its
+            episodes can use, a sample beyond a raw frame's multiple: named, not a
+            ``MemoryError``); the demuxer would expand them too.
+    """
     try:
-        return SourceSampleReader(path)
+        return SourceSampleReader(path, max_samples=max_samples)
+    except BoundExceededError as err:  # FFmpeg's demuxer would expand the same claims
+        raise SourceError(str(err)) from None
     except (UnsupportedTiming, FormatError):
         return SourceVideoReader(path)
 
@@ -107,13 +115,13 @@ class _OpenVideos:
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], SourceSampleReader | SourceVideoReader | SourceFrameDecoder] = {}
 
-    def get(self, kind: str, key: str, path: Path):
+    def get(self, kind: str, key: str, path: Path, *, max_samples: int | None = None):
         reader = self._open.get((kind, key))
         if reader is not None and reader.path != path:
             self._open.pop((kind, key)).close()
             reader = None
         if reader is None:
-            reader = self._open[(kind, key)] = _packet_reader(path) if kind == "packets" else SourceFrameDecoder(path)
+            reader = self._open[(kind, key)] = _packet_reader(path, max_samples) if kind == "packets" else SourceFrameDecoder(path)
         return reader
 
     def close(self) -> None:
@@ -133,7 +141,7 @@ def _episode_video(
     where = f"{location.path} [{location.from_timestamp:.4f}, {location.to_timestamp:.4f}) s"
     try:
         if options.video == "copy":
-            reader = videos.get("packets", key, location.path)
+            reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key))
             video, found = cut_episode(location, reader, max_frames=length)
             where = _with_truncation_hint(where, reader, found, length)
             if video is not None or found == 0:

@@ -173,17 +173,17 @@ def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames
     path, the member written by ``write_member`` around the samples' bytes."""
     window = reader.window(location.from_timestamp, location.to_timestamp)
     found = len(window)
-    if not found or window.start not in reader.keyframes:
+    if not found or not reader.is_keyframe(window.start):
         return None, found
     keep = window[:max_frames] if max_frames is not None else window
-    keyframes = [j - keep.start for j in keep if j in reader.keyframes]
+    keyframes = [j - keep.start for j in reader.keyframes_in(keep)]
     layout = reader.layout
     if not gop_within_bound(longest_gop(keyframes, len(keep)), layout.height, layout.width):
         return None, found  # readers refuse such a GOP (reader/format/mp4.py): re-encode instead
     data = reader.read(keep)
     member = write_member(
         sample_entry=reader.track.sample_entry, timescale=reader.track.timescale,
-        durations=reader.track.durations[keep.start : keep.stop], sizes=layout.sample_sizes[keep.start : keep.stop],
+        durations=reader.track.durations[keep.start : keep.stop].tolist(), sizes=layout.sample_sizes[keep.start : keep.stop].tolist(),
         keyframes=keyframes, width=layout.width, height=layout.height, data=data,
     )
     video = EpisodeVideo(data=member, frames=len(keep), found=found, codec=layout.codec, reencoded=False,

@@ -31,6 +31,7 @@ from reader.format.limits import (
     MAX_INDEX_FILE_BYTES,
     MAX_TASK_BYTES,
     MAX_TASKS,
+    SOURCE_SAMPLES_SLACK,
 )
 from reader.format.parquet import Budget, read_bounded, read_parquet_schema
 
@@ -70,6 +71,7 @@ class LeRobotSource:
         self.features: dict = self.info["features"]
         self.video_keys: list[str] = video_keys_of(self.features)
         self.episodes = self._load_episodes()
+        self._video_file_ends: dict[str, dict[str, float]] = {}
         self.tasks = self._load_tasks()
         self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
         self._data_cache: tuple[Path, pa.Table, dict[int, tuple[int, int]]] | None = None
@@ -178,6 +180,22 @@ class LeRobotSource:
         )
         path = self.file(rel, what=f"video (episode {episode_index}, camera {video_key})")
         return VideoLocation(path, float(row[f"videos/{video_key}/from_timestamp"]), float(row[f"videos/{video_key}/to_timestamp"]))
+
+    def max_video_samples(self, episode_index: int, video_key: str) -> int:
+        """The most samples the camera's video file holding ``episode_index`` may hold: twice
+        the frames up to the last second any of its episodes uses, plus
+        ``SOURCE_SAMPLES_SLACK`` (what a copy-mode cut reads of its sample tables is bounded by
+        this, not by what the file claims)."""
+        def rel(row) -> str:
+            return self.info["video_path"].format(video_key=video_key, chunk_index=row[f"videos/{video_key}/chunk_index"],
+                                                  file_index=row[f"videos/{video_key}/file_index"])
+
+        lasts = self._video_file_ends.get(video_key)
+        if lasts is None:  # one pass over the episodes per camera, no file system calls
+            lasts = self._video_file_ends[video_key] = {}
+            for row in self.episodes.values():
+                lasts[rel(row)] = max(lasts.get(rel(row), 0.0), float(row[f"videos/{video_key}/to_timestamp"]))
+        return int(2 * lasts[rel(self.episodes[episode_index])] * self.fps) + SOURCE_SAMPLES_SLACK
 
     def needed_files(self, episodes: list[int]) -> list[Path]:
         """Every data and video file the given episodes read, relative to the root."""

@@ -14,15 +14,16 @@ caller to the demuxer path.
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 from pathlib import Path
 
+import numpy as np
+
 from packer.errors import VideoCutError
 from packer.source.video import TS_EPS
 from reader.errors import FormatError
-from reader.format import Mp4Track, read_track
+from reader.format import Mp4Track, read_track, trivial_edits
 from reader.format.limits import MAX_MOOV_BYTES, MAX_MP4_BOXES
 
 
@@ -74,45 +75,51 @@ class SourceSampleReader:
         VideoCutError: the file cannot be read.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, max_samples: int | None = None, max_sample_bytes: int | None = None):
         self.path = path
         try:
             moov, size = read_moov(path)
         except OSError as err:
             raise VideoCutError(f"{path}: cannot read ({err})") from None
-        track = read_track(moov, where=str(path), file_size=size)
+        # Bounded before any per-sample table exists: the samples the file's episodes can use,
+        # and a generous multiple of a raw frame per sample (a sparse file's apparent size is
+        # no bound).
+        track = read_track(moov, where=str(path), file_size=size, max_samples=max_samples, max_sample_bytes=max_sample_bytes)
         self.track: Mp4Track = track
         self.layout = track.layout
         if track.composition is not None or not self.layout.in_order:
-            raise UnsupportedTiming(f"{path}: composition offsets (ctts)")
+            raise UnsupportedTiming(f"{path}: composition offsets (ctts) or an edit list that shifts the media")
         if track.timescale <= 0:
             raise UnsupportedTiming(f"{path}: no media timescale")
-        if 0 in self.layout.sample_sizes:
+        if bool((self.layout.sample_sizes == 0).any()):
             raise UnsupportedTiming(f"{path}: empty samples (the demuxer skips them)")
-        if sum(track.durations) * 1000 // track.timescale >= 1 << 32 or sum(track.durations) >= 1 << 32:
+        media_ticks = int(track.durations.sum())
+        if media_ticks * 1000 // track.timescale >= 1 << 32 or media_ticks >= 1 << 32:
             raise UnsupportedTiming(f"{path}: a duration beyond 32-bit mp4 headers")
-        media_seconds = sum(track.durations) / track.timescale
-        if track.edits and not (
-            len(track.edits) == 1 and track.edits[0][1] == 0 and track.edits[0][2] == 1.0 and track.movie_timescale
-            and track.edits[0][0] / track.movie_timescale >= media_seconds - TS_EPS
-        ):
+        if not trivial_edits(track.edits, media_ticks=media_ticks, timescale=track.timescale, movie_timescale=track.movie_timescale):
             raise UnsupportedTiming(f"{path}: edit list {track.edits}")
-        ticks, self.seconds = 0, []
-        for duration in track.durations:
-            self.seconds.append(ticks / track.timescale)
-            ticks += duration
-        self.keyframes = frozenset(self.layout.keyframes)
+        self.seconds = (np.cumsum(track.durations) - track.durations) / track.timescale
+        self.keyframes = self.layout.keyframes  # ascending sample numbers
         self._fd = os.open(path, os.O_RDONLY)
         self.ended_early = False
         self.last_seconds = 0.0
 
+    def is_keyframe(self, sample: int) -> bool:
+        """Whether ``sample`` is a sync sample."""
+        at = int(np.searchsorted(self.keyframes, sample))
+        return at < len(self.keyframes) and int(self.keyframes[at]) == sample
+
+    def keyframes_in(self, samples: range) -> list[int]:
+        """The sync samples in ``samples``, ascending."""
+        lo, hi = np.searchsorted(self.keyframes, [samples.start, samples.stop])
+        return self.keyframes[lo:hi].tolist()
+
     def window(self, from_ts: float, to_ts: float) -> range:
         """Samples whose time lies in [from_ts, to_ts) (decode order = presentation order)."""
-        first = bisect.bisect_left(self.seconds, from_ts - TS_EPS)
-        stop = bisect.bisect_left(self.seconds, to_ts - TS_EPS)
+        first, stop = (int(i) for i in np.searchsorted(self.seconds, [from_ts - TS_EPS, to_ts - TS_EPS], side="left"))
         self.ended_early = stop == len(self.seconds)
         if stop > 0:
-            self.last_seconds = max(self.last_seconds, self.seconds[stop - 1])
+            self.last_seconds = max(self.last_seconds, float(self.seconds[stop - 1]))
         return range(first, max(first, stop))
 
     def read(self, samples: range) -> bytes:
@@ -121,16 +128,16 @@ class SourceSampleReader:
         Raises:
             VideoCutError: the file is shorter than its tables say, or cannot be read.
         """
-        offsets, sizes = self.layout.sample_offsets, self.layout.sample_sizes
+        offsets, sizes = self.layout.sample_offsets[samples.start : samples.stop].tolist(), self.layout.sample_sizes[samples.start : samples.stop].tolist()
         parts = []
         run_start = run_end = None
-        for j in samples:
-            if run_end is not None and offsets[j] == run_end:
-                run_end += sizes[j]
+        for offset, size in zip(offsets, sizes):
+            if run_end is not None and offset == run_end:
+                run_end += size
                 continue
             if run_start is not None:
                 parts.append(self._pread(run_start, run_end))
-            run_start, run_end = offsets[j], offsets[j] + sizes[j]
+            run_start, run_end = offset, offset + size
         if run_start is not None:
             parts.append(self._pread(run_start, run_end))
         return b"".join(parts)

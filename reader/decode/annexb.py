@@ -15,10 +15,11 @@ untrusted member is checked against the bytes it claims to describe.
 
 from __future__ import annotations
 
-import bisect
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from reader.errors import FormatError
 from reader.format.limits import MAX_PARAMETER_SET_BYTES, MAX_PARAMETER_SETS
@@ -158,9 +159,10 @@ def decode_runs(keyframes: Sequence[int], wanted: Sequence[int], frames: int) ->
     distinct = sorted(set(wanted))
     if distinct and (distinct[0] < 0 or distinct[-1] >= frames):
         raise IndexError(f"frames {[j for j in distinct if not 0 <= j < frames]} are outside the member's {frames} frames")
+    keys = np.asarray(keyframes, dtype=np.int64)
+    starts = keys[np.searchsorted(keys, distinct, side="right") - 1].tolist() if distinct else []
     runs: dict[int, int] = {}
-    for j in distinct:
-        key = keyframes[bisect.bisect_right(keyframes, j) - 1]
+    for key, j in zip(starts, distinct):
         runs[key] = j  # ascending: the last wins
     return sorted(runs.items())
 
@@ -196,7 +198,7 @@ def elementary_stream(data: bytes | memoryview, layout: Mp4Layout, config: Strea
     parts: list[bytes] = []
     starts = [0]
     in_band: list[bytes] = []
-    for j, (offset, size) in enumerate(zip(layout.sample_offsets, layout.sample_sizes)):
+    for j, (offset, size) in enumerate(zip(layout.sample_offsets.tolist(), layout.sample_sizes.tolist())):
         payload = to_annexb(view[offset : offset + size], config.length_size, where=f"{where} sample {j}", codec=config.codec, sps=in_band)
         parts.append(payload)
         starts.append(starts[-1] + len(payload))

@@ -73,7 +73,16 @@ from reader.format.manifest import (
     ShardEntry,
     manifest_sha256,
 )
-from reader.format.mp4 import Mp4Layout, Mp4Track, check_gop, check_mp4, gop_within_bound, longest_gop, read_track
+from reader.format.mp4 import (
+    Mp4Layout,
+    Mp4Track,
+    check_gop,
+    check_mp4,
+    gop_within_bound,
+    longest_gop,
+    read_track,
+    trivial_edits,
+)
 from reader.format.pack_records import PLAN_PATH, PLAN_VERSION, PackPlan, ShardReceipt
 
 __all__ = [
@@ -82,6 +91,7 @@ __all__ = [
     "check_gop",
     "check_mp4",
     "read_track",
+    "trivial_edits",
     "gop_within_bound",
     "longest_gop",
     "DEFAULT_TABULAR_COLUMNS",

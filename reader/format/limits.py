@@ -78,8 +78,16 @@ MAX_EDIT_ENTRIES = 64  # elst entries (the muxer writes one or two)
 # per sample, so 256 MiB is over 10M frames (a LeRobot file holds at most a few hundred MB).
 MAX_MOOV_BYTES = 256 << 20
 # Samples of one video track read without a recorded frame count (a source file in copy mode):
-# each becomes a few Python numbers; 10M is 55 hours at 50 fps in one file.
+# each becomes three int64s; 10M is 55 hours at 50 fps in one file. A source file is further
+# held to what its episodes can use (``SOURCE_SAMPLES_SLACK``).
 MAX_TRACK_SAMPLES = 10_000_000
+# A source video file holds at most 2 x (its episodes' last second x fps) + this many samples.
+SOURCE_SAMPLES_SLACK = 1_000
+# One sample (a compressed frame) claims at most this multiple of its raw RGB frame
+# (height x width x 3) plus SAMPLE_SLACK_BYTES: codecs compress, and even lossless noise
+# stays under raw RGB; a sparse file's apparent size is no bound.
+MAX_SAMPLE_RAW_MULTIPLE = 2
+SAMPLE_SLACK_BYTES = 64 << 10
 # Bytes of parameter sets sent before each GOP run (x265 writes ~100; the SEI is not sent).
 MAX_PARAMETER_SET_BYTES = 64 << 10
 MAX_SAMPLE_ENTRY_BOXES = 64  # child boxes of a video sample entry (avcC/hvcC, btrt, pasp, colr...)

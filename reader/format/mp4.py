@@ -20,9 +20,11 @@ Pure: bytes in, an ``Mp4Layout`` or a ``FormatError`` out; no I/O, no decoder.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from reader.errors import EpisodeDataError, FormatError
+import numpy as np
+
+from reader.errors import BoundExceededError, EpisodeDataError, FormatError
 from reader.format.limits import (
     MAX_EDIT_ENTRIES,
     MAX_FRAME_PIXELS,
@@ -31,14 +33,30 @@ from reader.format.limits import (
     MAX_MP4_BOXES,
     MAX_MP4_DEPTH,
     MAX_SAMPLE_ENTRY_BOXES,
+    MAX_SAMPLE_RAW_MULTIPLE,
     MAX_TRACK_SAMPLES,
+    SAMPLE_SLACK_BYTES,
 )
 
-# Boxes whose payload is a list of boxes and that lead to the sample tables.
-_CONTAINERS = frozenset({b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts"})
+# Boxes FFmpeg's mov demuxer reads as lists of boxes, dispatching every child by its type
+# wherever it sits (libavformat/mov.c: mov_read_default on these). A sample table or an edit
+# list hidden in any of them (moov/udta, trak/udta, a sample entry) is honoured by FFmpeg: so
+# every one of them is walked, and a table anywhere but its place is refused.
+_CONTAINERS = frozenset({b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"dinf", b"udta", b"tref", b"sinf",
+                         b"schi", b"ilst", b"wave"})
 # Fragmented mp4: samples described outside moov's tables, which this check cannot bound.
-_FRAGMENTED = frozenset({b"moof", b"mvex", b"mfra", b"sidx", b"traf"})
-_TABLES = (b"stsd", b"stts", b"ctts", b"stsc", b"stsz", b"stz2", b"stco", b"co64", b"stss", b"elst", b"hdlr", b"mdhd", b"mvhd")
+_FRAGMENTED = frozenset({b"moof", b"mvex", b"mfra", b"sidx", b"traf", b"trex", b"trun", b"tfhd", b"tfdt"})
+# Boxes FFmpeg turns into a movie (a compressed moov, QuickTime's 'hoov'): refused anywhere.
+_MOVIES = frozenset({b"cmov", b"hoov"})
+_STBL = (b"moov", b"trak", b"mdia", b"minf", b"stbl")
+# Where each box that decides which bytes are which frame, and when, may sit (ISO 14496-12).
+_PLACES: dict[bytes, tuple[bytes, ...]] = {
+    b"moov": (), b"mvhd": (b"moov",), b"trak": (b"moov",), b"tkhd": (b"moov", b"trak"), b"edts": (b"moov", b"trak"),
+    b"elst": (b"moov", b"trak", b"edts"), b"mdia": (b"moov", b"trak"), b"mdhd": (b"moov", b"trak", b"mdia"),
+    b"hdlr": (b"moov", b"trak", b"mdia"), b"minf": (b"moov", b"trak", b"mdia"), b"stbl": (b"moov", b"trak", b"mdia", b"minf"),
+    **{kind: _STBL for kind in (b"stsd", b"stts", b"ctts", b"stsc", b"stsz", b"stz2", b"stco", b"co64", b"stss", b"stps",
+                                b"sdtp", b"sgpd", b"sbgp", b"cslg")},
+}
 _VISUAL_ENTRIES = {b"avc1": "h264", b"avc3": "h264", b"hvc1": "hevc", b"hev1": "hevc", b"av01": "av1",
                    b"vp09": "vp9", b"mp4v": "mpeg4"}
 # The box inside a sample entry that configures its decoder.
@@ -49,7 +67,7 @@ _CONFIG_BOXES = {"h264": b"avcC", "hevc": b"hvcC", "av1": b"av1C", "vp9": b"vpcC
 _VISUAL_ENTRY_FIELDS = 78
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Mp4Layout:
     """What a checked member holds.
 
@@ -70,19 +88,19 @@ class Mp4Layout:
     """
 
     samples: int
-    keyframes: tuple[int, ...]
+    keyframes: np.ndarray  # int64
     longest_gop: int
     codec: str
     height: int
     width: int
-    sample_offsets: tuple[int, ...] = ()
-    sample_sizes: tuple[int, ...] = ()
+    sample_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # int64, one per sample
+    sample_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     codec_config: bytes = b""
     in_order: bool = True
     colour_boxes: tuple[bytes, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Mp4Track:
     """Everything ``read_track`` validated about a file's one video track: what a member's
     layout holds (``Mp4Layout``) plus the timing a packer needs to cut episodes out of a
@@ -101,16 +119,16 @@ class Mp4Track:
     sample_entry: bytes
     timescale: int
     movie_timescale: int
-    durations: tuple[int, ...]
-    composition: tuple[int, ...] | None
+    durations: np.ndarray  # int64
+    composition: np.ndarray | None
     edits: tuple[tuple[int, int, float], ...]
 
 
-def longest_gop(keyframes: list[int] | tuple[int, ...], frames: int) -> int:
+def longest_gop(keyframes, frames: int) -> int:
     """Most frames decoded to reach one frame: the longest run from a keyframe to the next
     (or to the end). ``keyframes`` are ascending 0-based frame numbers starting at 0."""
-    bounds = list(keyframes) + [frames]
-    return max((b - a for a, b in zip(bounds, bounds[1:])), default=0)
+    bounds = np.append(np.asarray(keyframes, dtype=np.int64), frames)
+    return int(np.diff(bounds).max()) if len(bounds) > 1 else 0
 
 
 def gop_within_bound(gop: int, height: int, width: int) -> bool:
@@ -165,44 +183,123 @@ class _Payload:
         return self.take(count * entry_bytes)
 
 
-def _walk(data: memoryview, where: str) -> dict[bytes, list[memoryview]]:
-    """Every box on the path to the sample tables, by type (payloads), bounded in count and
-    depth; boxes of other types are skipped unread."""
+def _boxes(region: memoryview, where: str, *, top: bool = False):
+    """``(kind, payload)`` of each box tiling ``region``. Like FFmpeg, fewer than 8 bytes left
+    at the end of a container are not a box (QuickTime ends user data with 4 zero bytes);
+    unlike FFmpeg, a box that claims more than its parent holds is refused, not clamped.
+
+    Raises:
+        FormatError: a box that does not fit, or a truncated header at the top level.
+    """
+    pos = 0
+    while pos < len(region):
+        if len(region) - pos < 8:
+            if top:
+                raise FormatError(f"{where}: truncated mp4 box header at byte {pos}")
+            return
+        size, kind = struct.unpack(">I4s", region[pos : pos + 8])
+        header = 8
+        if size == 1:
+            if len(region) - pos < 16:
+                raise FormatError(f"{where}: truncated mp4 box header at byte {pos}")
+            size = struct.unpack(">Q", region[pos + 8 : pos + 16])[0]
+            header = 16
+        elif size == 0:
+            size = len(region) - pos
+        if size < header or pos + size > len(region):
+            raise FormatError(f"{where}: mp4 box {kind!r} of {size} bytes does not fit its parent ({len(region) - pos} left)")
+        yield kind, region[pos + header : pos + size]
+        pos += size
+
+
+def _meta_children(payload: memoryview) -> memoryview | None:
+    """Where FFmpeg starts reading a ``meta`` box's children: at the first ``hdlr`` found on a
+    4-byte step (after a full box's version and flags, or right away in QuickTime's form)."""
+    for offset in range(4, len(payload) - 3, 4):
+        if payload[offset : offset + 4] == b"hdlr":
+            return payload[offset - 4 :]
+    return None
+
+
+def _walk(data: memoryview, where: str, *, path: tuple[bytes, ...] = (), top: bool = True,
+          misplaced: list | None = None) -> dict[bytes, list[memoryview]]:
+    """The boxes that describe the track where ISO 14496-12 puts them, by type (payloads),
+    from a walk of every box FFmpeg reads as a container (bounded in count and depth). Boxes
+    that decide the track's samples or timing found anywhere else are appended to
+    ``misplaced`` as ``(kind, parents, place, payload)`` (without the list: refused at once).
+
+    Raises:
+        FormatError: more boxes or depth than allowed, a fragmented or compressed movie, or
+            (without ``misplaced``) a misplaced box.
+    """
     found: dict[bytes, list[memoryview]] = {}
+    collect = misplaced is not None
+    misplaced = [] if misplaced is None else misplaced
     count = 0
-    stack = [(data, 0)]
+    stack = [(data, path, top)]
     while stack:
-        region, depth = stack.pop()
-        pos = 0
-        while pos < len(region):
+        region, parents, is_top = stack.pop()
+        for kind, payload in _boxes(region, where, top=is_top):
             count += 1
             if count > MAX_MP4_BOXES:
                 raise FormatError(f"{where}: more than {MAX_MP4_BOXES:,} mp4 boxes")
-            if len(region) - pos < 8:
-                raise FormatError(f"{where}: truncated mp4 box header at byte {pos}")
-            size, kind = struct.unpack(">I4s", region[pos : pos + 8])
-            header = 8
-            if size == 1:
-                if len(region) - pos < 16:
-                    raise FormatError(f"{where}: truncated mp4 box header at byte {pos}")
-                size = struct.unpack(">Q", region[pos + 8 : pos + 16])[0]
-                header = 16
-            elif size == 0:
-                size = len(region) - pos
-            if size < header or pos + size > len(region):
-                raise FormatError(f"{where}: mp4 box {kind!r} of {size} bytes does not fit its parent ({len(region) - pos} left)")
-            payload = region[pos + header : pos + size]
             if kind in _FRAGMENTED:
                 raise FormatError(f"{where}: fragmented mp4 ({kind.decode('latin-1')!r} box); members are plain mp4")
-            if kind in _CONTAINERS:
-                if depth + 1 > MAX_MP4_DEPTH:
+            if kind in _MOVIES:
+                raise FormatError(f"{where}: a {kind.decode('latin-1')!r} box (a movie FFmpeg would read in place of moov)")
+            place = _PLACES.get(kind)
+            inside_meta = kind == b"hdlr" and parents and parents[-1] == b"meta"  # a metadata handler, not the track's
+            if place is not None and parents != place and not inside_meta:
+                misplaced.append((kind, parents, place, payload))
+            elif place is not None and not inside_meta:
+                found.setdefault(kind, []).append(payload)
+            children = payload if kind in _CONTAINERS else _meta_children(payload) if kind == b"meta" else None
+            if children is not None:
+                if len(parents) + 1 > MAX_MP4_DEPTH:
                     raise FormatError(f"{where}: mp4 boxes nested deeper than {MAX_MP4_DEPTH}")
-                found.setdefault(kind, []).append(payload)
-                stack.append((payload, depth + 1))
-            elif kind in _TABLES:
-                found.setdefault(kind, []).append(payload)
-            pos += size
+                stack.append((children, (*parents, kind), False))
+    if misplaced and not collect:
+        _refuse_misplaced(misplaced, where)
     return found
+
+
+def _check_claims(tables: list[tuple[bytes, memoryview]], where: str, *, frames: int | None, max_samples: int | None,
+                  max_sample_bytes: int | None, size: str = "a frame") -> None:
+    """Bound what sample size tables claim before anything is expanded: their sample counts
+    (``max_samples``, or ``MAX_TRACK_SAMPLES`` without a recorded frame count) and their
+    largest sample (``max_sample_bytes``). Reads only the tables' own bytes.
+
+    Raises:
+        BoundExceededError: names the box, the value claimed and the bound.
+    """
+    for kind, payload in tables:
+        claimed = _Payload(payload, kind.decode(), where)
+        claimed.full_header()
+        constant = claimed.u32()
+        count = claimed.u32()
+        if frames is None and max_samples is not None and count > max_samples:
+            raise BoundExceededError(f"{where}: mp4 box {kind.decode()}: claims {count:,} samples; the file's episodes can use "
+                                     f"at most {max_samples:,}")
+        if frames is None and count > MAX_TRACK_SAMPLES:
+            raise BoundExceededError(f"{where}: mp4 box {kind.decode()}: claims {count:,} samples; at most "
+                                     f"{MAX_TRACK_SAMPLES:,} are read without a recorded frame count")
+        if max_sample_bytes is None or kind != b"stsz":
+            continue
+        if constant == 0:
+            entries = min(count, (len(payload) - 12) // 4)  # what the box holds; a shorter table is refused later
+            largest = int(np.frombuffer(payload[12 : 12 + 4 * entries], dtype=">u4").max()) if entries > 0 else 0
+        else:
+            largest = constant
+        if largest > max_sample_bytes:
+            raise BoundExceededError(f"{where}: mp4 box {kind.decode()}: a sample of {largest:,} bytes; {size} is at most "
+                                     f"{max_sample_bytes:,} bytes compressed")
+
+
+def _refuse_misplaced(misplaced: list, where: str) -> None:
+    kind, parents, place, _ = misplaced[0]
+    at = "/".join(p.decode("latin-1") for p in parents) or "the top level"
+    raise FormatError(f"{where}: mp4 box {kind.decode('latin-1')!r} inside {at}: FFmpeg would honour it there; "
+                      f"it belongs in {'/'.join(p.decode('latin-1') for p in place) or 'the top level'}")
 
 
 def _one(found: dict[bytes, list[memoryview]], kind: bytes, where: str, *, required: bool = True) -> _Payload | None:
@@ -216,7 +313,7 @@ def _one(found: dict[bytes, list[memoryview]], kind: bytes, where: str, *, requi
     return _Payload(boxes[0], kind.decode(), where)
 
 
-def _sample_entry(box: _Payload) -> tuple[str, int, int, bytes, tuple[bytes, ...]]:
+def _sample_entry(box: _Payload, misplaced: list) -> tuple[str, int, int, bytes, tuple[bytes, ...]]:
     """The one video sample entry: codec, height, width, its configuration box's payload and
     its ``colr`` boxes' payloads."""
     box.full_header()
@@ -234,6 +331,8 @@ def _sample_entry(box: _Payload) -> tuple[str, int, int, bytes, tuple[bytes, ...
     if not (0 < width <= MAX_FRAME_SIDE and 0 < height <= MAX_FRAME_SIDE and width * height <= MAX_FRAME_PIXELS):
         raise box.bad(f"frame size {height}x{width} is beyond {MAX_FRAME_SIDE} per side / {MAX_FRAME_PIXELS:,} pixels")
     codec = _VISUAL_ENTRIES[kind]
+    # FFmpeg reads a sample entry's child boxes as it reads any container's: none may be a table.
+    _walk(body[_VISUAL_ENTRY_FIELDS:], box.where, path=(*_STBL, b"stsd", kind), top=False, misplaced=misplaced)
     config = _CONFIG_BOXES.get(codec)
     children = _child_boxes(body, (config, b"colr"), box)
     configs = children.get(config, [])
@@ -261,20 +360,18 @@ def _child_boxes(entry: memoryview, wanted: tuple[bytes | None, ...], box: _Payl
     return found
 
 
-def _run_lengths(box: _Payload, samples: int, *, exact: bool) -> list[int]:
-    """``stts``/``ctts``: (count, value) runs whose counts sum to ``samples`` (``exact``) or at
-    most it. Returns the value of each sample the runs describe."""
+def _run_lengths(box: _Payload, samples: int) -> np.ndarray:
+    """``stts``/``ctts``: (count, value) runs whose counts must sum to exactly ``samples``
+    (FFmpeg reads a shorter ``ctts`` in its own way: refused). Returns each sample's value
+    (int64), built only once the counts are known to fit."""
     version = box.full_header()
     entries = box.u32()
-    table = box.table(entries, 8)
-    runs = struct.unpack(f">{2 * entries}{'i' if version == 1 and box.kind == 'ctts' else 'I'}", table) if entries else ()
-    total = sum(runs[0::2])
-    if total > samples or (exact and total != samples):
+    table = np.frombuffer(box.table(entries, 8), dtype=">i4" if version == 1 and box.kind == "ctts" else ">u4").reshape(-1, 2)
+    counts, values = table[:, 0].astype(np.int64), table[:, 1].astype(np.int64)
+    total = int(counts.sum())
+    if total != samples:
         raise box.bad(f"describes {total:,} samples; the track has {samples:,}")
-    values: list[int] = []
-    for count, value in zip(runs[0::2], runs[1::2]):
-        values += [value] * count
-    return values
+    return np.repeat(values, counts)
 
 
 def _timescale(box: _Payload) -> int:
@@ -300,9 +397,9 @@ def _edits(box: _Payload) -> tuple[tuple[int, int, float], ...]:
     return tuple(out)
 
 
-def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int], file_bytes: int) -> list[int]:
+def _chunks(stsc: _Payload, offsets: np.ndarray, samples: int, sizes: np.ndarray, file_bytes: int) -> np.ndarray:
     """``stsc`` maps chunks to samples: it must describe exactly ``samples`` samples, and
-    every chunk's samples must lie inside the file. Returns each sample's offset."""
+    every chunk's samples must lie inside the file. Returns each sample's offset (int64)."""
     stsc.full_header()
     entries = stsc.u32()
     if entries > len(offsets):
@@ -311,34 +408,57 @@ def _chunks(stsc: _Payload, offsets: list[int], samples: int, sizes: list[int], 
     runs = list(zip(raw[0::3], raw[1::3]))
     if runs and runs[0][0] != 1:
         raise stsc.bad("the first entry must start at chunk 1")
-    sample = 0
-    starts: list[int] = []
+    described = 0
+    spans = []  # (first chunk, chunks, samples per chunk)
     for i, (first, per_chunk) in enumerate(runs):
         last = runs[i + 1][0] - 1 if i + 1 < len(runs) else len(offsets)
         if not (1 <= first <= last + 1 <= len(offsets) + 1) or per_chunk < 1 or per_chunk > samples:
             raise stsc.bad(f"entry {i} (first chunk {first}, {per_chunk} samples per chunk) is out of order or range")
-        for chunk in range(first - 1, last):
-            if sample + per_chunk > samples:
-                raise stsc.bad(f"describes more than the track's {samples:,} samples")
-            chunk_sizes = sizes[sample : sample + per_chunk]
-            if offsets[chunk] + sum(chunk_sizes) > file_bytes:
-                raise stsc.bad(f"chunk {chunk + 1} ({sum(chunk_sizes):,} bytes at {offsets[chunk]:,}) lies beyond the member's {file_bytes:,} bytes")
-            position = offsets[chunk]
-            for size in chunk_sizes:
-                starts.append(position)
-                position += size
-            sample += per_chunk
-    if sample != samples:
-        raise stsc.bad(f"describes {sample:,} samples; the track has {samples:,}")
+        described += (last - first + 1) * per_chunk  # counted before any per-sample array is made
+        if described > samples:
+            raise stsc.bad(f"describes more than the track's {samples:,} samples")
+        spans.append((first - 1, last - first + 1, per_chunk))
+    if described != samples:
+        raise stsc.bad(f"describes {described:,} samples; the track has {samples:,}")
+    if not samples:
+        return np.zeros(0, dtype=np.int64)
+    per_chunk = np.concatenate([np.full(count, per, dtype=np.int64) for _, count, per in spans])
+    used = int(sum(count for _, count, _ in spans))
+    chunk_of_sample = np.repeat(np.arange(used), per_chunk)
+    before = np.cumsum(sizes) - sizes  # bytes of the samples before each, in decode order
+    chunk_first = np.cumsum(per_chunk) - per_chunk
+    starts = offsets[:used][chunk_of_sample] + (before - before[chunk_first][chunk_of_sample])
+    ends = starts + sizes
+    if int(ends.max()) > file_bytes:
+        chunk = int(chunk_of_sample[int(np.argmax(ends > file_bytes))])
+        raise stsc.bad(f"chunk {chunk + 1} (at {int(offsets[chunk]):,}) lies beyond the member's {file_bytes:,} bytes")
     return starts
 
 
-def read_track(data: bytes | memoryview, *, where: str, frames: int | None = None, file_size: int | None = None) -> Mp4Track:
+def trivial_edits(edits: tuple[tuple[int, int, float], ...], *, media_ticks: int, timescale: int, movie_timescale: int,
+                  shift: int = 0) -> bool:
+    """Whether an edit list changes nothing FFmpeg shows: none, or one edit at normal rate that
+    starts at media time ``shift`` (the constant composition offset) and covers the media
+    (to within one 1/1000 s)."""
+    if not edits:
+        return True
+    if len(edits) != 1 or timescale <= 0 or movie_timescale <= 0:
+        return False
+    duration, media_time, rate = edits[0]
+    return media_time == shift and rate == 1.0 and duration / movie_timescale >= media_ticks / timescale - 1e-3
+
+
+def read_track(data: bytes | memoryview, *, where: str, frames: int | None = None, file_size: int | None = None,
+               max_samples: int | None = None, max_sample_bytes: int | None = None) -> Mp4Track:
     """Check a file's boxes and its one video track's sample tables and return them.
 
     ``data`` is the whole file, or only its ``moov`` box when ``file_size`` gives the size of
     the file it came from (sample offsets are file offsets, checked against it). ``frames``:
-    the number of samples the track must hold; without it at most ``MAX_TRACK_SAMPLES``.
+    the number of samples the track must hold; else ``max_samples`` (what the file's episodes
+    can use), else at most ``MAX_TRACK_SAMPLES``. ``max_sample_bytes``: the most one sample
+    may claim (default: ``MAX_SAMPLE_RAW_MULTIPLE`` raw RGB frames of the sample entry's size
+    + ``SAMPLE_SLACK_BYTES``). Both are checked before any per-sample table is made; tables
+    are numpy arrays.
 
     Raises:
         EpisodeDataError: the track holds another number of samples than ``frames``.
@@ -346,7 +466,14 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     """
     view = memoryview(data)
     file_bytes = len(view) if file_size is None else file_size
-    found = _walk(view, where)
+    misplaced: list = []
+    found = _walk(view, where, misplaced=misplaced)
+    # What any sample size table claims is bounded first, wherever it sits: a file refused for
+    # a misplaced box goes to FFmpeg's demuxer, which would expand what it claims.
+    tables = [(k, p) for k in (b"stsz", b"stz2") for p in found.get(k, [])] + [(k, p) for k, _, _, p in misplaced if k in (b"stsz", b"stz2")]
+    _check_claims(tables, where, frames=frames, max_samples=max_samples, max_sample_bytes=max_sample_bytes)
+    if misplaced:
+        _refuse_misplaced(misplaced, where)
     if len(found.get(b"moov", [])) != 1:
         raise FormatError(f"{where}: {len(found.get(b'moov', []))} mp4 'moov' boxes; a member holds exactly one")
     if len(found.get(b"trak", [])) != 1:
@@ -357,7 +484,13 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     if bytes(hdlr.take(4)) != b"vide":
         raise hdlr.bad("the track is not a video track")
     stsd = _one(found, b"stsd", where)
-    codec, entry_height, entry_width, codec_config, colour_boxes = _sample_entry(stsd)
+    codec, entry_height, entry_width, codec_config, colour_boxes = _sample_entry(stsd, misplaced)
+    if max_sample_bytes is None:
+        max_sample_bytes = MAX_SAMPLE_RAW_MULTIPLE * 3 * entry_height * entry_width + SAMPLE_SLACK_BYTES
+    _check_claims(tables, where, frames=frames, max_samples=max_samples, max_sample_bytes=max_sample_bytes,
+                  size=f"a {entry_height}x{entry_width} frame")
+    if misplaced:
+        _refuse_misplaced(misplaced, where)
     entry_size = struct.unpack(">I", stsd.data[8:12])[0]
     sample_entry = bytes(stsd.data[8 : 8 + entry_size])
     if b"stz2" in found:
@@ -368,22 +501,22 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     constant, samples = stsz.u32(), stsz.u32()
     if frames is not None and samples != frames:
         raise EpisodeDataError(f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member")
-    if frames is None and samples > MAX_TRACK_SAMPLES:  # before any per-sample list is made
-        raise stsz.bad(f"claims {samples:,} samples; at most {MAX_TRACK_SAMPLES:,} are read without a recorded frame count")
     if constant == 0:
-        sizes = list(struct.unpack(f">{samples}I", stsz.table(samples, 4))) if samples else []
-    elif constant * samples > file_bytes:  # before a list of `samples` entries is made
-        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {file_bytes:,}")
+        sizes = np.frombuffer(stsz.table(samples, 4), dtype=">u4").astype(np.int64)
     else:
-        sizes = [constant] * samples
-    if sum(sizes) > file_bytes:
+        sizes = None
+    total = constant * samples if sizes is None else int(sizes.sum())
+    if total > file_bytes:  # before a table of `samples` entries is made
         raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {file_bytes:,}")
+    if sizes is None:
+        sizes = np.full(samples, constant, dtype=np.int64)
 
-    durations = _run_lengths(_one(found, b"stts", where), samples, exact=True)
+    durations = _run_lengths(_one(found, b"stts", where), samples)
     ctts = _one(found, b"ctts", where, required=False)
-    composition = None if ctts is None else _run_lengths(ctts, samples, exact=False)
-    # One composition offset for every sample keeps decode order; several reorder frames.
-    in_order = composition is None or len(set(composition)) <= 1
+    composition = None if ctts is None else _run_lengths(ctts, samples)
+    times = np.cumsum(durations) - durations + (0 if composition is None else composition)
+    if samples > 1 and np.unique(times).size != samples:
+        raise FormatError(f"{where}: two samples share a presentation time (stts/ctts); which frame is which is undefined")
 
     if b"stco" in found and b"co64" in found:
         raise FormatError(f"{where}: both stco and co64 chunk offset boxes")
@@ -393,34 +526,39 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     if chunks > max(samples, 1):
         raise offsets_box.bad(f"{chunks:,} chunks for {samples:,} samples")
     entry_bytes = 4 if offsets_box.kind == "stco" else 8
-    offsets = list(struct.unpack(f">{chunks}{'I' if entry_bytes == 4 else 'Q'}", offsets_box.table(chunks, entry_bytes)))
+    offsets = np.frombuffer(offsets_box.table(chunks, entry_bytes), dtype=">u4" if entry_bytes == 4 else ">u8").astype(np.int64)
     starts = _chunks(_one(found, b"stsc", where), offsets, samples, sizes, file_bytes)
 
     stss = _one(found, b"stss", where, required=False)
     if stss is None:
-        keyframes = tuple(range(samples))  # no sync sample table: every sample is a keyframe
+        keyframes = np.arange(samples, dtype=np.int64)  # no sync sample table: every sample is a keyframe
     else:
         stss.full_header()
         entries = stss.u32()
         if entries > samples:
             raise stss.bad(f"{entries:,} sync samples for {samples:,} samples")
-        numbers = struct.unpack(f">{entries}I", stss.table(entries, 4)) if entries else ()
-        if any(b <= a for a, b in zip(numbers, numbers[1:])) or (numbers and not 1 <= numbers[-1] <= samples):
+        numbers = np.frombuffer(stss.table(entries, 4), dtype=">u4").astype(np.int64)
+        if (entries > 1 and bool((np.diff(numbers) <= 0).any())) or (entries and not 1 <= int(numbers[-1]) <= samples):
             raise stss.bad("sync samples must be ascending sample numbers of the track")
-        keyframes = tuple(n - 1 for n in numbers)
-    if samples and (not keyframes or keyframes[0] != 0):
+        keyframes = numbers - 1
+    if samples and (not len(keyframes) or int(keyframes[0]) != 0):
         raise FormatError(f"{where}: the member does not start on a keyframe")
     elst = found.get(b"elst", [])
     if len(elst) > 1:
         raise FormatError(f"{where}: {len(elst)} edit lists; a track has at most one")
     edits = _edits(_Payload(elst[0], "elst", where)) if elst else ()
     mdhd, mvhd = _one(found, b"mdhd", where, required=False), _one(found, b"mvhd", where, required=False)
+    timescale, movie_timescale = (_timescale(mdhd) if mdhd else 0), (_timescale(mvhd) if mvhd else 0)
+    # Frame j is sample j only when nothing reorders or shifts them: one composition offset for
+    # every sample, and an edit list (if any) that starts at that offset and covers the media.
+    shift = 0 if composition is None or not samples else int(composition[0])
+    in_order = (composition is None or bool((composition == shift).all())) and trivial_edits(
+        edits, media_ticks=int(durations.sum()), timescale=timescale, movie_timescale=movie_timescale, shift=shift)
     layout = Mp4Layout(samples=samples, keyframes=keyframes, longest_gop=longest_gop(keyframes, samples), codec=codec,
-                       height=entry_height, width=entry_width, sample_offsets=tuple(starts), sample_sizes=tuple(sizes),
+                       height=entry_height, width=entry_width, sample_offsets=starts, sample_sizes=sizes,
                        codec_config=codec_config, in_order=in_order, colour_boxes=colour_boxes)
-    return Mp4Track(layout=layout, sample_entry=sample_entry, timescale=_timescale(mdhd) if mdhd else 0,
-                    movie_timescale=_timescale(mvhd) if mvhd else 0, durations=tuple(durations),
-                    composition=None if composition is None else tuple(composition), edits=edits)
+    return Mp4Track(layout=layout, sample_entry=sample_entry, timescale=timescale, movie_timescale=movie_timescale,
+                    durations=durations, composition=composition, edits=edits)
 
 
 def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None,
