@@ -39,11 +39,18 @@ def _seek_target(seconds: float, time_base: Fraction) -> int:
 
 def seek_keyframe(container, stream, seconds: float) -> None:
     """Seek ``stream`` to the keyframe at or before ``seconds`` (the file's start if the
-    container cannot seek there)."""
+    container cannot seek there).
+
+    Raises:
+        VideoCutError: the container can seek neither there nor to its start.
+    """
     try:
         container.seek(_seek_target(seconds, stream.time_base), stream=stream, backward=True, any_frame=False)
     except av.error.FFmpegError:
-        container.seek(0, stream=stream)
+        try:
+            container.seek(0, stream=stream)
+        except av.error.FFmpegError as err:  # a file FFmpeg cannot seek at all (damaged or hostile tables)
+            raise VideoCutError(f"{container.name}: cannot seek to {seconds:.4f} s or to the start ({err})") from None
 
 
 def open_video(path: Path):
