@@ -110,6 +110,7 @@ class PackedDataset(EpochStream):
         self.root = str(root)
         self.storage = Storage(self.root, storage_options, retry=retry)
         self.index = PackedIndex(self.storage, episodes=episodes, where=where, manifest_sha256=manifest_sha256)
+        self._columns: tuple[np.ndarray, np.ndarray] | None = None
         manifest = self.index.manifest
         selection = None if episodes is None else "sha256:" + sha256_hex(json.dumps(sorted({int(e) for e in episodes})).encode())
         super().__init__(
@@ -170,13 +171,14 @@ class PackedDataset(EpochStream):
         """Anchors in the selection (all frames of the selected episodes, or the where= subset)."""
         return int(self.index.anchor_counts.sum())
 
-    def upcoming_anchors(self, *, worker: int = 0, num_workers: int = 0, limit: int | None = None) -> AnchorSequence:
-        """The anchors DataLoader worker ``worker`` of this rank will yield, in order.
+    def upcoming_anchors(self, *, worker: int = 0, num_workers: int = 0, limit: int | None = 10_000) -> AnchorSequence:
+        """The next ``limit`` anchors DataLoader worker ``worker`` of this rank will yield, in order.
 
         Computed from the index alone for the current epoch and resume state (no shard is
         read), so it is cheap at any offset and shows exactly what an iterator would do:
-        ``num_workers=0`` is the main-process iterator. ``limit`` caps how many are listed
-        (default: the whole remaining stream, one Python step per anchor).
+        ``num_workers=0`` is the main-process iterator. ``limit=None`` lists the whole
+        remaining stream. Cost: O(limit) (one planning step per anchor listed, one lookup per
+        distinct episode among them), plus O(episodes) once per dataset for its columns.
 
         Raises:
             PlanError: ``worker`` not in ``[0, max(1, num_workers))``.
@@ -192,13 +194,24 @@ class PackedDataset(EpochStream):
                 positions.append(position)
                 anchors.append(anchor_position)
         episode_position = np.asarray(positions, dtype=np.int64)
-        frame = np.zeros(len(positions), dtype=np.int64)
-        for position in np.unique(episode_position):
-            mask = episode_position == position
-            frame[mask] = self.index.anchor_frame(int(position), np.asarray(anchors, dtype=np.int64)[mask])
-        first_index = np.array([e.dataset_from_index for e in self.index.episodes], dtype=np.int64)
-        episode_index = np.array([e.episode_index for e in self.index.episodes], dtype=np.int64)
+        frame = np.asarray(anchors, dtype=np.int64)
+        if self.index.anchor_frames is not None and len(frame):  # anchors filtered by `where`: map them to frames
+            order = np.argsort(episode_position, kind="stable")
+            grouped = episode_position[order]
+            starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+            for first, stop in zip(starts.tolist(), np.r_[starts[1:], len(order)].tolist()):  # one step per distinct episode
+                rows = order[first:stop]
+                frame[rows] = self.index.anchor_frame(int(grouped[first]), frame[rows])
+        episode_index, first_index = self._episode_columns()
         return AnchorSequence(episode_index[episode_position], frame, first_index[episode_position] + frame)
+
+    def _episode_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each selected episode's ``episode_index`` and first global frame index (made once)."""
+        if self._columns is None:
+            episodes = self.index.episodes
+            self._columns = (np.fromiter((e.episode_index for e in episodes), dtype=np.int64, count=len(episodes)),
+                             np.fromiter((e.dataset_from_index for e in episodes), dtype=np.int64, count=len(episodes)))
+        return self._columns
 
     # -- planning -------------------------------------------------------------------------
     def plan(self, *, world_size: int, workers_per_rank: int, epoch: int | None = None) -> EpochPlan:
