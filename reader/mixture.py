@@ -39,10 +39,10 @@ from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, load_tasks, read_recorded, read_stats
 from reader.format import sha256_hex
 from reader.format.fields import load_json
-from reader.format.limits import MAX_CAMERAS, MAX_JSON_DEPTH, MAX_RECORD_BYTES
+from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from reader.format.mixture import MixtureEntry, MixtureSpec, resolve_dataset_path
-from reader.format.mixture_index import EPISODES_SCHEMA, INDEX_FILES
-from reader.format.parquet import Budget, read_bounded
+from reader.format.mixture_index import INDEX_FILES, table_budget
+from reader.format.parquet import read_bounded
 from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta, meta_from_record
 from reader.plan.consumer_draws import segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
@@ -387,17 +387,15 @@ def _verified_index_file(base: Storage, spec: MixtureSpec, name: str) -> bytes:
     return read_recorded(base, entry.path, size=entry.bytes, sha256=entry.sha256)
 
 
-_MEMBER_LISTS = Budget(values_per_row={name: MAX_CAMERAS for name in EPISODES_SCHEMA.names if name.startswith("member_")})
-
-
 def _read_table(base: Storage, spec: MixtureSpec, name: str, where: str):
-    """A compiled table, checked against its digest and row count, decoded within bounds
-    (``read_bounded``: at most ``MAX_CAMERAS`` members per episode, ``MAX_EXPANSION`` times
-    the file's bytes)."""
+    """A compiled table, checked against its digest and row count, decoded within what an
+    honest table of its rows can be (``table_budget``: as many members per episode as the
+    mixture has cameras at most)."""
     entry = spec.index[name]
     data = _verified_index_file(base, spec, name)
+    cameras = max((len(d.video_keys) for d in spec.datasets), default=0)
     return read_bounded(data, where=base.describe(entry.path), rows=entry.rows, rows_expected=f"{where} records {entry.rows}",
-                        max_rows=entry.rows, budget=_MEMBER_LISTS)
+                        max_rows=entry.rows, budget=table_budget(name, rows=entry.rows, cameras=cameras, encoded=len(data)))
 
 
 def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: str) -> EpisodeCatalog:

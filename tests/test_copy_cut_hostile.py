@@ -8,14 +8,12 @@ from __future__ import annotations
 import io
 import random
 import struct
-from fractions import Fraction
 from pathlib import Path
 
 import av
-import numpy as np
 import pytest
 
-from packer import CameraSpec, SampleSpec, write_sample_dataset
+from packer import CameraSpec, SampleSpec, tiny_member, write_sample_dataset
 from packer.errors import SourceError, VideoCutError
 from packer.shard import build, cut_episode
 from packer.shard.mp4_writer import write_member
@@ -32,20 +30,9 @@ FRAMES, FPS, STEP = 16, 30, 15  # frame i is gray level i * STEP
 STBL = [b"moov", b"trak", b"mdia", b"minf", b"stbl"]
 
 
-def _clip(frames: int = FRAMES, *, height: int = 48, width: int = 64, gop: int = 2) -> bytes:
-    """An H.264 mp4 whose frame i is uniformly gray level i * STEP (samples before moov)."""
-    buffer = io.BytesIO()
-    with av.open(buffer, "w", format="mp4") as sink:
-        stream = sink.add_stream("libx264", rate=FPS, options={"g": str(gop), "bf": "0", "crf": "18", "preset": "ultrafast"})
-        stream.pix_fmt, stream.height, stream.width = "yuv420p", height, width
-        for index in range(frames):
-            picture = av.VideoFrame.from_ndarray(np.full((height, width, 3), index * STEP, np.uint8), format="rgb24")
-            picture.pts, picture.time_base = index, Fraction(1, FPS)
-            for packet in stream.encode(picture):
-                sink.mux(packet)
-        for packet in stream.encode():
-            sink.mux(packet)
-    return buffer.getvalue()
+def _clip(frames: int = FRAMES, *, gop: int = 2) -> bytes:
+    """An H.264 mp4 (48x64) whose frame i is uniformly gray level i * STEP (samples before moov)."""
+    return tiny_member(frames, 48, 64, fps=FPS, gop=gop, step=STEP, crf=18)
 
 
 def _levels(data: bytes) -> list[int]:

@@ -231,3 +231,41 @@ def test_a_worker_does_not_copy_the_training_process_heap(mixture, tmp_path):
     next(iter(torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=1)))
     assert len(heap) == 400_000
     assert int(grown.read_text()) < 10_000, f"a collection in the worker copied {int(grown.read_text())} KB"
+
+
+def test_an_honest_compiled_index_of_300k_episodes_opens(tmp_path):
+    """Issue 31: the compiled episodes table of ~213k honest episodes or more was refused
+    (the worst case estimated at ~314 bytes per episode, over max(64 MB, 64 x the file)),
+    because such a table compresses far better than 64x. The budget now derives from the
+    rows: what an honest table of that many rows can be; the writer checks the same."""
+    import pyarrow as pa
+
+    from packer.mixture.compile import _parquet
+    from reader.format.mixture_index import EPISODES_SCHEMA, table_budget
+    from reader.format.parquet import Budget, read_bounded
+
+    rows = 300_000
+    per_group = 100  # episodes of one row group share its digest
+    index = np.arange(rows, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    groups = [rng.bytes(32) for _ in range(rows // per_group + 1)]
+    columns = {
+        "dataset": pa.array(index // 106, pa.int32()), "episode_index": pa.array(index % 106), "length": pa.array(np.full(rows, 50)),
+        "dataset_from_index": pa.array((index % 106) * 50), "shard_row": pa.array(index // 106), "row_start": pa.array((index % 100) * 50),
+        "row_group": pa.array(np.zeros(rows), pa.int32()), "row_group_offset": pa.array(np.full(rows, 4)),
+        "row_group_bytes": pa.array(np.full(rows, 90_000)), "row_group_sha256": pa.array([groups[i // per_group] for i in range(rows)], pa.binary(32)),
+        "row_group_episodes": pa.array(np.full(rows, per_group), pa.int32()), "row_group_rows": pa.array(np.full(rows, 5_000)),
+        "anchors": pa.array(np.full(rows, 50)),
+    }
+    empty = pa.array([[]] * rows, pa.list_(pa.int64()))
+    for name in ("member_offset", "member_size", "member_frames"):
+        columns[name] = empty
+    columns["member_codec"] = pa.array([[]] * rows, pa.list_(pa.string()))
+    columns["member_sha256"] = pa.array([[]] * rows, pa.list_(pa.binary(32)))
+    data = _parquet(pa.table(columns, schema=EPISODES_SCHEMA))
+    budget = table_budget("episodes", rows=rows, cameras=0, encoded=len(data))
+    table = read_bounded(data, where="episodes.parquet", rows=rows, max_rows=rows, budget=budget)
+    assert table.num_rows == rows
+    # The expansion budget alone refused it.
+    with pytest.raises(FormatError, match="decodes to up to .* bytes from .*; at most .* are allowed"):
+        read_bounded(data, where="episodes.parquet", rows=rows, max_rows=rows, budget=Budget(values_per_row=budget.values_per_row))

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from packer.errors import MixtureError
+from reader.errors import FormatError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, read_stats
 from reader.format import sha256_hex
-from reader.format.mixture_index import INDEX_PATHS, IndexFile
+from reader.format.mixture_index import INDEX_PATHS, IndexFile, table_budget
+from reader.format.parquet import read_bounded
 from reader.storage import Storage
 
 
@@ -66,6 +69,7 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
     Raises:
         StorageError: writing failed beyond the retry policy.
         FormatError, IntegrityError: a pack's stats.json is damaged or altered.
+        MixtureError: a compiled table a reader would refuse (beyond the bounds both share).
     """
     datasets = [
         CatalogDataset(name=p.name, root=p.storage.url, manifest_sha256=p.index.manifest_sha256, fps=p.index.manifest.fps,
@@ -75,8 +79,15 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
     ]
     catalog = EpisodeCatalog.from_packs([(d, p.index, p.tasks) for d, p in zip(datasets, packs)])
     files: dict[str, IndexFile] = {}
+    cameras = max((len(d.video_keys) for d in datasets), default=0)
     for name, table in catalog.to_tables().items():
         data = _parquet(table)
+        # Read back within the budget a reader applies: never write what a reader refuses.
+        try:
+            read_bounded(data, where=INDEX_PATHS[name], rows=table.num_rows, max_rows=table.num_rows,
+                         budget=table_budget(name, rows=table.num_rows, cameras=cameras, encoded=len(data)))
+        except FormatError as err:
+            raise MixtureError(f"the compiled {INDEX_PATHS[name]} would be refused by a reader: {err}") from None
         root.write_bytes(INDEX_PATHS[name], data)
         files[name] = IndexFile(path=INDEX_PATHS[name], bytes=len(data), rows=table.num_rows, sha256=sha256_hex(data))
     meta = (json.dumps({"datasets": [meta_record(p) for p in packs]}, sort_keys=True) + "\n").encode()

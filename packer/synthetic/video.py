@@ -73,17 +73,20 @@ def concatenate_by_stream_copy(inputs: Sequence[Path], output: Path) -> None:
         shutil.move(str(staged), str(output))
 
 
-def tiny_member(frames: int, height: int = 16, width: int = 16, *, fps: int = 30) -> bytes:
-    """A self-contained h264 mp4 of ``frames`` gray frames (closed GOP of 1): a valid member for
-    tiny synthetic packs (``write_tabular_pack(camera=...)``)."""
+def tiny_member(frames: int, height: int = 16, width: int = 16, *, fps: int = 30, gop: int = 1, step: int = 37,
+                crf: int = 30) -> bytes:
+    """A self-contained h264 mp4 of ``frames`` uniformly gray frames (frame i at level
+    ``i * step % 256``; closed GOPs of ``gop``, no B-frames; samples before ``moov``): a valid
+    member for tiny synthetic packs (``write_tabular_pack(camera=...)``), and a source whose
+    frames are told apart by their level."""
     import io
 
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="mp4") as sink:
-        stream = sink.add_stream("libx264", rate=fps, options={"g": "1", "bf": "0", "crf": "30", "preset": "ultrafast"})
+        stream = sink.add_stream("libx264", rate=fps, options={"g": str(gop), "bf": "0", "crf": str(crf), "preset": "ultrafast"})
         stream.pix_fmt, stream.height, stream.width = "yuv420p", height, width
         for index in range(frames):
-            picture = av.VideoFrame.from_ndarray(np.full((height, width, 3), (index * 37) % 256, np.uint8), format="rgb24")
+            picture = av.VideoFrame.from_ndarray(np.full((height, width, 3), (index * step) % 256, np.uint8), format="rgb24")
             picture.pts, picture.time_base = index, Fraction(1, fps)
             for packet in stream.encode(picture):
                 sink.mux(packet)

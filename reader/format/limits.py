@@ -38,6 +38,8 @@ MAX_DATASET_FRAMES = 1_000_000_000
 MAX_FEATURE_ELEMENTS = 1 << 20
 MAX_FEATURE_DIMS = 8
 MAX_CAMERAS = 64
+# A member's codec name (``VIDEO_CODECS``: "av1", "hevc", ...), for what a compiled index may decode to.
+MAX_CODEC_NAME_BYTES = 16
 
 # -- tasks --------------------------------------------------------------------------------------
 MAX_TASKS = 2_000_000  # rows of meta/tasks.parquet (language_table: one task per episode)

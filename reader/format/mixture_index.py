@@ -20,7 +20,16 @@ import pyarrow as pa
 from reader.errors import MixtureSpecError
 from reader.format.fields import is_int, is_sha256_hex
 from reader.format.layout import safe_relative_path
-from reader.format.limits import MAX_CAMERAS, MAX_INDEX_FILE_BYTES, MAX_MIXTURE_DATASETS, MAX_MIXTURE_EPISODES
+from reader.format.limits import (
+    MAX_CAMERAS,
+    MAX_CODEC_NAME_BYTES,
+    MAX_DECODED_BYTES,
+    MAX_INDEX_FILE_BYTES,
+    MAX_MIXTURE_DATASETS,
+    MAX_MIXTURE_EPISODES,
+)
+from reader.format.parquet.bounded import Budget, expansion_budget
+from reader.format.parquet.pages import arrow_leaf_bytes
 
 MIXTURE_INDEX_DIR = "_mixture"
 INDEX_FILES = ("episodes", "shards", "anchors", "tasks", "meta")
@@ -144,3 +153,27 @@ __all__ = [
     "IndexFile",
     "parse_index_block",
 ]
+
+
+_SCHEMAS = {"episodes": EPISODES_SCHEMA, "shards": SHARDS_SCHEMA, "anchors": ANCHORS_SCHEMA}
+
+
+def table_budget(name: str, *, rows: int, cameras: int, encoded: int) -> Budget:
+    """What reading a compiled table of ``rows`` rows may decode to: what an honest table of
+    that many rows can be (every episode with ``cameras`` members, codec names of at most
+    ``MAX_CODEC_NAME_BYTES``), and never less than the expansion budget of its ``encoded``
+    bytes; at most ``MAX_DECODED_BYTES``. The writer checks its own output against this same
+    budget (``packer.mixture.compile``), so nothing it writes is refused by a reader.
+
+    A compiled index compresses far better than the 64x the expansion budget allows (sorted
+    integer columns, repeated members): 2,100 packs of 106 episodes were refused by it.
+    """
+    cameras = max(0, min(cameras, MAX_CAMERAS))
+    # An empty list still decodes one level entry: at least one value per row.
+    per_list = {field.name: max(cameras, 1) for field in EPISODES_SCHEMA if field.name.startswith("member_")}
+    schema = _SCHEMAS.get(name)
+    if schema is None:
+        return Budget(values_per_row=per_list)
+    per_row = sum(arrow_leaf_bytes(field.type, per_list.get(field.name, 1), string_bytes=MAX_CODEC_NAME_BYTES) for field in schema)
+    return Budget(max_bytes=min(MAX_DECODED_BYTES, max(expansion_budget(encoded), rows * per_row)),
+                  values_per_row=per_list if name == "episodes" else {})

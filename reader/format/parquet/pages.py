@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reader.errors import FormatError
@@ -85,6 +86,25 @@ def chunk_range(column: pq.ColumnChunkMetaData) -> tuple[int, int]:
     return start, column.total_compressed_size
 
 
+def value_bytes(width: int, repeated: int, *, strings: bool = False) -> int:
+    """What ``chunk_cost`` counts per decoded value of a leaf column (string bytes apart): its
+    fixed width, its levels, one list offset per repetition level, a string's offset."""
+    return width + _LEVEL_BYTES + _OFFSET_BYTES * repeated + (_OFFSET_BYTES + 4 if strings else 0)
+
+
+def arrow_leaf_bytes(field_type: pa.DataType, values_per_list: int, *, string_bytes: int) -> int:
+    """What ``chunk_cost`` may count for one row of an Arrow field: each leaf value's
+    ``value_bytes`` (lists holding ``values_per_list`` values), strings at most ``string_bytes``."""
+    repeated, kind = 0, field_type
+    while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        repeated, kind = repeated + 1, kind.value_type
+    count = max(values_per_list, 1) ** repeated  # an empty list still decodes one level entry
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return count * (value_bytes(0, repeated, strings=True) + string_bytes)
+    width = kind.byte_width if pa.types.is_fixed_size_binary(kind) else max(kind.bit_width // 8, 1)
+    return count * value_bytes(width, repeated)
+
+
 def chunk_cost(data: memoryview, column: pq.ColumnChunkMetaData, schema_column: pq.ColumnSchema, *, base: int = 0, where: str) -> ChunkCost:
     """Walk the page headers of one column chunk and bound what it decodes to.
 
@@ -144,7 +164,7 @@ def chunk_cost(data: memoryview, column: pq.ColumnChunkMetaData, schema_column: 
                 string_bytes += count * uncompressed
             else:
                 string_bytes += uncompressed  # the strings are in the page itself
-    per_value = width + _LEVEL_BYTES + _OFFSET_BYTES * repeated + (_OFFSET_BYTES + 4 if strings else 0)
+    per_value = value_bytes(width, repeated, strings=strings)
     return ChunkCost(
         path=path,
         values=values,
