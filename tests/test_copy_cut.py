@@ -76,10 +76,10 @@ def test_a_pack_uses_byte_ranges_where_it_can(sample_source, packed_copy, tmp_pa
     demuxer gives members with the same packets and the same index apart from member bytes."""
     opened = []
     original = build._packet_reader
-    monkeypatch.setattr(build, "_packet_reader", lambda path, limit=None: opened.append(reader := original(path, limit)) or reader)
+    monkeypatch.setattr(build, "_packet_reader", lambda path, *bounds: opened.append(reader := original(path, *bounds)) or reader)
     pack_dataset(str(sample_source), str(tmp_path / "ranges"), video="copy", shard_size_mb=0.03)
     assert opened and all(isinstance(r, SourceSampleReader) for r in opened)
-    monkeypatch.setattr(build, "_packet_reader", lambda path, limit=None: SourceVideoReader(path))
+    monkeypatch.setattr(build, "_packet_reader", lambda path, *bounds: SourceVideoReader(path))
     pack_dataset(str(sample_source), str(tmp_path / "demuxed"), video="copy", shard_size_mb=0.03)
     ranges, demuxed = episodes_index(tmp_path / "ranges"), episodes_index(tmp_path / "demuxed")
     assert [r["episode_index"] for r in ranges] == [r["episode_index"] for r in demuxed]

@@ -180,8 +180,8 @@ def test_4_samples_claiming_a_gigabyte_each_are_refused_before_anything_is_read(
 
     source = _hostile_source(tmp_path, make)
     measured = run_measured(PACK_CHILD, str(source), str(tmp_path / "out"))
-    assert measured.outcome.startswith("SourceError: ") and "a sample of 1,000,000,000 bytes; a 48x64 frame is at most" \
-        in measured.outcome, measured
+    assert measured.outcome.startswith("SourceError: ") and "a sample of 1,000,000,000 bytes; a frame of the recorded size is at " \
+        "most 83,968 bytes" in measured.outcome, measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured
     written = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file()) if (tmp_path / "out").exists() else 0
     assert written < 10_000_000
@@ -304,3 +304,32 @@ def test_a_bound_violation_is_never_handed_to_the_demuxer(tmp_path):
     with pytest.raises(SourceError, match="claims 5,000 samples"):
         build._packet_reader(path, 100)
     assert locate(hidden, [b"moov", b"trak", b"udta", b"elst"])
+
+
+def test_review_findings_offsets_that_wrap_and_bounds_that_a_hidden_box_skipped(tmp_path):
+    """Three holes a review found in the bounds above: a 64-bit chunk offset of 2^63 or more
+    wrapped negative (and a GPU slice would read from the member's end); the per-sample bound
+    was skipped when a misplaced box refused the file first (handing 1 GB samples to the
+    demuxer); a size table hidden inside the sample entry escaped the count bound."""
+    clip = _clip()
+    offsets = read_track(clip, where="c").layout.sample_offsets
+    stco = get(clip, [*STBL, b"stco"])
+    count = struct.unpack(">I", stco[12:16])[0]
+    chunk_offsets = struct.unpack(f">{count}I", stco[16 : 16 + 4 * count])
+    wrapped = full_box(b"co64", 0, 0, struct.pack(f">I{count}Q", count, *((o + (1 << 64) - len(clip)) % (1 << 64) for o in chunk_offsets)))
+    assert len(offsets) and min(offsets) > 0
+    with pytest.raises(FormatError, match="a chunk offset of .* lies beyond"):
+        check_mp4(replace(clip, [*STBL, b"stco"], wrapped), where="m")
+
+    huge = _claims(clip, samples=4, size=1_000_000_000)
+    hidden = insert(huge, [b"moov", b"trak"], box(b"udta", _edit_list(0, 4, clip)))
+    with pytest.raises(BoundExceededError, match="a sample of 1,000,000,000 bytes; the largest frame allowed is at most"):
+        read_track(hidden, where="m")
+    path = tmp_path / "huge.mp4"
+    path.write_bytes(hidden)
+    with pytest.raises(SourceError, match="a sample of 1,000,000,000 bytes; a frame of the recorded size"):
+        build._packet_reader(path, 100, 83_968)
+
+    in_entry = _put(clip, [*STBL, b"stsd", b"avc1"], full_box(b"stsz", 0, 0, struct.pack(">II", 1, 5_000)))
+    with pytest.raises(BoundExceededError, match="claims 5,000 samples; the file's episodes can use at most 100"):
+        read_track(in_entry, where="m", max_samples=100)

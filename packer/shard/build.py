@@ -90,9 +90,11 @@ class _Digests:
         self._thread.join()
 
 
-def _packet_reader(path: Path, max_samples: int | None = None) -> SourceSampleReader | SourceVideoReader:
+def _packet_reader(path: Path, max_samples: int | None = None, max_sample_bytes: int | None = None
+                   ) -> SourceSampleReader | SourceVideoReader:
     """Copy mode's reader of a source file: by byte ranges where its boxes and timing allow
-    (no demuxer, no muxer; ``max_samples``: what the file's episodes can use), else the demuxer.
+    (no demuxer, no muxer; ``max_samples``: what the file's episodes can use;
+    ``max_sample_bytes``: what one of its frames may claim), else the demuxer.
 
     Raises:
         SourceError: the file's tables claim more than a bound allows (samples beyond what its
@@ -100,7 +102,7 @@ def _packet_reader(path: Path, max_samples: int | None = None) -> SourceSampleRe
             ``MemoryError``); the demuxer would expand them too.
     """
     try:
-        return SourceSampleReader(path, max_samples=max_samples)
+        return SourceSampleReader(path, max_samples=max_samples, max_sample_bytes=max_sample_bytes)
     except BoundExceededError as err:  # FFmpeg's demuxer would expand the same claims
         raise SourceError(str(err)) from None
     except (UnsupportedTiming, FormatError):
@@ -115,13 +117,14 @@ class _OpenVideos:
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], SourceSampleReader | SourceVideoReader | SourceFrameDecoder] = {}
 
-    def get(self, kind: str, key: str, path: Path, *, max_samples: int | None = None):
+    def get(self, kind: str, key: str, path: Path, *, max_samples: int | None = None, max_sample_bytes: int | None = None):
         reader = self._open.get((kind, key))
         if reader is not None and reader.path != path:
             self._open.pop((kind, key)).close()
             reader = None
         if reader is None:
-            reader = self._open[(kind, key)] = _packet_reader(path, max_samples) if kind == "packets" else SourceFrameDecoder(path)
+            reader = self._open[(kind, key)] = (_packet_reader(path, max_samples, max_sample_bytes) if kind == "packets"
+                                                else SourceFrameDecoder(path))
         return reader
 
     def close(self) -> None:
@@ -141,7 +144,8 @@ def _episode_video(
     where = f"{location.path} [{location.from_timestamp:.4f}, {location.to_timestamp:.4f}) s"
     try:
         if options.video == "copy":
-            reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key))
+            reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key),
+                                max_sample_bytes=source.max_sample_bytes(key))
             video, found = cut_episode(location, reader, max_frames=length)
             where = _with_truncation_hint(where, reader, found, length)
             if video is not None or found == 0:

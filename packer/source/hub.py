@@ -284,8 +284,8 @@ def stage_hub_source(
         if absent:
             raise SourceError(f"{repo_id}@{commit}: files the episodes need are not in the repo: {absent[:10]}")
     _fetch_all(repo_id, commit, wanted, listing, local, max_workers)
-    with contextlib.suppress(OSError):
-        _partial_dir(local).rmdir()  # empty once every download has been checked and moved
+    # The partial-download folder stays (empty): another stager of this commit (a SLURM array
+    # on one cache) may be about to write into it.
     return local
 
 

@@ -28,9 +28,12 @@ from reader.format.limits import (
     MAX_DATASET_EPISODES,
     MAX_DATASET_FRAMES,
     MAX_EPISODE_TASKS,
+    MAX_FRAME_PIXELS,
     MAX_INDEX_FILE_BYTES,
+    MAX_SAMPLE_RAW_MULTIPLE,
     MAX_TASK_BYTES,
     MAX_TASKS,
+    SAMPLE_SLACK_BYTES,
     SOURCE_SAMPLES_SLACK,
 )
 from reader.format.parquet import Budget, read_bounded, read_parquet_schema
@@ -196,6 +199,14 @@ class LeRobotSource:
             for row in self.episodes.values():
                 lasts[rel(row)] = max(lasts.get(rel(row), 0.0), float(row[f"videos/{video_key}/to_timestamp"]))
         return int(2 * lasts[rel(self.episodes[episode_index])] * self.fps) + SOURCE_SAMPLES_SLACK
+
+    def max_sample_bytes(self, video_key: str) -> int:
+        """The most one compressed frame of the camera may claim: ``MAX_SAMPLE_RAW_MULTIPLE``
+        raw frames of the size ``info.json`` records, plus ``SAMPLE_SLACK_BYTES`` (checked
+        before a copy-mode cut, or FFmpeg's demuxer, reads any sample)."""
+        shape = self.info["features"][video_key].get("shape") or []
+        raw = math.prod(int(d) for d in shape) if shape and all(isinstance(d, int) and d > 0 for d in shape) else 0
+        return MAX_SAMPLE_RAW_MULTIPLE * (raw or 3 * MAX_FRAME_PIXELS) + SAMPLE_SLACK_BYTES
 
     def needed_files(self, episodes: list[int]) -> list[Path]:
         """Every data and video file the given episodes read, relative to the root."""

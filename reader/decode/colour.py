@@ -123,6 +123,18 @@ def nv12_to_rgb(nv12: torch.Tensor, spec: ColourSpec, out: torch.Tensor | None =
         out = torch.empty((frames, 3, height, width), dtype=torch.uint8, device=nv12.device)
     elif tuple(out.shape) != (frames, 3, height, width) or out.dtype != torch.uint8:
         raise ValueError(f"out is {tuple(out.shape)} {out.dtype}; expected {(frames, 3, height, width)} uint8")
+    # In chunks of frames: the int32 temporaries are ~8 bytes per pixel of the chunk.
+    step = max(1, _CHUNK_PIXELS // (height * width))
+    for first in range(0, frames, step):
+        _convert(nv12[first : first + step], spec, out[first : first + step], height, width)
+    return out
+
+
+_CHUNK_PIXELS = 1 << 25  # 32M pixels a chunk: ~256 MB of temporaries
+
+
+def _convert(nv12: torch.Tensor, spec: ColourSpec, out: torch.Tensor, height: int, width: int) -> None:
+    frames = nv12.shape[0]
     y_coef, vr, ub, vg, ug, y_offset = spec.fixed_point()
     chroma = nv12[:, height:].reshape(frames, height // 2, width // 2, 2).to(torch.int32).mul_(8).sub_(1024)
     u, v = chroma[..., 0], chroma[..., 1]
@@ -134,7 +146,6 @@ def nv12_to_rgb(nv12: torch.Tensor, spec: ColourSpec, out: torch.Tensor | None =
     for channel, term in enumerate((red, green, blue)):
         value = luma + term.view(frames, height // 2, 1, width // 2, 1)
         out[:, channel].view(frames, height // 2, 2, width // 2, 2).copy_(value.clamp_(0, 255))
-    return out
 
 
 def yuv420p_to_nv12(planes: tuple, height: int, width: int) -> torch.Tensor:

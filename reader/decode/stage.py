@@ -24,6 +24,7 @@ backends: what CI tests.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
 import os
 import queue
@@ -79,20 +80,24 @@ class DecodeStage:
         self.device = torch.device(device)
         self.allow_cpu_fallback = allow_cpu_fallback
         chosen = backend_class(backend, self.device.type)
-        # The CPU decoders: the fallback on CUDA (and the whole stage when CUDA cannot decode).
-        self._cpu: DecodeBackend = backend_class("auto" if self.device.type == "cuda" else backend, "cpu")(torch.device("cpu"))
-        self.unavailable: str | None = chosen.unavailable() if self.device.type == "cuda" else None
-        if self.unavailable is not None:  # why the GPU cannot decode (with allow_cpu_fallback)
-            if not allow_cpu_fallback:
-                raise DecodeStageError(f"{self.unavailable}; use device 'cpu' or allow_cpu_fallback=True")
-            self._backend, self.backend = self._cpu, "cpu"
-        elif self.device.type == "cpu":
-            if backend_options:
-                self._cpu = chosen(self.device, **backend_options)
+        if self.device.type == "cpu":
+            missing = chosen.unavailable()
+            if missing is not None:
+                raise DecodeStageError(f"backend {chosen.name!r} cannot decode here: {missing}")
+            self._cpu: DecodeBackend = chosen(self.device, **(backend_options or {}))
             self._backend, self.backend = self._cpu, self._cpu.name
+            self.unavailable: str | None = None
         else:
-            self._backend = chosen(self.device, **(backend_options or {}))
-            self.backend = self._backend.name
+            # The CPU decoders: the fallback on CUDA (and the whole stage when CUDA cannot decode).
+            self._cpu = backend_class("auto", "cpu")(torch.device("cpu"))
+            self.unavailable = chosen.unavailable()
+            if self.unavailable is not None:  # why the GPU cannot decode (with allow_cpu_fallback)
+                if not allow_cpu_fallback:
+                    raise DecodeStageError(f"{self.unavailable}; use device 'cpu' or allow_cpu_fallback=True")
+                self._backend, self.backend = self._cpu, "cpu"
+            else:
+                self._backend = chosen(self.device, **(backend_options or {}))
+                self.backend = self._backend.name
         # Where frames land: the device, or the CPU when a fallback stage has no CUDA at all.
         self._target = self.device if self.device.type == "cpu" or torch.cuda.is_available() else torch.device("cpu")
         self._stream = torch.cuda.Stream(device=self._target) if self._target.type == "cuda" else None
@@ -199,6 +204,21 @@ class DecodeStage:
             return batch
         started = time.perf_counter()
         plans = [(payload, plan_camera(key, payload)) for key, payload in encoded.items()]  # all checked before any decode
+        # The stream the caller reads the batch on: outputs are recorded on it before reuse.
+        consumer = torch.cuda.current_stream(self._target) if self._stream is not None else None
+        try:
+            self._decode(batch, plans, consumer)
+        finally:  # a failed batch still ends its admissions that end here (the worker moves on)
+            for payload, plan in plans:
+                holds = payload.get("holds")
+                if holds is not None:
+                    for job in plan.jobs:
+                        self.cache.retire(payload["members"][job.member].member_id, holds[job.member][1])
+        self.counters["batches"] += 1
+        self.counters["decode_seconds"] += time.perf_counter() - started
+        return batch
+
+    def _decode(self, batch: dict, plans: list[tuple[dict, CameraPlan]], consumer) -> None:
         with self._on_stream():
             opened = self._members(plans)
             jobs: list[Job] = []
@@ -218,21 +238,13 @@ class DecodeStage:
                 raise DecodeStageError(str(err)) from err
             for plan, rgb, nv12, handled in outputs:
                 batch[plan.key] = self._finish(plan, rgb, nv12, handled)
-            for payload, plan in plans:
-                holds = payload.get("holds")
-                if holds is not None:
-                    for job in plan.jobs:
-                        self.cache.retire(payload["members"][job.member].member_id, holds[job.member][1])
+            for _, plan in plans:
                 self.counters["frames_decoded"] += plan.samples * plan.length
                 self.counters["members_in_batches"] += len(plan.jobs)
             if self._stream is not None:
-                self._stream.synchronize()  # the batch is complete; the training stream may read it
-                consumer = torch.cuda.default_stream(self._target)
+                self._stream.synchronize()  # the batch is complete; the caller's stream may read it
                 for plan, *_ in outputs:
                     batch[plan.key].record_stream(consumer)
-        self.counters["batches"] += 1
-        self.counters["decode_seconds"] += time.perf_counter() - started
-        return batch
 
     def _allocate(self, plan: CameraPlan, handles: list[Opened]) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The camera's RGB output rows, and NV12 rows if a backend writes NV12."""
@@ -280,6 +292,8 @@ class DecodeStage:
         return torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext()
 
     def _map(self, function, items: list) -> list:
+        """``function`` over ``items`` in the thread pool; every call has finished when this
+        returns or raises (the first error), so nothing still writes into a batch's buffers."""
         if self._pool is None or len(items) < 2:
             return [function(item) for item in items]
 
@@ -287,7 +301,9 @@ class DecodeStage:
             with self._on_stream():
                 return function(item)
 
-        return list(self._pool.map(on_stream, items))
+        futures = [self._pool.submit(on_stream, item) for item in items]
+        concurrent.futures.wait(futures)
+        return [future.result() for future in futures]
 
     def wrap(self, loader, *, ahead: int = 1):
         """Iterate ``loader`` with each batch decoded in a background thread, ``ahead``

@@ -215,9 +215,12 @@ def _boxes(region: memoryview, where: str, *, top: bool = False):
 def _meta_children(payload: memoryview) -> memoryview | None:
     """Where FFmpeg starts reading a ``meta`` box's children: at the first ``hdlr`` found on a
     4-byte step (after a full box's version and flags, or right away in QuickTime's form)."""
-    for offset in range(4, len(payload) - 3, 4):
-        if payload[offset : offset + 4] == b"hdlr":
-            return payload[offset - 4 :]
+    data = bytes(payload)
+    at = data.find(b"hdlr", 4)
+    while at != -1:
+        if at % 4 == 0:
+            return payload[at - 4 :]
+        at = data.find(b"hdlr", at + 1)
     return None
 
 
@@ -429,7 +432,7 @@ def _chunks(stsc: _Payload, offsets: np.ndarray, samples: int, sizes: np.ndarray
     chunk_first = np.cumsum(per_chunk) - per_chunk
     starts = offsets[:used][chunk_of_sample] + (before - before[chunk_first][chunk_of_sample])
     ends = starts + sizes
-    if int(ends.max()) > file_bytes:
+    if int(starts.min()) < 0 or int(ends.max()) > file_bytes:
         chunk = int(chunk_of_sample[int(np.argmax(ends > file_bytes))])
         raise stsc.bad(f"chunk {chunk + 1} (at {int(offsets[chunk]):,}) lies beyond the member's {file_bytes:,} bytes")
     return starts
@@ -470,8 +473,15 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     found = _walk(view, where, misplaced=misplaced)
     # What any sample size table claims is bounded first, wherever it sits: a file refused for
     # a misplaced box goes to FFmpeg's demuxer, which would expand what it claims.
-    tables = [(k, p) for k in (b"stsz", b"stz2") for p in found.get(k, [])] + [(k, p) for k, _, _, p in misplaced if k in (b"stsz", b"stz2")]
-    _check_claims(tables, where, frames=frames, max_samples=max_samples, max_sample_bytes=max_sample_bytes)
+    def size_tables() -> list[tuple[bytes, memoryview]]:
+        return [(k, p) for k in (b"stsz", b"stz2") for p in found.get(k, [])] + [(k, p) for k, _, _, p in misplaced
+                                                                                 if k in (b"stsz", b"stz2")]
+
+    # Before the sample entry is read (its size bounds a sample below), a bound that needs no
+    # entry: the caller's, or a raw frame of the largest size allowed.
+    early_bound = max_sample_bytes if max_sample_bytes is not None else MAX_SAMPLE_RAW_MULTIPLE * 3 * MAX_FRAME_PIXELS + SAMPLE_SLACK_BYTES
+    _check_claims(size_tables(), where, frames=frames, max_samples=max_samples, max_sample_bytes=early_bound,
+                  size="a frame of the recorded size" if max_sample_bytes is not None else "the largest frame allowed")
     if misplaced:
         _refuse_misplaced(misplaced, where)
     if len(found.get(b"moov", [])) != 1:
@@ -487,8 +497,8 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     codec, entry_height, entry_width, codec_config, colour_boxes = _sample_entry(stsd, misplaced)
     if max_sample_bytes is None:
         max_sample_bytes = MAX_SAMPLE_RAW_MULTIPLE * 3 * entry_height * entry_width + SAMPLE_SLACK_BYTES
-    _check_claims(tables, where, frames=frames, max_samples=max_samples, max_sample_bytes=max_sample_bytes,
-                  size=f"a {entry_height}x{entry_width} frame")
+    _check_claims(size_tables(), where, frames=frames, max_samples=max_samples, max_sample_bytes=max_sample_bytes,
+                  size=f"a {entry_height}x{entry_width} frame")  # the sample entry's own hidden tables too
     if misplaced:
         _refuse_misplaced(misplaced, where)
     entry_size = struct.unpack(">I", stsd.data[8:12])[0]
@@ -526,7 +536,10 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     if chunks > max(samples, 1):
         raise offsets_box.bad(f"{chunks:,} chunks for {samples:,} samples")
     entry_bytes = 4 if offsets_box.kind == "stco" else 8
-    offsets = np.frombuffer(offsets_box.table(chunks, entry_bytes), dtype=">u4" if entry_bytes == 4 else ">u8").astype(np.int64)
+    raw_offsets = np.frombuffer(offsets_box.table(chunks, entry_bytes), dtype=">u4" if entry_bytes == 4 else ">u8")
+    if chunks and int(raw_offsets.max()) >= 1 << 63:  # checked unsigned: it would wrap negative as int64
+        raise offsets_box.bad(f"a chunk offset of {int(raw_offsets.max()):,} lies beyond the member's {file_bytes:,} bytes")
+    offsets = raw_offsets.astype(np.int64)
     starts = _chunks(_one(found, b"stsc", where), offsets, samples, sizes, file_bytes)
 
     stss = _one(found, b"stss", where, required=False)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 
@@ -295,7 +296,10 @@ class NvdecBackend(DecodeBackend):
             raise ValueError(f"nvdec option colour={colour!r} is not one of 'exact', 'nvdec'")
         self.colour = colour
         self._local = threading.local()
-        self._sessions: list[NvdecSession] = []
+        # Sessions live in their thread's storage and go with the thread (a wrap() thread per
+        # epoch): only weakly listed here for their counters, which outlive them.
+        self._sessions: weakref.WeakSet[NvdecSession] = weakref.WeakSet()
+        self._retired = {"frames_fed": 0, "flushes": 0, "driver_copies": 0}
         self._lock = threading.Lock()
         self._inexact = 0  # members given NVDEC's RGB because their colour cannot be matched exactly
 
@@ -347,10 +351,16 @@ class NvdecBackend(DecodeBackend):
             sessions = self._local.sessions = {}
         key = (codec, height, width, output)
         if key not in sessions:
-            sessions[key] = NvdecSession(codec, height, width, output, self.device)
+            session = sessions[key] = NvdecSession(codec, height, width, output, self.device)
             with self._lock:
-                self._sessions.append(sessions[key])
+                self._sessions.add(session)
+            weakref.finalize(session, self._retire, session.counters)
         return sessions[key]
+
+    def _retire(self, counters: dict[str, int]) -> None:
+        with self._lock:
+            for name, value in counters.items():
+                self._retired[name] += value
 
     def decode(self, jobs: list[Job]) -> None:
         by_session: dict[NvdecSession, list[Job]] = {}
@@ -359,12 +369,20 @@ class NvdecBackend(DecodeBackend):
             session = self._session(member.layout.codec, job.opened.height, job.opened.width, job.opened.output)
             by_session.setdefault(session, []).append(job)
         for session, share in by_session.items():
-            session.decode(share)
-            session.stream.synchronize()
+            try:
+                session.decode(share)
+            finally:  # also after an error: no copy may still be writing when the caller frees the outputs
+                session.stream.synchronize()
 
     def counters(self) -> dict[str, int]:
-        totals = {"frames_fed": 0, "flushes": 0, "driver_copies": 0, "inexact_colour_members": self._inexact}
-        for session in list(self._sessions):
+        with self._lock:
+            totals = {**self._retired, "inexact_colour_members": self._inexact}
+            live = list(self._sessions)
+        for session in live:
             for name in ("frames_fed", "flushes", "driver_copies"):
                 totals[name] += session.counters[name]
         return totals
+
+    def close(self) -> None:
+        """Drop the calling thread's sessions (other threads' go with their threads)."""
+        self._local = threading.local()
