@@ -198,3 +198,14 @@ def test_hevc_reference_picture_sets_predicted_from_each_other_are_walked_to_the
     w.u(1, 1).u(5, 3).u(1, 1).u(1, 1).u(1, 8).u(1, 8).u(1, 8)  # video signal: full range, BT.709
     w.u(0, 40)  # the rest of the VUI, unread
     assert hevc_signal(w.nal(b"\x42\x01"), where="m") == SignalType(1, 8, 1, True)
+
+
+def test_conversion_in_chunks_gives_the_same_bytes(monkeypatch):
+    """Large batches convert a few frames at a time (bounded temporaries): the same output."""
+    import reader.decode.colour as colour
+
+    rng = np.random.default_rng(7)
+    nv12 = torch.from_numpy(rng.integers(0, 256, (5, 72, 64), dtype=np.uint8))
+    whole = nv12_to_rgb(nv12, ColourSpec(1, False))
+    monkeypatch.setattr(colour, "_CHUNK_PIXELS", 2 * 48 * 64)  # two frames a chunk
+    assert torch.equal(nv12_to_rgb(nv12, ColourSpec(1, False)), whole)
