@@ -9,7 +9,8 @@ soon as no worker reads it; what is held is what the workers' pools hold.
 
 Members that arrive without flags (batches built by hand) go to a small LRU instead.
 ``limit`` bounds the held members if retirements never come (a loop left early, a partial
-last batch dropped): beyond it the least recently used is dropped and counted; a later draw
+last batch dropped, or a piece cut by a segment's end after a re-split resume: its last draw
+lies in the next segment, so no worker flags it here): beyond it the least recently used is dropped and counted; a later draw
 of it without bytes then fails loudly in the stage, never decodes something else.
 
 Pure bookkeeping (no torch, no I/O); used from one thread.

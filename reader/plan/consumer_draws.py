@@ -62,9 +62,7 @@ class SegmentDraws:
         for piece, first, last in zip(spans.piece.tolist(), spans.first_draw.tolist(), spans.last_draw.tolist()):
             if piece in self._last_draw:
                 continue  # met an earlier window too; pieces come sorted by first draw
-            # A piece that runs past the segment (after a re-split resume) ends with it: its last
-            # draw here is the last any reader of this segment makes of it.
-            self._last_draw[piece] = min(last, self.stop - 1)
+            self._last_draw[piece] = last
             self._admitted.append(int(self._episode_of_piece[piece]))
             self._first_draws.append(max(first, self.start))
         self._scanned = until
@@ -81,7 +79,7 @@ class SegmentDraws:
     def blocks(self, *, ahead: int = 1) -> Iterator[tuple[list[int], list[tuple[int, int, bool]]]]:
         """Yield ``(newly admitted episode positions, draws)`` per block of draws.
 
-        ``draws`` are ``(episode position, anchor position, is the piece's last draw in the segment)``.
+        ``draws`` are ``(episode position, anchor position, is the piece's last draw)``.
         Before each block, admissions are known for every piece the block draws and for at
         least ``ahead`` pieces first drawn after it (fewer near the segment's end or when
         they lie more than ``_MAX_LOOKAHEAD_DRAWS`` draws away), so a prefetcher given them
@@ -102,7 +100,7 @@ class SegmentDraws:
             yield admitted, draws
 
     def __iter__(self) -> Iterator[tuple[int, int, bool]]:
-        """Yield ``(episode position, anchor position, is the piece's last draw in the segment)``."""
+        """Yield ``(episode position, anchor position, is the piece's last draw)``."""
         for _, draws in self.blocks():
             yield from draws
 
