@@ -112,7 +112,8 @@ class PackedDataset(EpochStream):
         self.index = PackedIndex(self.storage, episodes=episodes, where=where, manifest_sha256=manifest_sha256)
         self._columns: tuple[np.ndarray, np.ndarray] | None = None
         manifest = self.index.manifest
-        selection = None if episodes is None else "sha256:" + sha256_hex(json.dumps(sorted({int(e) for e in episodes})).encode())
+        # The selection's identity: the sorted distinct episodes (the index selected them).
+        selection = None if episodes is None else "sha256:" + sha256_hex(json.dumps(self.index.episodes.episode_index.tolist()).encode())
         super().__init__(
             kind="PackedDataset",
             identity={
@@ -209,8 +210,7 @@ class PackedDataset(EpochStream):
         """Each selected episode's ``episode_index`` and first global frame index (made once)."""
         if self._columns is None:
             episodes = self.index.episodes
-            self._columns = (np.fromiter((e.episode_index for e in episodes), dtype=np.int64, count=len(episodes)),
-                             np.fromiter((e.dataset_from_index for e in episodes), dtype=np.int64, count=len(episodes)))
+            self._columns = (episodes.episode_index, episodes.dataset_from_index)
         return self._columns
 
     # -- planning -------------------------------------------------------------------------

@@ -14,14 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lines_executed(function: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+def lines_executed(function: Callable[..., Any], *args: Any, skip: tuple[str, ...] = (), **kwargs: Any) -> tuple[Any, int]:
     """Call ``function(*args, **kwargs)``; return its result and the Python lines it executed
-    (in every frame it called, library code included)."""
+    (in every frame it called, library code included), leaving out lines of files whose path
+    contains one of ``skip`` (a cost counted elsewhere, e.g. per page of a parquet file)."""
     count = 0
 
     def tracer(frame, event, arg):
         nonlocal count
-        if event == "line":
+        if event == "line" and not (skip and any(part in frame.f_code.co_filename for part in skip)):
             count += 1
         return tracer
 

@@ -27,7 +27,7 @@ import numpy as np
 from reader.decode.frames import CpuDecodeStage, FrameSpec
 from reader.fetch.episode_pool import EpisodeFetcher
 from reader.fetch.packed_index import PackedIndex, verified_read
-from reader.format import SAMPLES_INDEX_PATH
+from reader.format import SAMPLES_INDEX_PATH, VIDEO_CODECS
 from reader.format.layout import pad_column
 from reader.format.parquet import iter_bounded_batches
 from reader.storage import Storage
@@ -211,13 +211,13 @@ def _episode_html(entry, picks, sheets, plots, fps) -> str:
 
 def _page(root, manifest, index, validity, sections, shown) -> str:
     episodes = index.episodes
-    seconds = sum(e.length for e in episodes) / manifest.fps
+    seconds = int(episodes.length.sum()) / manifest.fps
     cameras = []
-    for key in manifest.video_keys:
+    for k, key in enumerate(episodes.video_keys):
         feature = manifest.features[key]
         info = feature.get("info", {}) if isinstance(feature.get("info"), dict) else {}
-        member_bytes = sum(e.cameras[key].size for e in episodes if key in e.cameras)
-        codecs = sorted({e.cameras[key].codec for e in episodes if key in e.cameras})
+        member_bytes = int(episodes.member_size[:, k].sum())
+        codecs = sorted(VIDEO_CODECS[c] for c in np.unique(episodes.member_codec[:, k]).tolist())
         bitrate = member_bytes * 8 / seconds / 1e3 if seconds else 0.0
         cameras.append(f"<tr><td>{_e(key)}</td><td>{_e('/'.join(codecs))}</td><td>{_e(feature['shape'][0])}x{_e(feature['shape'][1])}</td>"
                        f"<td>{_e(info.get('video.g', ''))}</td><td>{member_bytes / 1e6:.1f} MB</td><td>{bitrate:.0f} kbit/s</td></tr>")

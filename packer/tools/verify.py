@@ -24,6 +24,7 @@ from reader.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
     TASKS_PATH,
+    EpisodeTable,
     Manifest,
     check_bytes,
     check_mp4,
@@ -103,7 +104,8 @@ def verify(
         _guarded(report, SAMPLES_INDEX_PATH, lambda: _samples_index_problems(storage, manifest, episodes))
     for shard in manifest.shards:
         report.shards_checked += 1
-        mine = [e for e in episodes if e.shard == shard.index]
+        first, stop = episodes.shard_range(shard.index)
+        mine = episodes[first:stop]
         report.episodes_checked += len(mine)
         _guarded(report, shard_parquet_path(shard.index), lambda: _shard_parquet_problems(storage, manifest, shard, mine))
         _guarded(report, shard_tar_path(shard.index), lambda: _member_problems(storage, manifest, shard, mine, decode, report))
@@ -155,7 +157,7 @@ def _tasks_problems(storage: Storage, manifest: Manifest, episodes) -> list[str]
     return []
 
 
-def _samples_index_problems(storage: Storage, manifest: Manifest, episodes) -> list[str]:
+def _samples_index_problems(storage: Storage, manifest: Manifest, episodes: EpisodeTable) -> list[str]:
     """The sample index: its schema, one anchor per frame of each episode at the right shard
     rows, and pad counts equal to a recomputation from the manifest's windows. Read in
     batches (a row per frame), never whole, after its row count matches the manifest's."""
@@ -165,15 +167,11 @@ def _samples_index_problems(storage: Storage, manifest: Manifest, episodes) -> l
     schema = read_parquet_schema(data, where=where)
     if not schema.remove_metadata().equals(expected):
         return [f"{where}: columns {schema.names[:20]} differ from the format's {expected.names}"]
-    ordered = sorted(episodes, key=lambda e: e.dataset_from_index)  # anchors are sorted by global index
-    length = np.array([e.length for e in ordered], dtype=np.int64)
+    ordered = episodes.take(np.argsort(episodes.dataset_from_index, kind="stable"))  # anchors are sorted by global index
+    length = ordered.length
     starts = np.concatenate([[0], np.cumsum(length)]).astype(np.int64)
-    per_episode = {
-        "episode_index": np.array([e.episode_index for e in ordered], dtype=np.int64),
-        "index": np.array([e.dataset_from_index for e in ordered], dtype=np.int64),
-        "shard": np.array([e.shard for e in ordered], dtype=np.int64),
-        "row": np.array([e.row_start for e in ordered], dtype=np.int64),
-    }
+    per_episode = {"episode_index": ordered.episode_index, "index": ordered.dataset_from_index, "shard": ordered.shard,
+                   "row": ordered.row_start}
     windows = {name: resolve_delta_timestamps(w, manifest.fps, tolerance_s=manifest.tolerance_s) for name, w in manifest.windows.items()}
     wrong_episodes: set[int] = set()
     wrong_pads: dict[str, int] = {}

@@ -98,14 +98,21 @@ def _binary_column(values: np.ndarray) -> pa.Array:
     return pa.array([bytes(row) for row in values], pa.binary(32))
 
 
-def _runs(frames: np.ndarray) -> list[tuple[int, int]]:
-    """Ascending distinct frames as ``[lo, hi)`` runs."""
-    if len(frames) == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(frames) != 1) + 1
-    starts = np.concatenate([[0], breaks])
-    stops = np.concatenate([breaks, [len(frames)]])
-    return [(int(frames[a]), int(frames[b - 1]) + 1) for a, b in zip(starts, stops)]
+def _anchor_runs(frames: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Anchor frames of every episode (``frames[start[i]:start[i + 1]]``, ascending) as
+    ``[lo, hi)`` runs of consecutive frames, and runs per episode. An episode whose anchors are
+    every frame or none keeps no runs (its anchor count says which). Vectorized."""
+    counts = np.diff(start)
+    owner = np.repeat(np.arange(len(counts)), counts)
+    partial = (counts > 0) & (counts < length)
+    keep = partial[owner]
+    frames, owner = frames[keep], owner[keep]
+    if not len(frames):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(len(counts), np.int64)
+    opens = np.r_[True, (np.diff(frames) != 1) | (owner[1:] != owner[:-1])]
+    first = np.flatnonzero(opens)
+    last = np.r_[first[1:], len(frames)] - 1
+    return frames[first].astype(np.int64), frames[last].astype(np.int64) + 1, np.bincount(owner[first], minlength=len(counts)).astype(np.int64)
 
 
 @dataclass(eq=False)
@@ -167,84 +174,89 @@ class EpisodeCatalog:
     @classmethod
     def from_packs(cls, packs: Sequence[tuple[CatalogDataset, PackedIndex, dict[int, str]]]) -> EpisodeCatalog:
         """A catalog of opened packs: ``(dataset, its checked index, its tasks)`` each, with the
-        index's selection (``episodes=``, ``where=``) as the catalog's episodes and anchors."""
-        columns: dict[str, list] = {name: [] for name in (
-            "dataset", "episode_index", "length", "from_index", "shard_row", "row_start", "row_group", "row_group_offset",
-            "row_group_bytes", "row_group_sha256", "row_group_episodes", "row_group_rows", "anchor_counts", "member_count",
-            "member_offset", "member_size", "member_frames", "member_codec", "member_sha256", "run_count", "run_lo", "run_hi",
-            "shard_dataset", "shard_number", "shard_parquet_bytes", "shard_footer_offset", "shard_footer_bytes",
-            "shard_footer_sha256", "shard_tar_bytes", "shard_tar_sha256", "task_dataset", "task_index", "task_text")}
-        codecs = {c: i for i, c in enumerate(VIDEO_CODECS)}
-        for d, (info, index, tasks) in enumerate(packs):
-            manifest = index.manifest
-            first_shard = len(columns["shard_number"])
-            for s in manifest.shards:
-                columns["shard_dataset"].append(d)
-                columns["shard_number"].append(s.index)
-                columns["shard_parquet_bytes"].append(s.parquet_bytes)
-                columns["shard_footer_offset"].append(s.parquet_footer.offset)
-                columns["shard_footer_bytes"].append(s.parquet_footer.bytes)
-                columns["shard_footer_sha256"].append(s.parquet_footer.sha256)
-                columns["shard_tar_bytes"].append(s.tar_bytes)
-                columns["shard_tar_sha256"].append(s.tar_sha256)
-            groups: dict[tuple[int, int], list[int]] = {}
-            for entry in index.all_episodes:
-                groups.setdefault((entry.shard, entry.row_group.index), []).append(entry.length)
-            for position, entry in enumerate(index.episodes):
-                columns["dataset"].append(d)
-                columns["episode_index"].append(entry.episode_index)
-                columns["length"].append(entry.length)
-                columns["from_index"].append(entry.dataset_from_index)
-                columns["shard_row"].append(first_shard + entry.shard)
-                columns["row_start"].append(entry.row_start)
-                columns["row_group"].append(entry.row_group.index)
-                columns["row_group_offset"].append(entry.row_group.offset)
-                columns["row_group_bytes"].append(entry.row_group.bytes)
-                columns["row_group_sha256"].append(entry.row_group.sha256)
-                group = groups[(entry.shard, entry.row_group.index)]
-                columns["row_group_episodes"].append(len(group))
-                columns["row_group_rows"].append(sum(group))
-                anchors = int(index.anchor_counts[position])
-                columns["anchor_counts"].append(anchors)
-                members = [entry.cameras[key] for key in info.video_keys]
-                columns["member_count"].append(len(members))
-                for m in members:
-                    columns["member_offset"].append(m.offset)
-                    columns["member_size"].append(m.size)
-                    columns["member_frames"].append(m.frames)
-                    columns["member_codec"].append(codecs[m.codec])
-                    columns["member_sha256"].append(m.sha256)
-                runs = []
-                if index.anchor_frames is not None and 0 < anchors < entry.length:
-                    runs = _runs(index.anchor_frames[position])
-                columns["run_count"].append(len(runs))
-                columns["run_lo"] += [lo for lo, _ in runs]
-                columns["run_hi"] += [hi for _, hi in runs]
-            for task_index, text in sorted(tasks.items()):
-                columns["task_dataset"].append(d)
-                columns["task_index"].append(task_index)
-                columns["task_text"].append(text)
+        index's selection (``episodes=``, ``where=``) as the catalog's episodes and anchors.
 
-        def ints(name: str, dtype=np.int64) -> np.ndarray:
-            return np.asarray(columns[name], dtype=dtype)
+        O(episodes x cameras + anchors) vectorized per pack: the only Python loop is over packs.
+        """
+        parts: dict[str, list[np.ndarray]] = {}
+
+        def add(name: str, values) -> None:
+            parts.setdefault(name, []).append(np.asarray(values))
+
+        shard_rows = 0
+        for d, (info, index, tasks) in enumerate(packs):
+            shards, table = index.manifest.shards, index.episodes
+            if tuple(table.video_keys) != tuple(info.video_keys):
+                raise ValueError(f"{info.name}: the index's cameras {table.video_keys} are not the dataset's {info.video_keys}")
+            add("shard_dataset", np.full(len(shards), d, np.int32))
+            add("shard_number", np.array([s.index for s in shards], np.int32))
+            add("shard_parquet_bytes", np.array([s.parquet_bytes for s in shards], np.int64))
+            add("shard_footer_offset", np.array([s.parquet_footer.offset for s in shards], np.int64))
+            add("shard_footer_bytes", np.array([s.parquet_footer.bytes for s in shards], np.int64))
+            add("shard_footer_sha256", _sha_matrix([s.parquet_footer.sha256 for s in shards]))
+            add("shard_tar_bytes", np.array([s.tar_bytes for s in shards], np.int64))
+            add("shard_tar_sha256", _sha_matrix([s.tar_sha256 for s in shards]))
+            # Totals of each episode's row group, over every episode of the pack (a selection
+            # does not change what a row group holds).
+            group_episodes, group_rows = index.all_episodes.row_group_totals()
+            chosen = index.all_episodes.positions(table.episode_index)
+            e = len(table)
+            add("dataset", np.full(e, d, np.int32))
+            for name in ("episode_index", "length", "row_start", "row_group_offset", "row_group_bytes"):
+                add(name, getattr(table, name))
+            add("from_index", table.dataset_from_index)
+            add("shard_row", shard_rows + table.shard)
+            add("row_group", table.row_group.astype(np.int32))
+            add("row_group_sha256", table.row_group_sha256)
+            add("row_group_episodes", group_episodes[chosen].astype(np.int32))
+            add("row_group_rows", group_rows[chosen])
+            anchors = np.asarray(index.anchor_counts, dtype=np.int64)
+            add("anchor_counts", anchors)
+            c = len(info.video_keys)
+            add("member_count", np.full(e, c, np.int64))
+            add("member_offset", table.member_offset.reshape(-1))
+            add("member_size", table.member_size.reshape(-1))
+            add("member_frames", table.member_frames.reshape(-1))
+            add("member_codec", table.member_codec.reshape(-1))
+            add("member_sha256", table.member_sha256.reshape(-1, 32))
+            if index.anchor_frames is not None:
+                lo, hi, count = _anchor_runs(index.anchor_frames, index.anchor_start, table.length)
+            else:
+                lo = hi = np.zeros(0, np.int64)
+                count = np.zeros(e, np.int64)
+            add("run_lo", lo)
+            add("run_hi", hi)
+            add("run_count", count)
+            ordered = sorted(tasks.items())
+            add("task_dataset", np.full(len(ordered), d, np.int32))
+            add("task_index", np.array([k for k, _ in ordered], np.int64))
+            parts.setdefault("task_text", []).append([text for _, text in ordered])
+            shard_rows += len(shards)
+
+        def cat(name: str, dtype=np.int64, width: int = 0) -> np.ndarray:
+            pieces = parts.get(name, [])
+            if not pieces:
+                return np.zeros((0, width) if width else 0, dtype)
+            return np.concatenate(pieces).astype(dtype, copy=False)
 
         return cls(
             datasets=[info for info, _, _ in packs],
-            dataset=ints("dataset", np.int32), episode_index=ints("episode_index"), length=ints("length"),
-            from_index=ints("from_index"), shard_row=ints("shard_row"), row_start=ints("row_start"),
-            row_group=ints("row_group", np.int32), row_group_offset=ints("row_group_offset"),
-            row_group_bytes=ints("row_group_bytes"), row_group_sha256=_sha_matrix(columns["row_group_sha256"]),
-            row_group_episodes=ints("row_group_episodes", np.int32), row_group_rows=ints("row_group_rows"),
-            anchor_counts=ints("anchor_counts"), member_start=np.concatenate([[0], np.cumsum(ints("member_count"))]).astype(np.int64),
-            member_offset=ints("member_offset"), member_size=ints("member_size"), member_frames=ints("member_frames"),
-            member_codec=ints("member_codec", np.int8), member_sha256=_sha_matrix(columns["member_sha256"]),
-            run_start=np.concatenate([[0], np.cumsum(ints("run_count"))]).astype(np.int64),
-            run_lo=ints("run_lo"), run_hi=ints("run_hi"),
-            shard_dataset=ints("shard_dataset", np.int32), shard_number=ints("shard_number", np.int32),
-            shard_parquet_bytes=ints("shard_parquet_bytes"), shard_footer_offset=ints("shard_footer_offset"),
-            shard_footer_bytes=ints("shard_footer_bytes"), shard_footer_sha256=_sha_matrix(columns["shard_footer_sha256"]),
-            shard_tar_bytes=ints("shard_tar_bytes"), shard_tar_sha256=_sha_matrix(columns["shard_tar_sha256"]),
-            task_dataset=ints("task_dataset", np.int32), task_index=ints("task_index"), task_text=list(columns["task_text"]),
+            dataset=cat("dataset", np.int32), episode_index=cat("episode_index"), length=cat("length"),
+            from_index=cat("from_index"), shard_row=cat("shard_row"), row_start=cat("row_start"),
+            row_group=cat("row_group", np.int32), row_group_offset=cat("row_group_offset"),
+            row_group_bytes=cat("row_group_bytes"), row_group_sha256=cat("row_group_sha256", np.uint8, 32),
+            row_group_episodes=cat("row_group_episodes", np.int32), row_group_rows=cat("row_group_rows"),
+            anchor_counts=cat("anchor_counts"), member_start=np.concatenate([[0], np.cumsum(cat("member_count"))]).astype(np.int64),
+            member_offset=cat("member_offset"), member_size=cat("member_size"), member_frames=cat("member_frames"),
+            member_codec=cat("member_codec", np.int8), member_sha256=cat("member_sha256", np.uint8, 32),
+            run_start=np.concatenate([[0], np.cumsum(cat("run_count"))]).astype(np.int64),
+            run_lo=cat("run_lo"), run_hi=cat("run_hi"),
+            shard_dataset=cat("shard_dataset", np.int32), shard_number=cat("shard_number", np.int32),
+            shard_parquet_bytes=cat("shard_parquet_bytes"), shard_footer_offset=cat("shard_footer_offset"),
+            shard_footer_bytes=cat("shard_footer_bytes"), shard_footer_sha256=cat("shard_footer_sha256", np.uint8, 32),
+            shard_tar_bytes=cat("shard_tar_bytes"), shard_tar_sha256=cat("shard_tar_sha256", np.uint8, 32),
+            task_dataset=cat("task_dataset", np.int32), task_index=cat("task_index"),
+            task_text=[text for chunk in parts.get("task_text", []) for text in chunk],
         )
 
     def to_tables(self) -> dict[str, pa.Table]:

@@ -28,6 +28,7 @@ from reader.format.fields import check_bytes, sha256_chunks, sha256_file, sha256
 from reader.format.indexes import (
     CameraMember,
     EpisodeEntry,
+    EpisodeTable,
     RowGroupRef,
     episodes_index_schema,
     parse_episodes_index,
@@ -116,6 +117,7 @@ __all__ = [
     "VIDEO_MODES",
     "CameraMember",
     "EpisodeEntry",
+    "EpisodeTable",
     "FileEntry",
     "FooterEntry",
     "FormatError",
