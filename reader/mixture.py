@@ -389,13 +389,14 @@ def _verified_index_file(base: Storage, spec: MixtureSpec, name: str) -> bytes:
 
 def _read_table(base: Storage, spec: MixtureSpec, name: str, where: str):
     """A compiled table, checked against its digest and row count, decoded within what an
-    honest table of its rows can be (``table_budget``: as many members per episode as the
-    mixture has cameras at most)."""
+    honest table of its rows can be (``table_budget``: the members the datasets declare, at
+    most as many per episode as the mixture has cameras)."""
     entry = spec.index[name]
     data = _verified_index_file(base, spec, name)
     cameras = max((len(d.video_keys) for d in spec.datasets), default=0)
+    budget = table_budget(name, rows=entry.rows, members=spec.members, cameras=cameras, encoded=len(data))
     return read_bounded(data, where=base.describe(entry.path), rows=entry.rows, rows_expected=f"{where} records {entry.rows}",
-                        max_rows=entry.rows, budget=table_budget(name, rows=entry.rows, cameras=cameras, encoded=len(data)))
+                        max_rows=entry.rows, budget=budget)
 
 
 def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: str) -> EpisodeCatalog:

@@ -156,3 +156,113 @@ def test_a_compiled_mixture_opens_columnar(sized_packs, tmp_path):
                  "row_group_episodes", "row_group_rows", "anchor_counts", "member_start", "shard_tar_sha256", "shard_footer_sha256"):
         assert np.array_equal(getattr(compiled, name), getattr(built, name)), name
     assert len(VIDEO_CODECS) < 128  # member codecs are int8 indices
+
+
+def _walked_bytes(table: pa.Table, values_per_row: dict[str, int]) -> int:
+    """What the bounded reader's page walker counts for the values of ``table`` (written
+    without dictionaries: a dictionary page is counted on top of the values it encodes, which
+    the budgets' expansion term covers, and would hide the per-row figure)."""
+    import io
+
+    from reader.format.parquet import Budget
+    from reader.format.parquet.bounded import file_cost
+
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd", use_dictionary=False)
+    data = buffer.getvalue()
+    metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+    return file_cost(metadata, memoryview(data), budget=Budget(max_bytes=1 << 62, values_per_row=values_per_row), where="t")[0]
+
+
+def _honest_compiled_episodes(rows: int, cameras: int) -> pa.Table:
+    """A compiled episodes table as ``mixture create`` writes it, with nothing to compress:
+    every value distinct, random digests, the longest codec name the format has."""
+    from reader.format.mixture_index import EPISODES_SCHEMA
+
+    rng = np.random.default_rng(rows + cameras)
+    ints = lambda: pa.array(rng.integers(0, 1 << 62, rows))  # noqa: E731
+
+    def members(values: pa.Array) -> pa.Array:
+        return pa.ListArray.from_arrays(pa.array(np.arange(rows + 1, dtype=np.int32) * cameras), values)
+
+    codec = max(VIDEO_CODECS, key=len)
+    columns = {field.name: ints() for field in EPISODES_SCHEMA if pa.types.is_int64(field.type)}
+    columns.update({name: pa.array(rng.integers(0, 1 << 30, rows), pa.int32()) for name in ("dataset", "row_group", "row_group_episodes")})
+    columns["row_group_sha256"] = pa.array([rng.bytes(32) for _ in range(rows)], pa.binary(32))
+    for name in ("member_offset", "member_size", "member_frames"):
+        columns[name] = members(pa.array(rng.integers(0, 1 << 62, rows * cameras)))
+    columns["member_codec"] = members(pa.array([codec] * (rows * cameras), pa.string()))
+    columns["member_sha256"] = members(pa.array([rng.bytes(32) for _ in range(rows * cameras)], pa.binary(32)))
+    return pa.table(columns, schema=EPISODES_SCHEMA)
+
+
+def test_the_largest_honest_compiled_mixture_the_format_allows_opens():
+    """The bound on a compiled episodes table derives from what an honest one is: measured
+    here per episode and per member with the reader's own page walker on a table with nothing
+    to compress, it is within the budget's per-row figures, and the budget at the format's
+    maxima is exactly the honest table there (not clamped by another limit). By linearity the
+    largest mixture the format allows opens; a mixture file claiming more is refused by name."""
+    from reader.format.limits import MAX_DECODED_BYTES, MAX_MIXTURE_EPISODES, MAX_MIXTURE_MEMBERS
+    from reader.format.mixture_index import EPISODE_ROW_BYTES, MAX_EPISODES_TABLE_BYTES, MEMBER_BYTES, table_budget
+    from reader.format.parquet import read_bounded
+
+    rows = 4_000
+    lists = {name: 4 for name in ("member_offset", "member_size", "member_frames", "member_codec", "member_sha256")}
+    no_members = _walked_bytes(_honest_compiled_episodes(rows, 0), lists)
+    four = _walked_bytes(_honest_compiled_episodes(rows, 4), lists)
+    assert no_members <= rows * (EPISODE_ROW_BYTES + MEMBER_BYTES)  # an empty list still decodes one entry
+    assert four <= rows * EPISODE_ROW_BYTES + 4 * rows * MEMBER_BYTES
+    assert four - no_members >= 0.8 * 3 * rows * MEMBER_BYTES, "the per-member figure should be tight, not a guess"
+    assert no_members >= 0.8 * rows * EPISODE_ROW_BYTES, "the per-episode figure should be tight"
+    # What a reader applies: this table opens within it.
+    from packer.mixture.compile import _parquet
+
+    data = _parquet(_honest_compiled_episodes(rows, 4))
+    budget = table_budget("episodes", rows=rows, members=4 * rows, cameras=4, encoded=len(data))
+    assert read_bounded(data, where="t", rows=rows, max_rows=rows, budget=budget).num_rows == rows
+    # At the maxima the budget is the honest table there plus the expansion term (and that is
+    # the cap: nothing else clamps it).
+    at_max = table_budget("episodes", rows=MAX_MIXTURE_EPISODES, members=MAX_MIXTURE_MEMBERS, cameras=4, encoded=1 << 30)
+    honest = MAX_MIXTURE_EPISODES * EPISODE_ROW_BYTES + MAX_MIXTURE_MEMBERS * MEMBER_BYTES
+    assert at_max.max_bytes == honest + MAX_DECODED_BYTES == MAX_EPISODES_TABLE_BYTES
+
+
+def test_the_largest_honest_pack_index_the_format_allows_opens(tmp_path):
+    """The same for a pack's episodes index: a real one (one camera, every value its own),
+    measured by the page walker without its task lists, is within the per-row figures of
+    ``episodes_index_budget``, whose honest part at ``MAX_DATASET_EPISODES`` and
+    ``MAX_DATASET_MEMBERS`` is ``MAX_EPISODES_INDEX_BYTES``."""
+    from packer import tiny_member
+    from reader.format import indexes
+    from reader.format.limits import MAX_DATASET_EPISODES, MAX_DATASET_MEMBERS
+
+    episodes = 3_000
+    write_tabular_pack(tmp_path / "p", episodes=episodes, length=2, seed=3, camera=("cam", tiny_member(2), 16, 16))
+    table = pq.read_table(tmp_path / "p" / "index" / "episodes.parquet").drop(["tasks"])
+    walked = _walked_bytes(table, {})
+    assert walked <= episodes * (indexes._EPISODE_ROW_BYTES + indexes._MEMBER_ROW_BYTES)
+    assert walked >= 0.8 * episodes * (indexes._EPISODE_ROW_BYTES + indexes._MEMBER_ROW_BYTES), "figures should be tight"
+    assert len(PackedDataset(str(tmp_path / "p")).index.episodes) == episodes
+    at_max = indexes.episodes_index_budget(["cam"] * 4, rows=MAX_DATASET_EPISODES, encoded=0).max_bytes
+    honest = MAX_DATASET_EPISODES * indexes._EPISODE_ROW_BYTES + MAX_DATASET_MEMBERS * indexes._MEMBER_ROW_BYTES
+    assert honest == indexes.MAX_EPISODES_INDEX_BYTES and at_max == honest + indexes.expansion_budget(0)
+
+
+def test_a_manifest_claiming_more_members_than_a_dataset_may_hold_is_refused_by_name(tmp_path):
+    """2,000,000 episodes (the episode bound) x 5 cameras: 10M members, beyond what an episodes
+    index may be sized for; refused from the manifest, before any index byte is read."""
+    from packer import tiny_member
+    from tests.pack_tamper import edit_manifest
+
+    root = tmp_path / "p"
+    write_tabular_pack(root, episodes=2, length=2, seed=5, camera=("cam", tiny_member(2), 16, 16))
+
+    def claim(manifest: dict) -> None:
+        for k in range(2, 6):
+            manifest["features"][f"cam{k}"] = manifest["features"]["cam"]
+        manifest["video_keys"] = ["cam"] + [f"cam{k}" for k in range(2, 6)]
+        manifest["shards"][0]["num_episodes"] = manifest["totals"]["episodes"] = 2_000_000
+
+    edit_manifest(root, claim)
+    with pytest.raises(FormatError, match="2000000 episodes x 5 cameras = 10000000 members, more than the 8000000 a dataset may hold"):
+        PackedDataset(str(root))

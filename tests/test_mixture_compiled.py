@@ -263,7 +263,7 @@ def test_an_honest_compiled_index_of_300k_episodes_opens(tmp_path):
     columns["member_codec"] = pa.array([[]] * rows, pa.list_(pa.string()))
     columns["member_sha256"] = pa.array([[]] * rows, pa.list_(pa.binary(32)))
     data = _parquet(pa.table(columns, schema=EPISODES_SCHEMA))
-    budget = table_budget("episodes", rows=rows, cameras=0, encoded=len(data))
+    budget = table_budget("episodes", rows=rows, members=0, cameras=0, encoded=len(data))
     table = read_bounded(data, where="episodes.parquet", rows=rows, max_rows=rows, budget=budget)
     assert table.num_rows == rows
     # The expansion budget alone refused it.

@@ -129,6 +129,10 @@ def _broken(edit) -> dict:
         (lambda d: d["datasets"][0].update(video_keys=["action"]), r"\('arm'\): field 'video_keys' lists \['action'\], which are not video"),
         (lambda d: d["datasets"][0]["features"]["action"].update(shape="6"), r"\('arm'\): features\['action'\]: field 'shape' must be a list"),
         (lambda d: [e.update(anchors=0, weight=0) for e in d["datasets"]], "the weights sum to 0"),
+        # Issue 31: the mixture maxima that size its compiled index (episodes, camera members).
+        (lambda d: d["datasets"][1].update(episodes=10_000_000), "10000004 episodes with 10000005 camera members; a mixture "
+                                                                 "holds at most 10000000 episodes and 40000000 members"),
+        (lambda d: d["datasets"][0].update(episodes=20_000_000), "20000005 episodes with 40000005 camera members"),
     ],
 )
 def test_spec_errors_name_the_dataset_and_field(edit, message):

@@ -85,7 +85,8 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
         # Read back within the budget a reader applies: never write what a reader refuses.
         try:
             read_bounded(data, where=INDEX_PATHS[name], rows=table.num_rows, max_rows=table.num_rows,
-                         budget=table_budget(name, rows=table.num_rows, cameras=cameras, encoded=len(data)))
+                         budget=table_budget(name, rows=table.num_rows, members=len(catalog.member_offset), cameras=cameras,
+                                             encoded=len(data)))
         except FormatError as err:
             raise MixtureError(f"the compiled {INDEX_PATHS[name]} would be refused by a reader: {err}") from None
         root.write_bytes(INDEX_PATHS[name], data)

@@ -249,6 +249,7 @@ def create_mixture(
 
     Raises:
         MixtureError: no dataset is complete (nothing is written), or bad arguments.
+        MixtureSpecError: more episodes or members than a mixture may hold (nothing is written).
         SourcesError: a malformed sources file.
     """
     report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
@@ -256,6 +257,8 @@ def create_mixture(
     if not opened:
         looked = f"{len(report.rows)} dataset(s)" if report.rows else "no dataset directories"
         raise MixtureError(f"no complete packed dataset under {dst} ({looked} found); mixture.json not written", report)
+    # Beyond the format's mixture bounds (episodes, members): refused by name before anything is written.
+    MixtureSpec(datasets=tuple(entry for entry, _ in opened), default_weights="anchors")
     root = Storage(dst, storage_options)
     index = compile_mixture(root, [pack for _, pack in opened])
     report.spec = MixtureSpec(datasets=tuple(entry for entry, _ in opened), default_weights="anchors", index=index)

@@ -26,6 +26,7 @@ from reader.format import INFO_PATH, META_DIR, safe_relative_path, sha256_file, 
 from reader.format.fields import canonical_json
 from reader.format.limits import (
     MAX_DATASET_EPISODES,
+    MAX_DATASET_MEMBERS,
     MAX_DATASET_FRAMES,
     MAX_EPISODE_TASKS,
     MAX_FRAME_PIXELS,
@@ -74,6 +75,10 @@ class LeRobotSource:
         self.features: dict = self.info["features"]
         self.video_keys: list[str] = video_keys_of(self.features)
         self.episodes = self._load_episodes()
+        members = len(self.episodes) * len(self.video_keys)
+        if members > MAX_DATASET_MEMBERS:  # a pack of it would be refused by every reader
+            raise SourceError(f"{self.root}: {len(self.episodes)} episodes x {len(self.video_keys)} cameras = {members} members, "
+                              f"more than the {MAX_DATASET_MEMBERS} a packed dataset may hold; pack it in parts (--episodes)")
         self._video_file_ends: dict[str, dict[str, float]] = {}
         self.tasks = self._load_tasks()
         self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()

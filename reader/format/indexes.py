@@ -25,9 +25,16 @@ from reader.format.layout import (
     pad_column,
     video_column,
 )
-from reader.format.limits import MAX_DATASET_EPISODES, MAX_EPISODE_FRAMES, MAX_EPISODE_TASKS, MAX_TASK_BYTES
+from reader.format.limits import (
+    MAX_DATASET_EPISODES,
+    MAX_DATASET_MEMBERS,
+    MAX_EPISODE_FRAMES,
+    MAX_EPISODE_TASKS,
+    MAX_TASK_BYTES,
+)
 from reader.format.manifest import Manifest
-from reader.format.parquet.bounded import Budget, read_bounded
+from reader.format.parquet.bounded import Budget, expansion_budget, read_bounded
+from reader.format.parquet.pages import arrow_leaf_bytes
 
 # Tar headers precede every member: a member's data never starts before byte 512.
 _TAR_BLOCK = 512
@@ -137,8 +144,9 @@ def parse_episodes_index(
 
     What the file decodes to is bounded before it is decoded (``parquet.read_bounded``): the
     manifest's row count (at most ``MAX_DATASET_EPISODES``), at most ``MAX_EPISODE_TASKS``
-    tasks per episode of at most ``MAX_TASK_BYTES`` each, and ``MAX_EXPANSION`` times the
-    file's bytes in all. ``with_tasks=False`` (the reader, which takes a sample's task from
+    tasks per episode of at most ``MAX_TASK_BYTES`` each, and in all what an honest index of
+    that many episodes can be plus ``MAX_EXPANSION`` times the file's bytes
+    (``episodes_index_budget``). ``with_tasks=False`` (the reader, which takes a sample's task from
     its row) leaves ``tasks`` empty and never decodes them.
 
     Raises:
@@ -160,7 +168,7 @@ def _parse_episodes_index(data: bytes, manifest: Manifest, where: str, with_task
     episodes = manifest.totals["episodes"]
     if episodes > MAX_DATASET_EPISODES:
         raise FormatError(f"{where}: the manifest records {episodes} episodes, more than the {MAX_DATASET_EPISODES} allowed")
-    budget = Budget(values_per_row={"tasks": MAX_EPISODE_TASKS})
+    budget = episodes_index_budget(manifest.video_keys, rows=episodes, encoded=len(data))
     table = read_bounded(data, where=where, columns=columns, rows=episodes, rows_expected=f"the manifest records {episodes} episodes",
                          max_rows=MAX_DATASET_EPISODES, budget=budget)
     wanted = pa.schema([expected.field(name) for name in columns])
@@ -176,6 +184,30 @@ def _parse_episodes_index(data: bytes, manifest: Manifest, where: str, with_task
     if with_tasks:
         check_task_lists(table["tasks"], where=f"{where}: column tasks")
     return _table(table, manifest, where)
+
+
+def _honest_row_bytes(schema: pa.Schema) -> int:
+    """What the page walker may count for one honest row of ``schema`` (tasks left out):
+    strings at most a digest's 64 hex digits (codec names are shorter)."""
+    return sum(arrow_leaf_bytes(f.type, 1, string_bytes=64) for f in schema if f.name != "tasks")
+
+
+# An honest episodes index: this much per episode, and this much per camera member.
+_EPISODE_ROW_BYTES = _honest_row_bytes(episodes_index_schema([]))
+_MEMBER_ROW_BYTES = _honest_row_bytes(episodes_index_schema(["camera"])) - _EPISODE_ROW_BYTES
+# The honest index at the format's maxima (tasks aside): the most one may decode to.
+MAX_EPISODES_INDEX_BYTES = MAX_DATASET_EPISODES * _EPISODE_ROW_BYTES + MAX_DATASET_MEMBERS * _MEMBER_ROW_BYTES
+
+
+def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int) -> Budget:
+    """What reading an episodes index of ``rows`` episodes may decode to: what an honest index
+    of that many episodes with these cameras can be, plus the expansion budget of its
+    ``encoded`` bytes (task lists, whose honest size has no per-row bound); the honest part at
+    most ``MAX_EPISODES_INDEX_BYTES``, the index at ``MAX_DATASET_EPISODES`` and
+    ``MAX_DATASET_MEMBERS``. An index of a million episodes compresses far better than the
+    64x the expansion budget alone allows (sorted integers, repeated digests)."""
+    honest = min(MAX_EPISODES_INDEX_BYTES, rows * (_EPISODE_ROW_BYTES + len(video_keys) * _MEMBER_ROW_BYTES))
+    return Budget(max_bytes=honest + expansion_budget(encoded), values_per_row={"tasks": MAX_EPISODE_TASKS})
 
 
 def check_task_lists(tasks: pa.ChunkedArray, *, where: str) -> None:
@@ -445,6 +477,7 @@ __all__ = [
     "EpisodeTable",
     "RowGroupRef",
     "hex_digests",
+    "episodes_index_budget",
     "episodes_index_schema",
     "parse_episodes_index",
     "samples_index_schema",

@@ -31,6 +31,10 @@ MAX_WINDOW_OFFSETS = 100_000
 MAX_EPISODE_FRAMES = 1_000_000
 # 4.5x the most episodes of any dataset we know of (Open-X kuka: 580k).
 MAX_DATASET_EPISODES = 2_000_000
+# Members (episodes x cameras) of a dataset: 4 cameras at the most episodes, or 64 cameras on
+# 125k episodes (DROID: 92k x 3). With the episodes bound it sizes what an episodes index may
+# decode to (``reader.format.indexes.episodes_index_budget``).
+MAX_DATASET_MEMBERS = 8_000_000
 # 37x DROID's 27M frames.
 MAX_DATASET_FRAMES = 1_000_000_000
 # Elements of one tabular feature in one frame (its shape's product): 1M float32 is 4 MB per
@@ -67,7 +71,12 @@ MAX_INDEX_FILE_BYTES = 4 << 30
 
 # -- mixtures -----------------------------------------------------------------------------------
 MAX_MIXTURE_DATASETS = 100_000
-MAX_MIXTURE_EPISODES = 100_000_000
+# 10x the largest corpora being assembled (Open X-Embodiment, AgiBot World: ~1M trajectories
+# each); members 4 cameras per episode at that size. Together they size what a compiled index
+# may decode to (``reader.format.mixture_index.table_budget``): the honest index at these
+# maxima opens, and nothing a hostile one claims can make a reader decode more.
+MAX_MIXTURE_EPISODES = 10_000_000
+MAX_MIXTURE_MEMBERS = 40_000_000
 
 # -- video members --------------------------------------------------------------------------------
 # Pixels decoded to reach any one frame (from the keyframe before it): GOP length x frame

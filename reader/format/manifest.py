@@ -46,6 +46,7 @@ from reader.format.layout import (
 )
 from reader.format.limits import (
     MAX_DATASET_EPISODES,
+    MAX_DATASET_MEMBERS,
     MAX_DATASET_FRAMES,
     MAX_FEATURE_DIMS,
     MAX_FEATURE_ELEMENTS,
@@ -246,6 +247,10 @@ class Manifest:
             totals=_totals(f.obj("totals"), shards),
             extra=_extra(f.obj("extra")),
         )
+        members = manifest.totals["episodes"] * len(video_keys)
+        if members > MAX_DATASET_MEMBERS:
+            raise FormatError(f"{where}: {manifest.totals['episodes']} episodes x {len(video_keys)} cameras = {members} members, "
+                              f"more than the {MAX_DATASET_MEMBERS} a dataset may hold")
         return manifest
 
     def file(self, rel: str) -> FileEntry:

@@ -19,7 +19,14 @@ import numpy as np
 from reader.errors import FormatError, MixtureSpecError
 from reader.format.fields import is_sha256_hex, load_json
 from reader.format.layout import check_key, safe_relative_path
-from reader.format.limits import MAX_FEATURE_DIMS, MAX_JSON_DEPTH, MAX_MIXTURE_DATASETS, MAX_RECORD_BYTES
+from reader.format.limits import (
+    MAX_FEATURE_DIMS,
+    MAX_JSON_DEPTH,
+    MAX_MIXTURE_DATASETS,
+    MAX_MIXTURE_EPISODES,
+    MAX_MIXTURE_MEMBERS,
+    MAX_RECORD_BYTES,
+)
 from reader.format.manifest import check_feature_shape
 from reader.format.mixture_index import IndexFile, parse_index_block
 
@@ -166,12 +173,21 @@ class MixtureSpec:
             raise MixtureSpecError(f"{MIXTURE_FILE}: a mixture needs at least one dataset")
         if len(self.datasets) > MAX_MIXTURE_DATASETS:
             raise MixtureSpecError(f"{MIXTURE_FILE}: {len(self.datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
+        episodes, members = sum(d.episodes for d in self.datasets), self.members
+        if episodes > MAX_MIXTURE_EPISODES or members > MAX_MIXTURE_MEMBERS:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: {episodes} episodes with {members} camera members; a mixture holds at most "
+                                   f"{MAX_MIXTURE_EPISODES} episodes and {MAX_MIXTURE_MEMBERS} members (split it into several)")
         if sum(self.weights()) <= 0:
             raise MixtureSpecError(f"{MIXTURE_FILE}: the weights sum to 0; at least one dataset needs a positive weight")
 
     @property
     def names(self) -> list[str]:
         return [d.name for d in self.datasets]
+
+    @property
+    def members(self) -> int:
+        """Camera members of every episode (episodes x cameras, summed over datasets)."""
+        return sum(d.episodes * len(d.video_keys) for d in self.datasets)
 
     @property
     def total_anchors(self) -> int:

@@ -27,6 +27,7 @@ from reader.format.limits import (
     MAX_INDEX_FILE_BYTES,
     MAX_MIXTURE_DATASETS,
     MAX_MIXTURE_EPISODES,
+    MAX_MIXTURE_MEMBERS,
 )
 from reader.format.parquet.bounded import Budget, expansion_budget
 from reader.format.parquet.pages import arrow_leaf_bytes
@@ -147,23 +148,47 @@ __all__ = [
     "MAX_INDEX_FILE_BYTES",
     "MAX_MIXTURE_DATASETS",
     "MAX_MIXTURE_EPISODES",
+    "MAX_EPISODES_TABLE_BYTES",
+    "MAX_MIXTURE_MEMBERS",
     "MIXTURE_INDEX_DIR",
     "SHARDS_SCHEMA",
     "TASKS_SCHEMA",
     "IndexFile",
     "parse_index_block",
+    "table_budget",
 ]
 
 
 _SCHEMAS = {"episodes": EPISODES_SCHEMA, "shards": SHARDS_SCHEMA, "anchors": ANCHORS_SCHEMA}
 
 
-def table_budget(name: str, *, rows: int, cameras: int, encoded: int) -> Budget:
-    """What reading a compiled table of ``rows`` rows may decode to: what an honest table of
-    that many rows can be (every episode with ``cameras`` members, codec names of at most
-    ``MAX_CODEC_NAME_BYTES``), and never less than the expansion budget of its ``encoded``
-    bytes; at most ``MAX_DECODED_BYTES``. The writer checks its own output against this same
-    budget (``packer.mixture.compile``), so nothing it writes is refused by a reader.
+def _leaf_bytes(field: pa.Field) -> int:
+    """What the page walker may count for one value of ``field`` (a member list: one member)."""
+    return arrow_leaf_bytes(field.type, 1, string_bytes=MAX_CODEC_NAME_BYTES)
+
+
+# An honest episodes table: this much per episode, and this much per member (its list entries).
+EPISODE_ROW_BYTES = sum(_leaf_bytes(f) for f in EPISODES_SCHEMA if not f.name.startswith("member_"))
+MEMBER_BYTES = sum(_leaf_bytes(f) for f in EPISODES_SCHEMA if f.name.startswith("member_"))
+# The honest episodes table at the format's maxima, plus the expansion budget's most: the
+# most a compiled index may decode to.
+MAX_EPISODES_TABLE_BYTES = MAX_MIXTURE_EPISODES * EPISODE_ROW_BYTES + MAX_MIXTURE_MEMBERS * MEMBER_BYTES + MAX_DECODED_BYTES
+
+
+def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: int) -> Budget:
+    """What reading a compiled table of ``rows`` rows may decode to.
+
+    The episodes table: what an honest table of that many rows can be, ``EPISODE_ROW_BYTES``
+    per row and ``MEMBER_BYTES`` per member (``members``: what the mixture's datasets declare,
+    episodes x cameras; an episode without members still decodes one list entry), plus the
+    expansion budget of its ``encoded`` bytes (dictionary pages, which the walker counts on top
+    of the values they encode); lists of at most ``cameras`` values. At
+    ``MAX_MIXTURE_EPISODES`` and ``MAX_MIXTURE_MEMBERS`` that is ``MAX_EPISODES_TABLE_BYTES``,
+    so the largest mixture the format allows opens, and no compiled index, however it was
+    written, makes a reader decode more. Other tables: their rows' honest size, never less than
+    the expansion budget, at most ``MAX_DECODED_BYTES``. The writer checks its own output
+    against this same budget (``packer.mixture.compile``), so nothing it writes is refused by a
+    reader.
 
     A compiled index compresses far better than the 64x the expansion budget allows (sorted
     integer columns, repeated members): 2,100 packs of 106 episodes were refused by it.
@@ -171,9 +196,11 @@ def table_budget(name: str, *, rows: int, cameras: int, encoded: int) -> Budget:
     cameras = max(0, min(cameras, MAX_CAMERAS))
     # An empty list still decodes one level entry: at least one value per row.
     per_list = {field.name: max(cameras, 1) for field in EPISODES_SCHEMA if field.name.startswith("member_")}
+    if name == "episodes":
+        honest = rows * EPISODE_ROW_BYTES + max(members, rows) * MEMBER_BYTES
+        return Budget(max_bytes=min(MAX_EPISODES_TABLE_BYTES, honest + expansion_budget(encoded)), values_per_row=per_list)
     schema = _SCHEMAS.get(name)
     if schema is None:
         return Budget(values_per_row=per_list)
-    per_row = sum(arrow_leaf_bytes(field.type, per_list.get(field.name, 1), string_bytes=MAX_CODEC_NAME_BYTES) for field in schema)
-    return Budget(max_bytes=min(MAX_DECODED_BYTES, max(expansion_budget(encoded), rows * per_row)),
-                  values_per_row=per_list if name == "episodes" else {})
+    per_row = sum(_leaf_bytes(field) for field in schema)
+    return Budget(max_bytes=min(MAX_DECODED_BYTES, max(expansion_budget(encoded), rows * per_row)))
