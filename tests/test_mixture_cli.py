@@ -217,3 +217,22 @@ def test_packer_modules_do_not_import_torch():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_scanning_in_processes_reports_what_one_process_does(root):
+    """Many packs are opened in processes (issue 31); the report and entries, statuses and
+    order included, are the same as one process's, and so is the compiled mixture."""
+    from packer.mixture.create import create_mixture, scan_datasets
+
+    shutil.copytree(root / "alpha", root / "alpha-again")  # a duplicate
+    (root / "Bad Name").mkdir()  # an invalid name
+    one = scan_datasets(str(root), processes=1)
+    many = scan_datasets(str(root), processes=3)
+    assert [vars(r) for r in one[0].rows] == [vars(r) for r in many[0].rows]
+    assert one[1] == many[1]
+    assert {r.status for r in many[0].rows} == {"ok", "duplicate", "invalid", "incomplete", "failed"}
+    shutil.rmtree(root / "Bad Name")
+    create_mixture(str(root), processes=1)
+    single = {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {"mixture.json": (root / "mixture.json").read_bytes()}
+    create_mixture(str(root), processes=3)
+    assert {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {"mixture.json": (root / "mixture.json").read_bytes()} == single

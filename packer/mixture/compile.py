@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from packer.errors import MixtureError
 from reader.errors import FormatError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
-from reader.fetch.packed_index import PackedIndex, read_stats
+from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
 from reader.format.mixture_index import INDEX_PATHS, IndexFile, table_budget
 from reader.format.parquet import read_bounded
@@ -30,13 +30,14 @@ from reader.storage import Storage
 @dataclass(frozen=True)
 class OpenedPack:
     """A pack as ``mixture create`` opened it: name, storage, checked index (with the
-    mixture's ``where`` applied) and tasks."""
+    mixture's ``where`` applied), tasks and ``meta/stats.json``."""
 
     name: str
     storage: Storage
     index: PackedIndex
     tasks: dict[int, str]
     where: str | None
+    stats: dict
 
 
 def _parquet(table: pa.Table) -> bytes:
@@ -48,7 +49,7 @@ def _parquet(table: pa.Table) -> bytes:
 def meta_record(pack: OpenedPack) -> dict:
     """What ``MixtureDataset.meta`` needs of one pack (``reader.lerobot_meta.meta_from_record``)."""
     manifest = pack.index.manifest
-    stats = read_stats(pack.storage, manifest)
+    stats = pack.stats
     source = manifest.source if isinstance(manifest.source, dict) else {}
     return {
         "repo_id": str(source.get("repo_id") or source.get("uri") or pack.name),
