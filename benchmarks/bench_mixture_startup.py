@@ -34,6 +34,9 @@ sys.path.insert(0, str(ROOT))
 MEASURE = r'''
 import json, os, sys, time
 root, mixture, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+import runpy
+_proc = runpy.run_path(sys.argv[4])  # benchmarks/proc_stats.py of this checkout, whatever checkout is measured
+status, private_kb, children, wait_idle, alive = (_proc[n] for n in ("status_kb", "private_kb", "children", "wait_idle", "alive"))
 opened = [0]
 def hook(event, args):
     if event == "open" and isinstance(args[0], str) and args[0].startswith(root):
@@ -47,16 +50,6 @@ except ImportError:
     pass
 if options:
     import s3fs  # noqa: F401
-def status(pid, field):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-def private_kb(pid):
-    total = 0
-    for line in open(f"/proc/{pid}/smaps_rollup"):
-        if line.startswith(("Private_Clean:", "Private_Dirty:")):
-            total += int(line.split()[1])
-    return total
 def top_private(pid, n=4):
     found, name = [], None
     for line in open(f"/proc/{pid}/smaps"):
@@ -69,20 +62,6 @@ def top_private(pid, n=4):
     for kb, where in found:
         merged[where] = merged.get(where, 0) + kb
     return sorted(merged.items(), key=lambda kv: -kv[1])[:n]
-def children():
-    me, out = os.getpid(), []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                fields = open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me:
-                out.append(int(name))
-    return out
-def cpu(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 started = time.perf_counter()
 dataset = MixtureDataset(mixture, return_uint8=True, storage_options=options or None)
 construct_s = time.perf_counter() - started
@@ -94,15 +73,8 @@ started = time.perf_counter()
 next(batches)
 first_batch_s = time.perf_counter() - started
 workers = [p for p in children() if os.path.exists(f"/proc/{p}/smaps_rollup")]
-# Idle: no worker used CPU for a second (they have filled their queues and prefetch budgets).
-deadline, last, quiet = time.monotonic() + 60, None, time.monotonic()
-while time.monotonic() < deadline:
-    now = [cpu(p) for p in workers if os.path.exists(f"/proc/{p}")]
-    if now != last:
-        last, quiet = now, time.monotonic()
-    elif time.monotonic() - quiet > 1.0:
-        break
-    time.sleep(0.1)
+wait_idle(workers)  # they have filled their queues and prefetch budgets
+workers = alive(workers)
 result = {
     "datasets": len(dataset.names),
     "construct_s": construct_s,
@@ -138,7 +110,7 @@ def _run(code: str, args: list[str], checkout: Path, timeout: int = 1800) -> str
 
 
 def _measure(root: Path, mixture: str, options: dict, checkout: Path) -> dict:
-    out = _run(MEASURE, [str(root.resolve()), mixture, json.dumps(options)], checkout)
+    out = _run(MEASURE, [str(root.resolve()), mixture, json.dumps(options), str(ROOT / "benchmarks" / "proc_stats.py")], checkout)
     line = next(line for line in out.splitlines() if line.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 

@@ -34,50 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-def _proc_kb(pid: int, field: str) -> int:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
-
-
-def _private_kb(pid: int) -> int:
-    total = 0
-    for line in open(f"/proc/{pid}/smaps_rollup"):
-        if line.startswith(("Private_Clean:", "Private_Dirty:")):
-            total += int(line.split()[1])
-    return total
-
-
-def _children() -> list[int]:
-    me, out = os.getpid(), []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                fields = open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me:
-                out.append(int(name))
-    return out
-
-
-def _cpu_ticks(pid: int) -> int:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def _wait_idle(pids: list[int], quiet_s: float = 1.0, limit_s: float = 120) -> None:
-    """Until no process of ``pids`` used CPU for ``quiet_s`` (workers have filled their queues)."""
-    deadline, last, quiet = time.monotonic() + limit_s, None, time.monotonic()
-    while time.monotonic() < deadline:
-        now = [_cpu_ticks(p) for p in pids if os.path.exists(f"/proc/{p}")]
-        if now != last:
-            last, quiet = now, time.monotonic()
-        elif time.monotonic() - quiet > quiet_s:
-            return
-        time.sleep(0.1)
+from benchmarks.proc_stats import alive, children, private_kb, status_kb, wait_idle  # noqa: E402
 
 
 def measure(url: str, kind: str, batches: int) -> dict:
@@ -97,7 +54,7 @@ def measure(url: str, kind: str, batches: int) -> dict:
     started = time.perf_counter()
     dataset = open_dataset(rank=0, world_size=2)
     open_s = time.perf_counter() - started
-    rss_open_mb = _proc_kb(os.getpid(), "VmRSS") / 1024
+    rss_open_mb = status_kb(os.getpid(), "VmRSS") / 1024
     loader = BatchLoader(dataset, batch_size=64, num_workers=2)
     iterator = iter(loader)
     started = time.perf_counter()
@@ -107,9 +64,10 @@ def measure(url: str, kind: str, batches: int) -> dict:
     for _ in range(batches):
         next(iterator)
     steady = batches * 64 / (time.perf_counter() - started)
-    workers = [p for p in _children() if os.path.exists(f"/proc/{p}/smaps_rollup")]
-    _wait_idle(workers)
-    memory = [{"rss_mb": _proc_kb(p, "VmRSS") / 1024, "private_mb": _private_kb(p) / 1024} for p in workers]
+    workers = [p for p in children() if os.path.exists(f"/proc/{p}/smaps_rollup")]
+    wait_idle(workers, limit_s=120)
+    workers = alive(workers)
+    memory = [{"rss_mb": status_kb(p, "VmRSS") / 1024, "private_mb": private_kb(p) / 1024} for p in workers]
     state = loader.state_dict()
     state_bytes = len(json.dumps(state).encode())
     del iterator, loader
