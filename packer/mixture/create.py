@@ -25,9 +25,9 @@ threads (``workers``): a mixture of thousands of packs in a bucket is mostly wai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import multiprocessing
 import os
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal

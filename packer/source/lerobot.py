@@ -26,8 +26,8 @@ from reader.format import INFO_PATH, META_DIR, safe_relative_path, sha256_file, 
 from reader.format.fields import canonical_json
 from reader.format.limits import (
     MAX_DATASET_EPISODES,
-    MAX_DATASET_MEMBERS,
     MAX_DATASET_FRAMES,
+    MAX_DATASET_MEMBERS,
     MAX_EPISODE_TASKS,
     MAX_FRAME_PIXELS,
     MAX_INDEX_FILE_BYTES,

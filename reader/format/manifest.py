@@ -46,8 +46,8 @@ from reader.format.layout import (
 )
 from reader.format.limits import (
     MAX_DATASET_EPISODES,
-    MAX_DATASET_MEMBERS,
     MAX_DATASET_FRAMES,
+    MAX_DATASET_MEMBERS,
     MAX_FEATURE_DIMS,
     MAX_FEATURE_ELEMENTS,
     MAX_FOOTER_BYTES,
