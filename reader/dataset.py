@@ -17,7 +17,7 @@ import numpy as np
 
 from reader.epoch_stream import EpochStream, Segment
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
-from reader.fetch.packed_index import PackedIndex, load_tasks
+from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta
 from reader.plan.consumer_draws import SegmentDraws, segment_blocks
@@ -59,6 +59,9 @@ class PackedDataset(EpochStream):
         storage_options: fsspec options for remote roots.
         prefetch_episodes: episodes fetched ahead of need per consumer (background threads).
         prefetch_bytes: cap on fetched-but-not-yet-used video bytes per consumer.
+        fetch_threads: episodes fetched at once per consumer (each fetch sends its footer,
+            row-group and member reads together). 2 keeps a local disk or a nearby bucket
+            busy; raise it for a distant bucket when episodes rotate faster than they arrive.
         cache_dir, cache_limit_gb: optional local disk cache of fetched episode bytes
             (shared by workers, LRU-evicted to the cap; default cap 50 GB).
         decoder: ``"auto"`` (torchcodec, else PyAV), ``"torchcodec"`` or ``"pyav"``.
@@ -98,6 +101,7 @@ class PackedDataset(EpochStream):
         storage_options: dict | None = None,
         prefetch_episodes: int = 4,
         prefetch_bytes: int | None = 256 * 1024 * 1024,
+        fetch_threads: int = 2,
         cache_dir: str | None = None,
         cache_limit_gb: float | None = None,
         decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
@@ -140,10 +144,10 @@ class PackedDataset(EpochStream):
         self.episode_pool_size = int(episode_pool_size)
         self._set_reading(
             storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
-            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, cache_dir=cache_dir,
+            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, cache_dir=cache_dir,
             cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
         )
-        self.tasks = load_tasks(self.storage, manifest)
+        self.tasks = self.index.tasks
         self._meta: PackedMeta | None = None
         info = CatalogDataset(
             name=self.root.rstrip("/").rsplit("/", 1)[-1], root=self.storage.url, manifest_sha256=self.index.manifest_sha256,

@@ -61,6 +61,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         image_transforms: Callable | None,
         prefetch_episodes: int,
         prefetch_bytes: int | None,
+        fetch_threads: int,
         cache_dir: str | None,
         cache_limit_gb: float | None,
         decoder: str,
@@ -70,12 +71,15 @@ class EpochStream(torch.utils.data.IterableDataset):
 
         Raises:
             ValueError: ``image_transforms`` with ``decode_device`` (frames are decoded after
-                the workers), or a negative prefetch.
+                the workers), a negative prefetch, or fewer than one fetch thread.
         """
         if decode_device is not None and image_transforms is not None:
             raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
         if prefetch_episodes < 0:
             raise ValueError(f"prefetch_episodes must be >= 0, got {prefetch_episodes}")
+        if fetch_threads < 1:
+            raise ValueError(f"fetch_threads must be >= 1, got {fetch_threads}")
+        self.fetch_threads = int(fetch_threads)
         self.storage_options = dict(storage_options or {})
         self.retry = retry
         self.return_uint8 = return_uint8
@@ -92,7 +96,8 @@ class EpochStream(torch.utils.data.IterableDataset):
         return ReadOptions(
             decode_stage=self.decode_stage, storage_options=self.storage_options, retry=self.retry,
             return_uint8=self.return_uint8, image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
-            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, cache_dir=self.cache_dir,
+            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, fetch_threads=self.fetch_threads,
+            cache_dir=self.cache_dir,
             cache_limit_bytes=self.cache_limit_bytes,
         )
 

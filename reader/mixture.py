@@ -36,7 +36,7 @@ import numpy as np
 from reader.epoch_stream import EpochStream, Segment
 from reader.errors import FormatError, MixtureSpecError, PinMismatchError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
-from reader.fetch.packed_index import PackedIndex, load_tasks, read_recorded, read_stats
+from reader.fetch.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
 from reader.format import sha256_hex
 from reader.format.fields import load_json
 from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
@@ -74,10 +74,9 @@ def load_mixture_file(
     """
     storage = Storage(path.rsplit("/", 1)[0] if "/" in path else ".", storage_options, retry=retry)
     name = path.rsplit("/", 1)[-1]
-    size = storage.size(name)
-    if size > MAX_RECORD_BYTES:
-        raise MixtureSpecError(f"{path}: {size} bytes, more than the {MAX_RECORD_BYTES} a mixture file may have")
-    data = storage.read_range(name, 0, size)
+    data = storage.read_prefix(name, MAX_RECORD_BYTES + 1)  # one request; a byte beyond the bound tells it is too large
+    if len(data) > MAX_RECORD_BYTES:
+        raise MixtureSpecError(f"{path}: more than the {MAX_RECORD_BYTES} bytes a mixture file may have")
     pin = "sha256:" + sha256_hex(data)
     if manifest_sha256 is not None and pin != manifest_sha256:
         raise PinMismatchError(f"{path}: is {pin}, not the pinned {manifest_sha256} (the mixture was re-created or altered)")
@@ -142,6 +141,7 @@ class MixtureDataset(EpochStream):
         storage_options: dict | None = None,
         prefetch_episodes: int = 4,
         prefetch_bytes: int | None = 256 * 1024 * 1024,
+        fetch_threads: int = 2,
         cache_dir: str | None = None,
         cache_limit_gb: float | None = None,
         decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
@@ -155,7 +155,7 @@ class MixtureDataset(EpochStream):
             raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
         self._set_reading(
             storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
-            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, cache_dir=cache_dir,
+            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, cache_dir=cache_dir,
             cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
         )
         self._meta_records: list[dict] | None = None
@@ -251,7 +251,7 @@ class MixtureDataset(EpochStream):
             info = CatalogDataset(name=name, root=storage.url, manifest_sha256=index.manifest_sha256, fps=manifest.fps,
                                   features=manifest.features, video_keys=tuple(manifest.video_keys),
                                   tolerance_s=manifest.tolerance_s, where=where)
-            packs.append((info, index, load_tasks(storage, manifest)))
+            packs.append((info, index, index.tasks))
         return EpisodeCatalog.from_packs(packs)
 
     # -- metadata -------------------------------------------------------------------------------
@@ -387,12 +387,11 @@ def _verified_index_file(base: Storage, spec: MixtureSpec, name: str) -> bytes:
     return read_recorded(base, entry.path, size=entry.bytes, sha256=entry.sha256)
 
 
-def _read_table(base: Storage, spec: MixtureSpec, name: str, where: str):
-    """A compiled table, checked against its digest and row count, decoded within what an
-    honest table of its rows can be (``table_budget``: the members the datasets declare, at
-    most as many per episode as the mixture has cameras)."""
+def _read_table(base: Storage, spec: MixtureSpec, name: str, data: bytes, where: str):
+    """A compiled table (its ``data``, checked against its digest), checked against its row
+    count, decoded within what an honest table of its rows can be (``table_budget``: the
+    members the datasets declare, at most as many per episode as the mixture has cameras)."""
     entry = spec.index[name]
-    data = _verified_index_file(base, spec, name)
     cameras = max((len(d.video_keys) for d in spec.datasets), default=0)
     budget = table_budget(name, rows=entry.rows, members=spec.members, cameras=cameras, encoded=len(data))
     return read_bounded(data, where=base.describe(entry.path), rows=entry.rows, rows_expected=f"{where} records {entry.rows}",
@@ -411,7 +410,10 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
         )
         for name, entry in zip(names, spec.datasets)
     ]
-    tables = {name: _read_table(base, spec, name, where) for name in INDEX_FILES if name != "meta"}
+    names_read = [name for name in INDEX_FILES if name != "meta"]
+    # One round of requests for the four tables, each checked against its recorded digest.
+    data = read_recorded_all(base, {n: (spec.index[n].path, spec.index[n].bytes, spec.index[n].sha256) for n in names_read})
+    tables = {name: _read_table(base, spec, name, data.pop(name), where) for name in names_read}
     return EpisodeCatalog.from_tables(
         datasets, tables, episodes_per_dataset=[e.episodes for e in spec.datasets],
         anchors_per_dataset=[e.anchors for e in spec.datasets], where=where,

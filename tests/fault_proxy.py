@@ -15,6 +15,12 @@ RNG, so a sequential client meets the same faults in every run:
 ``latency_s`` delays every request by that long before it is forwarded (a distant bucket on
 loopback: each request then costs a round trip, as it does in a cloud region).
 
+``expect_rounds([k1, k2, ...])`` counts round trips without a clock: requests are held until
+``k1`` of them are waiting, then released together, then ``k2``, and so on (after the last
+round, requests pass). A client that sends a round's requests together releases each round at
+once whatever the load; one that sends them one after another never fills a round, which is
+then released after a generous timeout and recorded as timed out (``rounds``).
+
 A new request is recognised by an HTTP method at the start of the client's bytes after the
 server has answered (HTTP/1.1 clients do not pipeline), so keep-alive connections are faulted
 request by request. One thread per connection runs a ``select`` loop over both sockets, so a
@@ -92,6 +98,12 @@ class FaultProxy:
         self.port = self._listener.getsockname()[1]
         self._threads: list[threading.Thread] = []
         self._acceptor = threading.Thread(target=self._accept_loop, name=f"fault-proxy-{self.port}", daemon=True)
+        self._gate = threading.Condition()
+        self._round_sizes: list[int] = []
+        self._waiting: list[str] = []
+        self._round_number = 0
+        self._round_timeout_s = 20.0
+        self.rounds: list[tuple[int, bool, list[str]]] = []  # (requests released, timed out, their request lines)
 
     @property
     def url(self) -> str:
@@ -117,6 +129,37 @@ class FaultProxy:
         """Change the odds for requests from now on (e.g. to heal the endpoint mid-test)."""
         with self._lock:
             self.reset_probability, self.stall_probability, self.throttle_probability = reset, stall, throttle
+
+    def expect_rounds(self, sizes: list[int], *, timeout_s: float = 20.0) -> None:
+        """Hold the next requests in rounds of ``sizes`` (see the module docstring); clears
+        ``rounds``."""
+        with self._gate:
+            self._round_sizes, self._waiting, self.rounds = list(sizes), [], []
+            self._round_timeout_s = timeout_s
+
+    def _hold(self, request_line: str) -> None:
+        with self._gate:
+            if not self._round_sizes:
+                return
+            mine = self._round_number
+            self._waiting.append(request_line)
+            if len(self._waiting) >= self._round_sizes[0]:
+                self._release(timed_out=False)
+                return
+            deadline = time.monotonic() + self._round_timeout_s
+            while self._round_number == mine:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._release(timed_out=True)
+                    return
+                self._gate.wait(left)
+
+    def _release(self, *, timed_out: bool) -> None:
+        self.rounds.append((len(self._waiting), timed_out, self._waiting))
+        self._waiting = []
+        self._round_sizes.pop(0)
+        self._round_number += 1
+        self._gate.notify_all()
 
     # -- decisions --------------------------------------------------------------------------
     def _decide(self) -> tuple[Fault, int]:
@@ -190,6 +233,7 @@ class FaultProxy:
                     answered = False
                     if self.latency_s:
                         time.sleep(self.latency_s)
+                    self._hold(data.split(b"\r\n", 1)[0].decode("latin-1")[:200])
                     if fault == "reset":  # the previous response ended inside the budget
                         self._reset(client)
                         return

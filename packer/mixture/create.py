@@ -36,7 +36,7 @@ from packer.errors import MixtureError
 from packer.mixture.compile import OpenedPack, compile_mixture
 from packer.mixture.sources import read_sources
 from reader.errors import LeRobotShardsError
-from reader.fetch.packed_index import PackedIndex, load_tasks, read_stats
+from reader.fetch.packed_index import PackedIndex, read_stats
 from reader.format import MANIFEST_PATH, FormatError, check_key
 from reader.format.fields import load_json
 from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
@@ -224,7 +224,7 @@ def _open_pack(job: _ScanJob, item: tuple[str, str]) -> tuple[DatasetStatus, Mix
         return row, None, None
     try:
         index = PackedIndex(storage, where=job.where)
-        tasks = load_tasks(storage, index.manifest)
+        tasks = index.tasks
         stats = read_stats(storage, index.manifest)
         if job.verify:
             from packer.tools.verify import verify as verify_dataset

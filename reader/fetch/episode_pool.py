@@ -13,9 +13,12 @@ pack's ``Storage`` is made when its first episode is fetched (its client is shar
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +34,10 @@ from reader.fetch.prefetch import Prefetcher
 from reader.format import EpisodeEntry, check_bytes, shard_parquet_path, shard_tar_path
 from reader.format.parquet.row_groups import check_row_group, decode_row_group, parse_footer
 from reader.storage import RetryPolicy, Storage
+
+# Reads an EpisodeFetcher has in flight besides its callers' own (two per fetching thread: the
+# row group beside the footer, the members beside both), per process.
+_IO_THREADS = 8
 
 
 def _column_tensor(array: pa.ChunkedArray):
@@ -147,6 +154,7 @@ class EpisodeFetcher:
         self._groups: OrderedDict[tuple[int, int], tuple[pa.Table, int]] = OrderedDict()
         self._group_cache_bytes = row_group_cache_bytes
         self._group_bytes = 0
+        self._io_pool: tuple[int, ThreadPoolExecutor] | None = None
         self.counters = FetchCounters()
 
     @classmethod
@@ -159,6 +167,26 @@ class EpisodeFetcher:
                               tolerance_s=manifest.tolerance_s)
         catalog = EpisodeCatalog.from_packs([(info, index, {})])
         return cls(catalog, DatasetStorages(catalog, storage.storage_options, storage.retry, given=(storage,)), **options)
+
+    def _soon(self, storage: Storage, call: Callable[[], bytes]) -> Callable[[], bytes]:
+        """``call`` (a read) started now on an I/O thread when ``storage`` is remote, its result
+        taken when the returned function is called: an episode's reads (footer, row group,
+        members) go out in one round of requests instead of one after another. Local storage
+        does not wait on requests: ``call`` runs when asked."""
+        if storage.is_local:
+            return call
+        with self._lock:
+            if self._io_pool is None or self._io_pool[0] != os.getpid():  # made per process (workers fork)
+                self._io_pool = (os.getpid(), ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="lerobot-shards-read"))
+            pool = self._io_pool[1]
+        return pool.submit(call).result
+
+    def close(self) -> None:
+        """Stop the I/O threads (reads in flight finish; their results are dropped)."""
+        with self._lock:
+            made, self._io_pool = self._io_pool, None
+        if made is not None and made[0] == os.getpid():
+            made[1].shutdown(wait=False, cancel_futures=True)
 
     def _key_lock(self, key: tuple) -> threading.Lock:
         with self._lock:
@@ -199,12 +227,15 @@ class EpisodeFetcher:
             ref = entry.row_group
             rel = shard_parquet_path(entry.shard)
             where = storage.describe(rel)
+            # The group's bytes are asked for with the footer (both spans are in the catalog);
+            # nothing is decoded before the footer's checks.
+            group_bytes = self._soon(storage, lambda: storage.read_range(rel, ref.offset, ref.bytes))
             metadata = self._footer(episode, storage)
             group_start = check_row_group(
                 metadata, ref.index, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
                 group_rows=int(catalog.row_group_rows[episode]), where=where,
             )
-            data = storage.read_range(rel, ref.offset, ref.bytes)
+            data = group_bytes()
             table = decode_row_group(
                 metadata, ref.index, data, offset=ref.offset, sha256=ref.sha256, file_size=catalog.shard(episode).parquet_bytes,
                 single_episode=int(catalog.row_group_episodes[episode]) == 1,
@@ -243,6 +274,13 @@ class EpisodeFetcher:
         dataset = int(catalog.dataset[episode])
         storage = self.storages.get(dataset)
         entry = catalog.entry(episode)
+        offset, size = entry.byte_range
+        tar = shard_tar_path(entry.shard)
+        # Stamped with the shard's sha256: a re-packed shard misses instead of serving old bytes.
+        cache_key = range_key(storage.object_url(tar), offset, size, catalog.shard(episode).tar_sha256) if size else None
+        cached = self.disk_cache.get(cache_key) if size and self.disk_cache is not None else None
+        # The members' bytes are asked for with the rows' (one round of requests per episode).
+        members_bytes = self._soon(storage, lambda: storage.read_range(tar, offset, size)) if size and cached is None else None
         table, group_start = self._row_group(episode, entry, storage)
         rows = table.slice(entry.row_start - group_start, entry.length)
         if rows.num_rows != entry.length or "episode_index" not in rows.column_names or (
@@ -254,12 +292,8 @@ class EpisodeFetcher:
             )
         columns = {name: _column_tensor(rows[name]) for name in rows.column_names}
         video: dict[str, bytes] = {}
-        offset, size = entry.byte_range
         if size:
-            tar = shard_tar_path(entry.shard)
-            # Stamped with the shard's sha256: a re-packed shard misses instead of serving old bytes.
-            cache_key = range_key(storage.object_url(tar), offset, size, catalog.shard(episode).tar_sha256)
-            blob = self.disk_cache.get(cache_key) if self.disk_cache is not None else None
+            blob = cached
             if blob is not None:
                 try:
                     video = self._members(entry, blob, offset, storage.describe(tar), label)
@@ -268,7 +302,7 @@ class EpisodeFetcher:
                 except IntegrityError:
                     blob = None  # a damaged cache entry is a miss: fetch the shard's bytes
             if blob is None:
-                blob = storage.read_range(tar, offset, size)
+                blob = members_bytes() if members_bytes is not None else storage.read_range(tar, offset, size)
                 video = self._members(entry, blob, offset, storage.describe(tar), label)
                 if self.disk_cache is not None:
                     self.disk_cache.put(cache_key, blob)
@@ -362,6 +396,7 @@ class EpisodePool:
         """Evict everything and stop prefetching."""
         self.prefetcher.close()
         self.release_all()
+        self.fetcher.close()
 
 
 __all__ = ["DatasetStorages", "EpisodeDataError", "EpisodeFetcher", "EpisodePool", "FetchCounters", "LoadedEpisode"]

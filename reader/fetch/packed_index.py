@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -57,8 +58,10 @@ __all__ = [
     "read_manifest",
     "read_json_file",
     "read_recorded",
+    "read_recorded_all",
     "read_stats",
     "verified_read",
+    "verified_reads",
 ]
 
 
@@ -79,16 +82,16 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
     if storage.is_local and os.path.isfile(storage.path("")):
         raise FormatError(f"{storage.url} is a file; a packed dataset is the directory that holds manifest.json")
     try:
-        size = storage.size(MANIFEST_PATH)
+        # One request: at most one byte beyond the bound tells a manifest that is too large.
+        data = storage.read_prefix(MANIFEST_PATH, MAX_MANIFEST_BYTES + 1)
     except ObjectNotFoundError:
         if storage.is_local and not os.path.exists(storage.path("")):
             raise FormatError(f"{storage.url}: no such directory (so no {MANIFEST_PATH})") from None
         if storage.exists("mixture.json"):
             raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with reader.MixtureDataset") from None
         raise FormatError(f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished") from None
-    if size > MAX_MANIFEST_BYTES:
-        raise FormatError(f"{where}: {size} bytes, more than the {MAX_MANIFEST_BYTES} a manifest may have")
-    data = storage.read_bytes(MANIFEST_PATH)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise FormatError(f"{where}: more than the {MAX_MANIFEST_BYTES} bytes a manifest may have")
     return Manifest.from_json(data, where=where, expected_sha256=manifest_sha256), "sha256:" + sha256_hex(data)
 
 
@@ -106,6 +109,35 @@ def verified_read(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: 
     if entry.bytes > max_bytes:
         raise FormatError(f"{storage.describe(rel)}: the manifest records {entry.bytes} bytes, more than the {max_bytes} allowed")
     return read_recorded(storage, rel, size=entry.bytes, sha256=entry.sha256)
+
+
+def verified_reads(storage: Storage, manifest: Manifest, rels: list[str], *, max_bytes: int = MAX_INDEX_FILE_BYTES) -> dict[str, bytes]:
+    """``verified_read`` of each of ``rels`` in one round of requests (see ``read_recorded_all``).
+
+    Raises:
+        As ``verified_read``, for the first of ``rels`` that fails.
+    """
+    recorded = {}
+    for rel in rels:
+        entry = manifest.file(rel)
+        if entry.bytes > max_bytes:
+            raise FormatError(f"{storage.describe(rel)}: the manifest records {entry.bytes} bytes, more than the {max_bytes} allowed")
+        recorded[rel] = (rel, entry.bytes, entry.sha256)
+    return read_recorded_all(storage, recorded)
+
+
+def read_recorded_all(storage: Storage, files: dict[str, tuple[str, int, str]]) -> dict[str, bytes]:
+    """``read_recorded`` of each ``{key: (rel, size, sha256)}``, issued together (threads) when
+    the storage is remote: one round trip for all instead of one per file.
+
+    Raises:
+        As ``read_recorded``, for the first key that fails (in the given order).
+    """
+    if storage.is_local or len(files) < 2:
+        return {key: read_recorded(storage, rel, size=size, sha256=sha) for key, (rel, size, sha) in files.items()}
+    with ThreadPoolExecutor(max_workers=len(files), thread_name_prefix="lerobot-shards-open") as pool:
+        futures = {key: pool.submit(read_recorded, storage, rel, size=size, sha256=sha) for key, (rel, size, sha) in files.items()}
+        return {key: future.result() for key, future in futures.items()}
 
 
 def read_json_file(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: int = MAX_RECORD_BYTES, allow_nan: bool = False) -> Any:
@@ -202,6 +234,7 @@ class PackedIndex:
     Opening costs O(episodes x cameras) vectorized (no Python step per episode), plus the
     ``where`` query over the sample index when given.
 
+    ``tasks`` is ``{task_index: task}`` of ``meta/tasks.parquet`` (see ``load_tasks``).
     ``with_tasks`` also reads each episode's task list (``EpisodeEntry.tasks``; otherwise
     empty: a sample's task comes from ``meta/tasks.parquet`` through its row).
 
@@ -223,10 +256,15 @@ class PackedIndex:
     ):
         self.storage = storage
         self.manifest, self.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
-        data = verified_read(storage, self.manifest, EPISODES_INDEX_PATH)
-        table = parse_episodes_index(data, self.manifest, where=storage.describe(EPISODES_INDEX_PATH), with_tasks=with_tasks)
+        # Everything else opening needs, in one round of requests (a distant bucket: a round
+        # trip each, once), each checked against the manifest before it is parsed.
+        wanted = [EPISODES_INDEX_PATH, TASKS_PATH] + [INFO_PATH] * (INFO_PATH in self.manifest.files)
+        self._files = verified_reads(storage, self.manifest, wanted + [SAMPLES_INDEX_PATH] * (where is not None))
+        table = parse_episodes_index(self._files.pop(EPISODES_INDEX_PATH), self.manifest, where=storage.describe(EPISODES_INDEX_PATH),
+                                     with_tasks=with_tasks)
         self.all_episodes = table
         self._check_info()
+        self.tasks = parse_tasks(self._files.pop(TASKS_PATH), where=storage.describe(TASKS_PATH))
         if episodes is not None:
             wanted = np.unique(np.asarray(list(episodes), dtype=np.int64))
             found = table.positions(wanted)
@@ -255,7 +293,7 @@ class PackedIndex:
         if INFO_PATH not in self.manifest.files:
             return
         where = self.storage.describe(INFO_PATH)
-        info = read_json_file(self.storage, self.manifest, INFO_PATH)
+        info = load_json(self._files.pop(INFO_PATH), where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
         if not isinstance(info, dict) or info.get("fps") != self.manifest.fps:
             found = info.get("fps") if isinstance(info, dict) else None
             raise FormatError(f"{where}: fps {str(found)[:20]} disagrees with the manifest's {self.manifest.fps}")
@@ -271,7 +309,7 @@ class PackedIndex:
         """
         import duckdb  # only needed for where=
 
-        data = verified_read(self.storage, self.manifest, SAMPLES_INDEX_PATH)
+        data = self._files.pop(SAMPLES_INDEX_PATH)
         frames = self.manifest.totals["frames"]
         open_bounded(data, where=self.storage.describe(SAMPLES_INDEX_PATH), rows=frames, max_rows=frames,
                      rows_expected=f"the manifest records {frames} frames", budget=Budget(max_bytes=MAX_DECODED_BYTES))

@@ -250,6 +250,30 @@ class Storage:
         self._count(bytes_read=len(data))
         return data
 
+    def read_prefix(self, rel: str, limit: int) -> bytes:
+        """The object's first ``limit`` bytes, or all of it when shorter, in one ranged request:
+        a file whose size is unknown read whole without a separate size request, and never
+        more than ``limit`` bytes of it (``len(result) == limit`` means it may be longer).
+
+        Raises:
+            ObjectNotFoundError, AccessDeniedError, StorageError: as ``read_bytes``.
+            ValueError: ``limit`` < 1.
+        """
+        if limit < 1:
+            raise ValueError(f"{self.object_url(rel)}: limit must be >= 1, got {limit}")
+
+        def prefix() -> bytes:
+            try:
+                return self.fs.cat_file(self.path(rel), start=0, end=limit)
+            except Exception as err:
+                if is_range_not_satisfiable(err):  # an empty object
+                    return b""
+                raise
+
+        data = self._call(f"read of the first {limit} bytes", rel, prefix)
+        self._count(bytes_read=len(data))
+        return data
+
     def read_range(self, rel: str, offset: int, size: int) -> bytes:
         """Bytes ``[offset, offset + size)`` of the object, in one ranged request.
 
