@@ -8,6 +8,10 @@ re-encode with ``--gop``/``--crf``), then for each mode (``single``: one frame p
 
 - ``lerobot-map``: LeRobot 0.6.1's ``LeRobotDataset`` + ``DataLoader(shuffle=True)`` on the
   unpacked source (float32 frames), from ``.venv-parity``; skipped with a message without it;
+- ``lance``/``lance-uint8``: lerobot-lancedb 0.3.1's ``LanceDBDataset`` (a peer: the source
+  converted to Lance tables once, read map-style with a global shuffle) + a shuffled
+  ``DataLoader``, float32 or uint8 frames, from ``.venv-parity`` (``pip install lerobot-lancedb
+  lancedb`` there);
 - ``float32``: ``PackedDataset`` + ``DataLoader``, LeRobot-identical float32 samples;
 - ``uint8``: ``PackedDataset(return_uint8=True)`` + ``DataLoader``;
 - ``batchloader``: ``BatchLoader(PackedDataset(return_uint8=True))``, the recommended path;
@@ -45,7 +49,8 @@ from benchmarks.loader_measure import delta_for, measure_loader  # noqa: E402
 from packer import pack_dataset  # noqa: E402
 from reader import BatchLoader, PackedDataset, to_device  # noqa: E402
 
-SYSTEMS = ("lerobot-map", "float32", "uint8", "batchloader", "batchloader-float32", "batchloader+to-float", "inprocess", "ceiling")
+SYSTEMS = ("lerobot-map", "lance", "lance-uint8", "float32", "uint8", "batchloader", "batchloader-float32", "batchloader+to-float",
+           "inprocess", "ceiling")
 
 
 def pack(source: Path, out: Path, args) -> Path:
@@ -58,9 +63,9 @@ def pack(source: Path, out: Path, args) -> Path:
 
 
 def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
-    if system == "lerobot-map":
+    if system == "lerobot-map" or system.startswith("lance"):
         return run_lerobot(system, source, delta, workers=args.workers, batch_size=args.batch_size, warmup=args.warmup,
-                           max_batches=args.max_batches)
+                           max_batches=args.max_batches, lance_root=args.out / "lance")
     if system == "ceiling":
         samples = (args.max_batches - args.warmup) * args.batch_size
         return decode_ceiling(packed, delta, samples, max(args.workers, 1), args.seed)
@@ -90,7 +95,7 @@ def summarize(rows: list[dict]) -> dict:
         by = {r["system"]: r.get("samples_per_s") for r in rows if r["mode"] == mode}
         ratios = {}
         for ours in ("batchloader", "batchloader-float32", "batchloader+to-float", "uint8", "float32", "inprocess"):
-            for base in ("ceiling", "lerobot-map"):
+            for base in ("ceiling", "lerobot-map", "lance", "lance-uint8"):
                 if by.get(ours) and by.get(base):
                     ratios[f"{ours}_vs_{base}"] = round(by[ours] / by[base], 3)
         out[mode] = ratios
@@ -108,7 +113,7 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
     figure, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 3.6), squeeze=False)
     for axis, mode in zip(axes[0], modes):
         values = [next((r.get("samples_per_s") or 0 for r in rows if r["mode"] == mode and r["system"] == s), 0) for s in systems]
-        colors = ["#999999" if s.startswith("lerobot") else "#d9a441" if s == "ceiling" else "#2b7bba" for s in systems]
+        colors = ["#999999" if s.startswith(("lerobot", "lance")) else "#d9a441" if s == "ceiling" else "#2b7bba" for s in systems]
         axis.barh(systems, values, color=colors)
         axis.set_title(f"{mode}: samples/s")
         axis.invert_yaxis()
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        "rows": rows, "summary": summary}, indent=1))
     chart(rows, args.out / "chart.png", f"{args.source.name}: {len(cameras)} cameras, {args.video}, {args.workers} worker(s), batch {args.batch_size}")
     print(json.dumps(summary, indent=1))
-    ours = [r for r in rows if r["system"] not in ("lerobot-map", "ceiling")]
+    ours = [r for r in rows if r["system"] not in ("lerobot-map", "lance", "lance-uint8", "ceiling")]
     return 1 if any(not r.get("samples_per_s") for r in ours) else 0
 
 

@@ -1,4 +1,5 @@
-"""LeRobot's own readers on the unpacked source, for bench_read.py's side-by-side table.
+"""LeRobot's own readers on the unpacked source, and lerobot-lancedb (a peer), for the
+benchmarks' side-by-side tables.
 
 Runs inside the opt-in ``.venv-parity`` (Python 3.12, lerobot 0.6.1); bench_read.py starts it
 as a subprocess and reads one JSON object from its stdout.
@@ -17,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loader_measure import measure_loader  # noqa: E402
 
 
-def run_lerobot(system: str, source: Path, delta, *, workers: int, batch_size: int, warmup: int, max_batches: int) -> dict:
+def run_lerobot(system: str, source: Path, delta, *, workers: int, batch_size: int, warmup: int, max_batches: int,
+                lance_root: Path | None = None) -> dict:
     """Run this script in ``.venv-parity`` and return its JSON result (``{"skipped": ...}``
     when that venv does not exist, ``{"error": ...}`` when LeRobot failed)."""
     import subprocess
@@ -29,7 +31,7 @@ def run_lerobot(system: str, source: Path, delta, *, workers: int, batch_size: i
     command = [
         str(python), str(Path(__file__).resolve()), "--root", str(source), "--system", system, "--delta", json.dumps(delta),
         "--workers", str(workers), "--batch-size", str(batch_size), "--warmup", str(warmup), "--max-batches", str(max_batches),
-    ]
+    ] + (["--lance-root", str(lance_root)] if lance_root is not None else [])
     result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -37,10 +39,28 @@ def run_lerobot(system: str, source: Path, delta, *, workers: int, batch_size: i
     return json.loads(lines[-1])
 
 
+def _lance_loader(args, delta):
+    """lerobot-lancedb (a peer: LeRobot v3 converted to Lance tables, read map-style with a global
+    shuffle, bit-exact with ``LeRobotDataset``): its ``LanceDBDataset`` in a shuffled
+    ``DataLoader`` with the multiprocessing context it asks for, as its documentation does."""
+    import subprocess
+
+    from lerobot_lancedb import LanceDBDataset, lance_mp_context
+
+    lance_root = Path(args.lance_root)
+    if not (lance_root / "meta").exists():
+        convert = Path(sys.executable).parent / "lerobot-lance-convert"
+        subprocess.run([str(convert), "--root", args.root, "--out", str(lance_root)], check=True, capture_output=True)
+    dataset = LanceDBDataset(root=str(lance_root), delta_timestamps=delta, return_uint8=args.system == "lance-uint8")
+    return torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers, shuffle=True,
+                                       multiprocessing_context=lance_mp_context() if args.workers else None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
-    parser.add_argument("--system", choices=["lerobot-map", "lerobot-streaming"], required=True)
+    parser.add_argument("--system", choices=["lerobot-map", "lerobot-streaming", "lance", "lance-uint8"], required=True)
+    parser.add_argument("--lance-root", help="where the Lance layout of --root is (converted once when absent)")
     parser.add_argument("--delta", default="null", help="delta_timestamps JSON")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -54,6 +74,8 @@ def main() -> None:
 
             dataset = LeRobotDataset("local/bench", root=args.root, delta_timestamps=delta)
             loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers, shuffle=True)
+        elif args.system.startswith("lance"):
+            loader = _lance_loader(args, delta)
         else:
             from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset
 

@@ -22,6 +22,8 @@ if [ ! -f "$VENV/.installed" ]; then
     # This project without touching LeRobot's torch/torchcodec.
     "$VENV/bin/python" -m pip install -q --no-deps -e .
     "$VENV/bin/python" -m pip install -q click rich duckdb webdataset pytest
+    # A peer for the benchmarks (bench_real.py's lance rows), in the same venv as LeRobot.
+    "$VENV/bin/python" -m pip install -q 'lerobot-lancedb==0.3.1' lancedb
     touch "$VENV/.installed"
 fi
 "$VENV/bin/python" -c "import lerobot, torch; print('[parity] lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '?', 'torch', torch.__version__)"
