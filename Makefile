@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install demo test parity bench clean
+.PHONY: install demo test test-fast parity bench clean
 
 install:
 	@bash scripts/setup_env.sh
@@ -12,6 +12,10 @@ demo: install
 
 test: install
 	$(PY) -m pytest -n 2 --durations=15 $(PYTEST_ARGS)
+
+# The inner loop: every test but the system tier (real servers and processes; tests/conftest.py).
+test-fast: install
+	$(PY) -m pytest -n 2 -m "not system" --durations=10 $(PYTEST_ARGS)
 
 # Opt-in correctness oracle: LeRobot 0.6.1 in its own Python 3.12 venv (~5 GB). Never in CI.
 parity: install

@@ -1,0 +1,28 @@
+"""The fast tier (`make test-fast`) leaves out exactly what starts real servers or processes
+(tests/conftest.py marks them `system` from their fixtures, modules and calls)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _collected(marker: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", marker],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600).stdout
+    return {line.strip() for line in out.splitlines() if "::" in line}
+
+
+def test_system_tests_are_out_of_the_fast_tier_and_nothing_is_lost():
+    fast, system = _collected("not system"), _collected("system")
+    everything = _collected("system or not system")
+    assert fast and system and not (fast & system) and fast | system == everything
+    assert any(t.startswith("tests/test_s3.py::") for t in system) and not any(t.startswith("tests/test_s3.py::") for t in fast)
+    assert any(t.startswith("tests/test_slurm_cluster.py::") for t in system)
+    assert "tests/test_tiers.py::test_system_tests_are_out_of_the_fast_tier_and_nothing_is_lost" in system  # it starts pytest
+    # A pure planning test stays in the inner loop.
+    assert any(t.startswith("tests/test_epoch_plan.py::") for t in fast)
+    assert not any(t.startswith("tests/test_epoch_plan.py::") for t in system)
