@@ -1,6 +1,7 @@
 """The packer's errors: part of the one hierarchy rooted at ``reader.errors.LeRobotShardsError``.
 
-Catch ``LeRobotShardsError`` for every error of ours (reader and packer alike). Messages name
+Catch ``LeRobotShardsError`` for every error of ours (reader and packer alike), ``PackError``
+for every error of packing (its source, cutting video, planning shards included). Messages name
 the file, episode, shard or option value involved; option errors also carry the option's
 name (``OptionsError.option``) so a command line can name its flag.
 """
@@ -37,15 +38,15 @@ class OptionsError(PackError, ValueError):
         self.option = option
 
 
-class SourceError(LeRobotShardsError, ValueError):
+class SourceError(PackError, ValueError):
     """The source dataset is missing files, has an unsupported version or is inconsistent."""
 
 
-class VideoCutError(LeRobotShardsError, ValueError):
+class VideoCutError(PackError, ValueError):
     """A source video cannot be cut or decoded for an episode."""
 
 
-class ShardPlanError(LeRobotShardsError, ValueError):
+class ShardPlanError(PackError, ValueError):
     """Invalid planning input (sizes, targets or part specification)."""
 
 

@@ -115,8 +115,9 @@ class DecodeError(LeRobotShardsError, RuntimeError):
     """A member failed to decode; the message names shard, episode and camera."""
 
 
-class DecodeStageError(LeRobotShardsError, RuntimeError):
-    """A decode stage cannot decode on the requested device (the message says what to do)."""
+class DecodeStageError(DecodeError):
+    """A decode stage cannot decode on the requested device, or a member failed to decode in
+    it (the message says what to do or names the member): a ``DecodeError``."""
 
 
 class PrefetchError(LeRobotShardsError, RuntimeError):

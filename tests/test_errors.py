@@ -1,0 +1,29 @@
+"""One error hierarchy by layer (issue 33): every error of the project is a LeRobotShardsError,
+every error of packing a PackError, every decode failure a DecodeError; the builtin bases
+callers already catch (ValueError, OSError, ...) are kept."""
+
+from __future__ import annotations
+
+import inspect
+
+import packer.errors
+import reader.errors
+from packer.errors import PackError, ShardPlanError, SourceError, VideoCutError
+from reader.errors import DecodeError, DecodeStageError, LeRobotShardsError
+
+
+def _errors(module) -> list[type]:
+    return [c for _, c in inspect.getmembers(module, inspect.isclass) if issubclass(c, BaseException) and c.__module__ == module.__name__]
+
+
+def test_every_error_of_the_project_is_in_one_hierarchy():
+    for error in _errors(reader.errors) + _errors(packer.errors):
+        if issubclass(error, Warning):
+            continue
+        assert issubclass(error, LeRobotShardsError), error
+
+
+def test_errors_of_packing_are_pack_errors_and_keep_their_builtin_bases():
+    for error in (SourceError, VideoCutError, ShardPlanError):
+        assert issubclass(error, PackError) and issubclass(error, ValueError), error
+    assert issubclass(DecodeStageError, DecodeError) and issubclass(DecodeStageError, RuntimeError)
