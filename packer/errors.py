@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reader.errors import LeRobotShardsError
+from reader.errors import ArgumentError, LeRobotShardsError
 
 
 class PackError(LeRobotShardsError, RuntimeError):
@@ -26,7 +26,7 @@ class PackInterrupted(PackError):
     finished shards are kept and re-running the same command resumes."""
 
 
-class OptionsError(PackError, ValueError):
+class OptionsError(PackError, ArgumentError):
     """An option value that cannot be packed with (a ``PackError`` and a ``ValueError``).
 
     Attributes:

@@ -16,6 +16,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from reader.epoch_stream import EpochStream, Segment
+from reader.errors import ArgumentError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
@@ -110,7 +111,7 @@ class PackedDataset(EpochStream):
         manifest_sha256: str | None = None,
     ):
         if episode_pool_size < 1:
-            raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
+            raise ArgumentError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
         self.root = str(root)
         self.storage = Storage(self.root, storage_options, retry=retry)
         self.index = PackedIndex(self.storage, episodes=episodes, where=where, manifest_sha256=manifest_sha256)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from reader.decode.frames import CpuDecodeStage
-from reader.errors import ResumeWarning
+from reader.errors import ArgumentError, ResumeWarning
 from reader.plan.resume_state import EpochResume
 from reader.plan.world import World
 from reader.runtime.consumer import Consumer, ReadOptions, StreamView
@@ -74,11 +74,11 @@ class EpochStream(torch.utils.data.IterableDataset):
                 the workers), a negative prefetch, or fewer than one fetch thread.
         """
         if decode_device is not None and image_transforms is not None:
-            raise ValueError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
+            raise ArgumentError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
         if prefetch_episodes < 0:
-            raise ValueError(f"prefetch_episodes must be >= 0, got {prefetch_episodes}")
+            raise ArgumentError(f"prefetch_episodes must be >= 0, got {prefetch_episodes}")
         if fetch_threads < 1:
-            raise ValueError(f"fetch_threads must be >= 1, got {fetch_threads}")
+            raise ArgumentError(f"fetch_threads must be >= 1, got {fetch_threads}")
         self.fetch_threads = int(fetch_threads)
         self.storage_options = dict(storage_options or {})
         self.retry = retry

@@ -110,6 +110,12 @@ class HarmonizeError(LeRobotShardsError, ValueError):
     """Datasets' features cannot be made to batch together (shapes, windows, key maps)."""
 
 
+# -- arguments --------------------------------------------------------------------------------
+class ArgumentError(LeRobotShardsError, ValueError):
+    """An argument of a call is out of range or inconsistent with another; the message names it
+    and the value given (the packer's ``OptionsError`` is one too)."""
+
+
 # -- decoding ---------------------------------------------------------------------------------
 class DecodeError(LeRobotShardsError, RuntimeError):
     """A member failed to decode; the message names shard, episode and camera."""
@@ -126,6 +132,7 @@ class PrefetchError(LeRobotShardsError, RuntimeError):
 
 __all__ = [
     "AccessDeniedError",
+    "ArgumentError",
     "DecodeError",
     "DecodeStageError",
     "EpisodeDataError",

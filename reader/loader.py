@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from reader.dataset import PackedDataset
+from reader.errors import ArgumentError
 from reader.runtime.batching import LEASE_KEY, batches
 from reader.runtime.frame_ring import MAX_SLOTS, FrameRing, RingReleaser, SlotFlags
 
@@ -102,12 +103,12 @@ class BatchLoader:
         decode_ahead: int = 2,
     ):
         if batch_size < 1 or num_workers < 0:
-            raise ValueError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size} and {num_workers}")
+            raise ArgumentError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size} and {num_workers}")
         # In flight per worker: prefetch_factor batches, the one the trainer holds, and the one
         # the trainer's loop variable still holds while the next is fetched.
         slots = prefetch_factor + 3
         if slots > MAX_SLOTS:
-            raise ValueError(f"prefetch_factor {prefetch_factor} needs {slots} ring slots; at most {MAX_SLOTS - 3} is supported")
+            raise ArgumentError(f"prefetch_factor {prefetch_factor} needs {slots} ring slots; at most {MAX_SLOTS - 3} is supported")
         self.dataset, self.batch_size, self.num_workers, self.drop_last = dataset, batch_size, num_workers, drop_last
         self._flags = SlotFlags()
         self._releaser = RingReleaser(self._flags)
@@ -121,7 +122,7 @@ class BatchLoader:
         self.samples_consumed = 0
         self._loaded_epoch: int | None = None
         if decode_stage is not None and getattr(dataset, "decode_device", None) is None:
-            raise ValueError("decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers")
+            raise ArgumentError("decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers")
         self.decode_stage, self.decode_ahead = decode_stage, decode_ahead
 
     # -- epochs and resume --------------------------------------------------------------------

@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 from reader.epoch_stream import EpochStream, Segment
-from reader.errors import FormatError, MixtureSpecError, PinMismatchError
+from reader.errors import ArgumentError, FormatError, MixtureSpecError, PinMismatchError
 from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
 from reader.format import sha256_hex
@@ -152,7 +152,7 @@ class MixtureDataset(EpochStream):
         allow_duplicates: bool = False,
     ):
         if episode_pool_size < 1:
-            raise ValueError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
+            raise ArgumentError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
         self._set_reading(
             storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
             prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, cache_dir=cache_dir,
@@ -165,7 +165,7 @@ class MixtureDataset(EpochStream):
                                                           manifest_sha256=manifest_sha256, retry=retry)
             names = list(names or spec.names)
             if len(names) != len(spec.datasets):
-                raise ValueError(f"{len(names)} names for the {len(spec.datasets)} datasets of {sources}")
+                raise ArgumentError(f"{len(names)} names for the {len(spec.datasets)} datasets of {sources}")
             if spec.index is not None:
                 base = Storage(sources.rsplit("/", 1)[0] if "/" in sources else ".", storage_options, retry=retry)
                 self.catalog = _open_compiled(base, spec, names, sources)
@@ -174,21 +174,21 @@ class MixtureDataset(EpochStream):
                 self.catalog = self._open_packs([e.path for e in spec.datasets], names, list(spec.datasets))
         else:
             if manifest_sha256 is not None:
-                raise ValueError("manifest_sha256 pins a mixture.json: give its path, not a list of packs")
+                raise ArgumentError("manifest_sha256 pins a mixture.json: give its path, not a list of packs")
             paths = list(sources)
             names = names or [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
             if len(names) != len(paths):
-                raise ValueError(f"{len(names)} names for {len(paths)} datasets")
+                raise ArgumentError(f"{len(names)} names for {len(paths)} datasets")
             self.mixture_sha256 = None
             self.catalog = self._open_packs(paths, names, [None] * len(paths))
         if len(set(names)) != len(names):
-            raise ValueError(f"need one unique name per dataset, got duplicates {sorted({n for n in names if names.count(n) > 1})}")
+            raise ArgumentError(f"need one unique name per dataset, got duplicates {sorted({n for n in names if names.count(n) > 1})}")
         if not allow_duplicates:
             _refuse_duplicates(self.catalog.datasets)
         if (weights is None) != (samples_per_epoch is None):
-            raise ValueError("weighted mode needs both weights and samples_per_epoch (proportional mode: neither)")
+            raise ArgumentError("weighted mode needs both weights and samples_per_epoch (proportional mode: neither)")
         if weights is not None and len(weights) != len(names):
-            raise ValueError(f"{len(weights)} weights for {len(names)} datasets")
+            raise ArgumentError(f"{len(weights)} weights for {len(names)} datasets")
         datasets = self.catalog.datasets
         self.names = list(names)
         self.key_map = {name: dict((key_map or {}).get(name, {})) for name in names}

@@ -27,3 +27,18 @@ def test_errors_of_packing_are_pack_errors_and_keep_their_builtin_bases():
     for error in (SourceError, VideoCutError, ShardPlanError):
         assert issubclass(error, PackError) and issubclass(error, ValueError), error
     assert issubclass(DecodeStageError, DecodeError) and issubclass(DecodeStageError, RuntimeError)
+
+
+def test_bad_arguments_are_argument_errors_in_both_packages(tmp_path):
+    import pytest
+
+    from packer.errors import OptionsError
+    from reader import PackedDataset
+    from reader.errors import ArgumentError
+    from reader.storage import RetryPolicy
+
+    assert issubclass(OptionsError, ArgumentError) and issubclass(OptionsError, PackError)
+    with pytest.raises(ArgumentError, match="max_attempts must be >= 1, got 0"):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ArgumentError, match="episode_pool_size must be >= 1, got 0"):
+        PackedDataset(str(tmp_path), episode_pool_size=0)

@@ -130,7 +130,7 @@ def test_where_counts_matching_anchors_and_is_recorded(root):
     assert [d.anchors for d in spec.datasets] == [(4 - 2) + (6 - 2), (3 - 2) + (5 - 2) + 0]
     assert all(d.where == "frame_index >= 2" for d in spec.datasets)
     bad = _invoke("mixture", "create", root, "--where", "no_such_column = 1")
-    assert bad.exit_code == 1 and "INVALID alpha: ValueError: where='no_such_column = 1' is not a valid predicate" in bad.output
+    assert bad.exit_code == 1 and "INVALID alpha: ArgumentError: where='no_such_column = 1' is not a valid predicate" in bad.output
 
 
 def test_invalid_manifest_and_nothing_complete(root, tmp_path):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from reader.decode.sps import SignalType
+from reader.errors import ArgumentError
 
 # swscale's YUV->RGB coefficients per matrix_coefficients (ISO/IEC 23091-2) value, in 1/65536:
 # (V->R, U->B, U->G, V->G). These are the numbers FFmpeg uses (its table ff_yuv2rgb_coeffs);
@@ -118,11 +119,11 @@ def nv12_to_rgb(nv12: torch.Tensor, spec: ColourSpec, out: torch.Tensor | None =
     frames, rows, width = nv12.shape
     height = rows * 2 // 3
     if nv12.dtype != torch.uint8 or rows != height * 3 // 2 or height % 2 or width % 2:
-        raise ValueError(f"not NV12 frames of an even size: {tuple(nv12.shape)} {nv12.dtype}")
+        raise ArgumentError(f"not NV12 frames of an even size: {tuple(nv12.shape)} {nv12.dtype}")
     if out is None:
         out = torch.empty((frames, 3, height, width), dtype=torch.uint8, device=nv12.device)
     elif tuple(out.shape) != (frames, 3, height, width) or out.dtype != torch.uint8:
-        raise ValueError(f"out is {tuple(out.shape)} {out.dtype}; expected {(frames, 3, height, width)} uint8")
+        raise ArgumentError(f"out is {tuple(out.shape)} {out.dtype}; expected {(frames, 3, height, width)} uint8")
     # In chunks of frames: the int32 temporaries are ~8 bytes per pixel of the chunk.
     step = max(1, _CHUNK_PIXELS // (height * width))
     for first in range(0, frames, step):

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 import numpy as np
 import torch
 
-from reader.errors import DecodeError
+from reader.errors import ArgumentError, DecodeError
 from reader.format import check_mp4
 
 
@@ -158,7 +158,7 @@ class CpuDecodeStage:
 
     def __init__(self, backend: Literal["auto", "torchcodec", "pyav"] = "auto"):
         if backend not in ("auto", "torchcodec", "pyav"):
-            raise ValueError(f"decoder backend {backend!r} is not one of 'auto', 'torchcodec', 'pyav'")
+            raise ArgumentError(f"decoder backend {backend!r} is not one of 'auto', 'torchcodec', 'pyav'")
         self.backend = available_backend() if backend == "auto" else backend
 
     def open(self, data: bytes, *, where: str, spec: FrameSpec | None = None) -> EpisodeDecoder:

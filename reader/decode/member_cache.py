@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from reader.errors import ArgumentError
+
 
 class MemberCache:
     """Opened members by id (see the module docstring).
@@ -31,7 +33,7 @@ class MemberCache:
 
     def __init__(self, *, loose: int = 64, limit: int = 16384):
         if loose < 0 or limit < 1:
-            raise ValueError(f"loose must be >= 0 and limit >= 1, got {loose} and {limit}")
+            raise ArgumentError(f"loose must be >= 0 and limit >= 1, got {loose} and {limit}")
         self.loose, self.limit = loose, limit
         self._held: OrderedDict[str, list] = OrderedDict()  # id -> [value, holds]
         self._loose: OrderedDict[str, object] = OrderedDict()

@@ -30,6 +30,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from reader.errors import ArgumentError
+
 _MAGIC = b"LSC1"
 _HEADER = struct.Struct("<4sIQ")  # magic, crc32 of payload, payload length
 _ENTRY_NAME = re.compile(r"[0-9a-f]{64}")
@@ -77,9 +79,9 @@ class DiskCache:
 
     def __init__(self, directory: str | os.PathLike, limit_bytes: int, *, low_water: float = 0.9):
         if limit_bytes <= 0:
-            raise ValueError(f"cache limit must be positive, got {limit_bytes} bytes")
+            raise ArgumentError(f"cache limit must be positive, got {limit_bytes} bytes")
         if not 0 < low_water <= 1:
-            raise ValueError(f"low_water must be in (0, 1], got {low_water}")
+            raise ArgumentError(f"low_water must be in (0, 1], got {low_water}")
         self.directory = Path(directory) / CACHE_SUBDIR
         self.directory.mkdir(parents=True, exist_ok=True)
         self.limit_bytes = int(limit_bytes)

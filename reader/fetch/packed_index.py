@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from reader.errors import FormatError, IntegrityError, ObjectNotFoundError, ShortReadError
+from reader.errors import ArgumentError, FormatError, IntegrityError, ObjectNotFoundError, ShortReadError
 from reader.format import (
     EPISODES_INDEX_PATH,
     INFO_PATH,
@@ -270,7 +270,7 @@ class PackedIndex:
             found = table.positions(wanted)
             if (found < 0).any():
                 unknown = wanted[found < 0][:20].tolist()
-                raise ValueError(f"episodes {unknown} are not in {storage.url} (it has {len(table)} episodes)")
+                raise ArgumentError(f"episodes {unknown} are not in {storage.url} (it has {len(table)} episodes)")
             table = table.take(found)
         self.episodes = table
         self.anchor_frames: np.ndarray | None = None
@@ -284,7 +284,7 @@ class PackedIndex:
             if int(self.anchor_counts.sum()) == 0:
                 selection = " and ".join(s for s in (f"episodes={list(episodes)[:10]}" if episodes is not None else "",
                                                      f"where={where!r}" if where is not None else "") if s)
-                raise ValueError(f"{selection} selects no anchor of {storage.url} ({self.manifest.totals['frames']} frames)")
+                raise ArgumentError(f"{selection} selects no anchor of {storage.url} ({self.manifest.totals['frames']} frames)")
 
     def _check_info(self) -> None:
         """``meta/info.json`` (checked by digest) must agree with the manifest on fps: the
@@ -325,7 +325,7 @@ class PackedIndex:
                     "ORDER BY episode_index, frame_index"
                 ).fetchnumpy()
             except duckdb.Error as err:
-                raise ValueError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
+                raise ArgumentError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
             finally:
                 con.close()
         episode = np.asarray(selected["episode_index"], dtype=np.int64)

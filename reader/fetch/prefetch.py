@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from reader.errors import LeRobotShardsError, PrefetchError, ResourceLimitError
+from reader.errors import ArgumentError, LeRobotShardsError, PrefetchError, ResourceLimitError
 from reader.storage.retry import resource_limit
 
 T = TypeVar("T")
@@ -48,9 +48,9 @@ class Prefetcher(Generic[T]):
         threads: int = 2,
     ):
         if depth < 0:
-            raise ValueError(f"prefetch depth must be >= 0, got {depth}")
+            raise ArgumentError(f"prefetch depth must be >= 0, got {depth}")
         if byte_budget is not None and byte_budget < 0:
-            raise ValueError(f"prefetch byte budget must be >= 0 or None, got {byte_budget}")
+            raise ArgumentError(f"prefetch byte budget must be >= 0 or None, got {byte_budget}")
         self._fetch = fetch
         self._size_of = size_of
         self._describe = describe

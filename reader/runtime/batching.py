@@ -19,6 +19,7 @@ from torch.utils.data import default_collate
 
 from reader.decode.wire import ENCODED_KEY
 from reader.decode.wire import collate as collate_encoded
+from reader.errors import ArgumentError
 from reader.runtime.frame_ring import FrameRing, layout_bytes, views
 
 LEASE_KEY = "__frame_lease__"
@@ -79,7 +80,7 @@ def batches(
 ) -> Iterator[dict]:
     """Group a consumer's samples into batches of ``batch_size`` (see the module docstring)."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise ArgumentError(f"batch_size must be >= 1, got {batch_size}")
     pending: list[dict] = []
     for sample in samples:
         pending.append(sample)

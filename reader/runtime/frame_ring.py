@@ -22,6 +22,8 @@ import multiprocessing
 
 import torch
 
+from reader.errors import ArgumentError
+
 MAX_WORKERS = 255
 MAX_SLOTS = 16
 _FREE, _BUSY = 0, 1
@@ -83,7 +85,7 @@ class FrameRing:
 
     def __init__(self, flags: SlotFlags, worker: int | None, slots: int):
         if not 1 <= slots <= MAX_SLOTS:
-            raise ValueError(f"slots must be in [1, {MAX_SLOTS}], got {slots}")
+            raise ArgumentError(f"slots must be in [1, {MAX_SLOTS}], got {slots}")
         self.flags, self.worker, self.slots = flags, worker, slots
         self._storages: list[torch.UntypedStorage | None] = [None] * slots
         self.fresh_allocations = 0  # in the training process itself (no table row)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reader.errors import ArgumentError
+
 DEFAULT_MAX_GAP_BYTES = 1 << 20
 """``read_ranges`` merges ranges of one object whose gap is at most this: on object stores a
 request costs about as much as a few hundred KB to a few MB of transfer."""
@@ -41,7 +43,7 @@ def coalesce_ranges(
     order = []
     for position, (offset, size) in enumerate(ranges):
         if offset < 0 or size < 0:
-            raise ValueError(f"range {position} is ({offset}, {size}); offsets and sizes must be >= 0")
+            raise ArgumentError(f"range {position} is ({offset}, {size}); offsets and sizes must be >= 0")
         if size:
             order.append((offset, offset + size, position))
     order.sort()

@@ -15,7 +15,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from reader.errors import StorageError
+from reader.errors import ArgumentError, StorageError
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,10 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+            raise ArgumentError(f"max_attempts must be >= 1, got {self.max_attempts}")
         for name in ("base_s", "cap_s", "connect_timeout_s", "read_timeout_s"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+                raise ArgumentError(f"{name} must be >= 0, got {getattr(self, name)}")
 
     def delay_s(self, failed_attempts: int, rng: random.Random) -> float:
         """Seconds to sleep after ``failed_attempts`` (>= 1) failed attempts."""

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import fsspec
 import fsspec.core
 
-from reader.errors import AccessDeniedError, ObjectNotFoundError, ResourceLimitError, ShortReadError, StorageError
+from reader.errors import AccessDeniedError, ArgumentError, ObjectNotFoundError, ResourceLimitError, ShortReadError, StorageError
 from reader.format.fields import sha256_chunks
 from reader.storage.clients import shared_filesystem
 from reader.storage.local_files import (
@@ -260,7 +260,7 @@ class Storage:
             ValueError: ``limit`` < 1.
         """
         if limit < 1:
-            raise ValueError(f"{self.object_url(rel)}: limit must be >= 1, got {limit}")
+            raise ArgumentError(f"{self.object_url(rel)}: limit must be >= 1, got {limit}")
 
         def prefix() -> bytes:
             try:
@@ -283,7 +283,7 @@ class Storage:
             ValueError: a negative offset or size.
         """
         if offset < 0 or size < 0:
-            raise ValueError(f"{self.object_url(rel)}: range ({offset}, {size}) has a negative offset or size")
+            raise ArgumentError(f"{self.object_url(rel)}: range ({offset}, {size}) has a negative offset or size")
         if size == 0:
             return b""
         operation = f"ranged read [{offset}, {offset + size})"

@@ -19,6 +19,7 @@ from reader.decode.backends.nvdec import NvdecBackend
 from reader.decode.backends.pyav import PyAVBackend
 from reader.decode.backends.torchcodec import TorchCodecBackend
 from reader.decode.backends.torchcodec_cuda import TorchCodecCudaBackend
+from reader.errors import ArgumentError
 
 BACKENDS: dict[tuple[str, str], type[DecodeBackend]] = {
     ("nvdec", "cuda"): NvdecBackend,
@@ -45,9 +46,9 @@ def backend_class(name: str, device_type: str) -> type[DecodeBackend]:
             another kind of device (which ones it does, and what decodes on this one).
     """
     if name not in NAMES:
-        raise ValueError(f"backend {name!r} is not one of {', '.join(repr(n) for n in NAMES)}")
+        raise ArgumentError(f"backend {name!r} is not one of {', '.join(repr(n) for n in NAMES)}")
     if device_type not in AUTO:
-        raise ValueError(f"device type {device_type!r}: decode backends run on {', '.join(sorted(AUTO))}")
+        raise ArgumentError(f"device type {device_type!r}: decode backends run on {', '.join(sorted(AUTO))}")
     if name == "auto":
         candidates = [BACKENDS[(n, device_type)] for n in AUTO[device_type]]
         return next((c for c in candidates if c.unavailable() is None), candidates[-1])
@@ -55,7 +56,7 @@ def backend_class(name: str, device_type: str) -> type[DecodeBackend]:
     if found is None:
         where = sorted(d for n, d in BACKENDS if n == name)
         here = sorted(n for n, d in BACKENDS if d == device_type)
-        raise ValueError(f"backend {name!r} decodes on {' or '.join(_on(d) for d in where)}, not {_on(device_type)}; "
+        raise ArgumentError(f"backend {name!r} decodes on {' or '.join(_on(d) for d in where)}, not {_on(device_type)}; "
                          f"on {_on(device_type)} use {' or '.join(repr(n) for n in here)}"
                          + (f", or device='cpu' for {name!r}" if "cpu" in where else ""))
     return found

@@ -22,6 +22,7 @@ import torch
 from reader.decode.colour import ColourSpec
 from reader.decode.frames import FrameSpec
 from reader.decode.wire import EncodedFrames
+from reader.errors import ArgumentError
 from reader.format import check_mp4
 
 Output = Literal["rgb", "nv12"]
@@ -64,7 +65,7 @@ class DecodeBackend(ABC):
 
     def __init__(self, device: torch.device, **options):
         if options:
-            raise ValueError(f"backend {self.name!r} takes no options, got {sorted(options)}")
+            raise ArgumentError(f"backend {self.name!r} takes no options, got {sorted(options)}")
         self.device = device
 
     @classmethod

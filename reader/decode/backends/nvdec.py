@@ -42,7 +42,7 @@ from reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size
 from reader.decode.frames import FrameSpec, check_frame_spec
 from reader.decode.sps import signal_type
 from reader.decode.wire import EncodedFrames
-from reader.errors import DecodeStageError, FormatError
+from reader.errors import ArgumentError, DecodeStageError, FormatError
 from reader.format import check_mp4
 from reader.format.mp4 import Mp4Layout
 
@@ -293,7 +293,7 @@ class NvdecBackend(DecodeBackend):
     def __init__(self, device: torch.device, *, colour: Literal["exact", "nvdec"] = "exact"):
         super().__init__(device)
         if colour not in ("exact", "nvdec"):
-            raise ValueError(f"nvdec option colour={colour!r} is not one of 'exact', 'nvdec'")
+            raise ArgumentError(f"nvdec option colour={colour!r} is not one of 'exact', 'nvdec'")
         self.colour = colour
         self._local = threading.local()
         # Sessions live in their thread's storage and go with the thread (a wrap() thread per
