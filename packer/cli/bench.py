@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
@@ -22,7 +23,12 @@ def bench(ctx):
     """
     args = list(ctx.args)
     which = args.pop(0) if args and args[0] in _SCRIPTS else "read"
+    # The benchmarks live in the repository, beside the packages (a wheel does not install them).
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / f"{_SCRIPTS[which].rsplit('.', 1)[1]}.py"
+    if not script.is_file():
+        raise click.ClickException("the benchmarks ship with the repository, not the installed package: "
+                                   "run `lerobot-shards bench` from a checkout (git clone, then make install)")
     if args[:1] in (["-h"], ["--help"]) and which == "read" and not ctx.args[:1] == ["read"]:
         click.echo(ctx.get_help())
         click.echo("\nOptions of `bench read`:\n")
-    raise SystemExit(subprocess.call([sys.executable, "-m", _SCRIPTS[which], *args]))
+    raise SystemExit(subprocess.call([sys.executable, str(script), *args]))
