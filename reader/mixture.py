@@ -382,9 +382,15 @@ def _refuse_duplicates(datasets: list[CatalogDataset]) -> None:
             seen[key] = d.name
 
 
-def _verified_index_file(base: Storage, spec: MixtureSpec, name: str) -> bytes:
+def _recorded(spec: MixtureSpec, name: str) -> tuple[str, int, str]:
+    """``(path, bytes, sha256)`` that ``mixture.json`` records for a compiled file."""
     entry = spec.index[name]
-    return read_recorded(base, entry.path, size=entry.bytes, sha256=entry.sha256)
+    return entry.path, entry.bytes, entry.sha256
+
+
+def _verified_index_file(base: Storage, spec: MixtureSpec, name: str) -> bytes:
+    path, size, sha256 = _recorded(spec, name)
+    return read_recorded(base, path, size=size, sha256=sha256)
 
 
 def _read_table(base: Storage, spec: MixtureSpec, name: str, data: bytes, where: str):
@@ -412,7 +418,7 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
     ]
     names_read = [name for name in INDEX_FILES if name != "meta"]
     # One round of requests for the four tables, each checked against its recorded digest.
-    data = read_recorded_all(base, {n: (spec.index[n].path, spec.index[n].bytes, spec.index[n].sha256) for n in names_read})
+    data = read_recorded_all(base, {n: _recorded(spec, n) for n in names_read})
     tables = {name: _read_table(base, spec, name, data.pop(name), where) for name in names_read}
     return EpisodeCatalog.from_tables(
         datasets, tables, episodes_per_dataset=[e.episodes for e in spec.datasets],

@@ -105,10 +105,7 @@ def verified_read(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: 
         IntegrityError: the file differs from what was packed.
         StorageError: the read failed.
     """
-    entry = manifest.file(rel)
-    if entry.bytes > max_bytes:
-        raise FormatError(f"{storage.describe(rel)}: the manifest records {entry.bytes} bytes, more than the {max_bytes} allowed")
-    return read_recorded(storage, rel, size=entry.bytes, sha256=entry.sha256)
+    return verified_reads(storage, manifest, [rel], max_bytes=max_bytes)[rel]
 
 
 def verified_reads(storage: Storage, manifest: Manifest, rels: list[str], *, max_bytes: int = MAX_INDEX_FILE_BYTES) -> dict[str, bytes]:

@@ -34,7 +34,7 @@ from reader.format.limits import (
 )
 from reader.format.manifest import Manifest
 from reader.format.parquet.bounded import Budget, expansion_budget, read_bounded
-from reader.format.parquet.pages import arrow_leaf_bytes
+from reader.format.parquet.pages import row_bytes
 
 # Tar headers precede every member: a member's data never starts before byte 512.
 _TAR_BLOCK = 512
@@ -186,15 +186,10 @@ def _parse_episodes_index(data: bytes, manifest: Manifest, where: str, with_task
     return _table(table, manifest, where)
 
 
-def _honest_row_bytes(schema: pa.Schema) -> int:
-    """What the page walker may count for one honest row of ``schema`` (tasks left out):
-    strings at most a digest's 64 hex digits (codec names are shorter)."""
-    return sum(arrow_leaf_bytes(f.type, 1, string_bytes=64) for f in schema if f.name != "tasks")
-
-
 # An honest episodes index: this much per episode, and this much per camera member.
-_EPISODE_ROW_BYTES = _honest_row_bytes(episodes_index_schema([]))
-_MEMBER_ROW_BYTES = _honest_row_bytes(episodes_index_schema(["camera"])) - _EPISODE_ROW_BYTES
+# Strings at most a digest's 64 hex digits (codec names are shorter); task lists are left out.
+_EPISODE_ROW_BYTES = row_bytes((f for f in episodes_index_schema([]) if f.name != "tasks"), string_bytes=64)
+_MEMBER_ROW_BYTES = row_bytes(episodes_index_schema(["camera"]), string_bytes=64) - row_bytes(episodes_index_schema([]), string_bytes=64)
 # The honest index at the format's maxima (tasks aside): the most one may decode to.
 MAX_EPISODES_INDEX_BYTES = MAX_DATASET_EPISODES * _EPISODE_ROW_BYTES + MAX_DATASET_MEMBERS * _MEMBER_ROW_BYTES
 
@@ -249,22 +244,32 @@ def hex_digests(column: pa.Array | pa.ChunkedArray, *, where: str) -> np.ndarray
     Raises:
         FormatError: a value that is not 64 lowercase hex digits (names the first row).
     """
+    digests, bad = _hex_matrix(column, where=where)
+    if bad >= 0:
+        raise FormatError(f"{where} row {bad}: not a sha256 hex digest")
+    return digests
+
+
+def _hex_matrix(column: pa.Array | pa.ChunkedArray, *, where: str) -> tuple[np.ndarray, int]:
+    """``hex_digests``'s matrix and the first row that is not a digest (-1: none; the matrix
+    is then unusable)."""
     values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     n = len(values)
     if n == 0:
-        return np.zeros((0, 32), np.uint8)
-    lengths = pc.binary_length(values).to_numpy(zero_copy_only=False)
-    if values.null_count or (lengths != 64).any():
-        bad = int(np.argmax(lengths != 64)) if (lengths != 64).any() else int(np.argmax(values.is_null().to_numpy(zero_copy_only=False)))
-        raise FormatError(f"{where} row {bad}: not a sha256 hex digest")
+        return np.zeros((0, 32), np.uint8), -1
     if not pa.types.is_string(values.type):
         raise FormatError(f"{where}: digests must be strings, found {values.type}")
+    wrong = pc.binary_length(values).to_numpy(zero_copy_only=False) != 64
+    wrong |= values.is_null().to_numpy(zero_copy_only=False)
+    if wrong.any():
+        return np.zeros((n, 32), np.uint8), int(np.argmax(wrong))
     offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset : values.offset + n + 1]
     raw = np.frombuffer(values.buffers()[2], dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
     nibbles = _HEX_VALUE[raw].reshape(n, 64)
-    if (nibbles == 255).any():
-        raise FormatError(f"{where} row {int(np.argmax((nibbles == 255).any(axis=1)))}: not a sha256 hex digest")
-    return (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+    bad = (nibbles == 255).any(axis=1)
+    if bad.any():
+        return np.zeros((n, 32), np.uint8), int(np.argmax(bad))
+    return (nibbles[:, 0::2] << 4) | nibbles[:, 1::2], -1
 
 
 @dataclass(frozen=True, eq=False)
@@ -398,10 +403,9 @@ def _table(table: pa.Table, manifest: Manifest, where: str) -> EpisodeTable:
             f"{int(group_offset[i] + group_bytes[i])}) is not inside the row-group area [4, {int(footer_offset[i])}) of "
             f"{shards[int(shard[i])].name}.parquet"
         )
-    try:
-        group_sha = hex_digests(table["row_group_sha256"], where=f"{where}: row_group_sha256")
-    except FormatError as err:
-        raise FormatError(f"{where}: episode {int(episode[_row_of(err)])}: row_group_sha256 is not a sha256 hex digest") from None
+    group_sha, bad = _hex_matrix(table["row_group_sha256"], where=f"{where}: row_group_sha256")
+    if bad >= 0:
+        raise FormatError(f"{where}: episode {int(episode[bad])}: row_group_sha256 is not a sha256 hex digest")
 
     keys, c = manifest.video_keys, len(manifest.video_keys)
 
@@ -426,11 +430,7 @@ def _table(table: pa.Table, manifest: Manifest, where: str) -> EpisodeTable:
         names = table[video_column(key, "codec")]
         found = pc.index_in(names, value_set=pa.array(VIDEO_CODECS, pa.string())).to_numpy(zero_copy_only=False)
         unknown = np.isnan(found) if found.dtype.kind == "f" else np.zeros(n, bool)
-        try:
-            sha[:, k] = hex_digests(table[video_column(key, "sha256")], where=where)
-            bad_sha = -1
-        except FormatError as err:
-            bad_sha = _row_of(err)
+        sha[:, k], bad_sha = _hex_matrix(table[video_column(key, "sha256")], where=where)
         if unknown.any() or bad_sha >= 0:
             i = min(int(np.argmax(unknown)) if unknown.any() else n, bad_sha if bad_sha >= 0 else n)
             raise FormatError(f"{label % int(episode[i])}: codec {names[i].as_py()!r} / sha256 "
@@ -445,11 +445,6 @@ def _table(table: pa.Table, manifest: Manifest, where: str) -> EpisodeTable:
         member_codec=codec, member_sha256=sha,
         tasks=table["tasks"].combine_chunks() if "tasks" in table.column_names else None,
     )
-
-
-def _row_of(err: FormatError) -> int:
-    """The row ``hex_digests`` named in its message."""
-    return int(str(err).rsplit(" row ", 1)[1].split(":", 1)[0])
 
 
 def _check_members_disjoint(shard: np.ndarray, offset: np.ndarray, size: np.ndarray, episode: np.ndarray, manifest: Manifest,

@@ -30,7 +30,7 @@ from reader.format.limits import (
     MAX_MIXTURE_MEMBERS,
 )
 from reader.format.parquet.bounded import Budget, expansion_budget
-from reader.format.parquet.pages import arrow_leaf_bytes
+from reader.format.parquet.pages import row_bytes
 
 MIXTURE_INDEX_DIR = "_mixture"
 INDEX_FILES = ("episodes", "shards", "anchors", "tasks", "meta")
@@ -162,14 +162,9 @@ __all__ = [
 _SCHEMAS = {"episodes": EPISODES_SCHEMA, "shards": SHARDS_SCHEMA, "anchors": ANCHORS_SCHEMA}
 
 
-def _leaf_bytes(field: pa.Field) -> int:
-    """What the page walker may count for one value of ``field`` (a member list: one member)."""
-    return arrow_leaf_bytes(field.type, 1, string_bytes=MAX_CODEC_NAME_BYTES)
-
-
 # An honest episodes table: this much per episode, and this much per member (its list entries).
-EPISODE_ROW_BYTES = sum(_leaf_bytes(f) for f in EPISODES_SCHEMA if not f.name.startswith("member_"))
-MEMBER_BYTES = sum(_leaf_bytes(f) for f in EPISODES_SCHEMA if f.name.startswith("member_"))
+EPISODE_ROW_BYTES = row_bytes((f for f in EPISODES_SCHEMA if not f.name.startswith("member_")), string_bytes=MAX_CODEC_NAME_BYTES)
+MEMBER_BYTES = row_bytes((f for f in EPISODES_SCHEMA if f.name.startswith("member_")), string_bytes=MAX_CODEC_NAME_BYTES)
 # The honest episodes table at the format's maxima, plus the expansion budget's most: the
 # most a compiled index may decode to.
 MAX_EPISODES_TABLE_BYTES = MAX_MIXTURE_EPISODES * EPISODE_ROW_BYTES + MAX_MIXTURE_MEMBERS * MEMBER_BYTES + MAX_DECODED_BYTES
@@ -202,5 +197,5 @@ def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: i
     schema = _SCHEMAS.get(name)
     if schema is None:
         return Budget(values_per_row=per_list)
-    per_row = sum(_leaf_bytes(field) for field in schema)
+    per_row = row_bytes(schema, string_bytes=MAX_CODEC_NAME_BYTES)
     return Budget(max_bytes=min(MAX_DECODED_BYTES, max(expansion_budget(encoded), rows * per_row)))

@@ -105,6 +105,12 @@ def arrow_leaf_bytes(field_type: pa.DataType, values_per_list: int, *, string_by
     return count * value_bytes(width, repeated)
 
 
+def row_bytes(fields, *, string_bytes: int) -> int:
+    """What ``chunk_cost`` may count for one row of these Arrow fields, each holding one value
+    (a list: one element), strings at most ``string_bytes`` (``arrow_leaf_bytes`` summed)."""
+    return sum(arrow_leaf_bytes(field.type, 1, string_bytes=string_bytes) for field in fields)
+
+
 def chunk_cost(data: memoryview, column: pq.ColumnChunkMetaData, schema_column: pq.ColumnSchema, *, base: int = 0, where: str) -> ChunkCost:
     """Walk the page headers of one column chunk and bound what it decodes to.
 
