@@ -14,7 +14,10 @@ re-encode with ``--gop``/``--crf``), then for each mode (``single``: one frame p
   lancedb`` there);
 - ``float32``: ``PackedDataset`` + ``DataLoader``, LeRobot-identical float32 samples;
 - ``uint8``: ``PackedDataset(return_uint8=True)`` + ``DataLoader``;
-- ``batchloader``: ``BatchLoader(PackedDataset(return_uint8=True))``, the recommended path;
+- ``batchloader``: ``BatchLoader(PackedDataset(return_uint8=True))``, the recommended path
+  (``decode_threads`` by default: a sample's cameras decode side by side on the cores the
+  workers leave idle);
+- ``batchloader-serial``: the same with ``decode_threads=1`` (cameras one after another);
 - ``batchloader-float32``: ``BatchLoader`` over LeRobot-identical float32 samples;
 - ``batchloader+to-float``: ``batchloader``, then ``to_device(batch, "cpu")`` in the training
   loop: float32 frames bit-identical to LeRobot's, converted in the training process;
@@ -49,7 +52,8 @@ from benchmarks.loader_measure import delta_for, measure_loader  # noqa: E402
 from packer import pack_dataset  # noqa: E402
 from reader import BatchLoader, PackedDataset, to_device  # noqa: E402
 
-SYSTEMS = ("lerobot-map", "lance", "lance-uint8", "float32", "uint8", "batchloader", "batchloader-float32", "batchloader+to-float",
+SYSTEMS = ("lerobot-map", "lance", "lance-uint8", "float32", "uint8", "batchloader", "batchloader-serial", "batchloader-float32",
+           "batchloader+to-float",
            "inprocess", "ceiling")
 
 
@@ -69,7 +73,8 @@ def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
     if system == "ceiling":
         samples = (args.max_batches - args.warmup) * args.batch_size
         return decode_ceiling(packed, delta, samples, max(args.workers, 1), args.seed)
-    dataset = PackedDataset(str(packed), delta_timestamps=delta, seed=args.seed, return_uint8=not system.endswith("float32"))
+    dataset = PackedDataset(str(packed), delta_timestamps=delta, seed=args.seed, return_uint8=not system.endswith("float32"),
+                            decode_threads=1 if system.endswith("serial") else None)
     if system.startswith("batchloader") or system == "inprocess":
         workers = 0 if system == "inprocess" else args.workers
 
@@ -94,7 +99,7 @@ def summarize(rows: list[dict]) -> dict:
     for mode in dict.fromkeys(r["mode"] for r in rows):
         by = {r["system"]: r.get("samples_per_s") for r in rows if r["mode"] == mode}
         ratios = {}
-        for ours in ("batchloader", "batchloader-float32", "batchloader+to-float", "uint8", "float32", "inprocess"):
+        for ours in ("batchloader", "batchloader-serial", "batchloader-float32", "batchloader+to-float", "uint8", "float32", "inprocess"):
             for base in ("ceiling", "lerobot-map", "lance", "lance-uint8"):
                 if by.get(ours) and by.get(base):
                     ratios[f"{ours}_vs_{base}"] = round(by[ours] / by[base], 3)

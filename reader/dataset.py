@@ -63,6 +63,10 @@ class PackedDataset(EpochStream):
         fetch_threads: episodes fetched at once per consumer (each fetch sends its footer,
             row-group and member reads together). 2 keeps a local disk or a nearby bucket
             busy; raise it for a distant bucket when episodes rotate faster than they arrive.
+        decode_threads: threads decoding a sample's cameras at once, per consumer. ``None``
+            (default): the cores this process may use divided among the DataLoader workers
+            and the node's ranks (``LOCAL_WORLD_SIZE``), at least 1; 1 decodes the cameras one
+            after another. Outputs are the same bytes either way.
         cache_dir, cache_limit_gb: optional local disk cache of fetched episode bytes
             (shared by workers, LRU-evicted to the cap; default cap 50 GB).
         decoder: ``"auto"`` (torchcodec, else PyAV), ``"torchcodec"`` or ``"pyav"``.
@@ -103,6 +107,7 @@ class PackedDataset(EpochStream):
         prefetch_episodes: int = 4,
         prefetch_bytes: int | None = 256 * 1024 * 1024,
         fetch_threads: int = 2,
+        decode_threads: int | None = None,
         cache_dir: str | None = None,
         cache_limit_gb: float | None = None,
         decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
@@ -145,7 +150,7 @@ class PackedDataset(EpochStream):
         self.episode_pool_size = int(episode_pool_size)
         self._set_reading(
             storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
-            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, cache_dir=cache_dir,
+            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, decode_threads=decode_threads, cache_dir=cache_dir,
             cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
         )
         self.tasks = self.index.tasks

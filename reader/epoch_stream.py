@@ -62,6 +62,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         prefetch_episodes: int,
         prefetch_bytes: int | None,
         fetch_threads: int,
+        decode_threads: int | None,
         cache_dir: str | None,
         cache_limit_gb: float | None,
         decoder: str,
@@ -71,7 +72,7 @@ class EpochStream(torch.utils.data.IterableDataset):
 
         Raises:
             ValueError: ``image_transforms`` with ``decode_device`` (frames are decoded after
-                the workers), a negative prefetch, or fewer than one fetch thread.
+                the workers), a negative prefetch, fewer than one fetch or decode thread.
         """
         if decode_device is not None and image_transforms is not None:
             raise ArgumentError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
@@ -80,6 +81,9 @@ class EpochStream(torch.utils.data.IterableDataset):
         if fetch_threads < 1:
             raise ArgumentError(f"fetch_threads must be >= 1, got {fetch_threads}")
         self.fetch_threads = int(fetch_threads)
+        if decode_threads is not None and decode_threads < 1:
+            raise ArgumentError(f"decode_threads must be None (auto) or >= 1, got {decode_threads}")
+        self.decode_threads = None if decode_threads is None else int(decode_threads)
         self.storage_options = dict(storage_options or {})
         self.retry = retry
         self.return_uint8 = return_uint8
@@ -97,6 +101,7 @@ class EpochStream(torch.utils.data.IterableDataset):
             decode_stage=self.decode_stage, storage_options=self.storage_options, retry=self.retry,
             return_uint8=self.return_uint8, image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
             prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, fetch_threads=self.fetch_threads,
+            decode_threads=self.decode_threads,
             cache_dir=self.cache_dir,
             cache_limit_bytes=self.cache_limit_bytes,
         )

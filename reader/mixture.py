@@ -142,6 +142,7 @@ class MixtureDataset(EpochStream):
         prefetch_episodes: int = 4,
         prefetch_bytes: int | None = 256 * 1024 * 1024,
         fetch_threads: int = 2,
+        decode_threads: int | None = None,
         cache_dir: str | None = None,
         cache_limit_gb: float | None = None,
         decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
@@ -155,7 +156,7 @@ class MixtureDataset(EpochStream):
             raise ArgumentError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
         self._set_reading(
             storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
-            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, cache_dir=cache_dir,
+            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, decode_threads=decode_threads, cache_dir=cache_dir,
             cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
         )
         self._meta_records: list[dict] | None = None

@@ -149,11 +149,11 @@ def _corrupt_member_keep_digest(src, dst, episode: int, camera: str) -> None:
     replace_member(dst, episode, camera, random.Random(episode).randbytes(size))
 
 
-@pytest.mark.parametrize("decoder", ["torchcodec", "pyav"])
-def test_decoder_errors_name_shard_episode_and_camera(packed_copy, tmp_path, decoder):
+@pytest.mark.parametrize("decoder,decode_threads", [("torchcodec", 1), ("pyav", 1), ("torchcodec", 2)])
+def test_decoder_errors_name_shard_episode_and_camera(packed_copy, tmp_path, decoder, decode_threads):
     dst = tmp_path / "corrupt"
     _corrupt_member_keep_digest(packed_copy, dst, episode=2, camera=TOP)
-    dataset = PackedDataset(str(dst), episodes=[2], decoder=decoder, shuffle=False)
+    dataset = PackedDataset(str(dst), episodes=[2], decoder=decoder, shuffle=False, decode_threads=decode_threads)
     # Refused by the mp4 box check (reader/format/mp4.py) or by the decoder, whichever the
     # damaged bytes reach first: either way the error names shard, episode and camera.
     with pytest.raises((DecodeError, FormatError), match=rf"shard-\d{{6}} episode 2 camera {TOP}: (cannot (open video|decode frames)|mp4 )"):

@@ -27,6 +27,7 @@ from reader.decode.frames import CpuDecodeStage
 from reader.fetch.catalog import EpisodeCatalog
 from reader.fetch.disk_cache import DiskCache
 from reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
+from reader.runtime.environment import decode_threads_for, detect_world
 from reader.runtime.sample_builder import SampleBuilder
 from reader.runtime.stats import SharedStats
 from reader.storage import RetryPolicy, Storage
@@ -51,6 +52,8 @@ class ReadOptions:
         prefetch_episodes, prefetch_bytes: how far ahead pieces are fetched (per consumer).
         cache_dir, cache_limit_bytes: the local disk cache of fetched episodes (None: none).
         fetch_threads: background fetch threads per consumer.
+        decode_threads: threads decoding a sample's cameras at once (None: the idle cores, see
+            ``reader.runtime.environment.decode_threads_for``).
     """
 
     decode_stage: CpuDecodeStage
@@ -64,6 +67,7 @@ class ReadOptions:
     cache_dir: str | None = None
     cache_limit_bytes: int = 50_000_000_000
     fetch_threads: int = 2
+    decode_threads: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +106,7 @@ class Consumer:
         self.pool = EpisodePool(self.fetcher, prefetch=options.prefetch_episodes, prefetch_bytes=options.prefetch_bytes,
                                 threads=options.fetch_threads)
         self._builders: dict[int, SampleBuilder] = {}
+        self.decode_threads = options.decode_threads or decode_threads_for(detect_world())
         self._publisher = stats.publisher(worker)
         self.samples_built = 0
         self._next_publish = 0.0
@@ -120,6 +125,7 @@ class Consumer:
                 encoded_video=options.encoded_video,
                 member_prefix=info.root,
                 frame_sizes=info.frame_sizes,
+                decode_threads=self.decode_threads,
             )
         return built
 
@@ -155,6 +161,8 @@ class Consumer:
 
     def close(self) -> None:
         self.pool.close()
+        for builder in self._builders.values():
+            builder.close()
 
     def _maybe_publish(self) -> None:
         if time.monotonic() >= self._next_publish:

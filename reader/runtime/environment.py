@@ -46,6 +46,25 @@ def detect_world(rank: int | None = None, world_size: int | None = None) -> Worl
     return World(rank=int(rank), world_size=int(world_size), worker=worker, num_workers=num_workers)
 
 
+def decode_threads_for(world: World) -> int:
+    """How many threads a consumer decodes a sample's cameras with when the user did not say:
+    the cores this process may run on, divided among the DataLoader workers of this rank and
+    the ranks of this node (``LOCAL_WORLD_SIZE``, set by torchrun and accelerate), at least 1.
+
+    A decode releases the GIL, so cameras decode side by side on otherwise idle cores (one
+    worker on a many-core node); with a worker per core this is 1 and nothing changes.
+
+    Raises:
+        PlanError: ``LOCAL_WORLD_SIZE`` is not an integer.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    local_ranks = max(1, _env_int("LOCAL_WORLD_SIZE", 1))
+    return max(1, cores // (max(1, world.num_workers) * local_ranks))
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

@@ -1,0 +1,81 @@
+"""A sample's cameras decoded side by side (issue 32): the same bytes as one after another,
+on the threads asked for, sized from the idle cores when the user did not say."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from reader import PackedDataset
+from reader.decode.frames import CpuDecodeStage
+from reader.errors import ArgumentError
+from reader.plan.world import World
+from reader.runtime import environment
+from reader.runtime.environment import decode_threads_for
+from tests.packed_fixtures import *  # noqa: F401,F403
+
+TOP = "observation.images.top"
+WINDOW = {TOP: [-0.1, 0.0, 0.1], "action": [0.0, 0.1]}
+
+
+def _samples(root, **options) -> list[dict]:
+    return list(PackedDataset(str(root), seed=5, episode_pool_size=3, delta_timestamps=WINDOW, **options))
+
+
+def _assert_same(a: list[dict], b: list[dict]) -> None:
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for key in x:
+            if isinstance(x[key], torch.Tensor):
+                assert x[key].dtype == y[key].dtype and torch.equal(x[key], y[key]), key
+            else:
+                assert x[key] == y[key], key
+
+
+@pytest.mark.parametrize("uint8", [False, True])
+def test_threads_give_the_same_samples_on_threads_of_their_own(packed_copy, monkeypatch, uint8):
+    one = _samples(packed_copy, decode_threads=1, return_uint8=uint8)
+    seen: set[str] = set()
+    real = CpuDecodeStage.decode
+
+    def decode(decoder, indices, *, where):
+        seen.add(threading.current_thread().name)
+        return real(decoder, indices, where=where)
+
+    monkeypatch.setattr(CpuDecodeStage, "decode", staticmethod(decode))
+    two = _samples(packed_copy, decode_threads=2, return_uint8=uint8)
+    _assert_same(one, two)
+    # Both cameras' decodes ran on the builder's threads, never on the consumer's own.
+    assert seen and all(name.startswith("lerobot-shards-decode") for name in seen), seen
+    assert len(seen) == 2
+
+
+def test_threads_in_a_dataloader_worker_give_the_same_batches(packed_copy):
+    def batches(threads):
+        dataset = PackedDataset(str(packed_copy), seed=2, return_uint8=True, decode_threads=threads)
+        return list(torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=2))
+
+    one, two = batches(1), batches(2)
+    assert len(one) == len(two)
+    for a, b in zip(one, two):
+        assert torch.equal(a["index"], b["index"]) and torch.equal(a[TOP], b[TOP])
+
+
+def test_decode_threads_must_be_positive(packed_copy):
+    with pytest.raises(ArgumentError, match="decode_threads must be None"):
+        PackedDataset(str(packed_copy), decode_threads=0)
+
+
+def test_default_threads_share_the_cores_among_workers_and_local_ranks(monkeypatch):
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert decode_threads_for(World(0, 1, num_workers=0)) == 16  # the training process alone
+    assert decode_threads_for(World(0, 1, num_workers=4, worker=1)) == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert decode_threads_for(World(0, 1, num_workers=4, worker=1)) == 1  # 32 consumers on 16 cores
+    assert decode_threads_for(World(0, 1, num_workers=1)) == 2
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert decode_threads_for(World(0, 1)) == 1
