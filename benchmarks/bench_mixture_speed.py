@@ -12,10 +12,13 @@ page of every batch touched), ``--repeats`` times in alternation; the table has 
 
 - ``one-pack``: ``PackedDataset`` of the single pack, local;
 - ``mixture``: ``MixtureDataset`` of the per-episode packs, local;
-- ``mixture-s3-30ms``: the same mixture in a real S3 server (moto on loopback) behind a proxy
-  that delays every request by ``--latency-ms``.
+- ``mixture-s3-<L>ms``: the same mixture in a real S3 server (moto on loopback) behind a proxy
+  that delays every request by L ms, for each of ``--latencies-ms``; each run also reports the
+  requests it sent per episode admitted.
 
-Goal: ``mixture`` >= 0.9 x ``one-pack``, and ``mixture-s3-30ms`` >= 0.9 x ``mixture``.
+``--pool-size`` below the episodes per consumer makes episodes rotate through the pool (each
+admission is then fetched while the pool draws from the others). Goal: ``mixture`` >= 0.9 x
+``one-pack``, and each ``mixture-s3`` >= 0.95 x ``mixture``.
 """
 
 from __future__ import annotations
@@ -57,14 +60,17 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--max-batches", type=int, default=120)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--latency-ms", type=float, default=30.0)
+    parser.add_argument("--latencies-ms", type=float, nargs="+", default=[30.0])
+    parser.add_argument("--pool-size", type=int, default=16, help="episode_pool_size (16: every episode of the shared set fits)")
     args = parser.parse_args()
     from reader.storage import Storage
     from tests.fault_proxy import FaultProxy
     from tests.s3_server import make_bucket, running_s3_server
 
     one, mix = _prepare(args.source, args.out)
-    results: dict[str, list[dict]] = {"one-pack": [], "mixture": [], "mixture-s3-30ms": []}
+    distant_names = {f"mixture-s3-{latency:g}ms": latency for latency in args.latencies_ms}
+    results: dict[str, list[dict]] = {name: [] for name in ("one-pack", "mixture", *distant_names)}
+    common = {"return_uint8": True, "seed": 0, "episode_pool_size": args.pool_size}
     with running_s3_server(args.out / "moto") as server:
         url, options = make_bucket(server)
         bucket = Storage(f"{url}/mixture", options)
@@ -72,30 +78,37 @@ def main() -> None:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda p: bucket.put_file(p, p.relative_to(mix).as_posix()), files))
         endpoint = urlparse(server.endpoint_url)
-        with FaultProxy(endpoint.hostname, endpoint.port, latency_s=args.latency_ms / 1000) as proxy:
+        with FaultProxy(endpoint.hostname, endpoint.port) as proxy:
             distant = dict(server.storage_options(proxy.url))
             systems = {
-                "one-pack": lambda: PackedDataset(str(one), return_uint8=True, seed=0),
-                "mixture": lambda: MixtureDataset(str(mix / "mixture.json"), return_uint8=True, seed=0),
-                "mixture-s3-30ms": lambda: MixtureDataset(f"{url}/mixture/mixture.json", return_uint8=True, seed=0,
-                                                          storage_options=distant),
+                "one-pack": lambda: PackedDataset(str(one), **common),
+                "mixture": lambda: MixtureDataset(str(mix / "mixture.json"), **common),
+                **{name: (lambda: MixtureDataset(f"{url}/mixture/mixture.json", storage_options=distant, **common))
+                   for name in distant_names},
             }
             for repeat in range(args.repeats):
                 for name, make in systems.items():
+                    proxy.latency_s = distant_names.get(name, 0.0) / 1000
+                    before = proxy.counters.requests
                     dataset = make()
                     result = measure_loader(lambda: BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.workers),
                                             warmup=args.warmup, max_batches=args.max_batches)
+                    admitted = dataset.stats()["episodes_admitted"]
+                    result["episodes_admitted"] = admitted
+                    if name in distant_names:
+                        result["requests"] = proxy.counters.requests - before
+                        result["requests_per_episode"] = result["requests"] / max(1, admitted)
                     results[name].append(result)
                     print(json.dumps({"system": name, "repeat": repeat, **result}), flush=True)
-            requests = proxy.counters.requests
     median = {name: statistics.median(r["samples_per_s"] for r in rows) for name, rows in results.items()}
     summary = {
         "samples_per_s": median,
         "mixture_vs_one_pack": median["mixture"] / median["one-pack"],
-        "s3_30ms_vs_local": median["mixture-s3-30ms"] / median["mixture"],
-        "s3_requests": requests,
+        **{f"{name}_vs_local": median[name] / median["mixture"] for name in distant_names},
+        "requests_per_episode": {name: statistics.median(r["requests_per_episode"] for r in results[name]) for name in distant_names},
+        "episodes_admitted": {name: statistics.median(r["episodes_admitted"] for r in rows) for name, rows in results.items()},
         "workers": args.workers,
-        "latency_ms": args.latency_ms,
+        "pool_size": args.pool_size,
     }
     (args.out / "results.json").write_text(json.dumps({"summary": summary, "runs": results}, indent=1))
     print(json.dumps(summary, indent=1))
