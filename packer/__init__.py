@@ -36,7 +36,7 @@ _EXPORTS = {
     # errors: every one a reader.errors.LeRobotShardsError
     "packer.errors": [
         "PackError", "FrameMismatchError", "PackInterrupted", "OptionsError", "SourceError", "VideoCutError",
-        "ShardPlanError", "InspectError", "MixtureError", "SourcesError",
+        "ShardPlanError", "InspectError", "SqlSyntaxError", "MixtureError", "SourcesError",
     ],
 }
 

@@ -54,6 +54,10 @@ class InspectError(LeRobotShardsError, ValueError):
     """The destination is not a complete packed dataset, or the SQL failed."""
 
 
+class SqlSyntaxError(InspectError):
+    """The user's SQL does not parse (DuckDB's message, multi-line with its ``^`` pointer)."""
+
+
 class SourcesError(LeRobotShardsError, ValueError):
     """The sources file of a mixture is malformed; the message names the file and line."""
 

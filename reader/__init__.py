@@ -18,7 +18,7 @@ _EXPORTS = {
     "reader.errors": [
         "LeRobotShardsError", "FormatError", "BoundExceededError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
         "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
-        "ResumeStateError", "ResumeWarning", "WindowError", "DecodeError", "DecodeStageError", "PrefetchError",
+        "ResumeStateError", "ResumeWarning", "WindowWarning", "WindowError", "PredicateError", "LeRobotTrainError", "DecodeError", "DecodeStageError", "PrefetchError",
         "ResourceLimitError",
     ],
 }

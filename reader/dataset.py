@@ -160,6 +160,7 @@ class PackedDataset(EpochStream):
             fps=self.fps, features=self.features, video_keys=tuple(self.video_keys), tolerance_s=self.tolerance_s, where=where,
         )
         self.catalog = EpisodeCatalog.from_packs([(info, self.index, self.tasks)])
+        self._warn_windows_beyond_episodes([self.offsets], [self.fps])
 
     # -- public API -------------------------------------------------------------------------
     @property

@@ -21,8 +21,9 @@ import numpy as np
 import torch
 
 from reader.decode.frames import CpuDecodeStage
-from reader.errors import ArgumentError, ResumeWarning
+from reader.errors import ArgumentError, ResumeWarning, WindowWarning
 from reader.plan.resume_state import EpochResume
+from reader.plan.windows import windows_beyond
 from reader.plan.world import World
 from reader.runtime.consumer import Consumer, ReadOptions, StreamView
 from reader.runtime.environment import detect_world
@@ -93,6 +94,16 @@ class EpochStream(torch.utils.data.IterableDataset):
         self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
         self.decode_stage = CpuDecodeStage(decoder)
         self.decode_device = decode_device
+
+    def _warn_windows_beyond_episodes(self, offsets: list[dict[str, np.ndarray]], fps: list[float]) -> None:
+        """Warn (``WindowWarning``) for each dataset's window longer than its longest episode:
+        accepted (LeRobot pads it too) but every sample of it would be padded."""
+        catalog = self.catalog
+        for i, (dataset_offsets, dataset_fps) in enumerate(zip(offsets, fps)):
+            lengths = catalog.length[catalog.dataset == i]
+            if dataset_offsets and len(lengths):
+                for sentence in windows_beyond(dataset_offsets, int(lengths.max()), dataset_fps):
+                    warnings.warn(f"{catalog.datasets[i].root}: {sentence}", WindowWarning, stacklevel=3)
 
     def _read_options(self) -> ReadOptions:
         """The options as the consumer takes them (read at iteration: ``BatchLoader`` may have

@@ -56,8 +56,11 @@ class StorageError(LeRobotShardsError, OSError):
     """A storage operation failed permanently or after retries; the message names the object.
 
     Attributes ``url``, ``operation`` and ``attempts`` repeat what the message says (empty or 0
-    when unknown, e.g. after the exception crossed a process boundary).
+    when unknown, e.g. after the exception crossed a process boundary). After retries ran out,
+    ``last_error`` holds the last underlying exception (not chained: its frames are noise).
     """
+
+    last_error: BaseException | None = None
 
     def __init__(self, message: str, *, url: str = "", operation: str = "", attempts: int = 0):
         super().__init__(message)
@@ -76,7 +79,10 @@ def _rebuild_storage_error(cls, message, url, operation, attempts):
 
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):
-    """The object does not exist (404, NoSuchKey, no such file): never retried."""
+    """The object does not exist (404, NoSuchKey, no such file): never retried.
+    ``missing_bucket``: the bucket itself does not exist."""
+
+    missing_bucket: bool = False
 
 
 class AccessDeniedError(StorageError, PermissionError):
@@ -116,6 +122,11 @@ class ArgumentError(LeRobotShardsError, ValueError):
     and the value given (the packer's ``OptionsError`` is one too)."""
 
 
+class PredicateError(ArgumentError):
+    """A ``where`` predicate is not valid SQL (DuckDB's parser message, with its line breaks
+    and ``^`` pointer, names where); the same for every dataset it would be applied to."""
+
+
 # -- decoding ---------------------------------------------------------------------------------
 class DecodeError(LeRobotShardsError, RuntimeError):
     """A member failed to decode; the message names shard, episode and camera."""
@@ -141,17 +152,29 @@ __all__ = [
     "HarmonizeError",
     "IntegrityError",
     "LeRobotShardsError",
+    "LeRobotTrainError",
     "MixtureSpecError",
     "ObjectNotFoundError",
     "PinMismatchError",
     "PlanError",
+    "PredicateError",
     "PrefetchError",
     "ResumeStateError",
     "ShortReadError",
     "StorageError",
     "UnsupportedFormatVersionError",
     "WindowError",
+    "WindowWarning",
 ]
+
+
+class LeRobotTrainError(LeRobotShardsError):
+    """``lerobot-shards train`` cannot run as asked: LeRobot missing or an untested version, an
+    option it does not support, a checkpoint without the loader's state."""
+
+
+class WindowWarning(UserWarning):
+    """A window is longer than every episode: no sample holds it whole (all are padded)."""
 
 
 class ResumeWarning(UserWarning):

@@ -210,6 +210,7 @@ class MixtureDataset(EpochStream):
             for i, d in enumerate(datasets)
         ]
         self.delta_timestamps = delta_timestamps or {}
+        self._warn_windows_beyond_episodes(self._offsets, [d.fps for d in datasets])
         self.pad_keys = tuple(pad_keys)
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
         self.pad_widths = dict(self.harmonizer.pad_widths)

@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from reader import BatchLoader, MixtureDataset, PackedDataset, to_device
+from reader import BatchLoader, LeRobotShardsError, MixtureDataset, PackedDataset, to_device
 from reader.decode.stage import DecodeStage
 
 ACTION_KEY = "action"
@@ -62,6 +62,9 @@ class TinyPolicy(nn.Module):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, nargs="+", help="packed dataset path or URL, a mixture.json, or several packs")
+    parser.add_argument("--storage-options", type=json.loads, default=None,
+                        help='fsspec options for a bucket as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\' '
+                             "(MinIO, R2, a local S3); AWS_ENDPOINT_URL works too")
     parser.add_argument("--allow-duplicates", action="store_true", help="several --data packs may be the same pack (copies)")
     parser.add_argument("--decode-device", default=None, help="decode video on this device (cuda: NVDEC) instead of in the workers")
     parser.add_argument("--policy", choices=("tiny", "act"), default="tiny", help="tiny MLP, or a policy of ACT's size")
@@ -80,19 +83,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def open_dataset(data: list[str], *, horizon: int, seed: int, decode_device: str | None = None,
-                 allow_duplicates: bool = False) -> PackedDataset | MixtureDataset:
+                 allow_duplicates: bool = False, storage_options: dict | None = None) -> PackedDataset | MixtureDataset:
     """The training stream: a pack, or a mixture (a ``mixture.json``, or several packs) whose
     datasets share one fps; the action window is ``horizon`` frames at that fps."""
     is_mixture = len(data) > 1 or data[0].rstrip("/").endswith(".json")
     source = data if len(data) > 1 else data[0]
     mixture = dict(allow_duplicates=allow_duplicates) if is_mixture else {}
-    probe = MixtureDataset(source, shuffle=False, **mixture) if is_mixture else PackedDataset(source, shuffle=False)
+    options = dict(storage_options=storage_options)
+    probe = (MixtureDataset(source, shuffle=False, **mixture, **options) if is_mixture
+             else PackedDataset(source, shuffle=False, **options))
     fps = probe.meta.fps
     if fps is None:
         raise SystemExit(f"{data}: the mixture's datasets have different fps ({probe.fps}); train on one fps per run")
     delta = {ACTION_KEY: [i / fps for i in range(horizon)]}
     kind = MixtureDataset if is_mixture else PackedDataset
-    return kind(source, delta_timestamps=delta, seed=seed, return_uint8=True, decode_device=decode_device, **mixture)
+    return kind(source, delta_timestamps=delta, seed=seed, return_uint8=True, decode_device=decode_device, **mixture, **options)
 
 
 def setup_distributed() -> tuple[int, int]:
@@ -121,8 +126,11 @@ def main(argv: list[str] | None = None) -> None:
     decode_device = None
     if args.decode_device is not None:
         decode_device = str(device) if args.decode_device == "cuda" and device.type == "cuda" else args.decode_device
-    dataset = open_dataset(args.data, horizon=args.horizon, seed=args.seed, decode_device=decode_device,
-                           allow_duplicates=args.allow_duplicates)
+    try:
+        dataset = open_dataset(args.data, horizon=args.horizon, seed=args.seed, decode_device=decode_device,
+                               allow_duplicates=args.allow_duplicates, storage_options=args.storage_options)
+    except LeRobotShardsError as err:  # a data or storage error says what and how to fix: no traceback
+        raise SystemExit(f"[train] rank {rank}: {err}") from None
     features = dataset.meta.features  # a mixture's: harmonized (padded widths, every camera)
     cameras = [key for key, feature in features.items() if feature["dtype"] == "video"]
     sample_state = features[STATE_KEY]["shape"][0]
@@ -165,7 +173,10 @@ def main(argv: list[str] | None = None) -> None:
         if rank == 0:
             print(f"[train] resumed at step {step}, epoch {epoch}, samples_consumed {loader.samples_consumed}", flush=True)
 
-    log = args.log_batches.open("a") if args.log_batches is not None else None
+    log = None
+    if args.log_batches is not None:
+        args.log_batches.parent.mkdir(parents=True, exist_ok=True)  # run/ may not exist before the first checkpoint
+        log = args.log_batches.open("a")
     started, seen = time.perf_counter(), 0
     wait = WaitClock(device, skip=args.log_every)
     while step < args.steps:

@@ -36,21 +36,25 @@ def _assert_same(a: list[dict], b: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("uint8", [False, True])
-def test_threads_give_the_same_samples_on_threads_of_their_own(packed_copy, monkeypatch, uint8):
+def test_threads_give_the_same_samples_decoding_the_cameras_at_once(packed_copy, monkeypatch, uint8):
     one = _samples(packed_copy, decode_threads=1, return_uint8=uint8)
+    # Each decode waits at a barrier for the sample's other camera: with the cameras one after
+    # another the first would wait alone and the barrier break; side by side both pass it.
+    meeting = threading.Barrier(2, timeout=60)
     seen: set[str] = set()
     real = CpuDecodeStage.decode
 
     def decode(decoder, indices, *, where):
         seen.add(threading.current_thread().name)
+        meeting.wait()
         return real(decoder, indices, where=where)
 
     monkeypatch.setattr(CpuDecodeStage, "decode", staticmethod(decode))
     two = _samples(packed_copy, decode_threads=2, return_uint8=uint8)
     _assert_same(one, two)
-    # Both cameras' decodes ran on the builder's threads, never on the consumer's own.
-    assert seen and all(name.startswith("lerobot-shards-decode") for name in seen), seen
-    assert len(seen) == 2
+    assert not meeting.broken
+    # The cameras' decodes ran on the builder's two threads, never on the consumer's own.
+    assert seen == {"lerobot-shards-decode_0", "lerobot-shards-decode_1"}, seen
 
 
 def test_threads_in_a_dataloader_worker_give_the_same_batches(packed_copy):

@@ -1,7 +1,8 @@
-"""What a new user hit (issue 24): each row of the report reproduced as it was met."""
+"""What new users hit (issues 24 and 34): each row of a report reproduced as it was met."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from click.testing import CliRunner
 
 from packer.cli import main as cli
 from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import episodes_index
 from tests.s3_server import s3_server  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,7 +190,8 @@ def test_8_readme_pack_commands_and_stream_snippet_run_on_a_50_fps_dataset(tmp_p
         assert result.exit_code == 0, (command, result.output)
 
     code = _readme_block("### Stream into PyTorch", "python").replace("/tmp/", f"{tmp_path}/")
-    code = code.replace('"cuda"', '"cpu"').replace("num_workers=4", "num_workers=0").replace("range(start_epoch, 10)", "range(start_epoch, 1)")
+    # Issue 34 row 5: the snippet picks its device itself; it runs as written on the CPU install.
+    code = code.replace("num_workers=4", "num_workers=0").replace("range(start_epoch, 10)", "range(start_epoch, 1)")
     code = code.replace("        ...                                        # train", "        assert batch['action'].shape[1] == 3")
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
@@ -244,3 +247,145 @@ def test_10_to_device_on_cpu_gives_lerobots_values_contiguous(packed_copy):
     out = to_device(batch, "cpu")
     assert out[key].is_contiguous() and out[key].dtype == torch.float32
     assert torch.equal(out[key], batch[key].float() / 255)  # bit-identical to LeRobot's frames / 255
+
+
+# == issue 34: what the next new user hit ============================================================
+TRAIN = ROOT / "scripts" / "train.py"
+
+
+def _train_py(*args: str, env: dict | None = None, cwd=None):
+    import os
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        if env is None or name not in env:
+            full_env.pop(name, None)
+    return subprocess.run([sys.executable, str(TRAIN), *args], env=full_env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+# -- rows 1 and 2: train.py makes the log's folder, and reads a bucket through --storage-options ------
+def test_34_1_2_train_py_creates_the_log_folder_and_takes_storage_options(packed_copy, s3_server, tmp_path):
+    import json
+
+    import s3fs
+
+    from tests.loopback import free_port
+    from tests.s3_server import make_bucket
+
+    url, options = make_bucket(s3_server)
+    s3fs.S3FileSystem(**options).put(str(packed_copy), f"{url.removeprefix('s3://')}/packed", recursive=True)
+    run = tmp_path / "run"  # does not exist: the batch log is opened before any checkpoint
+    result = _train_py("--data", f"{url}/packed", "--storage-options", json.dumps(dict(options)), "--ckpt", str(run / "ckpt.pt"),
+                       "--log-batches", str(run / "batches.jsonl"), "--steps", "2", "--num-workers", "0", "--batch-size", "4",
+                       env={"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len((run / "batches.jsonl").read_text().splitlines()) == 2 and (run / "ckpt.pt").is_file()
+
+    # A bucket whose endpoint cannot be reached: one short line that says what to pass, no traceback.
+    closed = f"http://127.0.0.1:{free_port()}"
+    result = _train_py("--data", f"{url}/packed", "--ckpt", str(tmp_path / "other" / "ckpt.pt"), "--steps", "1",
+                       env={"AWS_ENDPOINT_URL": closed, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 3, result.stderr
+    assert "cannot connect" in result.stderr and "endpoint_url" in result.stderr, result.stderr
+
+
+# -- row 3: a window longer than every episode is said, at pack time, at open and in `info` ----------
+def test_34_3_windows_longer_than_every_episode_are_said(sample_source, packed_copy, tmp_path, caplog):
+    import logging
+
+    import pytest
+
+    from reader import PackedDataset, WindowWarning
+
+    longest = max(row["length"] for row in episodes_index(packed_copy))
+    window = json.dumps({"action": list(range(longest + 10))})
+    with caplog.at_level(logging.WARNING):
+        result = CliRunner().invoke(cli, ["pack", str(sample_source), str(tmp_path / "long"), "--window-frames", f"long={window}"])
+    assert result.exit_code == 0, result.output
+    assert f"window 'long': the window of 'action' spans {longest + 10} frames" in caplog.text
+    assert f"longest episode has {longest}: every sample pads it" in caplog.text
+    info = CliRunner().invoke(cli, ["info", str(tmp_path / "long")], terminal_width=200)
+    assert f"long: action {longest + 10} frames" in info.output, info.output
+
+    with pytest.warns(WindowWarning, match=rf"'action' spans {longest + 10} frames .* longest episode has {longest}"):
+        PackedDataset(str(packed_copy), delta_timestamps={"action": [i / 30 for i in range(longest + 10)]})
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WindowWarning)  # a window some episode holds whole: nothing said
+        PackedDataset(str(packed_copy), delta_timestamps={"action": [i / 30 for i in range(longest)]})
+
+
+# -- row 4: SQL errors keep DuckDB's lines, and a bad --where is said once ----------------------------
+def test_34_4_sql_errors_keep_their_lines_and_a_bad_where_is_said_once(packed_copy, tmp_path):
+    result = CliRunner().invoke(cli, ["sql", str(packed_copy), "select * from samples where"])
+    assert result.exit_code == 1 and "\\x0a" not in result.output, result.output
+    lines = result.output.splitlines()
+    assert any(line.startswith("LINE 1: select * from samples where") for line in lines)
+    assert any(set(line.strip()) == {"^"} for line in lines), result.output  # the pointer, on its own line
+
+    mix = tmp_path / "mix"
+    mix.mkdir()
+    shutil.copytree(packed_copy, mix / "a")
+    shutil.copytree(packed_copy, mix / "b")
+    result = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--where", "frame_index >", "--allow-duplicates"])
+    assert result.exit_code == 1
+    assert result.output.count("is not a valid SQL predicate") == 1, result.output
+    assert "read_parquet" not in result.output and "lerobot-shards-where" not in result.output
+    assert "no complete packed dataset" not in result.output and not (mix / "mixture.json").exists()
+
+
+# -- row 6: progress lines: the first one's ETA from the work's own clock, the last says how long ----
+def test_34_6_progress_eta_counts_from_the_start_of_the_work():
+    import io
+
+    from packer.cli.progress import PackProgressLog
+    from packer.run.pack import PackProgress
+
+    stream = io.StringIO()
+    log = PackProgressLog(stream=stream)
+
+    def state(done, seconds):
+        return PackProgress(episodes_done=done, episodes_total=10, episodes_before=0, bytes_in=done * 10**6, bytes_out=0,
+                            shards_written=0, shards_total=1, seconds=seconds)
+
+    log(state(1, 6.0))  # the first line comes when the first episode is done, 6 s into the pack
+    log.log.interval_s = 0
+    log(state(10, 60.0))
+    log.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0].endswith("ETA 0:00:54"), lines  # 9 more episodes at 6 s each; not 0:00:00
+    assert lines[-1].endswith("done in 0:01:00"), lines
+
+
+# -- row 7: pack --help's window example works at the fps it names ------------------------------------
+def test_34_7_pack_help_window_example_runs_on_a_50_fps_dataset(tmp_path):
+    import re
+
+    help_text = " ".join(CliRunner().invoke(cli, ["pack", "--help"], terminal_width=400).output.split())
+    assert "0.0333" not in help_text
+    example = re.search(r"at 50 fps (chunk='(\{.*?\})')", help_text)
+    assert example is not None, help_text
+    source = tmp_path / "src50"
+    assert CliRunner().invoke(cli, ["make-sample", str(source), "--fps", "50", "--episodes", "2"]).exit_code == 0
+    result = CliRunner().invoke(cli, ["pack", str(source), str(tmp_path / "p"), "--window", f"chunk={example.group(2)}"])
+    assert result.exit_code == 0, result.output
+
+
+# -- row 10: a pack as the source, a missing bucket, the tasks view ------------------------------------
+def test_34_10_a_pack_as_source_a_missing_bucket_and_the_tasks_view(packed_copy, s3_server, tmp_path):
+    from reader import FormatError, PackedDataset
+
+    result = CliRunner().invoke(cli, ["pack", str(packed_copy), str(tmp_path / "again")])
+    assert result.exit_code == 1 and "is a packed dataset (manifest.json, shards/), not a LeRobot v3 dataset" in result.output
+    import pytest
+
+    with pytest.raises(FormatError, match=r"s3://no-such-bucket-34/packed: no such bucket 'no-such-bucket-34'"):
+        PackedDataset("s3://no-such-bucket-34/packed", storage_options=s3_server.storage_options())
+    tasks = CliRunner().invoke(cli, ["sql", str(packed_copy), "SELECT task_index, task FROM tasks ORDER BY 1", "--format", "json"])
+    assert tasks.exit_code == 0, tasks.output
+    rows = json.loads(tasks.output)
+    assert rows and [r["task_index"] for r in rows] == sorted(r["task_index"] for r in rows) and all(r["task"] for r in rows)

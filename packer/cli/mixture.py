@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from packer.cli.text import json_object, printable, storage_option
+from packer.cli.text import json_object, printable, printable_lines, storage_option
 
 
 def _names(items: tuple[str, ...]) -> dict[str, str]:
@@ -60,6 +60,7 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, allow_
     """Write DST/mixture.json from the complete packed datasets; list the others with their errors."""
     from packer.errors import MixtureError, SourcesError
     from packer.mixture.create import create_mixture
+    from reader.errors import PredicateError
 
     try:
         report = create_mixture(
@@ -72,6 +73,8 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, allow_
         raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
+    except PredicateError as err:  # the user's own SQL: DuckDB's lines and ^ pointer kept
+        raise click.ClickException(printable_lines(str(err))) from None
     spec = report.spec
     click.echo(f"mixture.json: {len(spec.datasets)} datasets, {spec.total_anchors} anchors -> {report.written_to}")
     _echo_problems(report)

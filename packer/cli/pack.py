@@ -9,7 +9,7 @@ import sys
 import click
 
 from packer.cli.progress import ProgressLog, pack_progress
-from packer.cli.text import flag_of, human_bytes, json_object, plural, printable, storage_option
+from packer.cli.text import flag_of, human_bytes, json_object, plural, printable, printable_lines, storage_option
 from packer.plan.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
 
 
@@ -84,7 +84,8 @@ _PACK_OPTIONS = [
     click.option("--window-frames", "window_frame_items", multiple=True,
                  help='NAME=JSON window in frames, whatever the fps: chunk=\'{"action": [0, 1, 2]}\' is [0, 1/fps, 2/fps] s.'),
     click.option("--window", "window_items", multiple=True,
-                 help='NAME=JSON delta_timestamps window, e.g. chunk=\'{"action": [0, 0.0333]}\'.'),
+                 help="NAME=JSON delta_timestamps window in seconds, multiples of 1/fps of YOUR dataset (see `info`'s fps; "
+                      "at 50 fps chunk='{\"action\": [0, 0.02, 0.04]}'); --window-frames is the same in frames, at any fps."),
     click.option("--tolerance-s", type=click.FloatRange(min=0), default=1e-4, show_default=True,
                  help="How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s)."),
     click.option("--shard-size-mb", type=click.FloatRange(min=0, min_open=True), default=512.0, show_default=True,
@@ -289,12 +290,14 @@ def info_command(dst, storage_options, fmt):
               help="table for reading; csv, or json (an array of one object per row), for other tools.")
 @storage_option
 def sql_command(dst, query, fmt, storage_options):
-    """Run DuckDB SQL over views `episodes`, `samples` and `frames`."""
-    from packer.errors import InspectError
+    """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames`."""
+    from packer.errors import InspectError, SqlSyntaxError
     from packer.tools.inspect import run_sql
 
     try:
         columns, rows = run_sql(dst, query, storage_options=json_object(storage_options))
+    except SqlSyntaxError as err:
+        raise click.ClickException(printable_lines(str(err))) from None
     except InspectError as err:
         raise click.ClickException(printable(str(err))) from None
     if fmt == "json":

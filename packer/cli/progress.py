@@ -12,13 +12,19 @@ import sys
 import time
 
 
+def _clock(seconds: float) -> str:
+    hours, rest = divmod(int(seconds + 0.5), 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
 def eta_text(done: int, total: int, seconds: float) -> str:
-    """``ETA H:MM:SS`` from the rate so far, or ``""`` before anything is done."""
+    """``ETA H:MM:SS`` from the rate so far; ``done in H:MM:SS`` once nothing remains; ``""``
+    before anything is done."""
     if done <= 0 or seconds <= 0:
         return ""
-    remaining = max(total - done, 0) * seconds / done
-    hours, rest = divmod(int(remaining + 0.5), 3600)
-    return f"ETA {hours}:{rest // 60:02d}:{rest % 60:02d}"
+    if done >= total:
+        return f"done in {_clock(seconds)}"
+    return f"ETA {_clock(max(total - done, 0) * seconds / done)}"
 
 
 def progress_text(done: int, total: int, unit: str, note: str, seconds: float, *, started_done: int = 0) -> str:
@@ -40,11 +46,15 @@ class ProgressLog:
         self.started = time.perf_counter()
         self.last = float("-inf")
         self.state: tuple[int, int, str] | None = None
+        self.seconds: float | None = None
         self.printed: tuple[int, int, str] | None = None
         self.lines = 0
 
-    def update(self, done: int, total: int, *, note: str = "") -> None:
+    def update(self, done: int, total: int, *, note: str = "", seconds: float | None = None) -> None:
+        """Record the state; print it if ``interval_s`` passed. ``seconds``: the work's own
+        clock (from when it started, not from this log's first line), else this log's."""
         self.state = (done, total, note)
+        self.seconds = seconds
         if time.perf_counter() - self.last >= self.interval_s:
             self._emit()
 
@@ -52,7 +62,8 @@ class ProgressLog:
         if self.state is None:
             return
         done, total, note = self.state
-        text = progress_text(done, total, self.unit, note, time.perf_counter() - self.started, started_done=self.started_done)
+        seconds = self.seconds if self.seconds is not None else time.perf_counter() - self.started
+        text = progress_text(done, total, self.unit, note, seconds, started_done=self.started_done)
         print(f"[{self.label}] {text}", file=self.stream, flush=True)
         self.last, self.lines, self.printed = time.perf_counter(), self.lines + 1, self.state
 
@@ -116,7 +127,9 @@ class PackProgressLog:
             self.log = ProgressLog("pack", unit="episodes", started_done=state.episodes_before, stream=self.stream)
         self.last = state
         note = _bytes_note(state.bytes_in, state.seconds, state.episodes_done - state.episodes_before)
-        self.log.update(state.episodes_done, state.episodes_total, note=note)
+        # The pack's own clock: this log is made at the first update, which comes when the first
+        # episode is done (its own clock would start there and read ETA 0:00:00).
+        self.log.update(state.episodes_done, state.episodes_total, note=note, seconds=state.seconds)
 
     def close(self) -> None:
         if self.log is not None:

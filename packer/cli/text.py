@@ -24,6 +24,12 @@ def printable(text: str) -> str:
     return str(text).translate(_CONTROL)
 
 
+def printable_lines(text: str) -> str:
+    """``printable`` line by line: a message's own line breaks kept (DuckDB points at the
+    error with ``^`` on the next line), every other control character escaped."""
+    return "\n".join(printable(line) for line in str(text).split("\n"))
+
+
 def plural(count: int, noun: str) -> str:
     """``1 shard``, ``2 shards``."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -36,7 +36,7 @@ from packer.errors import MixtureError
 from packer.mixture.compile import OpenedPack, compile_mixture
 from packer.mixture.sources import read_sources
 from reader.errors import LeRobotShardsError
-from reader.fetch.packed_index import PackedIndex, read_stats
+from reader.fetch.packed_index import PackedIndex, check_predicate, read_stats
 from reader.format import MANIFEST_PATH, FormatError, check_key
 from reader.format.fields import load_json
 from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
@@ -114,6 +114,7 @@ def scan_datasets(
     Raises:
         MixtureError: both ``names`` and ``sources_file`` given.
         SourcesError: a malformed sources file.
+        PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
     """
     report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
                            storage_options=storage_options, allow_duplicates=allow_duplicates, workers=workers, processes=processes)
@@ -121,6 +122,8 @@ def scan_datasets(
 
 
 def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_duplicates, workers, processes=None):
+    if where is not None:
+        check_predicate(where)  # a syntax error is every dataset's: said once, before any is read
     if names and sources_file:
         raise MixtureError("give dataset names (NAME=PATH) or a sources file, not both")
     root = Storage(dst, storage_options)
@@ -309,6 +312,7 @@ def create_mixture(
         MixtureError: no dataset is complete (nothing is written), or bad arguments.
         MixtureSpecError: more episodes or members than a mixture may hold (nothing is written).
         SourcesError: a malformed sources file.
+        PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
     """
     report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
                            storage_options=storage_options, allow_duplicates=allow_duplicates, workers=workers, processes=processes)

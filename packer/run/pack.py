@@ -33,7 +33,7 @@ from packer.source.lerobot import LeRobotSource
 from packer.source.staging import describe_source, stage_source
 from reader.errors import WindowError
 from reader.format import ROW_GROUP_TARGET_BYTES
-from reader.plan.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps
+from reader.plan.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps, windows_beyond
 from reader.storage import RetryPolicy, Storage
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,7 @@ def pack_dataset(
     description = {**describe_source(src, repo_id=repo_id, revision=revision, info=source.info),
                    "fingerprint": source.fingerprint(planned)}
     plan = make_pack_plan(planned, sizes, options, description)
+    _warn_windows_beyond(options, source.fps, max((int(source.episodes[e]["length"]) for e in planned), default=0))
     drift = source.schema_drift(planned)
     if drift:
         log.warning(
@@ -300,6 +301,15 @@ def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missin
             resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s, known_keys=known_keys)
         except (WindowError, ValueError) as err:
             raise OptionsError(f"window {name!r}: {err}", option="windows") from None
+
+
+def _warn_windows_beyond(options: PackOptions, fps: int, longest: int) -> None:
+    """Say (a warning, not an error: LeRobot pads such windows too) which precomputed windows
+    no episode holds whole: their ``chunk_*_pad`` columns then count padding on every anchor."""
+    for name, window in options.windows.items():
+        offsets = resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s)
+        for sentence in windows_beyond(offsets, longest, fps):
+            log.warning("window %r: %s", name, sentence)
 
 
 def _account(report: PackReport, receipt: dict, *, written: bool) -> None:

@@ -67,6 +67,11 @@ class LeRobotSource:
         self.root = Path(root).resolve()
         self.follow_symlinks = follow_symlinks
         self._checked: dict[str, Path] = {}
+        if (self.root / "manifest.json").is_file() and (self.root / "shards").is_dir():
+            # A pack keeps its source's meta/ (info.json included): without this it would fail
+            # later on data files it does not have.
+            raise SourceError(f"{self.root} is a packed dataset (manifest.json, shards/), not a LeRobot v3 dataset: "
+                              "pack its source, or read it with PackedDataset / `lerobot-shards info`")
         info_path = self.file(INFO_PATH, what="metadata")
         if not info_path.is_file():
             raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")

@@ -20,9 +20,11 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 
-from packer.errors import InspectError
+import pyarrow as pa
+
+from packer.errors import InspectError, SqlSyntaxError
 from reader.errors import FormatError, StorageError
-from reader.fetch.packed_index import read_manifest, verified_read
+from reader.fetch.packed_index import load_tasks, read_manifest, verified_read
 from reader.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
@@ -33,6 +35,7 @@ from reader.format import (
 from reader.format.limits import MAX_DECODED_BYTES, MAX_EPISODE_TASKS, MAX_EXPANSION, ROW_GROUP_MAX_BYTES
 from reader.format.parquet import Budget, feature_budget, open_bounded, parse_footer, row_group_span
 from reader.format.parquet.bounded import group_cost
+from reader.plan.windows import frames_needed, resolve_delta_timestamps
 from reader.storage import Storage
 
 _FRAMES = re.compile(r"\bframes\b", re.IGNORECASE)
@@ -52,7 +55,8 @@ def load_manifest(storage: Storage) -> tuple[Manifest, str]:
 
 
 def connect(dst: str, *, storage_options: dict | None = None, frames: bool = True, workdir: str | None = None):
-    """A DuckDB connection with views ``episodes``, ``samples`` and ``frames`` (all shard rows).
+    """A DuckDB connection with views ``episodes``, ``samples``, ``tasks`` (``task_index``,
+    ``task``) and ``frames`` (all shard rows).
 
     The index views read checked copies in ``workdir`` (when not given, a private temporary
     directory removed with the connection); ``frames`` exists when ``frames`` is true,
@@ -72,6 +76,7 @@ def connect(dst: str, *, storage_options: dict | None = None, frames: bool = Tru
     workdir = workdir or tempfile.mkdtemp(prefix="lerobot-shards-sql-")
     try:
         copies = {rel: _checked_index_copy(storage, manifest, rel, workdir) for rel in (EPISODES_INDEX_PATH, SAMPLES_INDEX_PATH)}
+        tasks = load_tasks(storage, manifest)  # checked and bounded; the view holds the parsed values only
         if frames:
             for shard in manifest.shards:
                 _check_shard_parquet(storage, manifest, shard)
@@ -85,6 +90,9 @@ def connect(dst: str, *, storage_options: dict | None = None, frames: bool = Tru
     base = storage.register_with_duckdb(con)
     con.execute(f"CREATE VIEW episodes AS SELECT * FROM read_parquet({sql_string_literal(copies[EPISODES_INDEX_PATH])})")
     con.execute(f"CREATE VIEW samples AS SELECT * FROM read_parquet({sql_string_literal(copies[SAMPLES_INDEX_PATH])})")
+    con.register("_tasks", pa.table({"task_index": pa.array(sorted(tasks), pa.int64()), "task": [tasks[i] for i in sorted(tasks)]}))
+    con.execute("CREATE TABLE tasks AS SELECT * FROM _tasks")
+    con.unregister("_tasks")
     if manifest.shards and frames:
         shard_files = ", ".join(sql_string_literal(f"{base}/{shard_parquet_path(s.index)}") for s in manifest.shards)
         con.execute(f"CREATE VIEW frames AS SELECT * FROM read_parquet([{shard_files}], union_by_name=true)")
@@ -139,6 +147,8 @@ def run_sql(dst: str, query: str, *, storage_options: dict | None = None):
         try:
             result = con.execute(query)
             return [d[0] for d in result.description], result.fetchall()
+        except duckdb.ParserException as err:  # the user's own query: its lines and ^ pointer are safe to keep
+            raise SqlSyntaxError(f"SQL failed: {err}") from None
         except duckdb.Error as err:
             raise InspectError(f"SQL failed: {err}") from None
         finally:
@@ -163,10 +173,20 @@ class DatasetSummary:
             ("shards / bytes", f"{m.totals['shards']} / {m.totals['bytes'] / 1e6:.2f} MB"),
             ("fps", str(m.fps)),
             ("video", f"{options.get('video')} " + ", ".join(f"{k} {m.features[k]['shape']}" for k in m.video_keys)),
-            ("windows", ", ".join(m.windows) or "-"),
+            ("windows", self._windows() or "-"),
             ("dropped / padded / re-encoded", f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"),
         ]
 
+
+    def _windows(self) -> str:
+        """Each precomputed window with its keys' spans in frames and seconds, e.g.
+        ``chunk: action 50 frames (1.00 s)``."""
+        m, parts = self.manifest, []
+        for name, window in m.windows.items():
+            offsets = resolve_delta_timestamps(window, m.fps, tolerance_s=m.tolerance_s)
+            spans = ", ".join(f"{key} {frames_needed(o)} frames ({frames_needed(o) / m.fps:.2f} s)" for key, o in offsets.items())
+            parts.append(f"{name}: {spans}")
+        return "; ".join(parts)
 
     def to_json(self) -> dict:
         """What ``info --format json`` prints: the summary as plain values."""

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from reader.errors import ArgumentError, FormatError, IntegrityError, ObjectNotFoundError, ShortReadError
+from reader.errors import ArgumentError, FormatError, IntegrityError, ObjectNotFoundError, PredicateError, ShortReadError
 from reader.format import (
     EPISODES_INDEX_PATH,
     INFO_PATH,
@@ -84,9 +84,13 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
     try:
         # One request: at most one byte beyond the bound tells a manifest that is too large.
         data = storage.read_prefix(MANIFEST_PATH, MAX_MANIFEST_BYTES + 1)
-    except ObjectNotFoundError:
+    except ObjectNotFoundError as err:
         if storage.is_local and not os.path.exists(storage.path("")):
             raise FormatError(f"{storage.url}: no such directory (so no {MANIFEST_PATH})") from None
+        if err.missing_bucket:
+            bucket = storage.url.split("://", 1)[-1].split("/", 1)[0]
+            raise FormatError(f"{storage.url}: no such bucket {bucket!r} (check the URL and the endpoint, "
+                              "storage_options / --storage-options)") from None
         if storage.exists("mixture.json"):
             raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with reader.MixtureDataset") from None
         raise FormatError(f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished") from None
@@ -215,6 +219,24 @@ def read_stats(storage: Storage, manifest: Manifest) -> dict:
     return value
 
 
+def check_predicate(where: str) -> None:
+    """Parse ``where`` as the predicate of ``SELECT ... FROM samples WHERE (...)``, reading
+    nothing: a syntax error is the same for every dataset, so callers check once, first.
+
+    Raises:
+        PredicateError: DuckDB's parser message (multi-line, with its ``^`` pointer).
+    """
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.extract_statements(f"SELECT episode_index, frame_index FROM samples WHERE ({where})")
+    except duckdb.Error as err:
+        raise PredicateError(f"where={where!r} is not a valid SQL predicate: {err}") from None
+    finally:
+        con.close()
+
+
 class PackedIndex:
     """Manifest + ``index/episodes.parquet`` (+ the sample index when filtering anchors).
 
@@ -315,11 +337,13 @@ class PackedIndex:
             with open(path, "wb") as handle:
                 handle.write(data)
             del data
+            check_predicate(where)
             con = duckdb.connect()
             try:
+                # A view named as the CLI's: DuckDB's message then quotes `samples`, not a temp path.
+                con.execute(f"CREATE VIEW samples AS SELECT * FROM read_parquet({sql_string_literal(path)})")
                 selected = con.execute(
-                    f"SELECT episode_index, frame_index FROM read_parquet({sql_string_literal(path)}) WHERE ({where}) "
-                    "ORDER BY episode_index, frame_index"
+                    f"SELECT episode_index, frame_index FROM samples WHERE ({where}) ORDER BY episode_index, frame_index"
                 ).fetchnumpy()
             except duckdb.Error as err:
                 raise ArgumentError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None

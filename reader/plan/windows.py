@@ -97,3 +97,24 @@ def resolve_windows(
     if not delta_timestamps:
         return {}
     return resolve_delta_timestamps(delta_timestamps, fps, tolerance_s=tolerance_s, known_keys=list(keys))
+
+
+def frames_needed(offsets: np.ndarray) -> int:
+    """Frames an episode must have for some anchor to hold the whole window ``offsets``
+    (the anchor included): ``max(0, max) - min(0, min) + 1``."""
+    offsets = np.asarray(offsets)
+    if offsets.size == 0:
+        return 1
+    return int(max(0, int(offsets.max())) - min(0, int(offsets.min())) + 1)
+
+
+def windows_beyond(offsets: Mapping[str, np.ndarray], longest: int, fps: float) -> list[str]:
+    """For each window no episode is long enough to hold whole (every sample would be padded),
+    a sentence naming it; ``longest``: the longest episode's frames. [] when all fit."""
+    out = []
+    for key, key_offsets in offsets.items():
+        needed = frames_needed(key_offsets)
+        if needed > longest:
+            out.append(f"the window of {key!r} spans {needed} frames ({needed / fps:.2f} s) and the longest episode has "
+                       f"{longest}: every sample pads it (<key>_is_pad)")
+    return out

@@ -215,8 +215,10 @@ class Storage:
                 if limit is not None:
                     raise ResourceLimitError(f"{url}: {operation}: {limit}") from err
                 if is_not_found(err):
-                    raise ObjectNotFoundError(f"{url}: not found ({operation}){_fix_hint(err, url)}", url=url, operation=operation,
-                                              attempts=attempts) from err
+                    missing = ObjectNotFoundError(f"{url}: not found ({operation}){_fix_hint(err, url)}", url=url, operation=operation,
+                                                  attempts=attempts)
+                    missing.missing_bucket = _missing_bucket(err)
+                    raise missing from err
                 if is_access_denied(err):
                     raise AccessDeniedError(
                         f"{url}: access denied ({operation}): {brief(err)}", url=url, operation=operation, attempts=attempts
@@ -226,12 +228,16 @@ class Storage:
                         f"{url}: {operation} failed: {brief(err)}{_fix_hint(err, url)}", url=url, operation=operation, attempts=attempts
                     ) from err
                 if attempts >= self.retry.max_attempts:
-                    raise StorageError(
-                        f"{url}: {operation} failed after {attempts} attempts; last error: {brief(err)}",
+                    failure = StorageError(
+                        f"{url}: {operation} failed after {attempts} attempts; last error: {brief(err)}{_fix_hint(err, url)}",
                         url=url,
                         operation=operation,
                         attempts=attempts,
-                    ) from err
+                    )
+                    # The message names the last error and the fix; its 150-line chain of
+                    # botocore/aiohttp frames stays on the exception, not on the screen.
+                    failure.last_error = err
+                    raise failure from None
                 self._count(retries=1)
                 time.sleep(self.retry.delay_s(attempts, self._rng))
                 continue
@@ -557,6 +563,12 @@ class _RangeFile(io.RawIOBase):
 __all__ = ["Storage", "StorageCounters"]
 
 
+def _missing_bucket(err: BaseException) -> bool:
+    """Whether ``err`` (or what it wraps) says the bucket itself does not exist."""
+    text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
+    return "NoSuchBucket" in text or "bucket does not exist" in text.lower()
+
+
 def _fix_hint(err: BaseException, url: str) -> str:
     """What to do about the two errors every first bucket run meets, or ""."""
     text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
@@ -564,7 +576,10 @@ def _fix_hint(err: BaseException, url: str) -> str:
     if "NoCredentialsError" in names or "Unable to locate credentials" in text:
         return ("; no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or pass "
                 "--storage-options '{\"key\": \"...\", \"secret\": \"...\"}'")
-    if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+    if names & {"EndpointConnectionError", "ClientConnectorError", "ConnectTimeoutError"} or "Could not connect to the endpoint" in text:
+        return ("; cannot connect: for a bucket outside AWS (MinIO, R2, a local S3) pass "
+                "storage_options={\"endpoint_url\": \"http://host:port\"} (CLI: --storage-options) or set AWS_ENDPOINT_URL")
+    if _missing_bucket(err):
         bucket = url.split("://", 1)[-1].split("/", 1)[0]
         return f"; the bucket {bucket} does not exist: create it first (e.g. `aws s3 mb s3://{bucket}`)"
     return ""
