@@ -21,6 +21,7 @@ test-fast: install
 parity: install
 	bash scripts/parity_setup.sh
 	.venv-parity/bin/python scripts/parity_check.py
+	.venv-parity/bin/python scripts/parity_train.py
 
 bench: install
 	$(PY) benchmarks/bench_read.py --out bench-out

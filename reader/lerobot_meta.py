@@ -27,6 +27,10 @@ from reader.format import INFO_PATH, STATS_PATH, video_keys_of
 from reader.format.manifest import Manifest
 from reader.storage import Storage
 
+# LeRobot 0.6.1's language columns (lerobot/datasets/language.py), named here to keep lerobot
+# out of the reader's imports.
+LANGUAGE_COLUMNS = ("language_persistent", "language_events")
+
 # stats.json is a few KB for real datasets; refuse anything absurd before parsing it.
 
 
@@ -55,6 +59,22 @@ class PackedMeta:
     @property
     def camera_keys(self) -> list[str]:
         return [key for key, ft in self.features.items() if ft["dtype"] in ("video", "image")]
+
+    @property
+    def depth_keys(self) -> list[str]:
+        """Cameras that hold depth maps (LeRobot's rule: ``is_depth_map`` in the feature's info)."""
+
+        def is_depth(ft: dict) -> bool:
+            info, video_info = ft.get("info") or {}, ft.get("video_info") or {}
+            return bool(info.get("is_depth_map") or info.get("video.is_depth_map") or video_info.get("video.is_depth_map"))
+
+        return [key for key, ft in self.features.items() if isinstance(ft, dict) and is_depth(ft)]
+
+    @property
+    def has_language_columns(self) -> bool:
+        """Whether the dataset has LeRobot's language columns (its trainer then collates them
+        with its own function)."""
+        return any(key in self.features for key in LANGUAGE_COLUMNS)
 
     @property
     def names(self) -> dict[str, Any]:

@@ -16,14 +16,16 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
     "$PY312" -m venv "$VENV"
 fi
-if [ ! -f "$VENV/.installed" ]; then
+if [ ! -f "$VENV/.installed-2" ]; then
+    echo "[parity] installing LeRobot 0.6.1 (with accelerate, for lerobot-train), lerobot-lancedb and this project into $VENV: a few minutes, ~5 GB" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q 'lerobot[dataset]==0.6.1'
-    # This project without touching LeRobot's torch/torchcodec.
-    "$VENV/bin/python" -m pip install -q --no-deps -e .
+    "$VENV/bin/python" -m pip install -q 'lerobot[dataset,accelerate-dep]==0.6.1'
     "$VENV/bin/python" -m pip install -q click rich duckdb webdataset pytest
     # A peer for the benchmarks (bench_real.py's lance rows), in the same venv as LeRobot.
     "$VENV/bin/python" -m pip install -q 'lerobot-lancedb==0.3.1' lancedb
-    touch "$VENV/.installed"
+    touch "$VENV/.installed-2"
 fi
+# This project without touching LeRobot's torch/torchcodec; again each time, so the editable
+# install maps the packages this checkout has now.
+"$VENV/bin/python" -m pip install -q --no-deps -e .
 "$VENV/bin/python" -c "import lerobot, torch; print('[parity] lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '?', 'torch', torch.__version__)"

@@ -39,5 +39,7 @@ from packer.cli.bench import bench  # noqa: E402
 main.add_command(bench)
 
 from packer.cli.preview import preview_command  # noqa: E402
+from packer.cli.train import train_command  # noqa: E402
 
 main.add_command(preview_command)
+main.add_command(train_command)

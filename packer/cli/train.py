@@ -1,0 +1,30 @@
+"""``train``: LeRobot's trainer (``lerobot-train``) on a pack or a mixture (``reader/lerobot_train.py``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+
+
+@click.command("train", add_help_option=False, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def train_command(ctx):
+    """Train with LeRobot's own trainer on packed data: every lerobot-train flag as is.
+
+    \b
+    lerobot-shards train --dataset.root=PACK|MIXTURE.json --policy.type=act [lerobot-train flags] [--shards.NAME=VALUE]
+    accelerate launch --multi_gpu --num_processes=N -m lerobot_shards.train (the same flags)
+    --resume=true --config_path=OUT/checkpoints/last/pretrained_model/train_config.json continues
+    the exact sample sequence. Runs where LeRobot is installed (tested: 0.6.1). Options of our
+    own: --shards.storage_options='{"endpoint_url": ...}' (a bucket), --shards.decode_device=cuda,
+    --shards.episode_pool_size, --shards.log_samples=PATH, ... (README, "Train with lerobot-train").
+    `lerobot-shards train --help` shows lerobot-train's own help.
+    """
+    if not ctx.args:
+        click.echo(ctx.get_help())
+        return
+    # Its own process: the CLI stays free of torch and LeRobot (the layer rules); the module
+    # prints our errors as one line and exits non-zero.
+    raise SystemExit(subprocess.call([sys.executable, "-m", "lerobot_shards.train", *ctx.args]))

@@ -1,0 +1,367 @@
+"""LeRobot's own trainer (``lerobot-train``) on a pack or a mixture, without a fork of LeRobot.
+
+    lerobot-shards train --dataset.root=PACK_OR_MIXTURE_JSON --policy.type=act [every lerobot-train flag] \\
+        [--shards.storage_options='{"endpoint_url": "..."}'] [--shards.decode_device=cuda] ...
+    accelerate launch --num_processes=2 -m lerobot_shards.train --dataset.root=... (same flags)
+
+LeRobot 0.6.1 has no dataset plug-in point (``make_dataset`` builds ``LeRobotDataset`` or
+``StreamingLeRobotDataset``; ``DatasetConfig`` has no type field), so this module runs
+``lerobot.scripts.lerobot_train.main`` after replacing three names, in every process:
+
+- ``lerobot_train.make_train_eval_datasets``: builds ``PackedDataset`` (a pack root) or
+  ``MixtureDataset`` (a path ending in ``.json``) as LeRobot's factory builds its dataset:
+  windows from ``resolve_delta_timestamps(policy config, meta)``, ``--dataset.episodes``,
+  image transforms, ``tolerance_s``, ImageNet stats for cameras, ``return_uint8`` (the trainer
+  converts frames to float32 / 255, as it does for LeRobot's own dataset), seed ``--seed``.
+  It sets ``cfg.dataset.streaming = True`` so the trainer builds no episode sampler.
+- ``accelerate.Accelerator.prepare_data_loader``: for that dataset it returns a ``TrainLoader``
+  (a ``BatchLoader`` with the trainer's batch size, workers, pinning and start method) instead
+  of accelerate's dispatcher: each rank reads its own exact share (accelerate would read
+  every batch on rank 0 and scatter it), and each pass of the trainer's ``cycle()`` is the
+  next epoch (``set_epoch``).
+- ``lerobot_train.save_checkpoint``: also writes the loader's resume state (the same on every
+  rank) to ``training_state/lerobot_shards_loader.json``; ``--resume=true`` loads it, so the
+  sample sequence continues exactly where the checkpoint's step left it (on another number
+  of processes the rest of the epoch is re-split exactly once, see ``PackedDataset``).
+
+A small upstream change would make this unnecessary: docs/LEROBOT_TRAIN.md describes it.
+Tested with the LeRobot versions in ``TESTED_LEROBOT``; others are refused unless
+``--shards.allow_untested_lerobot=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from reader.errors import ArgumentError, LeRobotTrainError
+from reader.loader import BatchLoader
+from reader.runtime.environment import detect_world
+
+TESTED_LEROBOT = ("0.6.1",)
+STATE_FILE = "lerobot_shards_loader.json"
+_PREFIX = "--shards."
+
+
+@dataclass(frozen=True)
+class ShardsOptions:
+    """The integration's own flags, ``--shards.<name>=<value>`` (every other flag is LeRobot's).
+
+    Attributes:
+        storage_options: fsspec options for a bucket (JSON), e.g. ``{"endpoint_url": ...}``.
+        episode_pool_size, prefetch_episodes, fetch_threads, decode_threads, cache_dir:
+            ``PackedDataset``'s options of the same names.
+        decode_device: ``cuda`` decodes hevc/h264 packs on the trainer's GPU (NVDEC) instead of
+            in the workers; ``None`` (default) decodes in the workers.
+        manifest_sha256: pin the pack or ``mixture.json`` (as ``lerobot-shards info`` prints it).
+        log_samples: write each batch's ``index``/``episode_index`` (and ``dataset_index`` for a
+            mixture) as the trainer receives it, one JSON line per batch, to this path with
+            ``.rank<R>`` appended (to check what was trained on).
+        allow_untested_lerobot: run on a LeRobot version not in ``TESTED_LEROBOT``.
+    """
+
+    storage_options: dict | None = None
+    episode_pool_size: int = 16
+    prefetch_episodes: int = 4
+    fetch_threads: int = 2
+    decode_threads: int | None = None
+    cache_dir: str | None = None
+    decode_device: str | None = None
+    manifest_sha256: str | None = None
+    log_samples: str | None = None
+    allow_untested_lerobot: bool = False
+
+
+def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Take ``--shards.<name>=<value>`` (or ``--shards.<name> <value>``) out of ``argv``.
+
+    Returns:
+        ``(the options given, by name; the rest for lerobot-train)``.
+
+    Raises:
+        ArgumentError: an unknown ``--shards.`` name or a value of the wrong type.
+    """
+    types = {f.name: f for f in fields(ShardsOptions)}
+    values: dict[str, Any] = {}
+    rest: list[str] = []
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if not arg.startswith(_PREFIX):
+            rest.append(arg)
+            continue
+        name, sep, raw = arg[len(_PREFIX):].partition("=")
+        if not sep:
+            if not args:
+                raise ArgumentError(f"{arg} needs a value")
+            raw = args.pop(0)
+        if name not in types:
+            raise ArgumentError(f"unknown option {_PREFIX}{name}; known: {', '.join(_PREFIX + n for n in types)}")
+        values[name] = _parse_value(name, raw)
+    return values, rest
+
+
+def _parse_value(name: str, raw: str) -> Any:
+    if raw.lower() in ("none", "null", ""):
+        return None
+    try:
+        if name == "storage_options":
+            value = json.loads(raw)
+            if not isinstance(value, dict):
+                raise ValueError("not a JSON object")
+            return value
+        if name in ("episode_pool_size", "prefetch_episodes", "fetch_threads", "decode_threads"):
+            return int(raw)
+        if name == "allow_untested_lerobot":
+            if raw.lower() not in ("true", "false", "1", "0"):
+                raise ValueError("not true or false")
+            return raw.lower() in ("true", "1")
+    except ValueError as err:
+        raise ArgumentError(f"{_PREFIX}{name}={raw!r}: {err}") from None
+    return raw
+
+
+def check_lerobot(allow_untested: bool = False) -> str:
+    """The installed LeRobot's version.
+
+    Raises:
+        LeRobotTrainError: LeRobot is not installed, or is a version this integration was not
+            tested with (unless ``allow_untested``).
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("lerobot")
+    except PackageNotFoundError:
+        raise LeRobotTrainError(
+            f"lerobot-shards train runs LeRobot's trainer, and LeRobot is not installed in this Python "
+            f"({sys.executable}): pip install 'lerobot[dataset]=={TESTED_LEROBOT[-1]}' accelerate "
+            "(or use `make parity`'s .venv-parity)"
+        ) from None
+    if found not in TESTED_LEROBOT and not allow_untested:
+        raise LeRobotTrainError(
+            f"lerobot {found} is installed; this integration replaces names inside lerobot-train and was "
+            f"tested with lerobot {', '.join(TESTED_LEROBOT)}. Install one of those, or pass "
+            f"{_PREFIX}allow_untested_lerobot=true to try (check the first steps' samples with {_PREFIX}log_samples)"
+        )
+    return found
+
+
+# -- the dataset the trainer holds ------------------------------------------------------------
+class TrainData(torch.utils.data.IterableDataset):
+    """Our dataset as LeRobot's trainer uses one: ``meta`` (policy, processors and ImageNet
+    stats read it), ``num_frames`` (samples per epoch) and ``num_episodes`` (logging); the
+    batches come from ``loader()`` (``accelerate`` hands it the trainer's DataLoader)."""
+
+    def __init__(self, dataset, *, options: ShardsOptions, resume_state: dict | None):
+        super().__init__()
+        self.dataset = dataset
+        self.meta = dataset.meta
+        self.num_frames = int(dataset.catalog.anchor_counts.sum())
+        self.num_episodes = int(dataset.catalog.num_episodes)
+        self.options = options
+        self.resume_state = resume_state
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.dataset)
+
+    def loader(self, data_loader: torch.utils.data.DataLoader) -> TrainLoader:
+        """The batches for the trainer's ``data_loader`` (its batch size, workers, pinning and
+        start method), resumed from the checkpoint's state when there is one."""
+        return TrainLoader(self, data_loader)
+
+
+class TrainLoader:
+    """What ``accelerator.prepare`` returns for ``TrainData``: each ``iter()`` (the trainer's
+    ``cycle()`` calls it at every epoch end) is the next epoch of a ``BatchLoader``."""
+
+    def __init__(self, data: TrainData, data_loader: torch.utils.data.DataLoader):
+        stage = None
+        if data.options.decode_device is not None:
+            from reader.decode.stage import DecodeStage
+
+            stage = DecodeStage(data.options.decode_device)
+        self.data = data
+        self.loader = BatchLoader(
+            data.dataset, batch_size=int(data_loader.batch_size), num_workers=int(data_loader.num_workers),
+            pin_memory=bool(data_loader.pin_memory), multiprocessing_context=data_loader.multiprocessing_context,
+            drop_last=bool(data_loader.drop_last), decode_stage=stage,
+        )
+        self.epoch = 0
+        if data.resume_state is not None:
+            self.loader.load_state_dict(data.resume_state)
+            self.epoch = int(data.resume_state["epoch"])
+        self._log = None
+        if data.options.log_samples:
+            rank = detect_world().rank
+            path = Path(f"{data.options.log_samples}.rank{rank}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = path.open("a", buffering=1)
+        global _ACTIVE
+        _ACTIVE = self
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[dict]:
+        self.loader.set_epoch(self.epoch)  # the loaded state's epoch continues from its offset
+        for batch in self.loader:
+            if self._log is not None:
+                record = {"epoch": self.epoch, **{k: batch[k].tolist() for k in ("dataset_index", "episode_index", "index") if k in batch}}
+                self._log.write(json.dumps(record) + "\n")
+            yield batch
+        self.epoch += 1
+
+    def state_dict(self) -> dict:
+        """The loader's resume state at the batches the trainer received (same on every rank)."""
+        return self.loader.state_dict()
+
+
+_ACTIVE: TrainLoader | None = None
+
+
+# -- the replaced names -----------------------------------------------------------------------
+def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
+    """``make_train_eval_datasets(cfg)`` for packed data (see the module docstring).
+
+    Raises:
+        LeRobotTrainError: no ``--dataset.root``, ``--dataset.eval_split`` > 0, ``--dataset.episodes``
+            with a mixture, or a resume from a checkpoint that has no loader state.
+    """
+    from lerobot.datasets.factory import resolve_delta_timestamps
+    from lerobot.transforms import ImageTransforms
+    from lerobot.utils.constants import IMAGENET_STATS
+
+    from reader.dataset import PackedDataset
+    from reader.mixture import MixtureDataset
+
+    root = cfg.dataset.root
+    if not root:
+        raise LeRobotTrainError("lerobot-shards train reads --dataset.root: a pack's root or a mixture.json (local or a bucket URL)")
+    root = str(root)
+    if getattr(cfg.dataset, "eval_split", 0.0):
+        raise LeRobotTrainError("--dataset.eval_split is not supported on packed data: pack the held-out episodes apart")
+    common = dict(
+        seed=int(cfg.seed or 0), episode_pool_size=options.episode_pool_size, return_uint8=True,
+        image_transforms=ImageTransforms(cfg.dataset.image_transforms) if cfg.dataset.image_transforms.enable else None,
+        storage_options=options.storage_options, prefetch_episodes=options.prefetch_episodes,
+        fetch_threads=options.fetch_threads, decode_threads=options.decode_threads, cache_dir=options.cache_dir,
+        decoder=cfg.dataset.video_backend if cfg.dataset.video_backend in ("torchcodec", "pyav") else "auto",
+        decode_device=options.decode_device, manifest_sha256=options.manifest_sha256,
+    )
+    mixture = root.endswith(".json")
+    if mixture and cfg.dataset.episodes is not None:
+        raise LeRobotTrainError("--dataset.episodes selects episodes of one pack; a mixture's are chosen by `mixture create --where`")
+    # The windows need the features and fps: open once without them, then with them.
+    probe = MixtureDataset(root, **common) if mixture else PackedDataset(root, episodes=cfg.dataset.episodes, **common)
+    delta = resolve_delta_timestamps(cfg.trainable_config, probe.meta)
+    if delta is None:
+        dataset = probe
+    elif mixture:
+        dataset = MixtureDataset(root, delta_timestamps=delta, tolerance_s=cfg.tolerance_s, **common)
+    else:
+        dataset = PackedDataset(root, episodes=cfg.dataset.episodes, delta_timestamps=delta, tolerance_s=cfg.tolerance_s, **common)
+    if cfg.dataset.use_imagenet_stats:
+        meta = dataset.meta
+        for key in meta.camera_keys:
+            if key not in meta.depth_keys:
+                meta.stats.setdefault(key, {})
+                for name, value in IMAGENET_STATS.items():
+                    meta.stats[key][name] = torch.tensor(value, dtype=torch.float32)
+    cfg.dataset.streaming = True  # the trainer then builds no episode sampler (an IterableDataset takes none)
+    return TrainData(dataset, options=options, resume_state=_resume_state(cfg)), None
+
+
+def _resume_state(cfg) -> dict | None:
+    if not cfg.resume:
+        return None
+    path = Path(cfg.checkpoint_path) / "training_state" / STATE_FILE
+    if not path.is_file():
+        raise LeRobotTrainError(
+            f"{path}: missing. --resume=true continues the sample sequence from the loader state that "
+            "lerobot-shards train writes beside each checkpoint; this checkpoint was not written by it"
+        )
+    saved = json.loads(path.read_text())
+    return saved["loader"]
+
+
+def _save_loader_state(checkpoint_dir, step: int) -> None:
+    if _ACTIVE is None:
+        return
+    target = Path(checkpoint_dir) / "training_state" / STATE_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    record = {"format": 1, "step": int(step), "loader": _ACTIVE.state_dict(), "options": asdict(_ACTIVE.data.options)}
+    temporary = target.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record))
+    os.replace(temporary, target)
+
+
+def _saved_options(argv: list[str]) -> dict[str, Any]:
+    """The ``--shards.*`` options a checkpoint's run used (from its loader state), or {}."""
+    config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config_path=")), None)
+    if config is None:
+        return {}
+    path = Path(config).parent.parent / "training_state" / STATE_FILE
+    if not path.is_file():
+        return {}  # make_train_data names the missing file
+    saved = json.loads(path.read_text()).get("options") or {}
+    known = {f.name for f in fields(ShardsOptions)}
+    return {k: v for k, v in saved.items() if k in known and k != "log_samples"}
+
+
+def install(options: ShardsOptions) -> None:
+    """Replace the three names (see the module docstring) in this process."""
+    import accelerate
+    import lerobot.scripts.lerobot_train as trainer
+
+    trainer.make_train_eval_datasets = lambda cfg: make_train_data(cfg, options)
+
+    original_save = trainer.save_checkpoint
+
+    def save_checkpoint(checkpoint_dir, step, *args, **kwargs):
+        original_save(checkpoint_dir, step, *args, **kwargs)
+        _save_loader_state(checkpoint_dir, step)
+
+    trainer.save_checkpoint = save_checkpoint
+
+    original_prepare = accelerate.Accelerator.prepare_data_loader
+    if getattr(original_prepare, "_lerobot_shards", False):
+        return
+
+    def prepare_data_loader(self, data_loader, *args, **kwargs):
+        if isinstance(getattr(data_loader, "dataset", None), TrainData):
+            return data_loader.dataset.loader(data_loader)
+        return original_prepare(self, data_loader, *args, **kwargs)
+
+    prepare_data_loader._lerobot_shards = True
+    accelerate.Accelerator.prepare_data_loader = prepare_data_loader
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run ``lerobot-train`` with ``argv`` (default: this process's arguments) on packed data.
+
+    Raises:
+        LeRobotTrainError / ArgumentError: see ``check_lerobot``, ``split_args``, ``make_train_data``.
+    """
+    given, rest = split_args(list(sys.argv[1:] if argv is None else argv))
+    check_lerobot(bool(given.get("allow_untested_lerobot")))
+    resuming = any(a.startswith("--config_path") for a in rest)
+    saved = _saved_options(rest) if resuming else {}
+    # A resume reads as the run it continues did (bucket options, pool, pin), unless told otherwise.
+    options = ShardsOptions(**{**saved, **given})
+    if not resuming and not any(a.startswith("--dataset.repo_id") for a in rest):
+        root = next((a.split("=", 1)[1] for a in rest if a.startswith("--dataset.root=")), "packed")
+        # LeRobot requires a repo id; it names the run (logs, model card), nothing is downloaded.
+        rest.append(f"--dataset.repo_id=lerobot-shards/{Path(root.rstrip('/')).name or 'packed'}")
+    install(options)
+    from lerobot.scripts.lerobot_train import main as lerobot_main
+
+    sys.argv = [sys.argv[0], *rest]
+    lerobot_main()

@@ -1,0 +1,191 @@
+"""Opt-in (``make parity``): LeRobot's own trainer, ``lerobot-train`` (LeRobot 0.6.1), through
+``lerobot-shards train`` (``reader/lerobot_train.py``), on the shared ALOHA set and on a 2-pack
+mixture of it, on the CPU, with a small ACT (no downloaded weights).
+
+Runs in ``.venv-parity``; packs the shared set (h264, 96x128: small frames keep ACT's steps
+short on a CPU) once into ``--out``. Checks, each a real ``lerobot-train`` process:
+
+1. pack, episodes 0-3 (1,000 samples an epoch), 200 steps of batch 8 (past an epoch end at
+   step 125), 1 worker: the loss falls (mean of the last 3 logged < mean of the first 3), and
+   the samples each step received (``--shards.log_samples``) are exactly the reader's plan
+   (a ``BatchLoader`` over the same ``PackedDataset``, epoch 0 then epoch 1);
+2. ``--resume=true`` from run 1's step-100 checkpoint: steps 101-200 receive exactly run 1's
+   steps 101-200 (across the epoch end);
+3. a weighted-free 2-pack mixture (episodes 0-3 and 4-7 packed apart, ``mixture create``),
+   200 steps: the loss falls; samples equal the reader's plan of the ``MixtureDataset``;
+4. ``accelerate launch --multi_gpu --num_processes 2`` (two CPU processes, gloo) over
+   episodes 0-1 (500 samples), steps = one epoch: every sample seen exactly once across ranks;
+5. README's "Train with lerobot-train" commands, as written (``/tmp/`` moved under ``--out``),
+   after its "Pack, verify, inspect" commands made the sample pack they train on.
+
+Exits non-zero naming the first check that fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from packer import create_mixture, pack_dataset  # noqa: E402
+from reader import BatchLoader, MixtureDataset, PackedDataset  # noqa: E402
+
+BATCH, WORKERS, CHUNK, SEED = 8, 1, 10, 1000  # SEED: lerobot-train's default --seed
+POLICY = [
+    "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false", "--policy.pretrained_backbone_weights=null",
+    "--policy.dim_model=64", "--policy.n_heads=2", "--policy.dim_feedforward=128", "--policy.n_encoder_layers=1",
+    "--policy.n_decoder_layers=1", f"--policy.chunk_size={CHUNK}", f"--policy.n_action_steps={CHUNK}", "--policy.use_vae=false",
+    "--policy.optimizer_lr=1e-3", "--wandb.enable=false",
+]
+
+
+def _readme_block(readme: str, heading: str) -> str:
+    """The first ```bash block after ``heading``, its continuation lines joined."""
+    section = readme.split(heading, 1)[1]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+def _run(cmd: list[str], log: Path, cwd: Path | None = None) -> str:
+    print("[parity-train] " + " ".join(cmd), flush=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
+    with log.open("w") as out:
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd or log.parent).returncode
+    text = log.read_text()
+    if code != 0:
+        print(text[-4000:])
+        raise SystemExit(f"[parity-train] FAILED: exit {code} ({log})")
+    return text
+
+
+def _train(args: list[str], log: Path) -> str:
+    return _run([sys.executable, "-m", "lerobot_shards.train", *POLICY, f"--batch_size={BATCH}", f"--num_workers={WORKERS}",
+                 "--log_freq=10", *args], log)
+
+
+def _losses(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"step:\S+ .*? loss:([0-9.]+)", text)]
+
+
+def _check_falls(name: str, text: str) -> str:
+    losses = _losses(text)
+    if len(losses) < 6 or not all(math.isfinite(x) for x in losses):
+        raise SystemExit(f"[parity-train] FAILED {name}: logged losses {losses}")
+    first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
+    if not last < first:
+        raise SystemExit(f"[parity-train] FAILED {name}: the loss did not fall ({losses})")
+    return f"loss {first:.3f} -> {last:.3f}"
+
+
+def _logged(path: Path) -> list[list]:
+    """Per step, the (dataset_index, index) pairs (or indices) the trainer received."""
+    steps = []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        datasets = record.get("dataset_index") or [None] * len(record["index"])
+        steps.append([[d, i] if d is not None else i for d, i in zip(datasets, record["index"])])
+    return steps
+
+
+def _plan(dataset, steps: int) -> list[list]:
+    """The reader's own batches, epoch after epoch, as the trainer should receive them."""
+    loader, out, epoch = BatchLoader(dataset, batch_size=BATCH, num_workers=WORKERS), [], 0
+    while len(out) < steps:
+        loader.set_epoch(epoch)
+        for batch in loader:
+            datasets = batch["dataset_index"].tolist() if "dataset_index" in batch else [None] * len(batch["index"])
+            out.append([[d, i] if d is not None else i for d, i in zip(datasets, batch["index"].tolist())])
+            if len(out) == steps:
+                break
+        epoch += 1
+    return out
+
+
+def _same(name: str, got: list, want: list) -> str:
+    if got != want:
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        raise SystemExit(f"[parity-train] FAILED {name}: step {first + 1} received {got[first] if first < len(got) else None}, "
+                         f"the plan says {want[first] if first < len(want) else None} ({len(got)} vs {len(want)} steps)")
+    return f"{len(got)} steps = the reader's plan"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", type=Path, default=ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-out" / "parity-train")
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    small = dict(video="h264", resize=(96, 128), workers=max(1, os.cpu_count() or 1))
+    pack, mixture = out / "pack", out / "mixture"
+    if not (pack / "manifest.json").exists():
+        pack_dataset(str(args.source), str(pack), **small)
+    if not (mixture / "mixture.json").exists():
+        for name, episodes in (("first", [0, 1, 2, 3]), ("second", [4, 5, 6, 7])):
+            pack_dataset(str(args.source), str(mixture / name), episodes=episodes, **small)
+        create_mixture(str(mixture))
+    delta = {"action": [i / 50 for i in range(CHUNK)]}  # ACT's action chunk at the set's 50 fps
+    results = {}
+    for run in ("run1", "run2", "mix", "ddp"):
+        shutil.rmtree(out / run, ignore_errors=True)
+        for stale in out.glob(f"{run}-samples.jsonl*"):
+            stale.unlink()
+
+    # 1. a pack, past an epoch end
+    steps, half = args.steps, args.steps // 2
+    episodes = "--dataset.episodes=[0,1,2,3]"
+    text = _train([f"--dataset.root={pack}", episodes, f"--steps={steps}", f"--save_freq={half}", "--output_dir=run1",
+                   "--shards.log_samples=run1-samples.jsonl"], out / "run1.log")
+    got = _logged(out / "run1-samples.jsonl.rank0")
+    want = _plan(PackedDataset(str(pack), episodes=[0, 1, 2, 3], seed=SEED, return_uint8=True, delta_timestamps=delta), steps)
+    results["pack"] = f"{_check_falls('pack', text)}; {_same('pack', got, want)}"
+
+    # 2. resume from LeRobot's checkpoint at step `half`
+    config = out / "run1" / "checkpoints" / f"{half:06d}" / "pretrained_model" / "train_config.json"
+    _train(["--resume=true", f"--config_path={config}", "--shards.log_samples=run2-samples.jsonl"], out / "run2.log")
+    results["resume"] = _same("resume", _logged(out / "run2-samples.jsonl.rank0"), got[half:])
+
+    # 3. a 2-pack mixture
+    text = _train([f"--dataset.root={mixture / 'mixture.json'}", f"--steps={steps}", f"--save_freq={steps}", "--output_dir=mix",
+                   "--shards.log_samples=mix-samples.jsonl"], out / "mix.log")
+    want = _plan(MixtureDataset(str(mixture / "mixture.json"), seed=SEED, return_uint8=True, delta_timestamps=delta), steps)
+    results["mixture"] = f"{_check_falls('mixture', text)}; {_same('mixture', _logged(out / 'mix-samples.jsonl.rank0'), want)}"
+
+    # 4. two processes through accelerate: one epoch, every sample once
+    samples = len(PackedDataset(str(pack), episodes=[0, 1]))
+    epoch_steps = math.ceil(samples / 2 / BATCH)
+    accelerate = Path(sys.executable).with_name("accelerate")
+    _run([str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+          "--dynamo_backend", "no", "-m", "lerobot_shards.train", *POLICY, f"--batch_size={BATCH}", f"--num_workers={WORKERS}",
+          f"--dataset.root={pack}", "--dataset.episodes=[0,1]", f"--steps={epoch_steps}", f"--save_freq={epoch_steps}",
+          "--output_dir=ddp", "--shards.log_samples=ddp-samples.jsonl"], out / "ddp.log")
+    seen = [i for rank in (0, 1) for step in _logged(out / f"ddp-samples.jsonl.rank{rank}") for i in step]
+    expected = list(range(samples))  # episodes 0 and 1 are the pack's first 500 indices
+    if sorted(seen) != expected:
+        raise SystemExit(f"[parity-train] FAILED accelerate: {len(seen)} samples seen, {len(set(seen))} distinct, {samples} in the epoch")
+    results["accelerate, 2 processes"] = f"{samples} samples of the epoch each seen once over {epoch_steps} steps"
+    # 5. the README's commands as written
+    readme = (ROOT / "README.md").read_text()
+    commands = [_readme_block(readme, "### Pack, verify, inspect"), _readme_block(readme, "### Train with lerobot-train")]
+    script = "set -euo pipefail\nexport PATH=" + str(Path(sys.executable).parent) + ":$PATH\n" + "\n".join(commands)
+    shutil.rmtree(out / "readme", ignore_errors=True)
+    (out / "readme").mkdir()
+    text = _run(["bash", "-c", script.replace("/tmp/", f"{out}/readme/")], out / "readme.log", cwd=ROOT)
+    results["README"] = f"its commands ran as written ({len(_losses(text))} losses logged, last {_losses(text)[-1:]})"
+    for name, line in results.items():
+        print(f"[parity-train] ok {name}: {line}")
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

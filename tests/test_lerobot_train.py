@@ -1,0 +1,120 @@
+"""The lerobot-train integration's own parts (reader/lerobot_train.py), without LeRobot: its
+flags, the version gate, and the loader the trainer receives: epochs through LeRobot's
+``cycle()``, the state written beside a checkpoint and a resume from it. ``make parity``
+runs the whole thing through LeRobot 0.6.1's real trainer (scripts/parity_train.py)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from reader import BatchLoader, PackedDataset
+from reader.errors import ArgumentError
+from reader.lerobot_train import (
+    STATE_FILE,
+    LeRobotTrainError,
+    ShardsOptions,
+    TrainData,
+    _resume_state,
+    _save_loader_state,
+    check_lerobot,
+    split_args,
+)
+from tests.packed_fixtures import *  # noqa: F401,F403
+
+TOTAL = 141
+
+
+def _cycle(iterable):
+    """LeRobot 0.6.1's ``lerobot.utils.utils.cycle``: iter() again at every StopIteration."""
+    iterator = iter(iterable)
+    while True:
+        try:
+            yield next(iterator)
+        except StopIteration:
+            iterator = iter(iterable)
+
+
+def test_our_flags_are_taken_out_and_the_rest_is_lerobots():
+    given, rest = split_args(["--policy.type=act", "--shards.storage_options", '{"endpoint_url": "http://x"}',
+                              "--shards.episode_pool_size=4", "--steps=10", "--shards.decode_device=none"])
+    assert rest == ["--policy.type=act", "--steps=10"]
+    assert given == {"storage_options": {"endpoint_url": "http://x"}, "episode_pool_size": 4, "decode_device": None}
+    assert ShardsOptions(**given).fetch_threads == 2
+    with pytest.raises(ArgumentError, match=r"unknown option --shards.pool; known: --shards.storage_options"):
+        split_args(["--shards.pool=3"])
+    with pytest.raises(ArgumentError, match=r"--shards.episode_pool_size='many'"):
+        split_args(["--shards.episode_pool_size=many"])
+    with pytest.raises(ArgumentError, match="not a JSON object"):
+        split_args(["--shards.storage_options=[1]"])
+
+
+def test_without_lerobot_or_on_an_untested_version_it_says_what_to_install(monkeypatch):
+    import importlib.metadata as metadata
+
+    def version(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    with pytest.raises(LeRobotTrainError, match=r"LeRobot is not installed .* pip install 'lerobot\[dataset\]==0.6.1'"):
+        check_lerobot()
+    monkeypatch.setattr(metadata, "version", lambda name: "0.7.0")
+    with pytest.raises(LeRobotTrainError, match=r"lerobot 0.7.0 is installed; .* tested with lerobot 0.6.1"):
+        check_lerobot()
+    assert check_lerobot(allow_untested=True) == "0.7.0"
+
+
+def _trainer_loader(root, state=None, workers=1):
+    """What the trainer holds: TrainData in its DataLoader, handed to accelerate's prepare."""
+    data = TrainData(PackedDataset(str(root), seed=7, return_uint8=True), options=ShardsOptions(), resume_state=state)
+    trainer_dl = torch.utils.data.DataLoader(data, batch_size=8, num_workers=workers)
+    return data, data.loader(trainer_dl)
+
+
+def _plan(root, batches):
+    loader, out, epoch = BatchLoader(PackedDataset(str(root), seed=7, return_uint8=True), batch_size=8, num_workers=1), [], 0
+    while len(out) < batches:
+        loader.set_epoch(epoch)
+        out += [b["index"].tolist() for b in loader]
+        epoch += 1
+    return out[:batches]
+
+
+def test_the_trainer_gets_the_readers_batches_epoch_after_epoch_and_resumes_from_a_checkpoint(packed_copy, tmp_path):
+    data, loader = _trainer_loader(packed_copy)
+    assert data.num_frames == TOTAL and data.num_episodes == 9 and data.meta.fps == 30
+    per_epoch = len(loader)
+    steps = per_epoch + 5  # past an epoch end, as lerobot-train's step loop goes
+    stream = _cycle(loader)
+    got = []
+    for step in range(1, steps + 1):
+        got.append(next(stream)["index"].tolist())
+        if step == per_epoch + 2:  # lerobot-train saves after the step's update
+            checkpoint = tmp_path / "checkpoints" / f"{step:06d}"
+            _save_loader_state(checkpoint, step)
+    assert got == _plan(packed_copy, steps)
+    epoch_zero = sorted(i for batch in got[:per_epoch] for i in batch)
+    assert epoch_zero == sorted(set(epoch_zero)) and len(epoch_zero) == TOTAL  # each sample once per epoch
+
+    saved = json.loads((checkpoint / "training_state" / STATE_FILE).read_text())
+    assert saved["step"] == per_epoch + 2 and saved["loader"]["epoch"] == 1 and saved["loader"]["samples_consumed"] == 16
+    cfg = SimpleNamespace(resume=True, checkpoint_path=str(checkpoint))
+    _, resumed = _trainer_loader(packed_copy, state=_resume_state(cfg))
+    stream = _cycle(resumed)
+    assert [next(stream)["index"].tolist() for _ in range(3)] == got[per_epoch + 2:]
+
+    with pytest.raises(LeRobotTrainError, match=r"lerobot_shards_loader.json: missing\. --resume=true continues"):
+        _resume_state(SimpleNamespace(resume=True, checkpoint_path=str(tmp_path / "plain-lerobot-checkpoint")))
+    assert _resume_state(SimpleNamespace(resume=False, checkpoint_path=None)) is None
+
+
+def test_log_samples_writes_what_each_step_received(packed_copy, tmp_path):
+    data = TrainData(PackedDataset(str(packed_copy), seed=1, return_uint8=True),
+                     options=ShardsOptions(log_samples=str(tmp_path / "log" / "s.jsonl")), resume_state=None)
+    loader = data.loader(torch.utils.data.DataLoader(data, batch_size=16, num_workers=0))
+    received = [b["index"].tolist() for b in loader]
+    logged = [json.loads(line) for line in (tmp_path / "log" / "s.jsonl.rank0").read_text().splitlines()]
+    assert [r["index"] for r in logged] == received and {r["epoch"] for r in logged} == {0}
