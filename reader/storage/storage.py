@@ -38,6 +38,7 @@ import fsspec.core
 
 from reader.errors import AccessDeniedError, ArgumentError, ObjectNotFoundError, ResourceLimitError, ShortReadError, StorageError
 from reader.format.fields import sha256_chunks
+from reader.storage.backends import backend_for
 from reader.storage.clients import shared_filesystem
 from reader.storage.local_files import (
     atomic_copy,
@@ -96,7 +97,8 @@ class Storage:
         self.retry = retry
         protocol, _ = fsspec.core.split_protocol(self.url)
         self.protocol = protocol or "file"
-        self.is_local = self.protocol in ("file", "local")
+        self.backend = backend_for(self.protocol)
+        self.is_local = self.backend.local
         self.counters = StorageCounters()
         self._init_process_state()
 
@@ -123,31 +125,10 @@ class Storage:
         return f"Storage({self.url!r})"  # never the options: they may hold secrets
 
     # -- filesystem ---------------------------------------------------------------------------
-    def _filesystem_options(self, *, internal_retries: bool) -> dict:
-        options = dict(self.storage_options)
-        if self.is_local:
-            return options
-        # Not fsspec's instance cache: our clients (reader.storage.clients) are shared only
-        # among our roots, never with other code, and never across a fork.
-        options["skip_instance_cache"] = True
-        if self.protocol in ("s3", "s3a"):
-            config = dict(options.get("config_kwargs") or {})
-            config.setdefault("connect_timeout", self.retry.connect_timeout_s)
-            config.setdefault("read_timeout", self.retry.read_timeout_s)
-            if internal_retries:
-                config.setdefault("retries", {"mode": "standard", "total_max_attempts": self.retry.max_attempts})
-            else:
-                config.setdefault("retries", {"total_max_attempts": 1})
-            options["config_kwargs"] = config
-        return options
-
     def _make_filesystem(self, *, internal_retries: bool) -> tuple[Any, str]:
-        fs, root = shared_filesystem(self.url, self._filesystem_options(internal_retries=internal_retries))
-        if self.protocol in ("s3", "s3a"):
-            # s3fs's own loop (5 tries by default) would hide attempts from ours. Without ours,
-            # botocore retries requests and s3fs gets one more try for a body cut mid-read
-            # (botocore returns before the body is read), instead of multiplying 5 x attempts.
-            fs.retries = 2 if internal_retries else 1
+        options = self.backend.filesystem_options(self.storage_options, self.retry, internal_retries=internal_retries)
+        fs, root = shared_filesystem(self.url, options)
+        self.backend.tune(fs, internal_retries=internal_retries)
         return fs, root
 
     @property

@@ -1,0 +1,44 @@
+"""The storage seam (issue 33): a storage system is a ``StorageBackend`` and a row of
+``BACKENDS``; ``Storage`` asks the row for its client's options and tuning, and whether paths
+are local files. A new system plugs in by the row alone (here fsspec's in-memory filesystem)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from reader.storage import BACKENDS, RetryPolicy, Storage, StorageBackend, backend_for
+from reader.storage.backends import GENERIC, LOCAL, S3
+
+
+def test_each_protocol_has_its_row_and_others_get_the_generic_one(tmp_path):
+    assert backend_for("file") is LOCAL and backend_for("s3") is backend_for("s3a") is S3
+    assert backend_for("gcs") is GENERIC
+    assert Storage(str(tmp_path)).is_local and not Storage("memory://x").is_local
+    options = S3.filesystem_options({"anon": True}, RetryPolicy(max_attempts=3, connect_timeout_s=2.0), internal_retries=False)
+    assert options["config_kwargs"] == {"connect_timeout": 2.0, "read_timeout": 15.0, "retries": {"total_max_attempts": 1}}
+    assert options["anon"] and options["skip_instance_cache"]
+    assert LOCAL.filesystem_options({}, RetryPolicy(), internal_retries=True) == {}
+
+
+@dataclass(frozen=True)
+class _Recording(StorageBackend):
+    """A new system's row: says what it was asked (the seam is the only thing it touches)."""
+
+    calls: list = None
+
+    def filesystem_options(self, storage_options, retry, *, internal_retries):
+        self.calls.append(("options", internal_retries))
+        return super().filesystem_options(storage_options, retry, internal_retries=internal_retries)
+
+    def tune(self, fs, *, internal_retries):
+        self.calls.append(("tune", internal_retries))
+
+
+def test_a_new_system_is_one_row(monkeypatch):
+    calls: list = []
+    monkeypatch.setitem(BACKENDS, "memory", _Recording("in-memory", calls=calls))
+    storage = Storage(f"memory://seam-{uuid.uuid4().hex}")
+    storage.write_bytes("a/b.bin", b"hello")
+    assert storage.read_bytes("a/b.bin") == b"hello" and storage.read_range("a/b.bin", 1, 3) == b"ell"
+    assert ("options", False) in calls and ("tune", False) in calls
