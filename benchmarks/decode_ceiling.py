@@ -20,7 +20,7 @@ from reader import PackedDataset
 
 def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
     """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
-    from reader.decode.frames import CpuDecodeStage
+    from reader.decode.frames import CpuDecoders
     from reader.fetch.packed_index import PackedIndex
     from reader.plan.windows import query_frames, resolve_delta_timestamps
     from reader.storage import Storage
@@ -28,7 +28,7 @@ def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
     storage = Storage(packed)
     index = PackedIndex(storage)
     offsets = resolve_delta_timestamps(delta, index.manifest.fps) if delta else {}
-    stage = CpuDecodeStage("auto")
+    stage = CpuDecoders("auto")
     episode_of_frame = []
     for position, entry in enumerate(index.episodes):
         episode_of_frame += [(position, j) for j in range(entry.length)]

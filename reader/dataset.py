@@ -17,7 +17,7 @@ import numpy as np
 
 from reader.epoch_stream import EpochStream, Segment
 from reader.errors import ArgumentError
-from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
+from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta
@@ -155,7 +155,7 @@ class PackedDataset(EpochStream):
         )
         self.tasks = self.index.tasks
         self._meta: PackedMeta | None = None
-        info = CatalogDataset(
+        info = CatalogPack(
             name=self.root.rstrip("/").rsplit("/", 1)[-1], root=self.storage.url, manifest_sha256=self.index.manifest_sha256,
             fps=self.fps, features=self.features, video_keys=tuple(self.video_keys), tolerance_s=self.tolerance_s, where=where,
         )

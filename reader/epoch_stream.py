@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from reader.decode.frames import CpuDecodeStage
+from reader.decode.frames import CpuDecoders
 from reader.errors import ArgumentError, ResumeWarning, WindowWarning
 from reader.plan.resume_state import EpochResume
 from reader.plan.windows import windows_beyond
@@ -92,7 +92,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         self.prefetch_episodes, self.prefetch_bytes = int(prefetch_episodes), prefetch_bytes
         self.cache_dir = cache_dir
         self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
-        self.decode_stage = CpuDecodeStage(decoder)
+        self.decode_stage = CpuDecoders(decoder)
         self.decode_device = decode_device
 
     def _warn_windows_beyond_episodes(self, offsets: list[dict[str, np.ndarray]], fps: list[float]) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 
 from reader.epoch_stream import EpochStream, Segment
 from reader.errors import ArgumentError, FormatError, MixtureSpecError, PinMismatchError
-from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
+from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
 from reader.format import sha256_hex
 from reader.format.fields import load_json
@@ -250,7 +250,7 @@ class MixtureDataset(EpochStream):
                 raise MixtureSpecError(f"{name}: {int(index.anchor_counts.sum())} anchors{f' where {where}' if where else ''}, "
                                        f"the mixture file records {entry.anchors}; re-run `lerobot-shards mixture create`")
             manifest = index.manifest
-            info = CatalogDataset(name=name, root=storage.url, manifest_sha256=index.manifest_sha256, fps=manifest.fps,
+            info = CatalogPack(name=name, root=storage.url, manifest_sha256=index.manifest_sha256, fps=manifest.fps,
                                   features=manifest.features, video_keys=tuple(manifest.video_keys),
                                   tolerance_s=manifest.tolerance_s, where=where)
             packs.append((info, index, index.tasks))
@@ -258,7 +258,7 @@ class MixtureDataset(EpochStream):
 
     # -- metadata -------------------------------------------------------------------------------
     @property
-    def datasets(self) -> list[CatalogDataset]:
+    def datasets(self) -> list[CatalogPack]:
         """The packs, in mixture order (``dataset_index`` of a sample is a position here)."""
         return self.catalog.datasets
 
@@ -370,7 +370,7 @@ class MixtureDataset(EpochStream):
         return self.harmonizer.apply(dataset, sample)
 
 
-def _refuse_duplicates(datasets: list[CatalogDataset]) -> None:
+def _refuse_duplicates(datasets: list[CatalogPack]) -> None:
     """The same pack twice (one manifest digest, or one root) draws its episodes twice as
     often, which is never what a mixture means; ``allow_duplicates=True`` says it is."""
     seen: dict[str, str] = {}
@@ -410,7 +410,7 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
     """The catalog of a compiled mixture: four table files, each checked against the digest
     and row count ``mixture.json`` records, then every value checked (``EpisodeCatalog``)."""
     datasets = [
-        CatalogDataset(
+        CatalogPack(
             name=name, root=entry.path, manifest_sha256=entry.manifest_sha256, fps=entry.fps,
             features={k: f.to_dict() for k, f in entry.features.items()},
             video_keys=tuple(entry.video_keys), tolerance_s=entry.tolerance_s if entry.tolerance_s is not None else 1e-4,

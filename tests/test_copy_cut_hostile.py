@@ -19,7 +19,7 @@ from packer.shard import build, cut_episode
 from packer.shard.mp4_writer import write_member
 from packer.source import SourceVideoReader, VideoLocation
 from packer.source.samples import SourceSampleReader
-from reader.decode.frames import CpuDecodeStage
+from reader.decode.frames import CpuDecoders
 from reader.errors import BoundExceededError, DecodeError, FormatError
 from reader.format import check_mp4, read_track
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
@@ -200,7 +200,7 @@ def test_5_a_partial_composition_table_is_refused_on_every_path():
         check_mp4(partial, where="m")
     for backend in ("pyav", "torchcodec"):
         with pytest.raises((FormatError, DecodeError), match="ctts: describes 4 samples"):
-            CpuDecodeStage(backend).open(partial, where="m")
+            CpuDecoders(backend).open(partial, where="m")
     # Shared presentation times make "frame j" undefined: refused too.
     zero = replace(member, [*STBL, b"stts"], full_box(b"stts", 0, 0, struct.pack(">IIIII", 2, 4, 0, 4, 512)))
     with pytest.raises(FormatError, match="two samples share a presentation time"):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from reader import PackedDataset
-from reader.decode.frames import CpuDecodeStage
+from reader.decode.frames import CpuDecoders
 from reader.errors import ArgumentError
 from reader.plan.world import World
 from reader.runtime import environment
@@ -42,14 +42,14 @@ def test_threads_give_the_same_samples_decoding_the_cameras_at_once(packed_copy,
     # another the first would wait alone and the barrier break; side by side both pass it.
     meeting = threading.Barrier(2, timeout=60)
     seen: set[str] = set()
-    real = CpuDecodeStage.decode
+    real = CpuDecoders.decode
 
     def decode(decoder, indices, *, where):
         seen.add(threading.current_thread().name)
         meeting.wait()
         return real(decoder, indices, where=where)
 
-    monkeypatch.setattr(CpuDecodeStage, "decode", staticmethod(decode))
+    monkeypatch.setattr(CpuDecoders, "decode", staticmethod(decode))
     two = _samples(packed_copy, decode_threads=2, return_uint8=uint8)
     _assert_same(one, two)
     assert not meeting.broken

@@ -19,7 +19,7 @@ import pytest
 from packer import write_tabular_pack
 from reader import MixtureDataset, PackedDataset
 from reader.errors import FormatError
-from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
+from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
 from reader.format import VIDEO_CODECS, EpisodeTable, video_column
 from reader.format.indexes import hex_digests
@@ -75,7 +75,7 @@ def test_a_catalog_of_packs_costs_python_per_pack_not_per_episode(sized_packs):
     def catalog_of(root: Path) -> EpisodeCatalog:
         storage = Storage(str(root))
         index = PackedIndex(storage)
-        info = CatalogDataset(name=root.name, root=str(root), manifest_sha256=index.manifest_sha256, fps=index.manifest.fps,
+        info = CatalogPack(name=root.name, root=str(root), manifest_sha256=index.manifest_sha256, fps=index.manifest.fps,
                               features=index.manifest.features, video_keys=tuple(index.manifest.video_keys),
                               tolerance_s=index.manifest.tolerance_s)
         return EpisodeCatalog.from_packs([(info, index, {0: "synthetic"})] * 3)
@@ -148,7 +148,7 @@ def test_a_compiled_mixture_opens_columnar(sized_packs, tmp_path):
     direct = []
     for name, path in names.items():
         index = PackedIndex(Storage(path))
-        direct.append((CatalogDataset(name=name, root=path, manifest_sha256=index.manifest_sha256, fps=index.manifest.fps,
+        direct.append((CatalogPack(name=name, root=path, manifest_sha256=index.manifest_sha256, fps=index.manifest.fps,
                                       features=index.manifest.features, video_keys=(), tolerance_s=index.manifest.tolerance_s),
                        index, {0: "synthetic"}))
     built = EpisodeCatalog.from_packs(direct)

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from packer.cli import main as cli
 from packer.shard.members import cut_episode
 from packer.source.video import VideoLocation
-from reader.decode.frames import CpuDecodeStage, FrameSpec
+from reader.decode.frames import CpuDecoders, FrameSpec
 from reader.errors import EpisodeDataError, FormatError
 from reader.format import EPISODES_INDEX_PATH, check_gop, check_mp4, longest_gop, video_column
 from reader.format.limits import MAX_GOP_PIXELS
@@ -172,9 +172,9 @@ def one_keyframe_8k(tmp_path_factory) -> bytes:
 def test_a_long_gop_member_is_refused_before_decoding(one_keyframe_8k, tmp_path):
     layout_error = r"m: a GOP of 33 frames of 8192x8192 costs 2,214,592,512 decoded pixels to reach one frame"
     with pytest.raises(FormatError, match=layout_error):
-        CpuDecodeStage("auto").open(one_keyframe_8k, where="m", spec=FrameSpec(8192, 8192, 33))
+        CpuDecoders("auto").open(one_keyframe_8k, where="m", spec=FrameSpec(8192, 8192, 33))
     with pytest.raises(FormatError, match=layout_error):
-        CpuDecodeStage("pyav").open(one_keyframe_8k, where="m", spec=FrameSpec(8192, 8192, 33))
+        CpuDecoders("pyav").open(one_keyframe_8k, where="m", spec=FrameSpec(8192, 8192, 33))
     # The packer's copy mode does not cut such a GOP into a member: it re-encodes instead.
     source = tmp_path / "long_gop.mp4"
     source.write_bytes(one_keyframe_8k)
@@ -186,8 +186,8 @@ def test_pyav_decodes_from_the_keyframe_before_a_frame_not_from_the_start(packed
     row = rows(packed_hevc)[0]
     data = member_bytes(packed_hevc, row, CAMERAS[0])
     frames = row[video_column(CAMERAS[0], "frames")]
-    reference = CpuDecodeStage("torchcodec").open(data, where="m").frames(list(range(frames)))
-    decoder = CpuDecodeStage("pyav").open(data, where="m")
+    reference = CpuDecoders("torchcodec").open(data, where="m").frames(list(range(frames)))
+    decoder = CpuDecoders("pyav").open(data, where="m")
     for j in (frames - 1, 1, frames // 2):
         assert (decoder.frames([j]) == reference[j : j + 1]).all()
     counted = _count_decoded(data, frames - 1)
@@ -196,7 +196,7 @@ def test_pyav_decodes_from_the_keyframe_before_a_frame_not_from_the_start(packed
 
 def _count_decoded(data: bytes, j: int) -> int:
     """Frames PyAV decodes to reach frame ``j`` from the keyframe the decoder seeks to."""
-    decoder = CpuDecodeStage("pyav").open(data, where="m")
+    decoder = CpuDecoders("pyav").open(data, where="m")
     calls = 0
     original = av.container.InputContainer.decode
 

@@ -264,7 +264,7 @@ def info_command(dst, storage_options, fmt):
     from rich.text import Text
 
     from packer.errors import InspectError
-    from packer.tools.inspect import summarize
+    from packer.tools.summary import summarize
 
     try:
         summary = summarize(dst, storage_options=json_object(storage_options))
@@ -292,7 +292,7 @@ def info_command(dst, storage_options, fmt):
 def sql_command(dst, query, fmt, storage_options):
     """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames`."""
     from packer.errors import InspectError, SqlSyntaxError
-    from packer.tools.inspect import run_sql
+    from packer.tools.sql import run_sql
 
     try:
         columns, rows = run_sql(dst, query, storage_options=json_object(storage_options))

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from packer.errors import MixtureError
 from reader.errors import FormatError
-from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
+from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
 from reader.format.mixture_index import INDEX_PATHS, IndexFile, table_budget
@@ -73,7 +73,7 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
         MixtureError: a compiled table a reader would refuse (beyond the bounds both share).
     """
     datasets = [
-        CatalogDataset(name=p.name, root=p.storage.url, manifest_sha256=p.index.manifest_sha256, fps=p.index.manifest.fps,
+        CatalogPack(name=p.name, root=p.storage.url, manifest_sha256=p.index.manifest_sha256, fps=p.index.manifest.fps,
                        features=p.index.manifest.features, video_keys=tuple(p.index.manifest.video_keys),
                        tolerance_s=p.index.manifest.tolerance_s, where=p.where)
         for p in packs

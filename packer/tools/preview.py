@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reader.decode.frames import CpuDecodeStage, FrameSpec
+from reader.decode.frames import CpuDecoders, FrameSpec
 from reader.fetch.episode_pool import EpisodeFetcher
 from reader.fetch.packed_index import PackedIndex, verified_read
 from reader.format import SAMPLES_INDEX_PATH, VIDEO_CODECS
@@ -74,7 +74,7 @@ def render_preview(
     index = PackedIndex(storage, with_tasks=True)
     manifest = index.manifest
     fetcher = EpisodeFetcher.for_pack(storage, index)
-    stage = CpuDecodeStage("auto")
+    stage = CpuDecoders("auto")
     shown = index.episodes[:max_episodes]
     sections, decoded = [], 0
     for done, entry in enumerate(shown, 1):

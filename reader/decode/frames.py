@@ -149,11 +149,12 @@ def available_backend() -> Literal["torchcodec", "pyav"]:
         return "pyav"
 
 
-class CpuDecodeStage:
-    """Opens decoders on member bytes and decodes frame indices on the CPU.
+class CpuDecoders:
+    """Opens decoders on member bytes and decodes frame indices on the CPU, in the consumer
+    (a factory of ``EpisodeDecoder``s; the ``DecodeStage`` decodes outside the workers).
 
     ``backend="auto"`` uses torchcodec (bit-identical to LeRobot's default decode) and falls
-    back to PyAV; ``stage.backend`` says which is used.
+    back to PyAV; ``decoders.backend`` says which is used.
     """
 
     def __init__(self, backend: Literal["auto", "torchcodec", "pyav"] = "auto"):

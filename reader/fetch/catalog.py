@@ -45,7 +45,7 @@ _TAR_BLOCK = 512
 
 
 @dataclass(frozen=True)
-class CatalogDataset:
+class CatalogPack:
     """One pack of a catalog: what reading it needs besides its episodes.
 
     Attributes:
@@ -120,7 +120,7 @@ class EpisodeCatalog:
     """Episodes of one or more packs, columnar (see the module docstring). Build with
     ``from_packs`` or ``from_tables``; arrays are read-only."""
 
-    datasets: list[CatalogDataset]
+    datasets: list[CatalogPack]
     # per episode (E,)
     dataset: np.ndarray
     episode_index: np.ndarray
@@ -172,7 +172,7 @@ class EpisodeCatalog:
 
     # -- building -------------------------------------------------------------------------------
     @classmethod
-    def from_packs(cls, packs: Sequence[tuple[CatalogDataset, PackedIndex, dict[int, str]]]) -> EpisodeCatalog:
+    def from_packs(cls, packs: Sequence[tuple[CatalogPack, PackedIndex, dict[int, str]]]) -> EpisodeCatalog:
         """A catalog of opened packs: ``(dataset, its checked index, its tasks)`` each, with the
         index's selection (``episodes=``, ``where=``) as the catalog's episodes and anchors.
 
@@ -301,7 +301,7 @@ class EpisodeCatalog:
         return {"episodes": episodes, "shards": shards, "anchors": anchors, "tasks": tasks}
 
     @classmethod
-    def from_tables(cls, datasets: list[CatalogDataset], tables: dict[str, pa.Table], *, episodes_per_dataset: Sequence[int],
+    def from_tables(cls, datasets: list[CatalogPack], tables: dict[str, pa.Table], *, episodes_per_dataset: Sequence[int],
                     anchors_per_dataset: Sequence[int], where: str) -> EpisodeCatalog:
         """A catalog from compiled tables, every value checked (see ``_check``).
 
@@ -518,4 +518,4 @@ class EpisodeCatalog:
         return f"{self.datasets[int(self.dataset[episode])].name}: {text}" if len(self.datasets) > 1 else text
 
 
-__all__ = ["CatalogDataset", "EpisodeCatalog", "ShardRef"]
+__all__ = ["CatalogPack", "EpisodeCatalog", "ShardRef"]

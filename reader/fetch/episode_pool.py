@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import torch
 
 from reader.errors import EpisodeDataError, IntegrityError, ShortReadError, StorageError
-from reader.fetch.catalog import CatalogDataset, EpisodeCatalog
+from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.disk_cache import DiskCache, range_key
 from reader.fetch.packed_index import PackedIndex
 from reader.fetch.prefetch import Prefetcher
@@ -162,7 +162,7 @@ class EpisodeFetcher:
         """A fetcher of one opened pack: episode ``i`` is ``index.episodes[i]``; reads go
         through ``storage`` (its options, retries and counters)."""
         manifest = index.manifest
-        info = CatalogDataset(name=storage.url.rsplit("/", 1)[-1], root=storage.url, manifest_sha256=index.manifest_sha256,
+        info = CatalogPack(name=storage.url.rsplit("/", 1)[-1], root=storage.url, manifest_sha256=index.manifest_sha256,
                               fps=manifest.fps, features=manifest.features, video_keys=tuple(manifest.video_keys),
                               tolerance_s=manifest.tolerance_s)
         catalog = EpisodeCatalog.from_packs([(info, index, {})])

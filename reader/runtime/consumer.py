@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reader.decode.frames import CpuDecodeStage
+from reader.decode.frames import CpuDecoders
 from reader.fetch.catalog import EpisodeCatalog
 from reader.fetch.disk_cache import DiskCache
 from reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
@@ -56,7 +56,7 @@ class ReadOptions:
             ``reader.runtime.environment.decode_threads_for``).
     """
 
-    decode_stage: CpuDecodeStage
+    decode_stage: CpuDecoders
     storage_options: dict | None = None
     retry: RetryPolicy = RetryPolicy()
     return_uint8: bool = False

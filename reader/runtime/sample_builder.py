@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from reader.decode.frames import CpuDecodeStage, EpisodeDecoder, FrameSpec
+from reader.decode.frames import CpuDecoders, EpisodeDecoder, FrameSpec
 from reader.decode.wire import ENCODED_KEY, EncodedFrames
 from reader.errors import EpisodeDataError
 from reader.fetch.episode_pool import LoadedEpisode
@@ -33,7 +33,7 @@ class SampleBuilder:
         video_keys: list[str],
         offsets: dict[str, np.ndarray],
         tasks: dict[int, str],
-        stage: CpuDecodeStage,
+        stage: CpuDecoders,
         return_uint8: bool = False,
         image_transforms: Callable | None = None,
         encoded_video: bool = False,

@@ -7,19 +7,19 @@ from __future__ import annotations
 from typing import ClassVar
 
 from reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size, write_rows
-from reader.decode.frames import CpuDecodeStage, FrameSpec
+from reader.decode.frames import CpuDecoders, FrameSpec
 from reader.decode.wire import EncodedFrames
 
 
 class CpuDecoderBackend(DecodeBackend):
-    """A CPU backend decoding with ``CpuDecodeStage(self.decoder)``; subclasses name both."""
+    """A CPU backend decoding with ``CpuDecoders(self.decoder)``; subclasses name both."""
 
     device_type = "cpu"
     decoder: ClassVar[str]  # "pyav" or "torchcodec"
 
     def __init__(self, device, **options):
         super().__init__(device, **options)
-        self._decoders = CpuDecodeStage(self.decoder)
+        self._decoders = CpuDecoders(self.decoder)
 
     def open(self, member: EncodedFrames, spec: FrameSpec | None) -> Opened:
         decoder = self._decoders.open(member.data, where=member.member_id, spec=spec)

@@ -1,4 +1,4 @@
-"""``info`` and ``sql``: look inside a packed dataset (local or in a bucket) with DuckDB.
+"""``sql``: look inside a packed dataset (local or in a bucket) with DuckDB.
 
 Nothing read from the dataset becomes SQL: the views are built from the format's own paths
 (``shard_parquet_path(i)``) under the root the user gave, quoted as string literals, and the
@@ -18,7 +18,6 @@ import re
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -35,7 +34,6 @@ from reader.format import (
 from reader.format.limits import MAX_DECODED_BYTES, MAX_EPISODE_TASKS, MAX_EXPANSION, ROW_GROUP_MAX_BYTES
 from reader.format.parquet import Budget, feature_budget, open_bounded, parse_footer, row_group_span
 from reader.format.parquet.bounded import group_cost
-from reader.plan.windows import frames_needed, resolve_delta_timestamps
 from reader.storage import Storage
 
 _FRAMES = re.compile(r"\bframes\b", re.IGNORECASE)
@@ -153,57 +151,3 @@ def run_sql(dst: str, query: str, *, storage_options: dict | None = None):
             raise InspectError(f"SQL failed: {err}") from None
         finally:
             con.close()
-
-
-@dataclass(frozen=True)
-class DatasetSummary:
-    manifest: Manifest
-    url: str
-    pin: str
-
-    def rows(self) -> list[tuple[str, str]]:
-        m = self.manifest
-        options = m.options
-        source = m.source.get("repo_id") or m.source.get("uri")
-        return [
-            ("dataset", self.url),
-            ("format", f"{m.format} v{m.format_version} (packer {m.packer_version})"),
-            ("source", f"{source} ({m.source.get('codebase_version')})"),
-            ("episodes / frames", f"{m.totals['episodes']} / {m.totals['frames']}"),
-            ("shards / bytes", f"{m.totals['shards']} / {m.totals['bytes'] / 1e6:.2f} MB"),
-            ("fps", str(m.fps)),
-            ("video", f"{options.get('video')} " + ", ".join(f"{k} {m.features[k]['shape']}" for k in m.video_keys)),
-            ("windows", self._windows() or "-"),
-            ("dropped / padded / re-encoded", f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"),
-        ]
-
-
-    def _windows(self) -> str:
-        """Each precomputed window with its keys' spans in frames and seconds, e.g.
-        ``chunk: action 50 frames (1.00 s)``."""
-        m, parts = self.manifest, []
-        for name, window in m.windows.items():
-            offsets = resolve_delta_timestamps(window, m.fps, tolerance_s=m.tolerance_s)
-            spans = ", ".join(f"{key} {frames_needed(o)} frames ({frames_needed(o) / m.fps:.2f} s)" for key, o in offsets.items())
-            parts.append(f"{name}: {spans}")
-        return "; ".join(parts)
-
-    def to_json(self) -> dict:
-        """What ``info --format json`` prints: the summary as plain values."""
-        m = self.manifest
-        return {
-            "dataset": self.url, "pin": self.pin, "format": m.format, "format_version": m.format_version,
-            "packer_version": m.packer_version, "source": m.source, "fps": m.fps, "totals": m.totals,
-            "video": m.options.get("video"), "cameras": {k: list(m.features[k]["shape"]) for k in m.video_keys},
-            "features": {k: {"dtype": f.get("dtype"), "shape": f.get("shape")} for k, f in m.features.items()},
-            "windows": m.windows, "options": m.options,
-            "dropped_episodes": m.extra.get("dropped_episodes", []), "padded_episodes": m.extra.get("padded_episodes", []),
-            "reencoded_episodes": m.extra.get("reencoded_episodes", []),
-        }
-
-
-def summarize(dst: str, *, storage_options: dict | None = None) -> DatasetSummary:
-    """Read and validate the manifest and return a summary; raises ``InspectError``."""
-    storage = Storage(dst, storage_options)
-    manifest, pin = load_manifest(storage)
-    return DatasetSummary(manifest, storage.url, pin)
