@@ -37,10 +37,23 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
         echo "[setup] slurm-wlm/munge missing: installing them with apt-get (for the SLURM cluster tests)"
         export DEBIAN_FRONTEND=noninteractive
-        [ -n "${APT_UPDATED:-}" ] || apt-get update -qq
+        if [ -z "${APT_UPDATED:-}" ]; then apt-get update -qq; APT_UPDATED=1; fi
         apt-get install -y -qq slurm-wlm munge >/dev/null
     else
         echo "[setup] slurm-wlm and munge are not installed: the SLURM cluster tests will be skipped" >&2
+    fi
+fi
+
+# The preview's browser test renders the page in Debian's headless Chromium
+# (tests/test_preview.py). Installed when we are root (CI is); the test skips, saying why, otherwise.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+        echo "[setup] chromium missing: installing it with apt-get (for the preview's browser test)"
+        export DEBIAN_FRONTEND=noninteractive
+        if [ -z "${APT_UPDATED:-}" ]; then apt-get update -qq; APT_UPDATED=1; fi
+        apt-get install -y -qq chromium >/dev/null || echo "[setup] could not install chromium: the browser test will be skipped" >&2
+    else
+        echo "[setup] chromium is not installed: the preview's browser test will be skipped" >&2
     fi
 fi
 
