@@ -13,9 +13,9 @@ from pathlib import Path
 
 from packer.errors import PackError
 from packer.plan.pack_plan import plan_differences
-from packer.source.lerobot import LeRobotSource
+from packer.source.base import Source
 from reader.errors import FormatError
-from reader.format import MANIFEST_PATH, META_DIR, PLAN_PATH, SHARDS_DIR, FileEntry, PackPlan, sha256_hex
+from reader.format import MANIFEST_PATH, PLAN_PATH, SHARDS_DIR, FileEntry, PackPlan, sha256_hex
 from reader.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -91,22 +91,16 @@ def _refuse_foreign_content(storage: Storage) -> bool:
                     "(packing here would overwrite its files)")
 
 
-def copy_meta(source: LeRobotSource, storage: Storage) -> dict[str, FileEntry]:
-    """Copy the source's ``meta/`` verbatim, skipping files already there with the same
-    bytes (compared by digest: a file of the same size may have been planted).
+def copy_meta(source: Source, storage: Storage) -> dict[str, FileEntry]:
+    """Copy the source's metadata files verbatim (``source.metadata_files()``), skipping files
+    already there with the same bytes (compared by digest: a file of the same size may have
+    been planted).
 
     Returns:
         The size and digest of every file, from the local bytes (for the pack journal).
-
-    Only regular files under the root are copied: a symbolic link (unless the source was
-    opened with ``follow_symlinks``) raises ``SourceError`` instead of publishing whatever
-    it points to.
     """
-    meta_root = source.root / META_DIR
     entries = {}
-    for path in sorted(p for p in meta_root.rglob("*") if p.is_file() or p.is_symlink()):
-        rel = path.relative_to(source.root).as_posix()
-        data = source.file(rel, what="metadata").read_bytes()
+    for rel, data in source.metadata_files():
         entries[rel] = FileEntry(len(data), sha256_hex(data))
         if storage.exists(rel) and storage.size(rel) == len(data) and storage.digest(rel)[0] == entries[rel].sha256:
             continue

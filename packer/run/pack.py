@@ -29,7 +29,7 @@ from packer.run.pool import run_jobs
 from packer.run.receipts import kept_receipt
 from packer.run.shards import ShardJob, pack_shard
 from packer.shard.build import ShardSpec
-from packer.source.lerobot import LeRobotSource
+from packer.source.base import open_dataset_source
 from packer.source.staging import describe_source, stage_source
 from reader.errors import WindowError
 from reader.format import ROW_GROUP_TARGET_BYTES
@@ -195,7 +195,7 @@ def pack_dataset(
         raise OptionsError(f"workers {workers} must be >= 1", option="workers")
     local_root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
                               storage_options=src_storage_options, cache_dir=cache_dir)
-    source = LeRobotSource(local_root, follow_symlinks=follow_symlinks)
+    source = open_dataset_source(local_root, follow_symlinks=follow_symlinks)
     if window_frames:
         clash = sorted(set(window_frames) & set(options.windows))
         if clash:

@@ -11,7 +11,7 @@ from packer.run.journal import Journal
 from packer.run.pool import ProgressSink
 from packer.run.receipts import commit_shard
 from packer.shard.build import ShardSpec, build_shard, encode_member
-from packer.source.lerobot import open_source
+from packer.source.base import open_dataset_source
 from reader.storage import RetryPolicy, Storage
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def pack_shard(job: ShardJob, progress: ProgressSink | None = None) -> dict:
     Returns:
         The shard's receipt (a JSON dict with ``bytes_in``).
     """
-    source = open_source(job.source_root, follow_symlinks=job.follow_symlinks)
+    source = open_dataset_source(job.source_root, follow_symlinks=job.follow_symlinks)
     storage = Storage(job.dst, job.storage_options, retry=job.retry)
     on_episode = (lambda source_bytes: progress.put((1, source_bytes))) if progress is not None else None
     members = None

@@ -21,7 +21,7 @@ from packer.shard.frame_policy import empty_episode_verdict, frame_verdict
 from packer.shard.members import EncodeSettings, EpisodeVideo, cut_episode, reencode_episode
 from packer.shard.parquet import shard_parquet_layout, write_shard_parquet
 from packer.shard.tar_writer import DeterministicTarWriter
-from packer.source.lerobot import LeRobotSource
+from packer.source.base import Source
 from packer.source.samples import SourceSampleReader, UnsupportedTiming
 from packer.source.video import SourceFrameDecoder, SourceVideoReader
 from reader.errors import BoundExceededError, FormatError
@@ -134,7 +134,7 @@ class _OpenVideos:
 
 
 def _episode_video(
-    source: LeRobotSource, episode: int, key: str, length: int, options: PackOptions, videos: _OpenVideos
+    source: Source, episode: int, key: str, length: int, options: PackOptions, videos: _OpenVideos
 ) -> tuple[EpisodeVideo | None, str]:
     """Return the member video (at most ``length`` frames; None when the source window holds
     no frame) and where it came from, for error messages."""
@@ -178,15 +178,15 @@ def encode_member(source_root: str, follow_symlinks: bool, options: PackOptions,
     ``build_shard`` builds in sequence, with a reader of its own that starts at the keyframe
     before the episode. Decoding is deterministic and every member gets a fresh encoder, so
     the bytes equal the sequential build's."""
-    from packer.source.lerobot import open_source
+    from packer.source.base import open_dataset_source
 
-    source = open_source(source_root, follow_symlinks=follow_symlinks)
+    source = open_dataset_source(source_root, follow_symlinks=follow_symlinks)
     with contextlib.closing(_OpenVideos()) as videos:
         return _episode_video(source, episode, key, length, options, videos)
 
 
 def build_shard(
-    source: LeRobotSource,
+    source: Source,
     spec: ShardSpec,
     workdir: Path,
     *,

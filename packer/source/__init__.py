@@ -1,9 +1,11 @@
-"""Reading a LeRobot v3 dataset root, local, from a bucket or from the Hub: metadata, rows,
-video windows. Knows nothing of shards."""
+"""Reading a dataset to pack, local, from a bucket or from the Hub: the ``Source`` interface
+and its table of formats (``base``), LeRobot v3 its one format today (``lerobot``): metadata,
+rows, video windows. Knows nothing of shards."""
 
 from reader.exports import lazy_exports
 
 _EXPORTS = {
+    "packer.source.base": ["Source", "SourceFormat", "SOURCE_FORMATS", "open_dataset_source"],
     "packer.source.lerobot": ["LeRobotSource", "SchemaDrift", "open_source"],
     "packer.source.info": ["parse_info"],
     "packer.source.video": ["VideoLocation", "SourceVideoReader", "SourceFrameDecoder", "video_duration_s"],

@@ -184,6 +184,15 @@ class LeRobotSource:
         rel = self.info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
         return self.file(rel, what=f"data (episode {episode_index})")
 
+    def metadata_files(self):
+        """``meta/``'s files, verbatim, as ``(path relative to the root, bytes)`` in path order.
+        Only regular files under the root: a symbolic link (unless opened with
+        ``follow_symlinks``) raises ``SourceError`` instead of publishing what it points to."""
+        meta_root = self.root / META_DIR
+        for path in sorted(p for p in meta_root.rglob("*") if p.is_file() or p.is_symlink()):
+            rel = path.relative_to(self.root).as_posix()
+            yield rel, self.file(rel, what="metadata").read_bytes()
+
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         row = self.episodes[episode_index]
         rel = self.info["video_path"].format(
