@@ -2,19 +2,23 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast parity bench clean
+.PHONY: install install-test demo test test-fast parity bench clean
 
 install:
 	@bash scripts/setup_env.sh
 
+# What the tests and benchmarks need on top: pytest, moto, ruff, matplotlib; SLURM and Chromium as root.
+install-test:
+	@bash scripts/setup_env.sh test
+
 demo: install
 	$(PY) scripts/demo.py
 
-test: install
+test: install-test
 	$(PY) -m pytest -n 2 --durations=15 $(PYTEST_ARGS)
 
 # The inner loop: every test but the system tier (real servers and processes; tests/conftest.py).
-test-fast: install
+test-fast: install-test
 	$(PY) -m pytest -n 2 -m "not system" --durations=10 $(PYTEST_ARGS)
 
 # Opt-in correctness oracle: LeRobot 0.6.1 in its own Python 3.12 venv (~5 GB). Never in CI.
@@ -23,7 +27,7 @@ parity: install
 	.venv-parity/bin/python scripts/parity_check.py
 	.venv-parity/bin/python scripts/parity_train.py
 
-bench: install
+bench: install-test
 	$(PY) benchmarks/bench_read.py --out bench-out
 
 clean:

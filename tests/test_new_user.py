@@ -389,3 +389,24 @@ def test_34_10_a_pack_as_source_a_missing_bucket_and_the_tasks_view(packed_copy,
     assert tasks.exit_code == 0, tasks.output
     rows = json.loads(tasks.output)
     assert rows and [r["task_index"] for r in rows] == sorted(r["task_index"] for r in rows) and all(r["task"] for r in rows)
+
+
+# -- row 9: every line of a plot has its own colour, and the last time label is not cut off -----------
+def test_34_9_preview_lines_are_all_distinct_and_the_last_label_fits():
+    import re
+
+    import numpy as np
+
+    from packer.tools.preview import _svg_plot, line_colours
+
+    for count in (3, 10, 14, 32):
+        assert len(set(line_colours(count))) == count
+    html = _svg_plot(np.random.default_rng(0).normal(size=(120, 14)), [f"q{i}" for i in range(14)], fps=30)
+    strokes = re.findall(r'<polyline fill="none" stroke="([^"]+)"', html)
+    keys = re.findall(r'<i style="background:([^"]+)"></i>', html)
+    assert len(strokes) == 14 and len(set(strokes)) == 14 and keys == strokes  # q0 and q10 no longer look the same
+    width = int(re.search(r'<svg [^>]*width="(\d+)"', html).group(1))
+    for x, anchor, text in re.findall(r'<text x="([\d.]+)" y="\d+" font-size="10" fill="#666" text-anchor="(\w+)">([^<]*s)</text>', html):
+        extent = 6 * len(text)  # about 6 px a character at font-size 10
+        right = float(x) + (extent / 2 if anchor == "middle" else 0 if anchor == "end" else extent)
+        assert right <= width, (text, x, anchor)

@@ -135,6 +135,14 @@ def dimension_names(feature: dict, dims: int) -> list[str]:
     return [str(n)[:40] for n in names]
 
 
+def line_colours(count: int) -> list[str]:
+    """``count`` colours no two alike: the palette's first, then hues spread around the circle
+    (two lightnesses), so a plot of 14 (or 32) dimensions never draws two lines alike."""
+    if count <= len(_PALETTE):
+        return list(_PALETTE[:count])
+    return [f"hsl({round(360 * i / count)}, 70%, {38 if i % 2 else 52}%)" for i in range(count)]
+
+
 def _svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, height: int = 170) -> str:
     """One polyline per dimension on a shared y range, seconds on x, value labels in the left
     margin (not over the curves), and a legend of the dimension names below."""
@@ -146,24 +154,27 @@ def _svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, 
     plot_w, plot_h = width - left - right, height - top - bottom
     steps = max(len(shown) - 1, 1)
     lines = []
+    colours = line_colours(shown.shape[1])
     for dim in range(shown.shape[1]):
         points = " ".join(
             f"{left + i * plot_w / steps:.1f},{top + plot_h - (v - low) / span * plot_h:.1f}"
             for i, v in enumerate(shown[:, dim]) if np.isfinite(v)
         )
-        lines.append(f'<polyline fill="none" stroke="{_PALETTE[dim % len(_PALETTE)]}" stroke-width="1.2" points="{points}"/>')
+        lines.append(f'<polyline fill="none" stroke="{colours[dim]}" stroke-width="1.2" points="{points}"/>')
     seconds = (len(shown) - 1) / fps if fps else 0.0
     ticks = []
     for k in range(5):
         x = left + k * plot_w / 4
-        ticks.append(f'<text x="{x:.1f}" y="{height - 6}" font-size="10" fill="#666" text-anchor="middle">{seconds * k / 4:.1f}s</text>')
+        # The last label ends at the plot's right edge: centred there, half of it was cut off.
+        anchor = "end" if k == 4 else "middle"
+        ticks.append(f'<text x="{x:.1f}" y="{height - 6}" font-size="10" fill="#666" text-anchor="{anchor}">{seconds * k / 4:.1f}s</text>')
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="plot">'
            f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>{"".join(lines)}'
            f'<text x="{left - 4}" y="{top + 10}" font-size="10" fill="#666" text-anchor="end">{high:.3g}</text>'
            f'<text x="{left - 4}" y="{top + plot_h}" font-size="10" fill="#666" text-anchor="end">{low:.3g}</text>'
            f'{"".join(ticks)}</svg>')
     legend = "".join(
-        f'<span class="key"><i style="background:{_PALETTE[dim % len(_PALETTE)]}"></i>{_e(name)}</span>'
+        f'<span class="key"><i style="background:{colours[dim]}"></i>{_e(name)}</span>'
         for dim, name in enumerate(names[:_MAX_LINES])
     )
     if values.shape[1] > _MAX_LINES:
