@@ -118,3 +118,17 @@ def test_log_samples_writes_what_each_step_received(packed_copy, tmp_path):
     received = [b["index"].tolist() for b in loader]
     logged = [json.loads(line) for line in (tmp_path / "log" / "s.jsonl.rank0").read_text().splitlines()]
     assert [r["index"] for r in logged] == received and {r["epoch"] for r in logged} == {0}
+
+
+def test_decode_device_decodes_in_the_training_process_with_the_same_batches(packed_copy):
+    """--shards.decode_device: workers ship members, a DecodeStage decodes each batch before the
+    trainer sees it (here on the CPU; cuda is the same path with NVDEC)."""
+    def batches(decode_device):
+        data = TrainData(PackedDataset(str(packed_copy), seed=4, return_uint8=True, decode_device=decode_device),
+                         options=ShardsOptions(decode_device=decode_device), resume_state=None)
+        loader = data.loader(torch.utils.data.DataLoader(data, batch_size=8, num_workers=1))
+        return [(b["index"].tolist(), b["observation.images.top"]) for b in loader]
+
+    plain, staged = batches(None), batches("cpu")
+    assert [i for i, _ in plain] == [i for i, _ in staged]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(plain, staged))
