@@ -47,7 +47,7 @@ from reader.format.limits import (
 )
 from reader.format.parquet import Budget, open_bounded, read_bounded
 from reader.format.parquet.bounded import read_parquet_schema
-from reader.storage import Storage
+from reader.storage import Storage, bucket_of
 
 __all__ = [
     "CameraMember",
@@ -88,8 +88,7 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
         if storage.is_local and not os.path.exists(storage.path("")):
             raise FormatError(f"{storage.url}: no such directory (so no {MANIFEST_PATH})") from None
         if err.missing_bucket:
-            bucket = storage.url.split("://", 1)[-1].split("/", 1)[0]
-            raise FormatError(f"{storage.url}: no such bucket {bucket!r} (check the URL and the endpoint, "
+            raise FormatError(f"{storage.url}: no such bucket {bucket_of(storage.url)!r} (check the URL and the endpoint, "
                               "storage_options / --storage-options)") from None
         if storage.exists("mixture.json"):
             raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with reader.MixtureDataset") from None
@@ -278,6 +277,8 @@ class PackedIndex:
         # Everything else opening needs, in one round of requests (a distant bucket: a round
         # trip each, once), each checked against the manifest before it is parsed.
         wanted = [EPISODES_INDEX_PATH, TASKS_PATH] + [INFO_PATH] * (INFO_PATH in self.manifest.files)
+        if where is not None:
+            check_predicate(where)  # before the sample index is read: a syntax error needs no data
         self._files = verified_reads(storage, self.manifest, wanted + [SAMPLES_INDEX_PATH] * (where is not None))
         table = parse_episodes_index(self._files.pop(EPISODES_INDEX_PATH), self.manifest, where=storage.describe(EPISODES_INDEX_PATH),
                                      with_tasks=with_tasks)
@@ -337,7 +338,6 @@ class PackedIndex:
             with open(path, "wb") as handle:
                 handle.write(data)
             del data
-            check_predicate(where)
             con = duckdb.connect()
             try:
                 # A view named as the CLI's: DuckDB's message then quotes `samples`, not a temp path.

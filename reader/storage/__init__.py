@@ -12,7 +12,7 @@ from reader.storage.backends import BACKENDS, StorageBackend, backend_for
 from reader.storage.local_files import TEMP_MARKER, default_file_mode, is_temp_name, remove_stale_temp_files
 from reader.storage.ranges import DEFAULT_MAX_GAP_BYTES, DEFAULT_MAX_REQUEST_BYTES, CoalescedRange, coalesce_ranges
 from reader.storage.retry import RetryPolicy, http_status, is_transient
-from reader.storage.storage import Storage, StorageCounters
+from reader.storage.storage import Storage, StorageCounters, bucket_of
 
 __all__ = [
     "BACKENDS",
@@ -25,6 +25,7 @@ __all__ = [
     "StorageBackend",
     "StorageCounters",
     "backend_for",
+    "bucket_of",
     "coalesce_ranges",
     "default_file_mode",
     "http_status",

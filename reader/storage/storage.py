@@ -544,6 +544,11 @@ class _RangeFile(io.RawIOBase):
 __all__ = ["Storage", "StorageCounters"]
 
 
+def bucket_of(url: str) -> str:
+    """The bucket (first path component after the scheme) of an object store URL."""
+    return url.split("://", 1)[-1].split("/", 1)[0]
+
+
 def _missing_bucket(err: BaseException) -> bool:
     """Whether ``err`` (or what it wraps) says the bucket itself does not exist."""
     text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
@@ -561,6 +566,6 @@ def _fix_hint(err: BaseException, url: str) -> str:
         return ("; cannot connect: for a bucket outside AWS (MinIO, R2, a local S3) pass "
                 "storage_options={\"endpoint_url\": \"http://host:port\"} (CLI: --storage-options) or set AWS_ENDPOINT_URL")
     if _missing_bucket(err):
-        bucket = url.split("://", 1)[-1].split("/", 1)[0]
+        bucket = bucket_of(url)
         return f"; the bucket {bucket} does not exist: create it first (e.g. `aws s3 mb s3://{bucket}`)"
     return ""
