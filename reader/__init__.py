@@ -10,6 +10,7 @@ from reader.exports import lazy_exports
 _EXPORTS = {
     "reader.dataset": ["PackedDataset", "AnchorSequence"],
     "reader.mixture": ["MixtureDataset"],
+    "reader.read_options": ["ReadOptions"],
     "reader.loader": ["BatchLoader", "to_device"],
     "reader.decode.stage": ["DecodeStage"],
     "reader.format": ["FORMAT_VERSION", "Manifest"],

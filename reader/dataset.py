@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from reader.epoch_stream import EpochStream, Segment
-from reader.errors import ArgumentError
 from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta
+from reader.option_fields import keyword_signature, merge_options
 from reader.plan.consumer_draws import SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
+from reader.read_options import ReadOptions
 from reader.runtime.consumer import StreamView
-from reader.storage import RetryPolicy, Storage
+from reader.storage import Storage
 
 
 class AnchorSequence(NamedTuple):
@@ -47,37 +47,11 @@ class PackedDataset(EpochStream):
         episodes: subset of episode indices (default: all).
         where: DuckDB SQL predicate over ``index/samples.parquet`` selecting anchors, e.g.
             ``"chunk_action_pad_after = 0"``.
-        shuffle: shuffle episodes per epoch and draw anchors at random from the pool. With
-            ``shuffle=False`` each consumer yields its contiguous block of anchors in index
-            order (consumers are ranks x workers, rank-major; the DataLoader interleaves
-            workers' batches round-robin).
-        seed: base seed; the order is a pure function of (seed, epoch, world size, workers).
-        episode_pool_size: whole episodes each consumer keeps open and draws from.
-        rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
-        return_uint8: frames as uint8 instead of float32 in [0, 1].
-        image_transforms: applied to each camera tensor, as LeRobot does.
-        tolerance_s: window tolerance (default: the manifest's).
-        storage_options: fsspec options for remote roots.
-        prefetch_episodes: episodes fetched ahead of need per consumer (background threads).
-        prefetch_bytes: cap on fetched-but-not-yet-used video bytes per consumer.
-        fetch_threads: episodes fetched at once per consumer (each fetch sends its footer,
-            row-group and member reads together). 2 keeps a local disk or a nearby bucket
-            busy; raise it for a distant bucket when episodes rotate faster than they arrive.
-        decode_threads: threads decoding a sample's cameras at once, per consumer. ``None``
-            (default): the cores this process may use divided among the DataLoader workers
-            and the node's ranks (``LOCAL_WORLD_SIZE``), at least 1; 1 decodes the cameras one
-            after another. Outputs are the same bytes either way.
-        cache_dir, cache_limit_gb: optional local disk cache of fetched episode bytes
-            (shared by workers, LRU-evicted to the cap; default cap 50 GB).
-        decoder: ``"auto"`` (torchcodec, else PyAV), ``"torchcodec"`` or ``"pyav"``.
-        manifest_sha256: pin the dataset (``"sha256:<hex>"``, as ``lerobot-shards info`` prints
-            it): the manifest must be exactly that one, and since every other byte read is
-            checked against digests it records, every sample is then exactly the packed one
-            or an error.
-        decode_device: ``None`` decodes in the workers. ``"cuda"``/``"cpu"``: workers ship
-            compressed members and frame indices instead; build the loader with
-            ``collate_fn=reader.decode.stage.collate`` and apply ``DecodeStage(device)`` to
-            each batch in the training process (NVDEC for hevc/h264 packs).
+        options: how to read, as one value (``ReadOptions``: order, pool, frames, fetch,
+            storage, pin; ``manifest_sha256`` pins this pack's ``manifest.json``).
+        **reading: any field of ``ReadOptions`` by name, replacing ``options``'s
+            (``PackedDataset(root, seed=3, return_uint8=True)``). ``help(PackedDataset)``
+            lists them.
 
     Raises:
         FormatError: not a (complete) packed dataset, unknown format version, or an index
@@ -85,9 +59,11 @@ class PackedDataset(EpochStream):
         IntegrityError: a file differs from what was packed (``PinMismatchError``: not the
             pinned manifest). Damage found later, while iterating, raises the same errors
             naming the file.
-        ValueError: unknown episodes, a bad ``where`` predicate or a bad window.
+        ArgumentError (a ``ValueError``): an unknown option (names the closest), a value out
+            of range, unknown episodes, a bad ``where`` predicate or a bad window.
     """
 
+    @keyword_signature(ReadOptions)
     def __init__(
         self,
         root: str,
@@ -95,31 +71,14 @@ class PackedDataset(EpochStream):
         delta_timestamps: dict[str, list[float]] | None = None,
         episodes: list[int] | None = None,
         where: str | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        episode_pool_size: int = 16,
-        rank: int | None = None,
-        world_size: int | None = None,
-        return_uint8: bool = False,
-        image_transforms: Callable | None = None,
-        tolerance_s: float | None = None,
-        storage_options: dict | None = None,
-        prefetch_episodes: int = 4,
-        prefetch_bytes: int | None = 256 * 1024 * 1024,
-        fetch_threads: int = 2,
-        decode_threads: int | None = None,
-        cache_dir: str | None = None,
-        cache_limit_gb: float | None = None,
-        decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
-        decode_device: str | None = None,
-        retry: RetryPolicy = RetryPolicy(),
-        manifest_sha256: str | None = None,
+        options: ReadOptions | None = None,
+        **reading: Any,
     ):
-        if episode_pool_size < 1:
-            raise ArgumentError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
+        options = merge_options(ReadOptions, options, reading, caller="PackedDataset")
+        self._set_options(options)
         self.root = str(root)
-        self.storage = Storage(self.root, storage_options, retry=retry)
-        self.index = PackedIndex(self.storage, episodes=episodes, where=where, manifest_sha256=manifest_sha256)
+        self.storage = Storage(self.root, options.storage_options, retry=options.retry)
+        self.index = PackedIndex(self.storage, episodes=episodes, where=where, manifest_sha256=options.manifest_sha256)
         self._columns: tuple[np.ndarray, np.ndarray] | None = None
         manifest = self.index.manifest
         # The selection's identity: the sorted distinct episodes (the index selected them).
@@ -130,29 +89,19 @@ class PackedDataset(EpochStream):
                 "dataset": self.index.manifest_sha256,
                 "episodes": selection,
                 "where": where,
-                "seed": int(seed),
-                "shuffle": bool(shuffle),
-                "episode_pool_size": int(episode_pool_size),
+                "seed": int(options.seed),
+                "shuffle": bool(options.shuffle),
+                "episode_pool_size": int(options.episode_pool_size),
                 "pool_block_size": POOL_BLOCK_SIZE,
             },
-            rank=rank,
-            world_size=world_size,
         )
         self.fps = manifest.fps
         self.features = manifest.features
         self.video_keys = list(manifest.video_keys)
         self.frame_sizes = {k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys}
-        self.tolerance_s = manifest.tolerance_s if tolerance_s is None else tolerance_s
+        self.tolerance_s = manifest.tolerance_s if options.tolerance_s is None else options.tolerance_s
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
         self.offsets = resolve_windows(self.delta_timestamps, self.fps, self.tolerance_s, list(self.features))
-        self.shuffle = shuffle
-        self.seed = int(seed)
-        self.episode_pool_size = int(episode_pool_size)
-        self._set_reading(
-            storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
-            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, decode_threads=decode_threads, cache_dir=cache_dir,
-            cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
-        )
         self.tasks = self.index.tasks
         self._meta: PackedMeta | None = None
         info = CatalogPack(
@@ -202,7 +151,7 @@ class PackedDataset(EpochStream):
             remaining = None if limit is None else limit - len(positions)
             if remaining is not None and remaining <= 0:
                 break
-            for position, anchor_position, _ in itertools.islice(SegmentDraws(plan, consumer, start, stop, self.episode_pool_size), remaining):
+            for position, anchor_position, _ in itertools.islice(SegmentDraws(plan, consumer, start, stop, self.options.episode_pool_size), remaining):
                 positions.append(position)
                 anchors.append(anchor_position)
         episode_position = np.asarray(positions, dtype=np.int64)
@@ -229,11 +178,11 @@ class PackedDataset(EpochStream):
         """The epoch plan for a world shape (pure function of the index and seed)."""
         return plan_epoch(
             self.index.anchor_counts,
-            seed=self.seed,
+            seed=self.options.seed,
             epoch=self.epoch if epoch is None else epoch,
             world_size=world_size,
             workers_per_rank=workers_per_rank,
-            shuffle=self.shuffle,
+            shuffle=self.options.shuffle,
         )
 
     def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
@@ -241,13 +190,15 @@ class PackedDataset(EpochStream):
 
     # -- iteration ------------------------------------------------------------------------
     def _view(self) -> StreamView:
-        return StreamView(catalog=self.catalog, offsets=[self.offsets], options=self._read_options(), storages=(self.storage,))
+        return StreamView(catalog=self.catalog, offsets=[self.offsets], options=self.options, decoders=self.decode_stage,
+                          storages=(self.storage,))
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws, segment by segment (see ``reader.runtime.consumer``)."""
         plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
         # Admissions are learned a block of draws at a time, far enough ahead for prefetch:
         # starting costs the same at any offset and segment length.
-        ahead = max(self.prefetch_episodes, 1) + self.episode_pool_size
-        return segment_blocks(plan, segments, pool_size=self.episode_pool_size, ahead=ahead)
+        pool_size = self.options.episode_pool_size
+        ahead = max(self.options.prefetch_episodes, 1) + pool_size
+        return segment_blocks(plan, segments, pool_size=pool_size, ahead=ahead)
 

@@ -14,21 +14,21 @@ from __future__ import annotations
 import gc
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from reader.decode.frames import CpuDecoders
-from reader.errors import ArgumentError, ResumeWarning, WindowWarning
+from reader.errors import ResumeWarning, WindowWarning
 from reader.plan.resume_state import EpochResume
 from reader.plan.windows import windows_beyond
 from reader.plan.world import World
-from reader.runtime.consumer import Consumer, ReadOptions, StreamView
+from reader.read_options import ReadOptions
+from reader.runtime.consumer import Consumer, StreamView
 from reader.runtime.environment import detect_world
 from reader.runtime.stats import SharedStats
-from reader.storage import RetryPolicy
 
 Segment = tuple[int, int, int]
 """``(plan consumer, start, stop)``: a piece of a planned consumer's stream this consumer serves."""
@@ -42,58 +42,22 @@ class EpochStream(torch.utils.data.IterableDataset):
         kind: the class name recorded in resume states.
         identity: what the stream reads (digests, selection, seed, ...): a resume state of
             another identity is refused.
-        rank, world_size: default from torch.distributed, else RANK/WORLD_SIZE, else 0/1.
+
+    A subclass calls ``_set_options`` with its ``ReadOptions`` (rank and world size included)
+    before its first read.
     """
 
-    def __init__(self, *, kind: str, identity: dict[str, Any], rank: int | None, world_size: int | None):
+    def __init__(self, *, kind: str, identity: dict[str, Any]):
         super().__init__()
         self.epoch = 0
-        self._rank_arg, self._world_size_arg = rank, world_size
         self._resume = EpochResume(kind, identity)
         self._stats = SharedStats()
         self._pending_resume: tuple[int, int | None] | None = None  # a loaded state not yet iterated
 
-    def _set_reading(
-        self,
-        *,
-        storage_options: dict | None,
-        retry: RetryPolicy,
-        return_uint8: bool,
-        image_transforms: Callable | None,
-        prefetch_episodes: int,
-        prefetch_bytes: int | None,
-        fetch_threads: int,
-        decode_threads: int | None,
-        cache_dir: str | None,
-        cache_limit_gb: float | None,
-        decoder: str,
-        decode_device: str | None,
-    ) -> None:
-        """Check and keep the options both datasets take with the same names and defaults.
-
-        Raises:
-            ValueError: ``image_transforms`` with ``decode_device`` (frames are decoded after
-                the workers), a negative prefetch, fewer than one fetch or decode thread.
-        """
-        if decode_device is not None and image_transforms is not None:
-            raise ArgumentError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
-        if prefetch_episodes < 0:
-            raise ArgumentError(f"prefetch_episodes must be >= 0, got {prefetch_episodes}")
-        if fetch_threads < 1:
-            raise ArgumentError(f"fetch_threads must be >= 1, got {fetch_threads}")
-        self.fetch_threads = int(fetch_threads)
-        if decode_threads is not None and decode_threads < 1:
-            raise ArgumentError(f"decode_threads must be None (auto) or >= 1, got {decode_threads}")
-        self.decode_threads = None if decode_threads is None else int(decode_threads)
-        self.storage_options = dict(storage_options or {})
-        self.retry = retry
-        self.return_uint8 = return_uint8
-        self.image_transforms = image_transforms
-        self.prefetch_episodes, self.prefetch_bytes = int(prefetch_episodes), prefetch_bytes
-        self.cache_dir = cache_dir
-        self.cache_limit_bytes = int((cache_limit_gb if cache_limit_gb is not None else 50) * 1e9)
-        self.decode_stage = CpuDecoders(decoder)
-        self.decode_device = decode_device
+    def _set_options(self, options: ReadOptions) -> None:
+        """Keep the reading options (checked by ``ReadOptions``) and the CPU decoders they name."""
+        self.options = options
+        self.decode_stage = CpuDecoders(options.decoder)
 
     def _warn_windows_beyond_episodes(self, offsets: list[dict[str, np.ndarray]], fps: list[float]) -> None:
         """Warn (``WindowWarning``) for each dataset's window longer than its longest episode:
@@ -104,18 +68,6 @@ class EpochStream(torch.utils.data.IterableDataset):
             if dataset_offsets and len(lengths):
                 for sentence in windows_beyond(dataset_offsets, int(lengths.max()), dataset_fps):
                     warnings.warn(f"{catalog.datasets[i].root}: {sentence}", WindowWarning, stacklevel=3)
-
-    def _read_options(self) -> ReadOptions:
-        """The options as the consumer takes them (read at iteration: ``BatchLoader`` may have
-        switched ``return_uint8`` on since construction)."""
-        return ReadOptions(
-            decode_stage=self.decode_stage, storage_options=self.storage_options, retry=self.retry,
-            return_uint8=self.return_uint8, image_transforms=self.image_transforms, encoded_video=self.decode_device is not None,
-            prefetch_episodes=self.prefetch_episodes, prefetch_bytes=self.prefetch_bytes, fetch_threads=self.fetch_threads,
-            decode_threads=self.decode_threads,
-            cache_dir=self.cache_dir,
-            cache_limit_bytes=self.cache_limit_bytes,
-        )
 
     @property
     def decoder_backend(self) -> str:
@@ -132,7 +84,8 @@ class EpochStream(torch.utils.data.IterableDataset):
         raise NotImplementedError
 
     def _view(self) -> StreamView:
-        """What the draws read: the catalog, each dataset's windows, the read options."""
+        """What the draws read: the catalog, each dataset's windows, the read options (read at
+        iteration: ``BatchLoader`` may have replaced ``options`` since construction)."""
         raise NotImplementedError
 
     def _finish(self, dataset: int, sample: dict) -> dict:
@@ -141,7 +94,7 @@ class EpochStream(torch.utils.data.IterableDataset):
 
     # -- the surface --------------------------------------------------------------------------
     def _world(self, *, worker: int = 0, num_workers: int | None = None) -> World:
-        detected = detect_world(self._rank_arg, self._world_size_arg)
+        detected = detect_world(self.options.rank, self.options.world_size)
         if num_workers is None:
             return detected
         return World(rank=detected.rank, world_size=detected.world_size, worker=worker, num_workers=num_workers)

@@ -35,7 +35,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ import torch
 
 from reader.errors import ArgumentError, LeRobotTrainError
 from reader.loader import BatchLoader
+from reader.option_fields import OptionField, describe_options, option, option_fields
+from reader.read_options import ReadOptions
 from reader.runtime.environment import detect_world
 
 TESTED_LEROBOT = ("0.6.1",)
@@ -50,33 +52,58 @@ STATE_FILE = "lerobot_shards_loader.json"
 _PREFIX = "--shards."
 
 
+# Reading options the trainer's own flags set: not --shards.* flags.
+TRAINER_SETS = {"seed": "--seed", "return_uint8": "(the trainer divides frames by 255)", "tolerance_s": "--tolerance_s",
+                "decoder": "--dataset.video_backend"}
+
+
+@describe_options
 @dataclass(frozen=True)
 class ShardsOptions:
-    """The integration's own flags, ``--shards.<name>=<value>`` (every other flag is LeRobot's).
-
-    Attributes:
-        storage_options: fsspec options for a bucket (JSON), e.g. ``{"endpoint_url": ...}``.
-        episode_pool_size, prefetch_episodes, fetch_threads, decode_threads, cache_dir:
-            ``PackedDataset``'s options of the same names.
-        decode_device: ``cuda`` decodes hevc/h264 packs on the trainer's GPU (NVDEC) instead of
-            in the workers; ``None`` (default) decodes in the workers.
-        manifest_sha256: pin the pack or ``mixture.json`` (as ``lerobot-shards info`` prints it).
-        log_samples: write each batch's ``index``/``episode_index`` (and ``dataset_index`` for a
-            mixture) as the trainer receives it, one JSON line per batch, to this path with
-            ``.rank<R>`` appended (to check what was trained on).
-        allow_untested_lerobot: run on a LeRobot version not in ``TESTED_LEROBOT``.
+    """The integration's own flags, ``--shards.<name>=<value>`` (every other flag is LeRobot's):
+    every ``ReadOptions`` field that has a command-line form (but those in ``TRAINER_SETS``),
+    and the two below. ``reading`` holds the ``ReadOptions`` fields given (``{name: value}``,
+    parsed and checked).
     """
 
-    storage_options: dict | None = None
-    episode_pool_size: int = 16
-    prefetch_episodes: int = 4
-    fetch_threads: int = 2
-    decode_threads: int | None = None
-    cache_dir: str | None = None
-    decode_device: str | None = None
-    manifest_sha256: str | None = None
-    log_samples: str | None = None
-    allow_untested_lerobot: bool = False
+    reading: dict = field(default_factory=dict)
+    log_samples: str | None = option(None, help=(
+        "Write each batch's index/episode_index (and dataset_index for a mixture) as the trainer receives it, one "
+        "JSON line per batch, to this path with .rank<R> appended (to check what was trained on)."))
+    allow_untested_lerobot: bool = option(False, help="Run on a LeRobot version not in TESTED_LEROBOT.")
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.reading) - set(_reading_flags()))
+        if unknown:
+            raise ArgumentError(f"{_PREFIX}{unknown[0]} is not a reading option the trainer takes")
+        self.read_options()  # refuse bad values now, not when the dataset opens
+
+    @classmethod
+    def from_flags(cls, values: dict[str, Any]) -> ShardsOptions:
+        """The options from flag values by name (``split_args``'s first result).
+
+        Raises:
+            ArgumentError: a name that is no flag, or a bad value.
+        """
+        own = {f.name for f in option_fields(cls)}
+        return cls(reading={k: v for k, v in values.items() if k not in own}, **{k: v for k, v in values.items() if k in own})
+
+    def flags(self) -> dict[str, Any]:
+        """The flag values given, by name (what a checkpoint records; JSON-able)."""
+        return {**self.reading, "log_samples": self.log_samples, "allow_untested_lerobot": self.allow_untested_lerobot}
+
+    def read_options(self, **trainer: Any) -> ReadOptions:
+        """``ReadOptions`` from the flags given and what the trainer sets (``TRAINER_SETS``)."""
+        return ReadOptions(**trainer, **self.reading)
+
+
+def _reading_flags() -> dict[str, OptionField]:
+    return {f.name: f for f in option_fields(ReadOptions) if f.flag is not None and f.name not in TRAINER_SETS}
+
+
+def known_flags() -> dict[str, OptionField]:
+    """Every ``--shards.<name>`` by name: the reading options', then the integration's own."""
+    return {**_reading_flags(), **{f.name: f for f in option_fields(ShardsOptions)}}
 
 
 def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -88,7 +115,7 @@ def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     Raises:
         ArgumentError: an unknown ``--shards.`` name or a value of the wrong type.
     """
-    types = {f.name: f for f in fields(ShardsOptions)}
+    known = known_flags()
     values: dict[str, Any] = {}
     rest: list[str] = []
     args = list(argv)
@@ -102,30 +129,11 @@ def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             if not args:
                 raise ArgumentError(f"{arg} needs a value")
             raw = args.pop(0)
-        if name not in types:
-            raise ArgumentError(f"unknown option {_PREFIX}{name}; known: {', '.join(_PREFIX + n for n in types)}")
-        values[name] = _parse_value(name, raw)
+        if name not in known:
+            set_by = f" (the trainer's {TRAINER_SETS[name]} sets it)" if name in TRAINER_SETS else ""
+            raise ArgumentError(f"unknown option {_PREFIX}{name}{set_by}; known: {', '.join(_PREFIX + n for n in known)}")
+        values[name] = known[name].parse_text(raw, spelled=_PREFIX + name)
     return values, rest
-
-
-def _parse_value(name: str, raw: str) -> Any:
-    if raw.lower() in ("none", "null", ""):
-        return None
-    try:
-        if name == "storage_options":
-            value = json.loads(raw)
-            if not isinstance(value, dict):
-                raise ValueError("not a JSON object")
-            return value
-        if name in ("episode_pool_size", "prefetch_episodes", "fetch_threads", "decode_threads"):
-            return int(raw)
-        if name == "allow_untested_lerobot":
-            if raw.lower() not in ("true", "false", "1", "0"):
-                raise ValueError("not true or false")
-            return raw.lower() in ("true", "1")
-    except ValueError as err:
-        raise ArgumentError(f"{_PREFIX}{name}={raw!r}: {err}") from None
-    return raw
 
 
 def check_lerobot(allow_untested: bool = False) -> str:
@@ -184,10 +192,11 @@ class TrainLoader:
 
     def __init__(self, data: TrainData, data_loader: torch.utils.data.DataLoader):
         stage = None
-        if data.options.decode_device is not None:
+        decode_device = data.dataset.options.decode_device
+        if decode_device is not None:
             from reader.decode.stage import DecodeStage
 
-            stage = DecodeStage(data.options.decode_device)
+            stage = DecodeStage(decode_device)
         self.data = data
         self.loader = BatchLoader(
             data.dataset, batch_size=int(data_loader.batch_size), num_workers=int(data_loader.num_workers),
@@ -248,26 +257,24 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
     root = str(root)
     if getattr(cfg.dataset, "eval_split", 0.0):
         raise LeRobotTrainError("--dataset.eval_split is not supported on packed data: pack the held-out episodes apart")
-    common = dict(
-        seed=int(cfg.seed or 0), episode_pool_size=options.episode_pool_size, return_uint8=True,
+    read = options.read_options(
+        seed=int(cfg.seed or 0), return_uint8=True,
         image_transforms=ImageTransforms(cfg.dataset.image_transforms) if cfg.dataset.image_transforms.enable else None,
-        storage_options=options.storage_options, prefetch_episodes=options.prefetch_episodes,
-        fetch_threads=options.fetch_threads, decode_threads=options.decode_threads, cache_dir=options.cache_dir,
         decoder=cfg.dataset.video_backend if cfg.dataset.video_backend in ("torchcodec", "pyav") else "auto",
-        decode_device=options.decode_device, manifest_sha256=options.manifest_sha256,
     )
     mixture = root.endswith(".json")
     if mixture and cfg.dataset.episodes is not None:
         raise LeRobotTrainError("--dataset.episodes selects episodes of one pack; a mixture's are chosen by `mixture create --where`")
     # The windows need the features and fps: open once without them, then with them.
-    probe = MixtureDataset(root, **common) if mixture else PackedDataset(root, episodes=cfg.dataset.episodes, **common)
+    probe = MixtureDataset(root, options=read) if mixture else PackedDataset(root, episodes=cfg.dataset.episodes, options=read)
     delta = resolve_delta_timestamps(cfg.trainable_config, probe.meta)
     if delta is None:
         dataset = probe
     elif mixture:
-        dataset = MixtureDataset(root, delta_timestamps=delta, tolerance_s=cfg.tolerance_s, **common)
+        dataset = MixtureDataset(root, delta_timestamps=delta, options=replace(read, tolerance_s=cfg.tolerance_s))
     else:
-        dataset = PackedDataset(root, episodes=cfg.dataset.episodes, delta_timestamps=delta, tolerance_s=cfg.tolerance_s, **common)
+        dataset = PackedDataset(root, episodes=cfg.dataset.episodes, delta_timestamps=delta,
+                                options=replace(read, tolerance_s=cfg.tolerance_s))
     if cfg.dataset.use_imagenet_stats:
         meta = dataset.meta
         for key in meta.camera_keys:
@@ -297,7 +304,7 @@ def _save_loader_state(checkpoint_dir, step: int) -> None:
         return
     target = Path(checkpoint_dir) / "training_state" / STATE_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    record = {"format": 1, "step": int(step), "loader": _ACTIVE.state_dict(), "options": asdict(_ACTIVE.data.options)}
+    record = {"format": 1, "step": int(step), "loader": _ACTIVE.state_dict(), "options": _ACTIVE.data.options.flags()}
     temporary = target.with_suffix(".tmp")
     temporary.write_text(json.dumps(record))
     os.replace(temporary, target)
@@ -312,7 +319,7 @@ def _saved_options(argv: list[str]) -> dict[str, Any]:
     if not path.is_file():
         return {}  # make_train_data names the missing file
     saved = json.loads(path.read_text()).get("options") or {}
-    known = {f.name for f in fields(ShardsOptions)}
+    known = known_flags()
     return {k: v for k, v in saved.items() if k in known and k != "log_samples"}
 
 
@@ -355,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     resuming = any(a.startswith("--config_path") for a in rest)
     saved = _saved_options(rest) if resuming else {}
     # A resume reads as the run it continues did (bucket options, pool, pin), unless told otherwise.
-    options = ShardsOptions(**{**saved, **given})
+    options = ShardsOptions.from_flags({**saved, **given})
     if not resuming and not any(a.startswith("--dataset.repo_id") for a in rest):
         root = next((a.split("=", 1)[1] for a in rest if a.startswith("--dataset.root=")), "packed")
         # LeRobot requires a repo id; it names the run (logs, model card), nothing is downloaded.

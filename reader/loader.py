@@ -28,6 +28,7 @@ Batches are exactly what a ``DataLoader`` with the same ``batch_size`` and ``num
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,12 +51,13 @@ class _BatchedView(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         ring = FrameRing(self.flags, info.id if info is not None else None, self.slots)
         dataset, float_frames = self.dataset, False
-        if isinstance(dataset, PackedDataset) and not dataset.return_uint8 and dataset.image_transforms is None:
+        options = getattr(dataset, "options", None)
+        if isinstance(dataset, PackedDataset) and not options.return_uint8 and options.image_transforms is None:
             # Float32 frames are converted straight into the ring slot (same values as the
             # sample path's) instead of into a new 4-bytes-per-pixel tensor per sample that is
             # then copied again: 1.7x the float32 samples/s on 480x640 frames.
             dataset, float_frames = copy.copy(dataset), True
-            dataset.return_uint8 = True
+            dataset.options = dataclasses.replace(options, return_uint8=True)
         return batches(iter(dataset), batch_size=self.batch_size, drop_last=self.drop_last,
                        frame_keys=frame_keys_of(dataset), ring=ring, float_frames=float_frames)
 
@@ -121,7 +123,7 @@ class BatchLoader:
             self._loader_options["prefetch_factor"] = prefetch_factor
         self.samples_consumed = 0
         self._loaded_epoch: int | None = None
-        if decode_stage is not None and getattr(dataset, "decode_device", None) is None:
+        if decode_stage is not None and getattr(getattr(dataset, "options", None), "decode_device", None) is None:
             raise ArgumentError("decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers")
         self.decode_stage, self.decode_ahead = decode_stage, decode_ahead
 

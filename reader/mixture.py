@@ -27,9 +27,8 @@ padded vectors nor cameras) are dropped so batches collate.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Literal
+from typing import Any
 
 import numpy as np
 
@@ -44,11 +43,13 @@ from reader.format.mixture import MixtureEntry, MixtureSpec, resolve_dataset_pat
 from reader.format.mixture_index import INDEX_FILES, table_budget
 from reader.format.parquet import read_bounded
 from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta, meta_from_record
+from reader.option_fields import keyword_signature, merge_options
 from reader.plan.consumer_draws import segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.mixture_plan import EpochPieces, MixtureLayout, PieceMap, proportional_pieces, weighted_pieces
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows
+from reader.read_options import ReadOptions
 from reader.runtime.consumer import StreamView
 from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
 from reader.storage import RetryPolicy, Storage
@@ -90,8 +91,8 @@ def load_mixture_file(
 class MixtureDataset(EpochStream):
     """Samples drawn from several packed datasets (see the module docstring for the modes).
 
-    Every option of ``PackedDataset`` works here with the same name and default (one code
-    path reads both), except ``episodes`` and ``where``: a mixture's anchors are chosen by
+    Reads with the same ``ReadOptions`` as ``PackedDataset`` (one code path reads both);
+    ``episodes`` and ``where`` are not options here: a mixture's anchors are chosen by
     ``mixture create --where`` and recorded, and applied, per dataset.
 
     Args:
@@ -102,14 +103,16 @@ class MixtureDataset(EpochStream):
         delta_timestamps: windows in seconds, keyed by the *mapped* feature names.
         key_map: ``{dataset name: {source key: mixture key}}`` renames.
         pad_keys: vector features zero-padded to a common width with ``<key>_mask``.
-        manifest_sha256: pin the mixture: ``sha256:<hex>`` of ``mixture.json``'s bytes. With a
-            compiled mixture every byte read is then checked against digests it records.
         allow_remote_paths: accept absolute paths and URLs in ``mixture.json`` (by default
             its dataset paths must be relative to the file: opening a mixture must not read or
             send requests to places its author chose).
         allow_duplicates: accept the same pack (same manifest digest, or the same root) more
             than once; by default that is refused, naming both entries.
-        Others: as ``PackedDataset`` (``tolerance_s`` overrides every dataset's own).
+        options: how to read (``ReadOptions``). Here ``manifest_sha256`` pins the mixture:
+            ``sha256:<hex>`` of ``mixture.json``'s bytes (with a compiled mixture every byte
+            read is then checked against digests it records); ``tolerance_s`` overrides every
+            dataset's own.
+        **reading: any field of ``ReadOptions`` by name, replacing ``options``'s.
 
     Raises:
         MixtureSpecError: a malformed mixture file, the same pack twice, or an index that
@@ -120,6 +123,7 @@ class MixtureDataset(EpochStream):
         ValueError: inconsistent weights, or bad windows.
     """
 
+    @keyword_signature(ReadOptions)
     def __init__(
         self,
         sources: str | list[str],
@@ -130,35 +134,14 @@ class MixtureDataset(EpochStream):
         delta_timestamps: dict[str, list[float]] | None = None,
         key_map: dict[str, dict[str, str]] | None = None,
         pad_keys: tuple[str, ...] = ("observation.state", "action"),
-        shuffle: bool = True,
-        seed: int = 0,
-        episode_pool_size: int = 16,
-        rank: int | None = None,
-        world_size: int | None = None,
-        return_uint8: bool = False,
-        image_transforms: Callable | None = None,
-        tolerance_s: float | None = None,
-        storage_options: dict | None = None,
-        prefetch_episodes: int = 4,
-        prefetch_bytes: int | None = 256 * 1024 * 1024,
-        fetch_threads: int = 2,
-        decode_threads: int | None = None,
-        cache_dir: str | None = None,
-        cache_limit_gb: float | None = None,
-        decoder: Literal["auto", "torchcodec", "pyav"] = "auto",
-        decode_device: str | None = None,
-        retry: RetryPolicy = RetryPolicy(),
-        manifest_sha256: str | None = None,
         allow_remote_paths: bool = False,
         allow_duplicates: bool = False,
+        options: ReadOptions | None = None,
+        **reading: Any,
     ):
-        if episode_pool_size < 1:
-            raise ArgumentError(f"episode_pool_size must be >= 1, got {episode_pool_size}")
-        self._set_reading(
-            storage_options=storage_options, retry=retry, return_uint8=return_uint8, image_transforms=image_transforms,
-            prefetch_episodes=prefetch_episodes, prefetch_bytes=prefetch_bytes, fetch_threads=fetch_threads, decode_threads=decode_threads, cache_dir=cache_dir,
-            cache_limit_gb=cache_limit_gb, decoder=decoder, decode_device=decode_device,
-        )
+        options = merge_options(ReadOptions, options, reading, caller="MixtureDataset")
+        self._set_options(options)
+        storage_options, retry, manifest_sha256 = options.storage_options, options.retry, options.manifest_sha256
         self._meta_records: list[dict] | None = None
         self._compiled: tuple[Storage, MixtureSpec] | None = None
         if isinstance(sources, str):
@@ -195,15 +178,13 @@ class MixtureDataset(EpochStream):
         self.key_map = {name: dict((key_map or {}).get(name, {})) for name in names}
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.samples_per_epoch = samples_per_epoch
-        self.seed, self.shuffle, self.pool_size = int(seed), bool(shuffle), int(episode_pool_size)
-        self.episode_pool_size = self.pool_size
         # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
         # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
         self.harmonizer = FeatureHarmonizer.build(
             [DatasetFeatures.from_manifest_features(d.name, d.fps, d.features) for d in datasets],
-            key_map=self.key_map, pad_keys=tuple(pad_keys), delta_timestamps=delta_timestamps, return_uint8=return_uint8,
+            key_map=self.key_map, pad_keys=tuple(pad_keys), delta_timestamps=delta_timestamps, return_uint8=options.return_uint8,
         )
-        self.tolerance_s = tolerance_s
+        tolerance_s = self.tolerance_s = options.tolerance_s
         self._offsets = [
             resolve_windows(self.harmonizer.source_delta_timestamps(i), d.fps, d.tolerance_s if tolerance_s is None else tolerance_s,
                             list(d.features))
@@ -225,14 +206,12 @@ class MixtureDataset(EpochStream):
                 "mixture": "sha256:" + sha256_hex(json.dumps(members).encode()),
                 "weights": None if self.weights is None else [float(w) for w in self.weights],
                 "samples_per_epoch": samples_per_epoch,
-                "seed": self.seed,
-                "shuffle": self.shuffle,
-                "episode_pool_size": self.pool_size,
+                "seed": int(options.seed),
+                "shuffle": bool(options.shuffle),
+                "episode_pool_size": int(options.episode_pool_size),
                 "pool_block_size": POOL_BLOCK_SIZE,
                 "plan": PLAN_KIND,
             },
-            rank=rank,
-            world_size=world_size,
         )
         if self.weights is not None:  # refuse bad weights now, not in the first worker
             self._pieces(0)
@@ -242,7 +221,7 @@ class MixtureDataset(EpochStream):
         path for lists of roots and mixture files without a compiled index."""
         packs = []
         for path, name, entry in zip(paths, names, entries):
-            storage = Storage(path, self.storage_options, retry=self.retry)
+            storage = Storage(path, self.options.storage_options, retry=self.options.retry)
             where = entry.where if entry is not None else None
             pin = entry.manifest_sha256 if entry is not None else None
             index = PackedIndex(storage, where=where, manifest_sha256=pin)
@@ -270,7 +249,7 @@ class MixtureDataset(EpochStream):
             return [meta_from_record(records[i], d, catalog.tasks(i)) for i, d in enumerate(catalog.datasets)]
         metas = []
         for i, d in enumerate(catalog.datasets):
-            storage = Storage(d.root, self.storage_options, retry=self.retry)
+            storage = Storage(d.root, self.options.storage_options, retry=self.options.retry)
             index = PackedIndex(storage, manifest_sha256=d.manifest_sha256)
             metas.append(load_packed_meta(storage, index.manifest, index.info, catalog.tasks(i)))
         return metas
@@ -326,7 +305,7 @@ class MixtureDataset(EpochStream):
             return {d.name: r.get("stats") or {} for d, r in zip(self.catalog.datasets, _read_meta_records(base, spec))}
         out = {}
         for d in self.catalog.datasets:
-            storage = Storage(d.root, self.storage_options, retry=self.retry)
+            storage = Storage(d.root, self.options.storage_options, retry=self.options.retry)
             manifest = PackedIndex(storage, manifest_sha256=d.manifest_sha256).manifest
             out[d.name] = read_stats(storage, manifest)
         return out
@@ -339,32 +318,33 @@ class MixtureDataset(EpochStream):
             if self.weights is None:
                 pieces = proportional_pieces(self.layout)
             else:
-                pieces = weighted_pieces(self.layout, self.weights, samples_per_epoch=self.samples_per_epoch, seed=self.seed,
-                                         epoch=epoch, shuffle=self.shuffle, names=self.names)
+                pieces = weighted_pieces(self.layout, self.weights, samples_per_epoch=self.samples_per_epoch, seed=self.options.seed,
+                                         epoch=epoch, shuffle=self.options.shuffle, names=self.names)
             self._pieces_cache = {**dict(list(self._pieces_cache.items())[-1:]), epoch: pieces}
         return pieces
 
     def plan(self, *, world_size: int, workers_per_rank: int, epoch: int | None = None) -> EpochPlan:
         """The epoch plan over this epoch's pieces for a world shape (pure arithmetic)."""
         epoch = self.epoch if epoch is None else epoch
-        return plan_epoch(self._pieces(epoch).counts, seed=self.seed, epoch=epoch, world_size=world_size,
-                          workers_per_rank=workers_per_rank, shuffle=self.shuffle)
+        return plan_epoch(self._pieces(epoch).counts, seed=self.options.seed, epoch=epoch, world_size=world_size,
+                          workers_per_rank=workers_per_rank, shuffle=self.options.shuffle)
 
     def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
         return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
 
     # -- iteration ------------------------------------------------------------------------------
     def _view(self) -> StreamView:
-        return StreamView(catalog=self.catalog, offsets=self._offsets, options=self._read_options())
+        return StreamView(catalog=self.catalog, offsets=self._offsets, options=self.options, decoders=self.decode_stage)
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws as ``(piece, episode, anchor, last)`` blocks."""
         plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
         pieces = None
         if self.weights is not None:
-            pieces = PieceMap(self._pieces(self.epoch), self.layout, self.seed, self.shuffle)
-        ahead = max(self.prefetch_episodes, 1) + self.pool_size
-        return segment_blocks(plan, segments, pool_size=self.pool_size, ahead=ahead, pieces=pieces)
+            pieces = PieceMap(self._pieces(self.epoch), self.layout, self.options.seed, self.options.shuffle)
+        pool_size = self.options.episode_pool_size
+        ahead = max(self.options.prefetch_episodes, 1) + pool_size
+        return segment_blocks(plan, segments, pool_size=pool_size, ahead=ahead, pieces=pieces)
 
     def _finish(self, dataset: int, sample: dict) -> dict:
         return self.harmonizer.apply(dataset, sample)

@@ -43,9 +43,12 @@ def test_our_flags_are_taken_out_and_the_rest_is_lerobots():
                               "--shards.episode_pool_size=4", "--steps=10", "--shards.decode_device=none"])
     assert rest == ["--policy.type=act", "--steps=10"]
     assert given == {"storage_options": {"endpoint_url": "http://x"}, "episode_pool_size": 4, "decode_device": None}
-    assert ShardsOptions(**given).fetch_threads == 2
-    with pytest.raises(ArgumentError, match=r"unknown option --shards.pool; known: --shards.storage_options"):
+    assert ShardsOptions.from_flags(given).read_options().fetch_threads == 2
+    assert ShardsOptions.from_flags(given).read_options().episode_pool_size == 4
+    with pytest.raises(ArgumentError, match=r"unknown option --shards.pool; known: .*--shards.storage_options"):
         split_args(["--shards.pool=3"])
+    with pytest.raises(ArgumentError, match=r"unknown option --shards.seed \(the trainer's --seed sets it\)"):
+        split_args(["--shards.seed=3"])
     with pytest.raises(ArgumentError, match=r"--shards.episode_pool_size='many'"):
         split_args(["--shards.episode_pool_size=many"])
     with pytest.raises(ArgumentError, match="not a JSON object"):
@@ -125,7 +128,7 @@ def test_decode_device_decodes_in_the_training_process_with_the_same_batches(pac
     trainer sees it (here on the CPU; cuda is the same path with NVDEC)."""
     def batches(decode_device):
         data = TrainData(PackedDataset(str(packed_copy), seed=4, return_uint8=True, decode_device=decode_device),
-                         options=ShardsOptions(decode_device=decode_device), resume_state=None)
+                         options=ShardsOptions.from_flags({"decode_device": decode_device}), resume_state=None)
         loader = data.loader(torch.utils.data.DataLoader(data, batch_size=8, num_workers=1))
         return [(b["index"].tolist(), b["observation.images.top"]) for b in loader]
 

@@ -4,7 +4,6 @@ process limits named instead of retried."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 import torch
 
 from packer import create_mixture, tiny_member, write_tabular_pack
-from reader import MixtureDataset, PackedDataset
+from reader import MixtureDataset
 from reader.decode.stage import DecodeStage, collate
 from reader.errors import FormatError, IntegrityError, MixtureSpecError, PinMismatchError
 from reader.format import sha256_hex
@@ -47,17 +46,6 @@ def mixture(packs, tmp_path) -> Path:
 
 def _pairs(dataset) -> list[tuple[int, int]]:
     return [(int(s["dataset_index"]), int(s["index"])) for s in dataset]
-
-
-def test_every_packed_dataset_option_is_a_mixture_option_with_the_same_default():
-    packed = inspect.signature(PackedDataset.__init__).parameters
-    mixed = inspect.signature(MixtureDataset.__init__).parameters
-    # A pack's own selection (episodes, where) is a mixture's `mixture create --where`.
-    for name, parameter in packed.items():
-        if name in ("self", "root", "episodes", "where"):
-            continue
-        assert name in mixed, f"MixtureDataset lacks {name}"
-        assert mixed[name].default == parameter.default, f"{name}: {mixed[name].default!r} vs {parameter.default!r}"
 
 
 def test_the_compiled_mixture_equals_opening_every_pack(mixture):

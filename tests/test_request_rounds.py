@@ -78,8 +78,8 @@ def test_fetch_threads_is_an_option_of_both_datasets(packed_copy):
     import pytest
 
     dataset = PackedDataset(str(packed_copy), fetch_threads=5)
-    assert dataset._read_options().fetch_threads == 5
-    assert PackedDataset(str(packed_copy))._read_options().fetch_threads == 2  # the documented default
+    assert dataset.options.fetch_threads == dataset._view().options.fetch_threads == 5
+    assert PackedDataset(str(packed_copy)).options.fetch_threads == 2  # the documented default
     with pytest.raises(ValueError, match="fetch_threads must be >= 1, got 0"):
         PackedDataset(str(packed_copy), fetch_threads=0)
     with pytest.raises(ValueError, match="fetch_threads must be >= 1, got 0"):

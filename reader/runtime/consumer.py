@@ -18,7 +18,7 @@ It publishes counters to the shared stats table it is given.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,47 +27,17 @@ from reader.decode.frames import CpuDecoders
 from reader.fetch.catalog import EpisodeCatalog
 from reader.fetch.disk_cache import DiskCache
 from reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
+from reader.read_options import ReadOptions
 from reader.runtime.environment import decode_threads_for, detect_world
 from reader.runtime.sample_builder import SampleBuilder
 from reader.runtime.stats import SharedStats
-from reader.storage import RetryPolicy, Storage
+from reader.storage import Storage
 
 Block = tuple[list[tuple[int, int]], list[tuple[int, int, int, bool]]]
 """``(admitted (piece, episode) in first-needed order, draws (piece, episode, anchor, last))``;
 episodes are catalog positions, anchors positions in the episode's anchor list."""
 
 _PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """How a consumer reads (the options ``PackedDataset`` and ``MixtureDataset`` share).
-
-    Attributes:
-        storage_options, retry: for every pack root (roots with the same options share a client).
-        decode_stage: the CPU decoder used in the consumer.
-        return_uint8: frames as uint8 rather than float32 in [0, 1].
-        image_transforms: applied to each camera tensor.
-        encoded_video: ship compressed members for a ``DecodeStage`` outside the consumer.
-        prefetch_episodes, prefetch_bytes: how far ahead pieces are fetched (per consumer).
-        cache_dir, cache_limit_bytes: the local disk cache of fetched episodes (None: none).
-        fetch_threads: background fetch threads per consumer.
-        decode_threads: threads decoding a sample's cameras at once (None: the idle cores, see
-            ``reader.runtime.environment.decode_threads_for``).
-    """
-
-    decode_stage: CpuDecoders
-    storage_options: dict | None = None
-    retry: RetryPolicy = RetryPolicy()
-    return_uint8: bool = False
-    image_transforms: Callable | None = None
-    encoded_video: bool = False
-    prefetch_episodes: int = 4
-    prefetch_bytes: int | None = 256 * 1024 * 1024
-    cache_dir: str | None = None
-    cache_limit_bytes: int = 50_000_000_000
-    fetch_threads: int = 2
-    decode_threads: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +47,8 @@ class StreamView:
     Attributes:
         catalog: every episode of every pack, with its digests.
         offsets: per dataset (catalog order), its windows as frame offsets per key.
-        options: how to read.
+        options: how to read (the dataset's ``ReadOptions``, whole).
+        decoders: the CPU decoders ``options.decoder`` names (made once by the dataset).
         storages: ``Storage`` objects to use for the first datasets (a ``PackedDataset``'s own,
             so its counters see the reads); the others are made on first use.
     """
@@ -85,6 +56,7 @@ class StreamView:
     catalog: EpisodeCatalog
     offsets: list[dict[str, np.ndarray]]
     options: ReadOptions
+    decoders: CpuDecoders
     storages: tuple[Storage, ...] = ()
 
 
@@ -119,7 +91,7 @@ class Consumer:
                 video_keys=list(info.video_keys),
                 offsets=self.view.offsets[dataset],
                 tasks=self.view.catalog.tasks(dataset),
-                stage=options.decode_stage,
+                stage=self.view.decoders,
                 return_uint8=options.return_uint8,
                 image_transforms=options.image_transforms,
                 encoded_video=options.encoded_video,
@@ -191,4 +163,4 @@ class Consumer:
         self._publisher.publish(total)
 
 
-__all__ = ["Block", "Consumer", "ReadOptions", "StreamView"]
+__all__ = ["Block", "Consumer", "StreamView"]
