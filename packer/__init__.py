@@ -21,7 +21,7 @@ from reader.exports import lazy_exports
 _EXPORTS = {
     # packing, then the tools over packs, mixtures, synthetic data for tests and benchmarks
     "packer.run.pack": ["pack_dataset", "PackReport", "PackProgress"],
-    "packer.options": ["PackOptions"],
+    "packer.options": ["PackOptions", "PackRunOptions"],
     "packer.run.finalize": ["finalize"],
     "packer.source.lerobot": ["LeRobotSource"],
     "packer.tools.verify": ["verify", "VerifyReport"],

@@ -42,8 +42,8 @@ class OptionSpec:
         parse: text -> value for flags (default: from the field's type; JSON for dicts).
         metavar: the flag's value placeholder in ``--help``.
         choices: the allowed values (default: a ``Literal`` type's).
-        minimum: the smallest allowed number (checked by the command line before the value's
-            own validation runs).
+        minimum, maximum: the allowed range of a number (checked by the command line before
+            the value's own validation runs); ``exclusive_minimum``: above ``minimum``, not at it.
         multiple: the flag may be repeated (``parse`` then gets the tuple of texts).
     """
 
@@ -53,16 +53,20 @@ class OptionSpec:
     metavar: str | None = None
     choices: tuple | None = None
     minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
     multiple: bool = False
 
 
 def option(default: Any = MISSING, *, help: str, flag: str | bool = True, default_factory: Any = MISSING,  # noqa: A002
            parse: Callable[[Any], Any] | None = None, metavar: str | None = None, choices: tuple | None = None,
-           minimum: float | None = None, multiple: bool = False) -> Any:
+           minimum: float | None = None, maximum: float | None = None, exclusive_minimum: bool = False,
+           multiple: bool = False) -> Any:
     """A dataclass field carrying its ``OptionSpec`` (``flag=True``: ``--<name-with-dashes>``;
     ``False``: no flag). Returns what ``dataclasses.field`` returns."""
     spec = OptionSpec(help=help, flag=flag if isinstance(flag, str) else ("" if flag else None), parse=parse,
-                      metavar=metavar, choices=choices, minimum=minimum, multiple=multiple)
+                      metavar=metavar, choices=choices, minimum=minimum, maximum=maximum,
+                      exclusive_minimum=exclusive_minimum, multiple=multiple)
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": spec})
 
 

@@ -2,13 +2,9 @@
 
 import pytest
 
-from packer import ShardPlanError
-from packer.plan import (
-    parse_episode_ranges,
-    parse_part,
-    plan_shards,
-    shards_of_part,
-)
+from packer import OptionsError, ShardPlanError
+from packer.options import parse_episode_ranges, parse_part
+from packer.plan import plan_shards, shards_of_part
 
 
 def test_consecutive_shards_close_at_the_target():
@@ -47,12 +43,12 @@ def test_parts_cover_every_shard_once():
 
 def test_parse_part_and_episodes():
     assert parse_part("2/3") == (2, 3)
-    with pytest.raises(ShardPlanError, match="I/N"):
+    with pytest.raises(OptionsError, match="I/N"):
         parse_part("3")
-    with pytest.raises(ShardPlanError, match="0 <= I < N"):
+    with pytest.raises(OptionsError, match="0 <= I < N"):
         parse_part("3/3")
-    assert parse_episode_ranges("0,3,10-12, 3") == [0, 3, 10, 11, 12]
-    with pytest.raises(ShardPlanError, match="reversed"):
+    assert parse_episode_ranges("0,3,10-12, 3") == (0, 3, 10, 11, 12)
+    with pytest.raises(OptionsError, match="reversed"):
         parse_episode_ranges("5-2")
-    with pytest.raises(ShardPlanError, match="cannot parse"):
+    with pytest.raises(OptionsError, match="cannot parse"):
         parse_episode_ranges("a,b")

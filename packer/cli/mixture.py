@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
-from packer.cli.text import json_object, printable, printable_lines, storage_option
+from packer.cli.flags import PACK_FIELDS, click_option, storage_option
+from packer.cli.text import printable, printable_lines
 
 
 def _names(items: tuple[str, ...]) -> dict[str, str]:
@@ -65,7 +67,7 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, allow_
     try:
         report = create_mixture(
             dst, names=_names(name_items), sources_file=sources_file, where=where, verify=verify_datasets,
-            storage_options=json_object(storage_options), allow_duplicates=allow_duplicates,
+            storage_options=storage_options, allow_duplicates=allow_duplicates,
         )
     except MixtureError as err:
         if err.report is not None:
@@ -92,12 +94,12 @@ def report_command(dst, name_items, sources_file, storage_options):
     from packer.mixture.create import scan_datasets
 
     try:
-        report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=json_object(storage_options))
+        report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=storage_options)
     except MixtureError as err:
         raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
-    mixed = _mixture_anchors(dst, json_object(storage_options))
+    mixed = _mixture_anchors(dst, storage_options)
     width = max([len(r.name) for r in report.rows] + [7])
     click.echo(f"{'dataset':<{width}}  {'status':<10}  {'anchors':>9}  error")
     for row in report.rows:
@@ -157,8 +159,8 @@ def sources_command(sources_file, listing):
 @click.option("--sources", "sources_file", required=True, help="The sources file (see `mixture sources`).")
 @click.option("--index", type=int, default=None, help="0-based dataset line (default: $SLURM_ARRAY_TASK_ID + --offset).")
 @click.option("--offset", type=int, default=0, show_default=True, help="Added to $SLURM_ARRAY_TASK_ID (arrays submitted in pieces).")
-@click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default=None, help="Shorthand for `-- --video MODE`.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Shorthand for `-- --workers N`.")
+@click_option(PACK_FIELDS["video"], default=None, show_default=False, help="Shorthand for `-- --video MODE`.")
+@click_option(PACK_FIELDS["workers"], default=None, show_default=False, help="Shorthand for `-- --workers N`.")
 @click.option("--no-verify", is_flag=True, help="Do not verify after packing.")
 @storage_option
 @click.argument("pack_args", nargs=-1, type=click.UNPROCESSED)
@@ -180,7 +182,7 @@ def task_command(ctx, dst, sources_file, index, offset, video, workers, no_verif
     if workers:
         args = ["--workers", str(workers), *args]
     if storage_options:
-        args = ["--storage-options", storage_options, *args]
+        args = ["--storage-options", json.dumps(storage_options), *args]
     try:
         options = parse_pack_args(args)
     except click.ClickException as err:

@@ -8,37 +8,10 @@ import sys
 
 import click
 
+from packer.cli.flags import PACK_FIELDS, storage_option, with_pack_flags
 from packer.cli.progress import ProgressLog, pack_progress
-from packer.cli.text import flag_of, human_bytes, json_object, plural, printable, printable_lines, storage_option
-from packer.plan.shard_plan import ShardPlanError, parse_episode_ranges, parse_part
-
-
-def _windows(items: tuple[str, ...], *, hint: str = "--window", unit: str = "seconds") -> dict:
-    windows = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or not name:
-            raise click.BadParameter(f"expected NAME=JSON, got {item!r}", param_hint=hint)
-        try:
-            window = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise click.BadParameter(f"{name}: not JSON ({err})", param_hint=hint) from None
-        if not isinstance(window, dict) or not all(isinstance(v, list) for v in window.values()):
-            raise click.BadParameter(f"{name}: expected {{key: [{unit}, ...]}}", param_hint=hint)
-        if unit == "frames" and not all(isinstance(o, int) and not isinstance(o, bool) for v in window.values() for o in v):
-            raise click.BadParameter(f"{name}: frame offsets must be integers", param_hint=hint)
-        windows[name] = window
-    return windows
-
-
-def _resize(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    try:
-        height, width = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise click.BadParameter(f"expected HxW, e.g. 224x224, got {text!r}", param_hint="--resize") from None
-    return height, width
+from packer.cli.text import human_bytes, plural, printable, printable_lines
+from packer.options import flag_of
 
 
 def pack_summary(report, video: str = "copy") -> str:
@@ -65,86 +38,20 @@ def pack_summary(report, video: str = "copy") -> str:
     return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
 
 
-# The options that shape a pack: shared by `pack` and `mixture task` (whose pack options follow `--`).
-_PACK_OPTIONS = [
-    click.option("--episodes", "episodes_text", default=None, help="Subset, e.g. 0,3,10-20."),
-    click.option("--video", type=click.Choice(["copy", "hevc", "h264"]), default="copy", show_default=True,
-                 help="copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
-                      "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study)."),
-    click.option("--gop", type=click.IntRange(min=1), default=2, show_default=True,
-                 help="Keyframe interval of re-encodes: 1-2 for random access; longer GOPs are smaller but a random "
-                      "frame costs up to GOP-1 extra decodes."),
-    click.option("--crf", type=click.IntRange(0, 51), default=None,
-                 help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20)."),
-    click.option("--preset", default=None, help="Encoder preset (default: hevc ultrafast, h264 veryfast)."),
-    click.option("--resize", default=None, help="HxW downscale during re-encode."),
-    click.option("--on-frame-mismatch", type=click.Choice(["error", "pad", "drop-episode"]), default="error", show_default=True,
-                 help="When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short "
-                      "video with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."),
-    click.option("--window-frames", "window_frame_items", multiple=True,
-                 help='NAME=JSON window in frames, whatever the fps: chunk=\'{"action": [0, 1, 2]}\' is [0, 1/fps, 2/fps] s.'),
-    click.option("--window", "window_items", multiple=True,
-                 help="NAME=JSON delta_timestamps window in seconds, multiples of 1/fps of YOUR dataset (see `info`'s fps; "
-                      "at 50 fps chunk='{\"action\": [0, 0.02, 0.04]}'); --window-frames is the same in frames, at any fps."),
-    click.option("--tolerance-s", type=click.FloatRange(min=0), default=1e-4, show_default=True,
-                 help="How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s)."),
-    click.option("--shard-size-mb", type=click.FloatRange(min=0, min_open=True), default=512.0, show_default=True,
-                 help="Target shard size; shards hold whole episodes, so one long episode may exceed it."),
-    click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                 help="Parallel packing processes (one shard each); up to the cores you have."),
-    click.option("--part", "part_text", default=None, help="Pack only part I/N of the plan (then run finalize)."),
-    click.option("--cache-dir", default=None, help="Where remote/Hub sources are staged."),
-    click.option("--src-storage-options", default=None, help="fsspec options for SRC as JSON."),
-    click.option("--follow-symlinks", is_flag=True,
-                 help="Read symbolic links inside a local SRC (refused by default: they may point outside the dataset)."),
-    storage_option,
-]
-
-_JOURNAL_OPTIONS = [
-    click.option("--journal", default=None, metavar="DIR",
-                 help="Pack journal: what this machine wrote to DST (default $LEROBOT_SHARDS_JOURNAL or "
-                      "~/.cache/lerobot-shards/journal). --part tasks and finalize must share it."),
-    click.option("--trust-destination", is_flag=True,
-                 help="Adopt shards this machine's journal does not record, after re-hashing them "
-                      "(only for a destination nobody else can write)."),
-]
-
-
-def _with_journal_options(command):
-    for option in reversed(_JOURNAL_OPTIONS):
-        command = option(command)
-    return command
-
-
-def _with_pack_options(command):
-    for option in reversed(_PACK_OPTIONS + _JOURNAL_OPTIONS):
-        command = option(command)
-    return command
+_with_pack_options = with_pack_flags()
+_with_journal_options = with_pack_flags("journal", "trust_destination")
 
 
 def pack_kwargs(params: dict) -> dict:
-    """``pack_dataset`` keyword arguments from the parsed pack options.
+    """``pack_dataset`` keyword arguments from the parsed pack options (parsed by the fields'
+    own parsers as click reads them).
 
     Raises:
-        click.UsageError, click.BadParameter: options that do not go together or do not parse.
+        click.UsageError: options that do not go together.
     """
     if params["video"] == "copy" and (params["crf"] is not None or params["preset"] is not None):
         raise click.UsageError("--crf and --preset apply to re-encodes: add --video hevc or --video h264")
-    try:
-        episodes = parse_episode_ranges(params["episodes_text"]) if params["episodes_text"] else None
-        part = parse_part(params["part_text"]) if params["part_text"] else None
-    except ShardPlanError as err:
-        raise click.BadParameter(str(err)) from None
-    return dict(
-        video=params["video"], episodes=episodes, windows=_windows(params["window_items"]),
-        window_frames=_windows(params["window_frame_items"], hint="--window-frames", unit="frames"), shard_size_mb=params["shard_size_mb"],
-        gop=params["gop"], crf=params["crf"], preset=params["preset"], resize=_resize(params["resize"]),
-        on_frame_mismatch=params["on_frame_mismatch"], tolerance_s=params["tolerance_s"], workers=params["workers"], part=part,
-        storage_options=json_object(params["storage_options"]),
-        src_storage_options=json_object(params["src_storage_options"], param_hint="--src-storage-options"),
-        cache_dir=params["cache_dir"], follow_symlinks=params["follow_symlinks"],
-        journal=params["journal"], trust_destination=params["trust_destination"],
-    )
+    return {name: params[name] for name in PACK_FIELDS}
 
 
 def parse_pack_args(args: list[str]) -> dict:
@@ -219,7 +126,7 @@ def finalize_command(dst, storage_options, journal, trust_destination):
 
     try:
         log = ProgressLog("finalize", unit="shards")
-        manifest = finalize(dst, storage_options=json_object(storage_options), journal=journal, trust_destination=trust_destination,
+        manifest = finalize(dst, storage_options=storage_options, journal=journal, trust_destination=trust_destination,
                             progress=lambda done, total: log.update(done, total))
         log.close()
     except PackError as err:
@@ -238,7 +145,7 @@ def verify_command(dst, decode, pin, storage_options):
     from packer.tools.verify import verify
 
     log = ProgressLog("verify", unit="shards")
-    report = verify(dst, decode=decode, storage_options=json_object(storage_options), manifest_sha256=pin,
+    report = verify(dst, decode=decode, storage_options=storage_options, manifest_sha256=pin,
                     progress=lambda done, total, episodes: log.update(done, total, note=f"{episodes} episodes checked"))
     log.close()
     if not report.ok:
@@ -267,7 +174,7 @@ def info_command(dst, storage_options, fmt):
     from packer.tools.summary import summarize
 
     try:
-        summary = summarize(dst, storage_options=json_object(storage_options))
+        summary = summarize(dst, storage_options=storage_options)
     except InspectError as err:
         raise click.ClickException(printable(str(err))) from None
     table = Table(show_header=False)
@@ -295,7 +202,7 @@ def sql_command(dst, query, fmt, storage_options):
     from packer.tools.sql import run_sql
 
     try:
-        columns, rows = run_sql(dst, query, storage_options=json_object(storage_options))
+        columns, rows = run_sql(dst, query, storage_options=storage_options)
     except SqlSyntaxError as err:
         raise click.ClickException(printable_lines(str(err))) from None
     except InspectError as err:

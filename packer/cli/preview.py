@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from packer.cli.text import json_object, printable
+from packer.cli.flags import storage_option
+from packer.cli.text import printable
 
 
 @click.command("preview")
@@ -16,7 +17,7 @@ from packer.cli.text import json_object, printable
               help="Episodes shown with frames and plots (the first ones; the summary covers all).")
 @click.option("--frames", "frames_per_episode", type=click.IntRange(min=1), default=6, show_default=True,
               help="Frames per camera in each episode's contact sheet, evenly spaced.")
-@click.option("--storage-options", default=None, help="fsspec options for a bucket PACKED, as JSON.")
+@storage_option
 def preview_command(packed, output, max_episodes, frames_per_episode, storage_options):
     """Write one HTML file (images inlined) to look at PACKED: summary, cameras, tasks, window
     validity, and per episode a contact sheet and state/action plots."""
@@ -27,7 +28,7 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
         click.echo(f"preview: episode {done}/{total}", err=True)
 
     try:
-        page, report = render_preview(packed, storage_options=json_object(storage_options), max_episodes=max_episodes,
+        page, report = render_preview(packed, storage_options=storage_options, max_episodes=max_episodes,
                                       frames_per_episode=frames_per_episode, progress=progress)
     except LeRobotShardsError as err:
         raise click.ClickException(printable(str(err))) from None

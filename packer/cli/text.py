@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
-import click
-
 # Control characters (newline and tab included: a dataset string must not start a line of
 # its own, which could imitate our output) and the invisible Unicode format characters that
 # reorder or hide text: bidirectional overrides and isolates (U+202E shows "exe.txt" for
@@ -41,30 +37,3 @@ def human_bytes(count: float) -> str:
         if count >= scale:
             return f"{count / scale:.{1 if unit == 'KB' else 2}f} {unit}"
     return f"{int(count)} B"
-
-
-def json_object(text: str | None, *, param_hint: str = "--storage-options") -> dict | None:
-    """Parse a JSON object option (``--storage-options``); None when not given.
-
-    Raises:
-        click.BadParameter: not JSON, or not an object.
-    """
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise click.BadParameter(f"not JSON: {err}", param_hint=param_hint) from None
-    if not isinstance(value, dict):
-        raise click.BadParameter("must be a JSON object", param_hint=param_hint)
-    return value
-
-
-def flag_of(option: str) -> str:
-    """The command-line flag of a library option name: ``on_frame_mismatch`` -> ``--on-frame-mismatch``."""
-    return "--" + {"windows": "window"}.get(option, option).replace("_", "-")
-
-
-storage_option = click.option(
-    "--storage-options", default=None, help='fsspec options for DST as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'.'
-)

@@ -2,7 +2,6 @@
 ``--part`` packs. Numbers in, numbers out; no files, no processes (``tests/test_import_rules.py``)."""
 
 from packer.plan.pack_plan import make_pack_plan, plan_differences, select_episodes
-from packer.plan.shard_plan import parse_episode_ranges, parse_part, plan_shards, shards_of_part
+from packer.plan.shard_plan import plan_shards, shards_of_part
 
-__all__ = ["make_pack_plan", "parse_episode_ranges", "parse_part", "plan_differences", "plan_shards", "select_episodes",
-           "shards_of_part"]
+__all__ = ["make_pack_plan", "plan_differences", "plan_shards", "select_episodes", "shards_of_part"]

@@ -49,22 +49,6 @@ def plan_shards(episode_indices: Sequence[int], estimated_bytes: Sequence[int], 
     return shards
 
 
-def parse_part(text: str) -> tuple[int, int]:
-    """Parse ``I/N`` (0 <= I < N) as used by ``--part``.
-
-    Raises:
-        ShardPlanError: not of the form ``I/N`` or out of range.
-    """
-    try:
-        index_text, count_text = text.split("/")
-        index, count = int(index_text), int(count_text)
-    except ValueError:
-        raise ShardPlanError(f"--part must look like I/N (e.g. 0/4), got {text!r}") from None
-    if count < 1 or not 0 <= index < count:
-        raise ShardPlanError(f"--part {text!r}: need 0 <= I < N and N >= 1")
-    return index, count
-
-
 def shards_of_part(num_shards: int, part_index: int, num_parts: int) -> list[int]:
     """Return the shard numbers part ``part_index`` of ``num_parts`` packs.
 
@@ -75,26 +59,3 @@ def shards_of_part(num_shards: int, part_index: int, num_parts: int) -> list[int
     if num_parts < 1 or not 0 <= part_index < num_parts:
         raise ShardPlanError(f"part {part_index}/{num_parts} is out of range")
     return list(range(part_index, num_shards, num_parts))
-
-
-def parse_episode_ranges(text: str) -> list[int]:
-    """Parse ``0,3,10-20`` (inclusive ranges) into sorted unique episode indices.
-
-    Raises:
-        ShardPlanError: malformed items, negative numbers or reversed ranges.
-    """
-    episodes: set[int] = set()
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        try:
-            low_text, _, high_text = item.partition("-")
-            low, high = int(low_text), int(high_text or low_text)
-        except ValueError:
-            raise ShardPlanError(f"--episodes: cannot parse {item!r}; expected e.g. 0,3,10-20") from None
-        if low > high:
-            raise ShardPlanError(f"--episodes: reversed episode range {item!r}")
-        episodes.update(range(low, high + 1))
-    if any(e < 0 for e in episodes):
-        raise ShardPlanError("--episodes: episode indices must be >= 0")
-    if not episodes:
-        raise ShardPlanError(f"--episodes {text!r} selects no episode")
-    return sorted(episodes)

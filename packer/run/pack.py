@@ -17,9 +17,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from packer.errors import OptionsError, PackError
-from packer.options import FrameMismatchPolicy, PackOptions, VideoMode
+from packer.options import PackOptions, PackRunOptions
 from packer.plan.pack_plan import make_pack_plan, select_episodes
 from packer.plan.shard_plan import shards_of_part
 from packer.run.claim import check_destination, claim_destination, copy_meta
@@ -32,9 +33,9 @@ from packer.shard.build import ShardSpec
 from packer.source.base import open_dataset_source
 from packer.source.staging import describe_source, stage_source
 from reader.errors import WindowError
-from reader.format import ROW_GROUP_TARGET_BYTES
-from reader.plan.windows import DEFAULT_TOLERANCE_S, resolve_delta_timestamps, windows_beyond
-from reader.storage import RetryPolicy, Storage
+from reader.option_fields import keyword_signature, merge_options, split_options
+from reader.plan.windows import resolve_delta_timestamps, windows_beyond
+from reader.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -121,44 +122,28 @@ def _full_disk_cause(error: BaseException) -> OSError | None:
 
 
 @_explain_full_disk
+@keyword_signature(PackOptions, PackRunOptions)
 def pack_dataset(
     src: str | None,
     dst: str,
     *,
-    video: VideoMode = "copy",
-    episodes: list[int] | None = None,
-    windows: dict | None = None,
-    window_frames: dict | None = None,
-    shard_size_mb: float = 512,
-    gop: int = 2,
-    crf: int | None = None,
-    preset: str | None = None,
-    resize: tuple[int, int] | None = None,
-    on_frame_mismatch: FrameMismatchPolicy = "error",
-    tolerance_s: float = DEFAULT_TOLERANCE_S,
-    workers: int = 1,
-    part: tuple[int, int] | None = None,
     repo_id: str | None = None,
     revision: str | None = None,
-    storage_options: dict | None = None,
-    src_storage_options: dict | None = None,
-    cache_dir: str | None = None,
-    row_group_max_bytes: int = ROW_GROUP_TARGET_BYTES,
+    options: PackOptions | None = None,
+    run: PackRunOptions | None = None,
     progress: Callable[[PackProgress], None] | None = None,
-    follow_symlinks: bool = False,
-    retry: RetryPolicy = RetryPolicy(),
-    journal: str | None = None,
-    trust_destination: bool = False,
+    **overrides: Any,
 ) -> PackReport:
     """Pack a LeRobot v3.0 dataset into ``dst`` (a directory or any fsspec URL).
 
     ``src`` is a local root or fsspec URL; or give ``repo_id`` (+ ``revision``) for the Hub.
-    With ``part=(i, n)`` only that part's shards are built and no manifest is written (run
-    ``finalize`` after all parts). Re-running resumes: shards with a valid receipt are kept.
-    ``window_frames`` are windows in frame offsets (``{"chunk": {"action": [0, 1, 2]}}``),
-    turned into seconds with the source's fps, so one command fits datasets of any fps.
-    ``progress`` is called with a ``PackProgress`` after each episode and shard. ``retry``
-    bounds every read and write at the destination (and a bucket source).
+    ``options`` shape the pack (``PackOptions``, recorded in it); ``run`` says how this run
+    reads, writes and spreads its work (``PackRunOptions``); any field of either may instead be
+    given by name (``pack_dataset(src, dst, video="hevc", workers=8)``; ``help(pack_dataset)``
+    lists them). With ``part=(i, n)`` only that part's shards are built and no manifest is
+    written (run ``finalize`` after all parts). Re-running resumes: shards with a valid
+    receipt are kept. ``progress`` is called with a ``PackProgress`` after each episode and
+    shard.
 
     What this machine writes is recorded in the pack journal (``journal``: a directory,
     default ``$LEROBOT_SHARDS_JOURNAL`` or ``~/.cache/lerobot-shards/journal``): a resume
@@ -171,6 +156,7 @@ def pack_dataset(
 
     Raises:
         OptionsError: a bad option value (names it and what is allowed).
+        ArgumentError: a keyword that is no option (names the closest one).
         SourceError: bad source (missing files, unsupported version, ...).
         PackError: frame mismatches, corrupt video, a destination holding another plan;
             names the episode, file or shard.
@@ -178,24 +164,14 @@ def pack_dataset(
             kept: re-running resumes).
     """
     started = time.perf_counter()
-    options = PackOptions(
-        video=video,
-        gop=gop,
-        crf=crf,
-        preset=preset,
-        resize=tuple(resize) if resize else None,
-        shard_size_mb=shard_size_mb,
-        on_frame_mismatch=on_frame_mismatch,
-        episodes=tuple(sorted(set(episodes))) if episodes is not None else None,
-        windows=dict(windows or {}),
-        tolerance_s=tolerance_s,
-        row_group_max_bytes=row_group_max_bytes,
-    )
-    if workers < 1:
-        raise OptionsError(f"workers {workers} must be >= 1", option="workers")
+    shaping, running = split_options((PackOptions, PackRunOptions), overrides, caller="pack_dataset")
+    options = merge_options(PackOptions, options, shaping, caller="pack_dataset")
+    run = merge_options(PackRunOptions, run, running, caller="pack_dataset")
+    episodes = list(options.episodes) if options.episodes is not None else None
     local_root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
-                              storage_options=src_storage_options, cache_dir=cache_dir)
-    source = open_dataset_source(local_root, follow_symlinks=follow_symlinks)
+                              storage_options=run.src_storage_options, cache_dir=run.cache_dir)
+    source = open_dataset_source(local_root, follow_symlinks=run.follow_symlinks)
+    window_frames = run.window_frames
     if window_frames:
         clash = sorted(set(window_frames) & set(options.windows))
         if clash:
@@ -203,6 +179,8 @@ def pack_dataset(
         in_seconds = {name: {key: [offset / source.fps for offset in offsets] for key, offsets in window.items()}
                       for name, window in window_frames.items()}
         options = replace(options, windows={**options.windows, **in_seconds})
+    storage_options, retry, journal, trust_destination = run.storage_options, run.retry, run.journal, run.trust_destination
+    workers, part = run.workers, run.part
     storage = Storage(dst, storage_options, retry=retry)
     check_destination(storage, source.root)
     _check_windows(options, source.fps, list(source.features))
@@ -261,7 +239,7 @@ def pack_dataset(
 
     jobs = [
         ShardJob(spec=ShardSpec(shard=s, episodes=tuple(plan.shards[s]), options=options, plan_sha256=plan.sha256),
-                 source_root=str(local_root), follow_symlinks=follow_symlinks, dst=dst, storage_options=storage_options,
+                 source_root=str(local_root), follow_symlinks=run.follow_symlinks, dst=dst, storage_options=storage_options,
                  journal=pack_journal, retry=retry)
         for s in todo
     ]
