@@ -20,9 +20,9 @@ from reader import PackedDataset
 
 def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
     """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
-    from reader.decode.frames import CpuDecoders
-    from reader.fetch.packed_index import PackedIndex
-    from reader.plan.windows import query_frames, resolve_delta_timestamps
+    from reader.decode import CpuDecoders
+    from reader.fetch import PackedIndex
+    from reader.plan import query_frames, resolve_delta_timestamps
     from reader.storage import Storage
 
     storage = Storage(packed)

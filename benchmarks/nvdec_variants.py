@@ -22,7 +22,7 @@ import numpy as np
 import PyNvVideoCodec as nvc
 import torch
 
-from reader.decode.annexb import elementary_stream, packets, stream_config
+from reader.decode import elementary_stream, packets, stream_config
 from reader.format import check_mp4
 
 path = sys.argv[1]

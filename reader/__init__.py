@@ -11,6 +11,7 @@ _EXPORTS = {
     "reader.dataset": ["PackedDataset", "AnchorSequence"],
     "reader.mixture": ["MixtureDataset"],
     "reader.read_options": ["ReadOptions"],
+    "reader.lerobot_meta": ["PackedMeta", "aggregate_stats"],
     "reader.loader": ["BatchLoader", "to_device"],
     "reader.decode.stage": ["DecodeStage"],
     "reader.format": ["FORMAT_VERSION", "Manifest"],

@@ -283,10 +283,10 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
                 for name, value in IMAGENET_STATS.items():
                     meta.stats[key][name] = torch.tensor(value, dtype=torch.float32)
     cfg.dataset.streaming = True  # the trainer then builds no episode sampler (an IterableDataset takes none)
-    return TrainData(dataset, options=options, resume_state=_resume_state(cfg)), None
+    return TrainData(dataset, options=options, resume_state=checkpoint_loader_state(cfg)), None
 
 
-def _resume_state(cfg) -> dict | None:
+def checkpoint_loader_state(cfg) -> dict | None:
     if not cfg.resume:
         return None
     path = Path(cfg.checkpoint_path) / "training_state" / STATE_FILE
@@ -299,7 +299,7 @@ def _resume_state(cfg) -> dict | None:
     return saved["loader"]
 
 
-def _save_loader_state(checkpoint_dir, step: int) -> None:
+def save_loader_state(checkpoint_dir, step: int) -> None:
     if _ACTIVE is None:
         return
     target = Path(checkpoint_dir) / "training_state" / STATE_FILE
@@ -334,7 +334,7 @@ def install(options: ShardsOptions) -> None:
 
     def save_checkpoint(checkpoint_dir, step, *args, **kwargs):
         original_save(checkpoint_dir, step, *args, **kwargs)
-        _save_loader_state(checkpoint_dir, step)
+        save_loader_state(checkpoint_dir, step)
 
     trainer.save_checkpoint = save_checkpoint
 

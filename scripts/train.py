@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import nn
 
 from reader import BatchLoader, LeRobotShardsError, MixtureDataset, PackedDataset, to_device
-from reader.decode.stage import DecodeStage
+from reader.decode import DecodeStage
 
 ACTION_KEY = "action"
 STATE_KEY = "observation.state"

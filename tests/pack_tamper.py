@@ -19,14 +19,14 @@ import pyarrow.parquet as pq
 
 from reader.format import (
     EPISODES_INDEX_PATH,
+    content_sha256,
     episodes_index_schema,
     shard_parquet_path,
     shard_receipt_path,
     shard_tar_path,
     video_column,
 )
-from reader.format.manifest import content_sha256
-from reader.format.parquet.row_groups import footer_range, row_group_span
+from reader.format.parquet import footer_range, row_group_span
 
 
 def sha256(data: bytes) -> str:

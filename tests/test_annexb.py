@@ -21,7 +21,7 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from reader.decode.annexb import (
+from reader.decode import (
     START_CODE,
     decode_runs,
     elementary_stream,
@@ -30,8 +30,7 @@ from reader.decode.annexb import (
     to_annexb,
 )
 from reader.errors import FormatError
-from reader.format import check_mp4
-from reader.format.limits import MAX_PARAMETER_SETS
+from reader.format import MAX_PARAMETER_SETS, check_mp4
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, episodes_index, h264_mp4, member_bytes
 

@@ -11,9 +11,20 @@ import numpy as np
 import pytest
 import torch
 
-from reader.decode.annexb import elementary_stream, stream_config
-from reader.decode.colour import ColourSpec, colr_signal, nv12_to_rgb, resolve, yuv420p_to_nv12
-from reader.decode.sps import SignalType, h264_signal, hevc_signal, rbsp, signal_type
+from reader.decode import (
+    ColourSpec,
+    SignalType,
+    colr_signal,
+    elementary_stream,
+    h264_signal,
+    hevc_signal,
+    nv12_to_rgb,
+    rbsp,
+    resolve,
+    signal_type,
+    stream_config,
+    yuv420p_to_nv12,
+)
 from reader.errors import FormatError
 from reader.format import check_mp4
 
@@ -202,7 +213,7 @@ def test_hevc_reference_picture_sets_predicted_from_each_other_are_walked_to_the
 
 def test_conversion_in_chunks_gives_the_same_bytes(monkeypatch):
     """Large batches convert a few frames at a time (bounded temporaries): the same output."""
-    import reader.decode.colour as colour
+    from reader.decode import colour
 
     rng = np.random.default_rng(7)
     nv12 = torch.from_numpy(rng.integers(0, 256, (5, 72, 64), dtype=np.uint8))

@@ -2,8 +2,7 @@
 
 import numpy as np
 
-from reader.plan.consumer_draws import SegmentDraws
-from reader.plan.epoch_plan import plan_epoch
+from reader.plan import SegmentDraws, plan_epoch
 
 
 def test_draws_cover_the_segment_once_and_flag_last_draws():

@@ -12,13 +12,9 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-import packer.shard.build as build
 from packer import pack_dataset
-from packer.shard.members import cut_episode
-from packer.shard.mp4_writer import write_member
-from packer.source import LeRobotSource
-from packer.source.samples import SourceSampleReader, UnsupportedTiming, read_moov
-from packer.source.video import SourceVideoReader
+from packer.shard import build, cut_episode, write_member
+from packer.source import LeRobotSource, SourceSampleReader, SourceVideoReader, UnsupportedTiming, read_moov
 from reader.errors import FormatError
 from reader.format import check_mp4, read_track
 from tests.packed_fixtures import *  # noqa: F401,F403

@@ -15,11 +15,9 @@ import pytest
 
 from packer import CameraSpec, SampleSpec, tiny_member, write_sample_dataset
 from packer.errors import SourceError, VideoCutError
-from packer.shard import build, cut_episode
-from packer.shard.mp4_writer import write_member
-from packer.source import SourceVideoReader, VideoLocation
-from packer.source.samples import SourceSampleReader
-from reader.decode.frames import CpuDecoders
+from packer.shard import build, cut_episode, write_member
+from packer.source import SourceSampleReader, SourceVideoReader, VideoLocation
+from reader.decode import CpuDecoders
 from reader.errors import BoundExceededError, DecodeError, FormatError
 from reader.format import check_mp4, read_track
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured

@@ -5,9 +5,7 @@ and the wire's collate (bytes once, admissions and retirements counted)."""
 import pytest
 import torch
 
-from reader.decode.batch_plan import balance, plan_camera
-from reader.decode.member_cache import MemberCache
-from reader.decode.wire import ENCODED_KEY, EncodedFrames, collate
+from reader.decode import ENCODED_KEY, EncodedFrames, MemberCache, balance, collate, plan_camera
 from reader.errors import DecodeStageError
 
 

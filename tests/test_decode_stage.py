@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from reader import PackedDataset
-from reader.decode.stage import ENCODED_KEY, DecodeStage, DecodeStageError, collate
+from reader.decode import ENCODED_KEY, DecodeStage, DecodeStageError, collate
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 DELTA = {"observation.images.top": [-1 / 30, 0.0, 1 / 30], "action": [0.0, 1 / 30]}
@@ -106,7 +106,7 @@ def test_bad_batches_are_refused_before_decoding(packed_hevc):
 
 
 def test_backends_and_devices_are_checked():
-    from reader.decode.backends.nvdec import nvdec_unavailable
+    from reader.decode.backends import nvdec_unavailable
 
     with pytest.raises(ValueError, match="backend 'nvdec' decodes on a CUDA device, not the CPU; on the CPU use 'pyav' or 'torchcodec'"):
         DecodeStage("cpu", backend="nvdec")
@@ -165,7 +165,7 @@ def test_a_new_backend_is_one_class_and_one_row(packed_hevc, monkeypatch):
     """The seam: a backend the stage has never heard of, registered in the table, decodes
     through the same scheduler (here: PyAV under another name, counting what it opens)."""
     from reader.decode import backends
-    from reader.decode.backends.pyav import PyAVBackend
+    from reader.decode.backends import PyAVBackend
 
     class CountingBackend(PyAVBackend):
         name = "counting"
@@ -176,7 +176,6 @@ def test_a_new_backend_is_one_class_and_one_row(packed_hevc, monkeypatch):
             return super().open(member, spec)
 
     monkeypatch.setitem(backends.BACKENDS, ("counting", "cpu"), CountingBackend)
-    monkeypatch.setattr(backends, "NAMES", (*backends.NAMES, "counting"))
     stage = DecodeStage("cpu", backend="counting")
     plain = DecodeStage("cpu", backend="pyav")
     expected = [plain(batch) for batch in _encoded_batches(packed_hevc)]

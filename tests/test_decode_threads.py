@@ -9,11 +9,10 @@ import pytest
 import torch
 
 from reader import PackedDataset
-from reader.decode.frames import CpuDecoders
+from reader.decode import CpuDecoders
 from reader.errors import ArgumentError
-from reader.plan.world import World
-from reader.runtime import environment
-from reader.runtime.environment import decode_threads_for
+from reader.plan import World
+from reader.runtime import decode_threads_for, environment
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 TOP = "observation.images.top"

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from reader import PackedDataset
-from reader.fetch.disk_cache import DiskCache, range_key
+from reader.fetch import DiskCache, range_key
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 HEADER = 16  # bytes each entry adds on disk

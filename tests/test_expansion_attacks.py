@@ -21,9 +21,15 @@ from click.testing import CliRunner
 
 from packer import SourceError, pack_dataset
 from packer.cli import main as cli
-from packer.cli.text import printable
-from reader.format import EPISODES_INDEX_PATH, SAMPLES_INDEX_PATH, shard_parquet_path
-from reader.format.limits import MAX_EPISODE_FRAMES, MAX_FEATURE_ELEMENTS, MAX_TASKS
+from packer.cli import printable
+from reader.format import (
+    EPISODES_INDEX_PATH,
+    MAX_EPISODE_FRAMES,
+    MAX_FEATURE_ELEMENTS,
+    MAX_TASKS,
+    SAMPLES_INDEX_PATH,
+    shard_parquet_path,
+)
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 from tests.pack_tamper import edit_episodes_index, reseal, seal_files
 from tests.packed_fixtures import *  # noqa: F401,F403

@@ -76,6 +76,11 @@ RULES: dict[str, set[str]] = {
     "packer.face": {"reader.exports"},
 }
 
+# Every package face is a lazy table (``reader.exports.lazy_exports``): any layer may use it.
+for _layer, _allowed in RULES.items():
+    if _layer != "reader.exports":
+        _allowed.add("reader.exports")
+
 # Libraries a layer may not import: planning is pure (no I/O, no processes, no torch); shard
 # building has no storage and no processes; packing nodes never load torch.
 _IO = {"fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp", "boto3", "av", "torchcodec", "duckdb", "huggingface_hub",
@@ -253,3 +258,95 @@ def test_the_checker_reports_an_arrow_against_the_rules():
     files = project_files()
     files["reader.format.layout"] += "\nfrom reader.format.manifest import Manifest\n"
     assert any("reader.format.layout" in c and "reader.format.manifest" in c for c in cycles(files))
+
+
+# -- public faces: what tests, scripts and benchmarks may import -------------------------------
+# A face is a package's ``__init__`` (a lazy ``_EXPORTS`` table) or the one module of a
+# one-module layer (errors, options, the trainer integration). Tests, scripts and benchmarks
+# import names a face lists, or a face's submodule as a module object (to patch its globals).
+MODULE_FACES = {"reader.errors", "reader.option_fields", "reader.read_options", "reader.lerobot_train", "packer.errors",
+                "packer.version", "packer.options"}
+OURS = ("reader", "packer", "lerobot_shards")
+
+
+def face_names(files: dict[str, str]) -> dict[str, set[str]]:
+    """Every face and the names it offers (a package: its ``_EXPORTS``; a module face: its
+    public top-level names)."""
+    faces: dict[str, set[str]] = {}
+    known = set(files)
+    for module, source in files.items():
+        tree = ast.parse(source)
+        if _is_package(module, known) or module in OURS:
+            names: set[str] = set()
+            for node in tree.body:
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets):
+                    if isinstance(node.value, ast.Dict):  # (lerobot_shards merges the two faces' tables)
+                        names |= {e.value for v in node.value.values if isinstance(v, ast.List) for e in v.elts}
+            faces[module] = names
+        elif module in MODULE_FACES:
+            faces[module] = {n.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                             for n in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                             if isinstance(n, ast.Name) and not n.id.startswith("_")}
+            faces[module] |= {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                              and not node.name.startswith("_")}
+            faces[module] |= {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    return faces
+
+
+def face_violations(users: dict[str, str], files: dict[str, str]) -> list[str]:
+    """Imports of ours in ``users`` (``{path: source}``) that go past a face."""
+    faces, known = face_names(files), set(files)
+    faces["lerobot_shards"] = faces["reader"] | faces["packer"]
+    problems = []
+    for path, source in users.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level and node.module.split(".")[0] in OURS:
+                if node.module not in faces:
+                    problems.append(f"{path}:{node.lineno} imports from {node.module}, not a face")
+                    continue
+                for alias in node.names:
+                    if alias.name not in faces[node.module] and f"{node.module}.{alias.name}" not in known:
+                        problems.append(f"{path}:{node.lineno} {node.module} does not list {alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] in OURS and alias.name not in faces:
+                        problems.append(f"{path}:{node.lineno} imports {alias.name}, not a face")
+    return problems
+
+
+def test_tests_scripts_and_benchmarks_import_public_faces_only():
+    files = project_files()
+    files.update({module_name(p, ROOT): p.read_text() for p in sorted((ROOT / "lerobot_shards").rglob("*.py"))})
+    users = {str(p.relative_to(ROOT)): p.read_text() for folder in ("tests", "scripts", "benchmarks")
+             for p in sorted((ROOT / folder).rglob("*.py"))}
+    problems = face_violations(users, files)
+    assert not problems, "imports past a public face:\n" + "\n".join(problems)
+    # The check can fail: a deep module path, a name a face does not list, a module import.
+    bad = {"t.py": "from reader.plan.epoch_plan import plan_epoch\nfrom reader.plan import EpochPlanX\nimport reader.dataset\n"}
+    assert len(face_violations(bad, files)) == 3
+
+
+def test_every_package_face_is_one_lazy_table():
+    """Every ``__init__.py``: a docstring, then ``_EXPORTS`` made lazy by ``lazy_exports`` and
+    nothing defined; every name it lists exists in the module it names, and none is also the
+    name of one of its submodules."""
+    import importlib
+
+    for path in sorted([*(ROOT / "reader").rglob("__init__.py"), *(ROOT / "packer").rglob("__init__.py"),
+                        ROOT / "lerobot_shards" / "__init__.py"]):
+        tree = ast.parse(path.read_text())
+        assert ast.get_docstring(tree), f"{path}: say what the package is"
+        kinds = [type(node).__name__ for node in tree.body[1:]]
+        assert not {"FunctionDef", "ClassDef", "AnnAssign"} & set(kinds), f"{path}: a face defines nothing"
+        source = path.read_text()
+        if "_EXPORTS" not in source:
+            continue
+        assert "lazy_exports(__name__, _EXPORTS)" in source, f"{path}: the table is made lazy"
+        face = importlib.import_module(module_name(path, ROOT))
+        submodules = {p.stem for p in path.parent.glob("*.py")} | {p.parent.name for p in path.parent.glob("*/__init__.py")}
+        for module, names in face._EXPORTS.items():
+            # A submodule of the same name would replace the name once it is imported.
+            assert not submodules & set(names), f"{path}: lists {submodules & set(names)}, also its submodules"
+            target = importlib.import_module(module)
+            missing = [n for n in names if not hasattr(target, n)]
+            assert not missing, f"{path}: {module} has no {missing}"

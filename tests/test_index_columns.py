@@ -19,10 +19,8 @@ import pytest
 from packer import write_tabular_pack
 from reader import MixtureDataset, PackedDataset
 from reader.errors import FormatError
-from reader.fetch.catalog import CatalogPack, EpisodeCatalog
-from reader.fetch.packed_index import PackedIndex
-from reader.format import VIDEO_CODECS, EpisodeTable, video_column
-from reader.format.indexes import hex_digests
+from reader.fetch import CatalogPack, EpisodeCatalog, PackedIndex
+from reader.format import VIDEO_CODECS, EpisodeTable, hex_digests, video_column
 from reader.storage import Storage
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.work_counter import lines_executed
@@ -164,8 +162,7 @@ def _walked_bytes(table: pa.Table, values_per_row: dict[str, int]) -> int:
     the budgets' expansion term covers, and would hide the per-row figure)."""
     import io
 
-    from reader.format.parquet import Budget
-    from reader.format.parquet.bounded import file_cost
+    from reader.format.parquet import Budget, file_cost
 
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd", use_dictionary=False)
@@ -177,7 +174,7 @@ def _walked_bytes(table: pa.Table, values_per_row: dict[str, int]) -> int:
 def _honest_compiled_episodes(rows: int, cameras: int) -> pa.Table:
     """A compiled episodes table as ``mixture create`` writes it, with nothing to compress:
     every value distinct, random digests, the longest codec name the format has."""
-    from reader.format.mixture_index import EPISODES_SCHEMA
+    from reader.format import EPISODES_SCHEMA
 
     rng = np.random.default_rng(rows + cameras)
     ints = lambda: pa.array(rng.integers(0, 1 << 62, rows))  # noqa: E731
@@ -202,8 +199,15 @@ def test_the_largest_honest_compiled_mixture_the_format_allows_opens():
     to compress, it is within the budget's per-row figures, and the budget at the format's
     maxima is exactly the honest table there (not clamped by another limit). By linearity the
     largest mixture the format allows opens; a mixture file claiming more is refused by name."""
-    from reader.format.limits import MAX_DECODED_BYTES, MAX_MIXTURE_EPISODES, MAX_MIXTURE_MEMBERS
-    from reader.format.mixture_index import EPISODE_ROW_BYTES, MAX_EPISODES_TABLE_BYTES, MEMBER_BYTES, table_budget
+    from reader.format import (
+        EPISODE_ROW_BYTES,
+        MAX_DECODED_BYTES,
+        MAX_EPISODES_TABLE_BYTES,
+        MAX_MIXTURE_EPISODES,
+        MAX_MIXTURE_MEMBERS,
+        MEMBER_BYTES,
+        table_budget,
+    )
     from reader.format.parquet import read_bounded
 
     rows = 4_000
@@ -215,9 +219,9 @@ def test_the_largest_honest_compiled_mixture_the_format_allows_opens():
     assert four - no_members >= 0.8 * 3 * rows * MEMBER_BYTES, "the per-member figure should be tight, not a guess"
     assert no_members >= 0.8 * rows * EPISODE_ROW_BYTES, "the per-episode figure should be tight"
     # What a reader applies: this table opens within it.
-    from packer.mixture.compile import _parquet
+    from packer.mixture import table_to_parquet
 
-    data = _parquet(_honest_compiled_episodes(rows, 4))
+    data = table_to_parquet(_honest_compiled_episodes(rows, 4))
     budget = table_budget("episodes", rows=rows, members=4 * rows, cameras=4, encoded=len(data))
     assert read_bounded(data, where="t", rows=rows, max_rows=rows, budget=budget).num_rows == rows
     # At the maxima the budget is the honest table there plus the expansion term (and that is
@@ -233,8 +237,7 @@ def test_the_largest_honest_pack_index_the_format_allows_opens(tmp_path):
     ``episodes_index_budget``, whose honest part at ``MAX_DATASET_EPISODES`` and
     ``MAX_DATASET_MEMBERS`` is ``MAX_EPISODES_INDEX_BYTES``."""
     from packer import tiny_member
-    from reader.format import indexes
-    from reader.format.limits import MAX_DATASET_EPISODES, MAX_DATASET_MEMBERS
+    from reader.format import MAX_DATASET_EPISODES, MAX_DATASET_MEMBERS, indexes
 
     episodes = 3_000
     write_tabular_pack(tmp_path / "p", episodes=episodes, length=2, seed=3, camera=("cam", tiny_member(2), 16, 16))

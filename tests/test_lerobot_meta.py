@@ -100,7 +100,7 @@ def _stats_of(values: np.ndarray) -> dict:
 
 
 def test_aggregated_stats_equal_the_stats_of_the_pooled_data_per_element():
-    from reader.lerobot_meta import aggregate_stats
+    from reader import aggregate_stats
 
     rng = np.random.default_rng(0)
     narrow, wide = rng.normal(1.0, 2.0, size=(300, 3)), rng.normal(-4.0, 0.5, size=(500, 5))

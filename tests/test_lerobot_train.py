@@ -18,9 +18,9 @@ from reader.lerobot_train import (
     LeRobotTrainError,
     ShardsOptions,
     TrainData,
-    _resume_state,
-    _save_loader_state,
     check_lerobot,
+    checkpoint_loader_state,
+    save_loader_state,
     split_args,
 )
 from tests.packed_fixtures import *  # noqa: F401,F403
@@ -97,7 +97,7 @@ def test_the_trainer_gets_the_readers_batches_epoch_after_epoch_and_resumes_from
         got.append(next(stream)["index"].tolist())
         if step == per_epoch + 2:  # lerobot-train saves after the step's update
             checkpoint = tmp_path / "checkpoints" / f"{step:06d}"
-            _save_loader_state(checkpoint, step)
+            save_loader_state(checkpoint, step)
     assert got == _plan(packed_copy, steps)
     epoch_zero = sorted(i for batch in got[:per_epoch] for i in batch)
     assert epoch_zero == sorted(set(epoch_zero)) and len(epoch_zero) == TOTAL  # each sample once per epoch
@@ -105,13 +105,13 @@ def test_the_trainer_gets_the_readers_batches_epoch_after_epoch_and_resumes_from
     saved = json.loads((checkpoint / "training_state" / STATE_FILE).read_text())
     assert saved["step"] == per_epoch + 2 and saved["loader"]["epoch"] == 1 and saved["loader"]["samples_consumed"] == 16
     cfg = SimpleNamespace(resume=True, checkpoint_path=str(checkpoint))
-    _, resumed = _trainer_loader(packed_copy, state=_resume_state(cfg))
+    _, resumed = _trainer_loader(packed_copy, state=checkpoint_loader_state(cfg))
     stream = _cycle(resumed)
     assert [next(stream)["index"].tolist() for _ in range(3)] == got[per_epoch + 2:]
 
     with pytest.raises(LeRobotTrainError, match=r"lerobot_shards_loader.json: missing\. --resume=true continues"):
-        _resume_state(SimpleNamespace(resume=True, checkpoint_path=str(tmp_path / "plain-lerobot-checkpoint")))
-    assert _resume_state(SimpleNamespace(resume=False, checkpoint_path=None)) is None
+        checkpoint_loader_state(SimpleNamespace(resume=True, checkpoint_path=str(tmp_path / "plain-lerobot-checkpoint")))
+    assert checkpoint_loader_state(SimpleNamespace(resume=False, checkpoint_path=None)) is None
 
 
 def test_log_samples_writes_what_each_step_received(packed_copy, tmp_path):

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from packer import CameraSpec, SampleSpec, create_mixture, pack_dataset, write_sample_dataset
-from reader import PackedDataset
+from reader import MixtureDataset, PackedDataset
 from reader.errors import MixtureSpecError, ResumeStateError
-from reader.mixture import MixtureDataset
-from reader.plan.epoch_plan import PlanError
+from reader.plan import PlanError
 
 TOP = CameraSpec("observation.images.top", 32, 48)
 

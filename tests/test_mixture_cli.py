@@ -24,7 +24,7 @@ from packer import (
     write_sample_dataset,
 )
 from packer.cli import main as cli
-from reader.format.mixture import MixtureSpec
+from reader.format import MixtureSpec
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 SPECS = {"alpha": SampleSpec(episodes=2, lengths=(4, 6)), "beta": SampleSpec(episodes=3, lengths=(3, 5, 2), fps=15, state_dim=4)}
@@ -222,7 +222,7 @@ def test_packer_modules_do_not_import_torch():
 def test_scanning_in_processes_reports_what_one_process_does(root):
     """Many packs are opened in processes (issue 31); the report and entries, statuses and
     order included, are the same as one process's, and so is the compiled mixture."""
-    from packer.mixture.create import create_mixture, scan_datasets
+    from packer.mixture import create_mixture, scan_datasets
 
     shutil.copytree(root / "alpha", root / "alpha-again")  # a duplicate
     (root / "Bad Name").mkdir()  # an invalid name

@@ -19,7 +19,7 @@ import torch
 
 from packer import create_mixture, tiny_member, write_tabular_pack
 from reader import MixtureDataset
-from reader.decode.stage import DecodeStage, collate
+from reader.decode import DecodeStage, collate
 from reader.errors import FormatError, IntegrityError, MixtureSpecError, PinMismatchError
 from reader.format import sha256_hex
 
@@ -228,8 +228,8 @@ def test_an_honest_compiled_index_of_300k_episodes_opens(tmp_path):
     rows: what an honest table of that many rows can be; the writer checks the same."""
     import pyarrow as pa
 
-    from packer.mixture.compile import _parquet
-    from reader.format.mixture_index import EPISODES_SCHEMA, table_budget
+    from packer.mixture import table_to_parquet
+    from reader.format import EPISODES_SCHEMA, table_budget
     from reader.format.parquet import Budget, read_bounded
 
     rows = 300_000
@@ -250,7 +250,7 @@ def test_an_honest_compiled_index_of_300k_episodes_opens(tmp_path):
         columns[name] = empty
     columns["member_codec"] = pa.array([[]] * rows, pa.list_(pa.string()))
     columns["member_sha256"] = pa.array([[]] * rows, pa.list_(pa.binary(32)))
-    data = _parquet(pa.table(columns, schema=EPISODES_SCHEMA))
+    data = table_to_parquet(pa.table(columns, schema=EPISODES_SCHEMA))
     budget = table_budget("episodes", rows=rows, members=0, cameras=0, encoded=len(data))
     table = read_bounded(data, where="episodes.parquet", rows=rows, max_rows=rows, budget=budget)
     assert table.num_rows == rows

@@ -10,12 +10,13 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from reader.plan.consumer_draws import segment_blocks
-from reader.plan.epoch_plan import PlanError, plan_epoch
-from reader.plan.mixture_plan import (
+from reader.plan import (
     MixtureLayout,
     PieceMap,
+    PlanError,
+    plan_epoch,
     proportional_pieces,
+    segment_blocks,
     source_quotas,
     weighted_pieces,
 )

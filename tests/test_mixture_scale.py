@@ -23,8 +23,7 @@ import torch
 
 from packer import create_mixture, tiny_member, write_tabular_pack
 from reader import BatchLoader, MixtureDataset
-from reader.storage import Storage
-from reader.storage.clients import clients_created
+from reader.storage import Storage, clients_created
 from tests.fault_proxy import FaultProxy
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 

@@ -11,8 +11,8 @@ import torch
 from torch.utils.data import default_collate
 
 from reader.errors import HarmonizeError, MixtureSpecError
-from reader.format.mixture import FeatureInfo, MixtureSpec, resolve_dataset_path
-from reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
+from reader.format import FeatureInfo, MixtureSpec, resolve_dataset_path
+from reader.runtime import DatasetFeatures, FeatureHarmonizer
 
 SCALARS = {k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")}
 SCALARS["timestamp"] = {"dtype": "float32", "shape": [1]}

@@ -21,12 +21,11 @@ import pytest
 from click.testing import CliRunner
 
 from packer.cli import main as cli
-from packer.shard.members import cut_episode
-from packer.source.video import VideoLocation
-from reader.decode.frames import CpuDecoders, FrameSpec
+from packer.shard import cut_episode
+from packer.source import VideoLocation
+from reader.decode import CpuDecoders, FrameSpec
 from reader.errors import EpisodeDataError, FormatError
-from reader.format import EPISODES_INDEX_PATH, check_gop, check_mp4, longest_gop, video_column
-from reader.format.limits import MAX_GOP_PIXELS
+from reader.format import EPISODES_INDEX_PATH, MAX_GOP_PIXELS, check_gop, check_mp4, longest_gop, video_column
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 from tests.pack_tamper import replace_member
 from tests.packed_fixtures import *  # noqa: F401,F403

@@ -247,7 +247,7 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
 def test_10_info_prints_a_copyable_pin_and_json(packed_copy):
     import json
 
-    from reader.format.manifest import manifest_sha256
+    from reader.format import manifest_sha256
 
     pin = manifest_sha256((packed_copy / "manifest.json").read_bytes())
     narrow = CliRunner().invoke(cli, ["info", str(packed_copy)], terminal_width=80)
@@ -364,8 +364,8 @@ def test_34_4_sql_errors_keep_their_lines_and_a_bad_where_is_said_once(packed_co
 def test_34_6_progress_eta_counts_from_the_start_of_the_work():
     import io
 
-    from packer.cli.progress import PackProgressLog
-    from packer.run.pack import PackProgress
+    from packer.cli import PackProgressLog
+    from packer.run import PackProgress
 
     stream = io.StringIO()
     log = PackProgressLog(stream=stream)
@@ -419,11 +419,11 @@ def test_34_9_preview_lines_are_all_distinct_and_the_last_label_fits():
 
     import numpy as np
 
-    from packer.tools.preview import _svg_plot, line_colours
+    from packer.tools import line_colours, svg_plot
 
     for count in (3, 10, 14, 32):
         assert len(set(line_colours(count))) == count
-    html = _svg_plot(np.random.default_rng(0).normal(size=(120, 14)), [f"q{i}" for i in range(14)], fps=30)
+    html = svg_plot(np.random.default_rng(0).normal(size=(120, 14)), [f"q{i}" for i in range(14)], fps=30)
     strokes = re.findall(r'<polyline fill="none" stroke="([^"]+)"', html)
     keys = re.findall(r'<i style="background:([^"]+)"></i>', html)
     assert len(strokes) == 14 and len(set(strokes)) == 14 and keys == strokes  # q0 and q10 no longer look the same

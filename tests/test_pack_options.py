@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from packer import OptionsError, PackOptions, PackRunOptions, pack_dataset
 from packer.cli import main as cli
-from packer.cli.pack import parse_pack_args
+from packer.cli import parse_pack_args
 from packer.options import flag_of
 from reader.errors import ArgumentError
 from reader.option_fields import option_fields

@@ -17,11 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from reader.errors import FormatError
-from reader.format.limits import MAX_PAGE_BYTES
-from reader.format.parquet import Budget, read_bounded
-from reader.format.parquet.bounded import file_cost, leaf_columns
-from reader.format.parquet.pages import check_writer, chunk_cost
-from reader.format.parquet.thrift import CompactReader
+from reader.format import MAX_PAGE_BYTES
+from reader.format.parquet import Budget, CompactReader, check_writer, chunk_cost, file_cost, leaf_columns, read_bounded
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 
 

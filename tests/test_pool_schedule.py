@@ -9,8 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from reader.plan.epoch_plan import PlanError, plan_epoch
-from reader.plan.pool_schedule import PoolSchedule
+from reader.plan import PlanError, PoolSchedule, plan_epoch
 from tests.work_counter import lines_executed
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reader.plan.consumer_draws import _MAX_LOOKAHEAD_DRAWS, SegmentDraws
-from reader.plan.epoch_plan import plan_epoch
-from reader.plan.pool_schedule import PoolSchedule
+from reader.plan import MAX_LOOKAHEAD_DRAWS, PoolSchedule, SegmentDraws, plan_epoch
 from tests.work_counter import lines_executed
 
 
@@ -41,7 +39,7 @@ def test_lazy_admissions_equal_the_eager_ones(plan, start_fraction):
         block_stop = t + len(block)
         needed = {position for position, _, _ in block}
         assert needed <= set(admitted), "a block drew an episode the prefetcher was not told about"
-        later = [p for p in eager_order if block_stop <= first_draw[p] < block_stop + _MAX_LOOKAHEAD_DRAWS]
+        later = [p for p in eager_order if block_stop <= first_draw[p] < block_stop + MAX_LOOKAHEAD_DRAWS]
         assert set(later[:ahead]) <= set(admitted), "prefetch was not told far enough ahead"
         for offset, (position, _, last) in enumerate(block):
             assert last == (last_draw[position] == t + offset)

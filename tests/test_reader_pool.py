@@ -17,10 +17,9 @@ import pytest
 import torch
 
 from reader import PackedDataset
-from reader.decode.frames import DecodeError
+from reader.decode import DecodeError
 from reader.errors import FormatError
-from reader.fetch.episode_pool import EpisodeFetcher
-from reader.fetch.prefetch import Prefetcher, PrefetchError
+from reader.fetch import EpisodeFetcher, Prefetcher, PrefetchError
 from reader.format import video_column
 from tests.hang_guard import hang_guard
 from tests.pack_tamper import replace_member

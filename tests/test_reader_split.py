@@ -17,7 +17,7 @@ from reader import (
     ResumeStateError,
     UnsupportedFormatVersionError,
 )
-from reader.runtime.environment import detect_world
+from reader.runtime import detect_world
 from tests.pack_tamper import edit_manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
 

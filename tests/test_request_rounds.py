@@ -12,7 +12,7 @@ import s3fs
 
 from packer import create_mixture
 from reader import MixtureDataset, PackedDataset
-from reader.fetch.episode_pool import EpisodeFetcher
+from reader.fetch import EpisodeFetcher
 from reader.storage import Storage
 from tests.fault_proxy import faulty_s3  # noqa: F401
 from tests.packed_fixtures import *  # noqa: F401,F403

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch.utils.data
 
-from reader.plan.epoch_plan import PlanError
-from reader.plan.resume import ResumedStreams, assign_resumed_streams, worker_progress
+from reader.plan import PlanError, ResumedStreams, assign_resumed_streams, worker_progress
 from tests.work_counter import lines_executed
 
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from packer import pack_dataset
-from packer.source import base
-from packer.source.base import SOURCE_FORMATS, Source, SourceFormat, open_dataset_source
-from packer.source.lerobot import LeRobotSource
+from packer.source import SOURCE_FORMATS, LeRobotSource, Source, SourceFormat, base, open_dataset_source
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import assert_same_tree, copy_source
 

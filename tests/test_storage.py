@@ -373,7 +373,7 @@ def test_process_limits_are_named_and_never_retried(tmp_path):
     """aiohttp reports an exhausted descriptor table as a connection error (which alone reads
     as transient): the reader names the limit at once instead of retrying it as the network."""
     from reader.errors import ResourceLimitError
-    from reader.fetch.prefetch import Prefetcher
+    from reader.fetch import Prefetcher
 
     class ClientOSError(OSError):  # aiohttp's, matched by name like the real one
         pass

@@ -7,8 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from reader.storage import BACKENDS, RetryPolicy, Storage, StorageBackend, backend_for
-from reader.storage.backends import GENERIC, LOCAL, S3
+from reader.storage import BACKENDS, GENERIC, LOCAL, S3, RetryPolicy, Storage, StorageBackend, backend_for
 
 
 def test_each_protocol_has_its_row_and_others_get_the_generic_one(tmp_path):

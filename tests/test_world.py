@@ -6,9 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from reader.plan.epoch_plan import PlanError
-from reader.plan.world import World
-from reader.runtime.environment import detect_world
+from reader.plan import PlanError, World
+from reader.runtime import detect_world
 
 
 def test_consumer_numbering_is_rank_major():

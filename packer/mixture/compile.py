@@ -40,7 +40,8 @@ class OpenedPack:
     stats: dict
 
 
-def _parquet(table: pa.Table) -> bytes:
+def table_to_parquet(table: pa.Table) -> bytes:
+    """The table as the compiled index stores it: zstd parquet bytes."""
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     return buffer.getvalue()
@@ -82,7 +83,7 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
     files: dict[str, IndexFile] = {}
     cameras = max((len(d.video_keys) for d in datasets), default=0)
     for name, table in catalog.to_tables().items():
-        data = _parquet(table)
+        data = table_to_parquet(table)
         # Read back within the budget a reader applies: never write what a reader refuses.
         try:
             read_bounded(data, where=INDEX_PATHS[name], rows=table.num_rows, max_rows=table.num_rows,

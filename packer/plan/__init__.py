@@ -1,7 +1,11 @@
 """Pure planning: which episodes a pack holds, how they fall into shards, which shards a
 ``--part`` packs. Numbers in, numbers out; no files, no processes (``tests/test_import_rules.py``)."""
 
-from packer.plan.pack_plan import make_pack_plan, plan_differences, select_episodes
-from packer.plan.shard_plan import plan_shards, shards_of_part
+from reader.exports import lazy_exports
 
-__all__ = ["make_pack_plan", "plan_differences", "plan_shards", "select_episodes", "shards_of_part"]
+_EXPORTS = {
+    "packer.plan.pack_plan": ["make_pack_plan", "plan_differences", "select_episodes"],
+    "packer.plan.shard_plan": ["plan_shards", "shards_of_part"],
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

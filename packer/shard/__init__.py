@@ -11,6 +11,7 @@ _EXPORTS = {
     "packer.shard.frame_policy": ["frame_verdict"],
     "packer.shard.parquet": ["write_shard_parquet", "shard_parquet_layout"],
     "packer.shard.tar_writer": ["DeterministicTarWriter"],
+    "packer.shard.mp4_writer": ["write_member"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

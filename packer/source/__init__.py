@@ -10,6 +10,7 @@ _EXPORTS = {
     "packer.source.info": ["parse_info"],
     "packer.source.video": ["VideoLocation", "SourceVideoReader", "SourceFrameDecoder", "video_duration_s"],
     "packer.source.staging": ["stage_source", "describe_source", "default_cache_dir"],
+    "packer.source.samples": ["SourceSampleReader", "UnsupportedTiming", "read_moov"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

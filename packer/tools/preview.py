@@ -87,7 +87,7 @@ def render_preview(
             frames = stage.decode(decoder, [min(p, member.frames - 1) for p in picks], where=episode.where(key))
             decoded += len(picks)
             sheets.append((key, [_jpeg(frame) for frame in frames]))
-        plots = [(name, _svg_plot(np.asarray(values, dtype=np.float64),
+        plots = [(name, svg_plot(np.asarray(values, dtype=np.float64),
                                   dimension_names(manifest.features.get(name, {}), values.shape[1]), manifest.fps))
                  for name, values in _vector_columns(episode.columns)]
         sections.append(_episode_html(entry, picks, sheets, plots, manifest.fps))
@@ -143,7 +143,7 @@ def line_colours(count: int) -> list[str]:
     return [f"hsl({round(360 * i / count)}, 70%, {38 if i % 2 else 52}%)" for i in range(count)]
 
 
-def _svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, height: int = 170) -> str:
+def svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, height: int = 170) -> str:
     """One polyline per dimension on a shared y range, seconds on x, value labels in the left
     margin (not over the curves), and a legend of the dimension names below."""
     shown = values[:, :_MAX_LINES]

@@ -53,7 +53,7 @@ class DecodeStage:
 
     Args:
         device: ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
-        backend: a name from ``reader.decode.backends.NAMES``: ``"auto"`` (CUDA: ``"nvdec"``;
+        backend: a name from ``reader.decode.backends.backend_names()``: ``"auto"`` (CUDA: ``"nvdec"``;
             CPU: torchcodec, else PyAV), ``"nvdec"`` (CUDA), ``"torchcodec"`` (CPU, or a CUDA
             build on CUDA) or ``"pyav"`` (CPU).
         threads: members decoded at once; default 8 on CUDA, the usable cores (at most 4) on CPU.

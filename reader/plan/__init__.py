@@ -10,3 +10,19 @@ every rank computes the same plan on its own and resume is arithmetic.
 - ``resume`` and ``resume_state``: the DataLoader round robin, chains of resumes, the saved state;
 - ``mixture_plan``: proportional and weighted mixtures.
 """
+
+from reader.exports import lazy_exports
+
+_EXPORTS = {
+    "reader.plan.consumer_draws": ["SegmentDraws", "segment_blocks", "MAX_LOOKAHEAD_DRAWS"],
+    "reader.plan.epoch_plan": ["plan_epoch", "EpochPlan", "PlanError", "split_stream"],
+    "reader.plan.world": ["World"],
+    "reader.plan.mixture_plan": [
+        "MixtureLayout", "PieceMap", "proportional_pieces", "source_quotas", "weighted_pieces",
+    ],
+    "reader.plan.pool_schedule": ["PoolSchedule"],
+    "reader.plan.resume": ["ResumedStreams", "assign_resumed_streams", "worker_progress", "Phase", "resume_streams"],
+    "reader.plan.windows": ["query_frames", "resolve_delta_timestamps"],
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -25,7 +25,7 @@ _DRAW_BLOCK = 4096
 # Admissions are looked for at most this many draws ahead: with very long pieces the next
 # admissions may lie far away, and scanning to them would cost a pass over the draws between.
 # Minutes of training at any realistic sample rate, so prefetch still starts in time.
-_MAX_LOOKAHEAD_DRAWS = 1 << 18
+MAX_LOOKAHEAD_DRAWS = 1 << 18
 
 
 @dataclass
@@ -69,12 +69,12 @@ class SegmentDraws:
 
     def _scan_ahead(self, draw: int, ahead: int) -> None:
         """Scan past ``draw`` until ``ahead`` pieces first drawn at or after it are known, or
-        ``_MAX_LOOKAHEAD_DRAWS`` draws past it are scanned."""
+        ``MAX_LOOKAHEAD_DRAWS`` draws past it are scanned."""
         self._scan(draw)
-        limit = min(self.stop, draw + _MAX_LOOKAHEAD_DRAWS)
+        limit = min(self.stop, draw + MAX_LOOKAHEAD_DRAWS)
         while self._scanned < limit and len(self._first_draws) - bisect.bisect_left(self._first_draws, draw) < ahead:
             self._scan(min(limit, self._scanned + self._window))
-            self._window = min(2 * self._window, _MAX_LOOKAHEAD_DRAWS)  # long pieces: few scans
+            self._window = min(2 * self._window, MAX_LOOKAHEAD_DRAWS)  # long pieces: few scans
 
     def blocks(self, *, ahead: int = 1) -> Iterator[tuple[list[int], list[tuple[int, int, bool]]]]:
         """Yield ``(newly admitted episode positions, draws)`` per block of draws.
@@ -82,7 +82,7 @@ class SegmentDraws:
         ``draws`` are ``(episode position, anchor position, is the piece's last draw)``.
         Before each block, admissions are known for every piece the block draws and for at
         least ``ahead`` pieces first drawn after it (fewer near the segment's end or when
-        they lie more than ``_MAX_LOOKAHEAD_DRAWS`` draws away), so a prefetcher given them
+        they lie more than ``MAX_LOOKAHEAD_DRAWS`` draws away), so a prefetcher given them
         in order can run ahead of the draws.
         """
         reported = 0

@@ -8,28 +8,17 @@ written with retries that end, by the reader and the packer alike.
 - ``local_files``: atomic local writes and the cleanup of their temp files.
 """
 
-from reader.storage.backends import BACKENDS, StorageBackend, backend_for
-from reader.storage.local_files import TEMP_MARKER, default_file_mode, is_temp_name, remove_stale_temp_files
-from reader.storage.ranges import DEFAULT_MAX_GAP_BYTES, DEFAULT_MAX_REQUEST_BYTES, CoalescedRange, coalesce_ranges
-from reader.storage.retry import RetryPolicy, http_status, is_transient
-from reader.storage.storage import Storage, StorageCounters, bucket_of
+from reader.exports import lazy_exports
 
-__all__ = [
-    "BACKENDS",
-    "DEFAULT_MAX_GAP_BYTES",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "TEMP_MARKER",
-    "CoalescedRange",
-    "RetryPolicy",
-    "Storage",
-    "StorageBackend",
-    "StorageCounters",
-    "backend_for",
-    "bucket_of",
-    "coalesce_ranges",
-    "default_file_mode",
-    "http_status",
-    "is_temp_name",
-    "is_transient",
-    "remove_stale_temp_files",
-]
+_EXPORTS = {
+    "reader.storage.backends": ["BACKENDS", "StorageBackend", "backend_for", "GENERIC", "LOCAL", "S3"],
+    "reader.storage.local_files": ["TEMP_MARKER", "default_file_mode", "is_temp_name", "remove_stale_temp_files"],
+    "reader.storage.ranges": [
+        "DEFAULT_MAX_GAP_BYTES", "DEFAULT_MAX_REQUEST_BYTES", "CoalescedRange", "coalesce_ranges",
+    ],
+    "reader.storage.retry": ["RetryPolicy", "http_status", "is_transient"],
+    "reader.storage.storage": ["Storage", "StorageCounters", "bucket_of"],
+    "reader.storage.clients": ["clients_created"],
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

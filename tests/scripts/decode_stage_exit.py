@@ -16,7 +16,7 @@ import sys
 import torch
 
 from reader import PackedDataset
-from reader.decode.stage import DecodeStage, collate
+from reader.decode import DecodeStage, collate
 
 KEPT = []
 

@@ -17,9 +17,8 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reader.format.fields import sha256_hex
-from reader.format.parquet.arrow_io import read_parquet_bytes, read_parquet_metadata
-from reader.format.parquet.row_groups import decode_row_group, row_group_span
+from reader.format import sha256_hex
+from reader.format.parquet import decode_row_group, read_parquet_bytes, read_parquet_metadata, row_group_span
 
 
 def read_all(data: bytes, python_owned: bool) -> int:

@@ -1,65 +1,19 @@
-"""Decode backends, chosen by name from one table.
+"""Decode backends, chosen by name from one table (``table.BACKENDS``).
 
 Each backend is one module behind ``base.DecodeBackend`` (probe with ``unavailable``,
-``open`` a member, ``decode`` a batch's jobs). ``DecodeStage`` looks backends up here and
-nowhere else: a new one (DALI, say) is a module and a row of ``BACKENDS``.
-
-| name | device | module |
-|---|---|---|
-| ``nvdec`` | CUDA | ``nvdec``: PyNvVideoCodec's core decoder fed an elementary stream (the default on CUDA) |
-| ``torchcodec`` | CUDA | ``torchcodec_cuda``: a CUDA build of torchcodec |
-| ``torchcodec`` | CPU | ``torchcodec``: LeRobot's decoder (the default on the CPU) |
-| ``pyav`` | CPU | ``pyav``: FFmpeg through PyAV, bit-identical to torchcodec |
+``open`` a member, ``decode`` a batch's jobs). ``DecodeStage`` looks backends up in the
+table and nowhere else: a new one (DALI, say) is a module and a row of ``BACKENDS``.
 """
 
-from __future__ import annotations
+from reader.exports import lazy_exports
 
-from reader.decode.backends.base import DecodeBackend, Job, Opened, write_rows
-from reader.decode.backends.nvdec import NvdecBackend
-from reader.decode.backends.pyav import PyAVBackend
-from reader.decode.backends.torchcodec import TorchCodecBackend
-from reader.decode.backends.torchcodec_cuda import TorchCodecCudaBackend
-from reader.errors import ArgumentError
-
-BACKENDS: dict[tuple[str, str], type[DecodeBackend]] = {
-    ("nvdec", "cuda"): NvdecBackend,
-    ("torchcodec", "cuda"): TorchCodecCudaBackend,
-    ("torchcodec", "cpu"): TorchCodecBackend,
-    ("pyav", "cpu"): PyAVBackend,
+_EXPORTS = {
+    "reader.decode.backends.table": ["AUTO", "BACKENDS", "backend_class", "backend_names"],
+    "reader.decode.backends.base": ["DecodeBackend", "Job", "Opened", "write_rows"],
+    "reader.decode.backends.nvdec": ["NvdecBackend", "nvdec_unavailable"],
+    "reader.decode.backends.pyav": ["PyAVBackend"],
+    "reader.decode.backends.torchcodec": ["TorchCodecBackend"],
+    "reader.decode.backends.torchcodec_cuda": ["TorchCodecCudaBackend"],
 }
-# What "auto" tries, in order, per device type: the first that can run here.
-AUTO: dict[str, tuple[str, ...]] = {"cuda": ("nvdec",), "cpu": ("torchcodec", "pyav")}
-NAMES: tuple[str, ...] = ("auto", *sorted({name for name, _ in BACKENDS}))
-
-
-def _on(device_type: str) -> str:
-    return "a CUDA device" if device_type == "cuda" else "the CPU"
-
-
-def backend_class(name: str, device_type: str) -> type[DecodeBackend]:
-    """The backend class ``name`` names for ``device_type`` (``"cpu"`` or ``"cuda"``); for
-    ``"auto"`` the first of ``AUTO[device_type]`` that can run here, else the last of them
-    (whose ``unavailable()`` then says why).
-
-    Raises:
-        ValueError: a name not in the table (the allowed names listed), or one that decodes on
-            another kind of device (which ones it does, and what decodes on this one).
-    """
-    if name not in NAMES:
-        raise ArgumentError(f"backend {name!r} is not one of {', '.join(repr(n) for n in NAMES)}")
-    if device_type not in AUTO:
-        raise ArgumentError(f"device type {device_type!r}: decode backends run on {', '.join(sorted(AUTO))}")
-    if name == "auto":
-        candidates = [BACKENDS[(n, device_type)] for n in AUTO[device_type]]
-        return next((c for c in candidates if c.unavailable() is None), candidates[-1])
-    found = BACKENDS.get((name, device_type))
-    if found is None:
-        where = sorted(d for n, d in BACKENDS if n == name)
-        here = sorted(n for n, d in BACKENDS if d == device_type)
-        raise ArgumentError(f"backend {name!r} decodes on {' or '.join(_on(d) for d in where)}, not {_on(device_type)}; "
-                         f"on {_on(device_type)} use {' or '.join(repr(n) for n in here)}"
-                         + (f", or device='cpu' for {name!r}" if "cpu" in where else ""))
-    return found
-
-
-__all__ = ["AUTO", "BACKENDS", "NAMES", "DecodeBackend", "Job", "Opened", "backend_class", "write_rows"]
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,34 +6,19 @@
 - ``row_groups``: shard parquet footers and row groups, checked against the index.
 """
 
-from reader.format.parquet.bounded import (
-    Budget,
-    expansion_budget,
-    iter_bounded_batches,
-    open_bounded,
-    read_bounded,
-    read_parquet_schema,
-)
-from reader.format.parquet.row_groups import (
-    check_row_group,
-    decode_row_group,
-    feature_budget,
-    footer_range,
-    parse_footer,
-    row_group_span,
-)
+from reader.exports import lazy_exports
 
-__all__ = [
-    "Budget",
-    "check_row_group",
-    "decode_row_group",
-    "expansion_budget",
-    "feature_budget",
-    "footer_range",
-    "iter_bounded_batches",
-    "open_bounded",
-    "parse_footer",
-    "read_bounded",
-    "read_parquet_schema",
-    "row_group_span",
-]
+_EXPORTS = {
+    "reader.format.parquet.bounded": [
+        "Budget", "expansion_budget", "iter_bounded_batches", "open_bounded", "read_bounded", "read_parquet_schema",
+        "file_cost", "leaf_columns",
+    ],
+    "reader.format.parquet.row_groups": [
+        "check_row_group", "decode_row_group", "feature_budget", "footer_range", "parse_footer", "row_group_span",
+    ],
+    "reader.format.parquet.arrow_io": ["read_parquet_bytes", "read_parquet_metadata"],
+    "reader.format.parquet.pages": ["check_writer", "chunk_cost"],
+    "reader.format.parquet.thrift": ["CompactReader"],
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
