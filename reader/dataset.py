@@ -14,13 +14,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from reader.epoch_stream import EpochStream, Segment
+from reader.epoch_stream import EpochStream
 from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta
 from reader.option_fields import keyword_signature, merge_options
-from reader.plan.consumer_draws import SegmentDraws, segment_blocks
+from reader.plan.consumer_draws import Segment, SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
 from reader.plan.windows import resolve_windows

@@ -22,6 +22,7 @@ import torch
 
 from reader.decode.frames import CpuDecoders
 from reader.errors import ResumeWarning, WindowWarning
+from reader.plan.consumer_draws import Segment
 from reader.plan.resume_state import EpochResume
 from reader.plan.windows import windows_beyond
 from reader.plan.world import World
@@ -29,9 +30,6 @@ from reader.read_options import ReadOptions
 from reader.runtime.consumer import Consumer, StreamView
 from reader.runtime.environment import detect_world
 from reader.runtime.stats import SharedStats
-
-Segment = tuple[int, int, int]
-"""``(plan consumer, start, stop)``: a piece of a planned consumer's stream this consumer serves."""
 
 
 class EpochStream(torch.utils.data.IterableDataset):
@@ -80,7 +78,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         raise NotImplementedError
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
-        """This consumer's draws, segment by segment (``reader.runtime.consumer.Block``)."""
+        """This consumer's draws, segment by segment (``reader.plan.consumer_draws.Block``)."""
         raise NotImplementedError
 
     def _view(self) -> StreamView:
@@ -196,14 +194,14 @@ class EpochStream(torch.utils.data.IterableDataset):
 
     # -- iteration ----------------------------------------------------------------------------
     def _segments(self, world: World) -> tuple[tuple[int, int], list[Segment]]:
-        """((plan world size, plan workers per rank), [(plan consumer, start, stop), ...]):
-        what ``world``'s consumer serves this epoch, after any resume."""
+        """((plan world size, plan workers per rank), [Segment, ...]): what ``world``'s
+        consumer serves this epoch, after any resume."""
         plan_shape, streams = self._resume.streams(self.epoch, world, self._consumer_counts)
         if streams is None:
             counts = self._consumer_counts(*plan_shape)
-            return plan_shape, [(world.consumer, 0, int(counts[world.consumer]))]
+            return plan_shape, [Segment(world.consumer, 0, int(counts[world.consumer]))]
         sources, starts, stops = streams.segments_of(world.consumer)
-        return plan_shape, [(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
+        return plan_shape, [Segment(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
 
     def __iter__(self) -> Iterator[dict]:
         self._pending_resume = None  # iterating uses the loaded state: a later set_epoch moves on
@@ -235,4 +233,4 @@ def freeze_inherited_objects() -> None:
         _frozen_in = os.getpid()
 
 
-__all__ = ["EpochStream", "Segment", "freeze_inherited_objects"]
+__all__ = ["EpochStream", "freeze_inherited_objects"]

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from reader.epoch_stream import EpochStream, Segment
+from reader.epoch_stream import EpochStream
 from reader.errors import ArgumentError, FormatError, MixtureSpecError, PinMismatchError
 from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
@@ -44,7 +44,7 @@ from reader.format.mixture_index import INDEX_FILES, table_budget
 from reader.format.parquet import read_bounded
 from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta, meta_from_record
 from reader.option_fields import keyword_signature, merge_options
-from reader.plan.consumer_draws import segment_blocks
+from reader.plan.consumer_draws import Segment, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
 from reader.plan.mixture_plan import EpochPieces, MixtureLayout, PieceMap, proportional_pieces, weighted_pieces
 from reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
@@ -141,50 +141,71 @@ class MixtureDataset(EpochStream):
     ):
         options = merge_options(ReadOptions, options, reading, caller="MixtureDataset")
         self._set_options(options)
-        storage_options, retry, manifest_sha256 = options.storage_options, options.retry, options.manifest_sha256
         self._meta_records: list[dict] | None = None
         self._compiled: tuple[Storage, MixtureSpec] | None = None
+        self._meta: PackedMeta | None = None
+        self._pieces_cache: dict[int, EpochPieces] = {}
+        names = self._open(sources, names, allow_remote_paths=allow_remote_paths)
+        _check_names_and_mode(names, weights, samples_per_epoch)
+        if not allow_duplicates:
+            _refuse_duplicates(self.catalog.datasets)
+        self.names = list(names)
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
+        self.samples_per_epoch = samples_per_epoch
+        self._harmonize(key_map or {}, tuple(pad_keys), delta_timestamps)
+        self.layout = MixtureLayout.from_anchor_counts(self.catalog.dataset_anchor_counts())
+        super().__init__(kind="MixtureDataset", identity=self._identity())
+        if self.weights is not None:  # refuse bad weights now, not in the first worker
+            self._pieces(0)
+
+    def _open(self, sources: str | list[str], names: list[str] | None, *, allow_remote_paths: bool) -> list[str]:
+        """Open the mixture (a ``mixture.json``, compiled or not, or a list of pack roots) into
+        ``self.catalog``; returns the datasets' names.
+
+        Raises:
+            ArgumentError: as many names as datasets are needed; a pin needs a mixture file.
+        """
+        options = self.options
         if isinstance(sources, str):
-            spec, self.mixture_sha256 = load_mixture_file(sources, storage_options, allow_remote_paths=allow_remote_paths,
-                                                          manifest_sha256=manifest_sha256, retry=retry)
+            spec, self.mixture_sha256 = load_mixture_file(sources, options.storage_options, allow_remote_paths=allow_remote_paths,
+                                                          manifest_sha256=options.manifest_sha256, retry=options.retry)
             names = list(names or spec.names)
             if len(names) != len(spec.datasets):
                 raise ArgumentError(f"{len(names)} names for the {len(spec.datasets)} datasets of {sources}")
-            if spec.index is not None:
-                base = Storage(sources.rsplit("/", 1)[0] if "/" in sources else ".", storage_options, retry=retry)
-                self.catalog = _open_compiled(base, spec, names, sources)
-                self._compiled = (base, spec)
-            else:
+            if spec.index is None:
                 self.catalog = self._open_packs([e.path for e in spec.datasets], names, list(spec.datasets))
-        else:
-            if manifest_sha256 is not None:
-                raise ArgumentError("manifest_sha256 pins a mixture.json: give its path, not a list of packs")
-            paths = list(sources)
-            names = names or [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
-            if len(names) != len(paths):
-                raise ArgumentError(f"{len(names)} names for {len(paths)} datasets")
-            self.mixture_sha256 = None
-            self.catalog = self._open_packs(paths, names, [None] * len(paths))
-        if len(set(names)) != len(names):
-            raise ArgumentError(f"need one unique name per dataset, got duplicates {sorted({n for n in names if names.count(n) > 1})}")
-        if not allow_duplicates:
-            _refuse_duplicates(self.catalog.datasets)
-        if (weights is None) != (samples_per_epoch is None):
-            raise ArgumentError("weighted mode needs both weights and samples_per_epoch (proportional mode: neither)")
-        if weights is not None and len(weights) != len(names):
-            raise ArgumentError(f"{len(weights)} weights for {len(names)} datasets")
-        datasets = self.catalog.datasets
-        self.names = list(names)
-        self.key_map = {name: dict((key_map or {}).get(name, {})) for name in names}
-        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
-        self.samples_per_epoch = samples_per_epoch
+                return names
+            base = Storage(sources.rsplit("/", 1)[0] if "/" in sources else ".", options.storage_options, retry=options.retry)
+            self.catalog = _open_compiled(base, spec, names, sources)
+            self._compiled = (base, spec)
+            return names
+        if options.manifest_sha256 is not None:
+            raise ArgumentError("manifest_sha256 pins a mixture.json: give its path, not a list of packs")
+        paths = list(sources)
+        names = names or [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
+        if len(names) != len(paths):
+            raise ArgumentError(f"{len(names)} names for {len(paths)} datasets")
+        self.mixture_sha256 = None
+        self.catalog = self._open_packs(paths, names, [None] * len(paths))
+        return names
+
+    def _harmonize(self, key_map: dict[str, dict[str, str]], pad_keys: tuple[str, ...],
+                   delta_timestamps: dict[str, list[float]] | None) -> None:
+        """The common layout of the datasets' samples and each dataset's windows at its fps.
+
+        Raises:
+            HarmonizeError: datasets that cannot batch together (names them).
+            WindowError: a window that does not resolve at some dataset's fps.
+        """
         # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
         # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
+        datasets, tolerance_s = self.catalog.datasets, self.options.tolerance_s
+        self.key_map = {name: dict(key_map.get(name, {})) for name in self.names}
         self.harmonizer = FeatureHarmonizer.build(
             [DatasetFeatures.from_manifest_features(d.name, d.fps, d.features) for d in datasets],
-            key_map=self.key_map, pad_keys=tuple(pad_keys), delta_timestamps=delta_timestamps, return_uint8=options.return_uint8,
+            key_map=self.key_map, pad_keys=pad_keys, delta_timestamps=delta_timestamps, return_uint8=self.options.return_uint8,
         )
-        tolerance_s = self.tolerance_s = options.tolerance_s
+        self.tolerance_s = tolerance_s
         self._offsets = [
             resolve_windows(self.harmonizer.source_delta_timestamps(i), d.fps, d.tolerance_s if tolerance_s is None else tolerance_s,
                             list(d.features))
@@ -192,29 +213,26 @@ class MixtureDataset(EpochStream):
         ]
         self.delta_timestamps = delta_timestamps or {}
         self._warn_windows_beyond_episodes(self._offsets, [d.fps for d in datasets])
-        self.pad_keys = tuple(pad_keys)
+        self.pad_keys = pad_keys
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
         self.pad_widths = dict(self.harmonizer.pad_widths)
         self.fps = {d.name: d.fps for d in datasets}
-        self.layout = MixtureLayout.from_anchor_counts(self.catalog.dataset_anchor_counts())
-        self._pieces_cache: dict[int, EpochPieces] = {}
-        self._meta: PackedMeta | None = None
+
+    def _identity(self) -> dict:
+        """What this mixture's resume states are checked against: its packs (names, pins,
+        selections, anchors), the mode, the order's seed and the pool."""
+        datasets, options = self.catalog.datasets, self.options
         members = [[d.name, d.manifest_sha256, d.where, int(a.sum())] for d, a in zip(datasets, self.catalog.dataset_anchor_counts())]
-        super().__init__(
-            kind="MixtureDataset",
-            identity={
-                "mixture": "sha256:" + sha256_hex(json.dumps(members).encode()),
-                "weights": None if self.weights is None else [float(w) for w in self.weights],
-                "samples_per_epoch": samples_per_epoch,
-                "seed": int(options.seed),
-                "shuffle": bool(options.shuffle),
-                "episode_pool_size": int(options.episode_pool_size),
-                "pool_block_size": POOL_BLOCK_SIZE,
-                "plan": PLAN_KIND,
-            },
-        )
-        if self.weights is not None:  # refuse bad weights now, not in the first worker
-            self._pieces(0)
+        return {
+            "mixture": "sha256:" + sha256_hex(json.dumps(members).encode()),
+            "weights": None if self.weights is None else [float(w) for w in self.weights],
+            "samples_per_epoch": self.samples_per_epoch,
+            "seed": int(options.seed),
+            "shuffle": bool(options.shuffle),
+            "episode_pool_size": int(options.episode_pool_size),
+            "pool_block_size": POOL_BLOCK_SIZE,
+            "plan": PLAN_KIND,
+        }
 
     def _open_packs(self, paths: list[str], names: list[str], entries: list[MixtureEntry | None]) -> EpisodeCatalog:
         """A catalog of packs opened one by one (each one's manifest, indexes and tasks): the
@@ -348,6 +366,21 @@ class MixtureDataset(EpochStream):
 
     def _finish(self, dataset: int, sample: dict) -> dict:
         return self.harmonizer.apply(dataset, sample)
+
+
+def _check_names_and_mode(names: list[str], weights: list[float] | None, samples_per_epoch: int | None) -> None:
+    """Names unique; weights and ``samples_per_epoch`` together (weighted) or neither.
+
+    Raises:
+        ArgumentError: names that repeat, one of the two without the other, or weights that do
+            not match the datasets.
+    """
+    if len(set(names)) != len(names):
+        raise ArgumentError(f"need one unique name per dataset, got duplicates {sorted({n for n in names if names.count(n) > 1})}")
+    if (weights is None) != (samples_per_epoch is None):
+        raise ArgumentError("weighted mode needs both weights and samples_per_epoch (proportional mode: neither)")
+    if weights is not None and len(weights) != len(names):
+        raise ArgumentError(f"{len(weights)} weights for {len(names)} datasets")
 
 
 def _refuse_duplicates(datasets: list[CatalogPack]) -> None:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from reader.plan import SegmentDraws, plan_epoch
+from reader.plan import Admission, Block, Draw, Segment, SegmentDraws, plan_epoch, segment_blocks
 
 
 def test_draws_cover_the_segment_once_and_flag_last_draws():
@@ -28,3 +28,17 @@ def test_a_resumed_segment_is_the_tail_of_the_full_one():
     full = [(p, a) for p, a, _ in SegmentDraws(plan, 0, 0, 77, pool_size=2)]
     tail = [(p, a) for p, a, _ in SegmentDraws(plan, 0, 50, 77, pool_size=2)]
     assert tail == full[50:]
+
+
+def test_blocks_name_what_they_hold_and_admit_each_piece_before_its_draws():
+    plan = plan_epoch(np.array([6, 3, 8], dtype=np.int64), seed=1, epoch=0, world_size=1, workers_per_rank=1, shuffle=True)
+    (segment_iter,) = segment_blocks(plan, [Segment(consumer=0, start=0, stop=17)], pool_size=2, ahead=1)
+    admitted, drawn = [], []
+    for block in segment_iter:
+        assert isinstance(block, Block) and all(isinstance(a, Admission) for a in block.admitted)
+        admitted += [a.piece for a in block.admitted]
+        for draw in block.draws:
+            assert isinstance(draw, Draw) and draw.piece in admitted and draw.episode == draw.piece  # one pack: pieces are episodes
+            drawn.append((draw.episode, draw.anchor))
+    assert sorted(drawn) == [(e, a) for e, n in enumerate([6, 3, 8]) for a in range(n)]
+    assert sorted(admitted) == [0, 1, 2]

@@ -226,3 +226,38 @@ def test_a_repo_cannot_plant_what_the_stager_relies_on(hub, tmp_path):
     (staged / "videos").symlink_to(target, target_is_directory=True)
     [result] = _pack(hub, tmp_path, [{"repo": "org/ds", "dst": str(tmp_path / "out3")}])
     assert "outside the staged tree" in result["error"] and not any(target.iterdir()), result
+
+
+def test_a_pack_on_the_hub_reads_the_same_samples_and_is_never_written_file_by_file(hub, tmp_path, monkeypatch):
+    """hf:// is one row of the storage table (reader.storage.backends.HUB): a pack uploaded to a
+    dataset repo streams through huggingface_hub's HfFileSystem with every byte checked against
+    the pinned manifest; writing a pack there is refused before the source is read."""
+    import torch
+
+    from packer import pack_dataset
+    from reader import PackedDataset
+    from reader.errors import StorageError
+    from reader.format import manifest_sha256
+    from reader.storage import Storage
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    pack = tmp_path / "pack"
+    pack_dataset(str(_dataset(tmp_path / "ds")), str(pack), video="h264")
+    hub.repo("org/pack").add_commit(pack, "main")
+    pin = manifest_sha256((pack / "manifest.json").read_bytes())
+    remote = PackedDataset("hf://datasets/org/pack", storage_options={"endpoint": hub.url}, manifest_sha256=pin, shuffle=False)
+    local = PackedDataset(str(pack), shuffle=False)
+    pairs = list(zip(remote, local, strict=True))
+    assert len(pairs) == 15
+    for a, b in pairs:
+        assert a["index"] == b["index"] and torch.equal(a["observation.images.top"], b["observation.images.top"])
+    assert set(hub.counts) <= {"revision", "tree", "get", "head"} and hub.counts["get"] > 0
+
+    hub.reset_counts()
+    with pytest.raises(StorageError, match=r"hf://datasets/org/other: not written to \(the Hugging Face Hub\): every write .* `"
+                                           r"hf upload-large-folder"):
+        pack_dataset(str(tmp_path / "no-such-source"), "hf://datasets/org/other", storage_options={"endpoint": hub.url})
+    with pytest.raises(StorageError, match="not written to"):
+        Storage("hf://datasets/org/pack", {"endpoint": hub.url}).write_bytes("x.json", b"{}")
+    assert not hub.counts, "nothing is sent for a refused write"

@@ -9,12 +9,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.errors import PackError, SourceError
+from packer.options import PackRunOptions
 from packer.run.journal import Journal
 from packer.run.receipts import finished_receipts
 from packer.source.info import parse_info
@@ -42,8 +44,9 @@ from reader.format import (
     video_keys_of,
 )
 from reader.format.parquet.arrow_io import parquet_file
+from reader.option_fields import keyword_signature, merge_options
 from reader.plan.windows import pad_counts, resolve_delta_timestamps
-from reader.storage import RetryPolicy, Storage
+from reader.storage import Storage
 
 
 def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
@@ -144,22 +147,22 @@ def _feature_of_field(field: pa.Field) -> dict:
     return {"dtype": dtype, "shape": shape, "names": None}
 
 
+@keyword_signature(PackRunOptions)
 def finalize(
     dst: str,
     *,
-    storage_options: dict | None = None,
+    run: PackRunOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
-    retry: RetryPolicy = RetryPolicy(),
-    journal: str | None = None,
-    trust_destination: bool = False,
+    **overrides: Any,
 ) -> Manifest:
     """Write ``index/episodes.parquet``, ``index/samples.parquet`` and ``manifest.json``.
 
-    ``progress(shards indexed, shards)`` is called after each shard's rows are indexed.
-    Only what the pack journal (``journal``, see ``pack_dataset``) records this machine
-    writing is published: receipts byte for byte, ``meta/`` by digest, and each shard
-    parquet is hashed as it is read. ``trust_destination`` accepts receipts written
-    elsewhere, re-hashing their files.
+    ``progress(shards indexed, shards)`` is called after each shard's rows are indexed. Of the
+    run options (``run``, or its fields by name) finalize uses how to reach ``dst``
+    (``storage_options``, ``retry``) and the pack journal: only what the journal (``journal``,
+    see ``pack_dataset``) records this machine writing is published: receipts byte for byte,
+    ``meta/`` by digest, and each shard parquet is hashed as it is read.
+    ``trust_destination`` accepts receipts written elsewhere, re-hashing their files.
 
     Returns:
         The written ``Manifest``.
@@ -168,8 +171,11 @@ def finalize(
         PackError: no plan, shards without a valid receipt (names them), receipts or
             ``meta/`` files the journal does not record, or files that differ from them.
         StorageError: the destination failed beyond the retry policy.
+        ArgumentError: a keyword that is no run option.
     """
-    storage = Storage(dst, storage_options, retry=retry)
+    run = merge_options(PackRunOptions, run, overrides, caller="finalize")
+    journal, trust_destination = run.journal, run.trust_destination
+    storage = Storage(dst, run.storage_options, retry=run.retry)
     if not storage.exists(PLAN_PATH):
         raise PackError(f"{storage.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
     pack_journal = Journal(storage.url, journal)

@@ -167,6 +167,8 @@ def pack_dataset(
     shaping, running = split_options((PackOptions, PackRunOptions), overrides, caller="pack_dataset")
     options = merge_options(PackOptions, options, shaping, caller="pack_dataset")
     run = merge_options(PackRunOptions, run, running, caller="pack_dataset")
+    storage = Storage(dst, run.storage_options, retry=run.retry)
+    storage.check_writable()  # before the source is staged or read
     episodes = list(options.episodes) if options.episodes is not None else None
     local_root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
                               storage_options=run.src_storage_options, cache_dir=run.cache_dir)
@@ -179,9 +181,7 @@ def pack_dataset(
         in_seconds = {name: {key: [offset / source.fps for offset in offsets] for key, offsets in window.items()}
                       for name, window in window_frames.items()}
         options = replace(options, windows={**options.windows, **in_seconds})
-    storage_options, retry, journal, trust_destination = run.storage_options, run.retry, run.journal, run.trust_destination
     workers, part = run.workers, run.part
-    storage = Storage(dst, storage_options, retry=retry)
     check_destination(storage, source.root)
     _check_windows(options, source.fps, list(source.features))
     # Planning probes every needed file (parquet footer, video header): a bad source fails
@@ -205,14 +205,14 @@ def pack_dataset(
     removed = storage.remove_stale_temp_files()
     if removed:
         log.warning("%s: removed %d temporary file(s) left by an interrupted run", storage.url, removed)
-    pack_journal = Journal(storage.url, journal)
+    pack_journal = Journal(storage.url, run.journal)
     pack_journal.record_meta(plan.sha256, copy_meta(source, storage))
 
     shard_ids = list(range(len(plan.shards))) if part is None else shards_of_part(len(plan.shards), part[0], part[1])
     report = PackReport(shards=len(shard_ids))
     todo = []
     for shard in shard_ids:
-        receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=trust_destination)
+        receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=run.trust_destination)
         if receipt is not None:
             report.shards_skipped += 1
             _account(report, receipt.to_dict(), written=False)
@@ -239,8 +239,7 @@ def pack_dataset(
 
     jobs = [
         ShardJob(spec=ShardSpec(shard=s, episodes=tuple(plan.shards[s]), options=options, plan_sha256=plan.sha256),
-                 source_root=str(local_root), follow_symlinks=run.follow_symlinks, dst=dst, storage_options=storage_options,
-                 journal=pack_journal, retry=retry)
+                 source_root=str(local_root), dst=dst, run=run, journal=pack_journal)
         for s in todo
     ]
     if workers > 1 and len(jobs) < workers and jobs:
@@ -258,7 +257,7 @@ def pack_dataset(
         progress(snapshot())  # nothing to pack: still say where the pack stands
     run_jobs(pack_shard, jobs, workers=workers, on_result=on_result, on_progress=on_progress if progress is not None else None)
     if part is None:
-        finalize(dst, storage_options=storage_options, retry=retry, journal=journal, trust_destination=trust_destination)
+        finalize(dst, run=run)
         report.finalized = True
     report.seconds = time.perf_counter() - started
     return report

@@ -7,12 +7,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packer.options import PackRunOptions
 from packer.run.journal import Journal
 from packer.run.pool import ProgressSink
 from packer.run.receipts import commit_shard
 from packer.shard.build import ShardSpec, build_shard, encode_member
 from packer.source.base import open_dataset_source
-from reader.storage import RetryPolicy, Storage
+from reader.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +24,9 @@ class ShardJob:
 
     spec: ShardSpec
     source_root: str
-    follow_symlinks: bool
     dst: str
-    storage_options: dict | None
+    run: PackRunOptions
     journal: Journal
-    retry: RetryPolicy = RetryPolicy()
     member_workers: int = 1
 
 
@@ -39,8 +38,8 @@ def pack_shard(job: ShardJob, progress: ProgressSink | None = None) -> dict:
     Returns:
         The shard's receipt (a JSON dict with ``bytes_in``).
     """
-    source = open_dataset_source(job.source_root, follow_symlinks=job.follow_symlinks)
-    storage = Storage(job.dst, job.storage_options, retry=job.retry)
+    source = open_dataset_source(job.source_root, follow_symlinks=job.run.follow_symlinks)
+    storage = Storage(job.dst, job.run.storage_options, retry=job.run.retry)
     on_episode = (lambda source_bytes: progress.put((1, source_bytes))) if progress is not None else None
     members = None
     if job.member_workers > 1 and job.spec.options.video != "copy":
@@ -69,7 +68,7 @@ def _encode_members_in_parallel(job: ShardJob, source, progress: ProgressSink | 
     results = {}
     log.info("shard %d: re-encoding %d members in %d processes", spec.shard, len(wanted), job.member_workers)
     with ProcessPoolExecutor(max_workers=job.member_workers, initializer=die_with_parent) as pool:
-        futures = {pool.submit(encode_member, job.source_root, job.follow_symlinks, spec.options, e, key, lengths[e]): (e, key)
+        futures = {pool.submit(encode_member, job.source_root, job.run.follow_symlinks, spec.options, e, key, lengths[e]): (e, key)
                    for e, key in wanted}
         for future in as_completed(futures):
             episode, key = futures[future]

@@ -16,8 +16,9 @@ client (endpoint, token, headers, ``HF_ENDPOINT``) but plans the requests itself
   temporary file, checked against the listing's size and digest (git blob id, or the LFS
   sha256), then moved into place; files already on disk with the listed size are not
   requested again;
-- 429 and 5xx answers and connection errors are retried with exponential backoff and jitter
-  (honouring ``Retry-After``), a bounded number of times, then fail naming the file.
+- 408, 429 and 5xx answers and connection errors are retried as every storage operation is
+  (``reader.storage.retry``: one classification, exponential backoff with jitter, ``Retry-After``
+  honoured), with the Hub's own bounds (``HUB_RETRY``), then fail naming the file.
 
 Staged files live under ``<cache>/hub/<org>--<name>@<commit>``, so a branch that moves gets
 a new directory instead of mixing two commits; every write is checked to resolve inside it.
@@ -42,9 +43,11 @@ from pathlib import Path
 from packer.errors import SourceError
 from packer.source.lerobot import LeRobotSource
 from reader.format import safe_relative_path
+from reader.storage import RetryPolicy, is_transient, retry_after_s
 
-MAX_ATTEMPTS = 8
-MAX_WAIT_S = 60.0
+# The Hub's rate limit is minutes long (about 3,000 requests per 5 minutes): more attempts and
+# longer waits than a bucket's policy, same classification and backoff (reader.storage.retry).
+HUB_RETRY = RetryPolicy(max_attempts=8, base_s=1.0, cap_s=60.0)
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -57,40 +60,21 @@ class HubFile:
     lfs_sha256: str | None
 
 
-def _status(error: BaseException) -> int | None:
-    response = getattr(error, "response", None)
-    return getattr(response, "status_code", None)
-
-
-def _retry_after(error: BaseException) -> float | None:
-    response = getattr(error, "response", None)
-    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-    try:
-        return min(float(value), MAX_WAIT_S) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _transient(error: BaseException) -> bool:
-    status = _status(error)
-    if status is not None:
-        return status == 429 or status >= 500
-    name = type(error).__name__
-    return isinstance(error, (ConnectionError, TimeoutError)) or name.endswith(("ConnectError", "TimeoutException", "ReadError",
-                                                                                 "RemoteProtocolError", "ConnectionError"))
-
-
-def _with_retries(what: str, call, *, attempts: int = MAX_ATTEMPTS, base_s: float = 0.5):
-    for attempt in range(1, attempts + 1):
+def _with_retries(what: str, call, *, retry: RetryPolicy = HUB_RETRY):
+    """``call()``, retried while what it raises is transient (``reader.storage.retry``: 408,
+    429, 5xx, connection errors), after the wait the Hub asked for (``Retry-After``) or the
+    policy's backoff; then a ``SourceError`` naming ``what``."""
+    rng = random.Random()
+    for attempt in range(1, retry.max_attempts + 1):
         try:
             return call()
         except SourceError:
             raise
         except Exception as err:  # huggingface_hub raises HfHubHTTPError subclasses and httpx/requests errors
-            if not _transient(err) or attempt == attempts:
+            if not is_transient(err) or attempt == retry.max_attempts:
                 raise SourceError(f"Hub download of {what} failed after {attempt} attempt(s): {err}") from err
-            wait = _retry_after(err)
-            time.sleep(wait if wait is not None else random.uniform(0, min(MAX_WAIT_S, base_s * 2**attempt)))
+            wait = retry_after_s(err, cap_s=retry.cap_s)
+            time.sleep(wait if wait is not None else retry.delay_s(attempt, rng))
     raise AssertionError("unreachable")
 
 

@@ -14,7 +14,9 @@ every rank computes the same plan on its own and resume is arithmetic.
 from reader.exports import lazy_exports
 
 _EXPORTS = {
-    "reader.plan.consumer_draws": ["SegmentDraws", "segment_blocks", "MAX_LOOKAHEAD_DRAWS"],
+    "reader.plan.consumer_draws": [
+        "Admission", "Block", "Draw", "Segment", "SegmentDraws", "segment_blocks", "MAX_LOOKAHEAD_DRAWS",
+    ],
     "reader.plan.epoch_plan": ["plan_epoch", "EpochPlan", "PlanError", "split_stream"],
     "reader.plan.world": ["World"],
     "reader.plan.mixture_plan": [

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,6 +27,40 @@ _DRAW_BLOCK = 4096
 # admissions may lie far away, and scanning to them would cost a pass over the draws between.
 # Minutes of training at any realistic sample rate, so prefetch still starts in time.
 MAX_LOOKAHEAD_DRAWS = 1 << 18
+
+
+class Segment(NamedTuple):
+    """A piece of a planned consumer's stream that this consumer serves: draws
+    ``[start, stop)`` of plan consumer ``consumer`` (one phase of an epoch)."""
+
+    consumer: int
+    start: int
+    stop: int
+
+
+class Admission(NamedTuple):
+    """A piece entering the pool: the piece and the catalog episode it reads."""
+
+    piece: int
+    episode: int
+
+
+class Draw(NamedTuple):
+    """One sample to make: its piece, catalog episode, anchor position in the episode's anchor
+    list, and whether it is the piece's last draw (the pool then releases the piece)."""
+
+    piece: int
+    episode: int
+    anchor: int
+    last: bool
+
+
+class Block(NamedTuple):
+    """A stretch of a segment's draws and the pieces first needed from it on, in order (so
+    prefetch fetches exactly what comes next)."""
+
+    admitted: list[Admission]
+    draws: list[Draw]
 
 
 @dataclass
@@ -107,15 +142,14 @@ class SegmentDraws:
 
 def segment_blocks(
     plan: EpochPlan,
-    segments: list[tuple[int, int, int]],
+    segments: list[Segment],
     *,
     pool_size: int,
     ahead: int,
     pieces: PieceMap | None = None,
-) -> Iterator[Iterator[tuple[list[tuple[int, int]], list[tuple[int, int, int, bool]]]]]:
-    """Each segment ``(plan consumer, start, stop)`` as blocks of ``(admitted, draws)`` in the
-    form ``reader.runtime.consumer.Consumer`` serves: ``(piece, episode)`` pairs first needed
-    (at least ``ahead`` pieces beyond the block) and ``(piece, episode, anchor, last)`` draws.
+) -> Iterator[Iterator[Block]]:
+    """Each segment as ``Block``s in the form ``reader.runtime.consumer.Consumer`` serves: the
+    pieces first needed (at least ``ahead`` pieces beyond the block) and the block's draws.
 
     The plan's episodes are pieces. Without ``pieces`` each piece is a whole episode with the
     same number; with a ``PieceMap`` (a weighted mixture) a piece names its episode and its
@@ -138,9 +172,9 @@ def segment_blocks(
         for admitted, block in SegmentDraws(plan, consumer, start, stop, pool_size).blocks(ahead=ahead):
             draws = []
             for piece, position, last in block:
-                draws.append((piece, episode_of(piece), anchor(piece, position), last))
+                draws.append(Draw(piece, episode_of(piece), anchor(piece, position), last))
                 if last:
                     mapped.pop(piece, None)
-            yield [(piece, episode_of(piece)) for piece in admitted], draws
+            yield Block([Admission(piece, episode_of(piece)) for piece in admitted], draws)
 
     return (one(consumer, start, stop) for consumer, start, stop in segments)

@@ -27,15 +27,12 @@ from reader.decode.frames import CpuDecoders
 from reader.fetch.catalog import EpisodeCatalog
 from reader.fetch.disk_cache import DiskCache
 from reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
+from reader.plan.consumer_draws import Block
 from reader.read_options import ReadOptions
 from reader.runtime.environment import decode_threads_for, detect_world
 from reader.runtime.sample_builder import SampleBuilder
 from reader.runtime.stats import SharedStats
 from reader.storage import Storage
-
-Block = tuple[list[tuple[int, int]], list[tuple[int, int, int, bool]]]
-"""``(admitted (piece, episode) in first-needed order, draws (piece, episode, anchor, last))``;
-episodes are catalog positions, anchors positions in the episode's anchor list."""
 
 _PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
 
@@ -163,4 +160,4 @@ class Consumer:
         self._publisher.publish(total)
 
 
-__all__ = ["Block", "Consumer", "StreamView"]
+__all__ = ["Consumer", "StreamView"]

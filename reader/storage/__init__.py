@@ -11,12 +11,12 @@ written with retries that end, by the reader and the packer alike.
 from reader.exports import lazy_exports
 
 _EXPORTS = {
-    "reader.storage.backends": ["BACKENDS", "StorageBackend", "backend_for", "GENERIC", "LOCAL", "S3"],
+    "reader.storage.backends": ["BACKENDS", "StorageBackend", "backend_for", "GENERIC", "HUB", "LOCAL", "S3"],
     "reader.storage.local_files": ["TEMP_MARKER", "default_file_mode", "is_temp_name", "remove_stale_temp_files"],
     "reader.storage.ranges": [
         "DEFAULT_MAX_GAP_BYTES", "DEFAULT_MAX_REQUEST_BYTES", "CoalescedRange", "coalesce_ranges",
     ],
-    "reader.storage.retry": ["RetryPolicy", "http_status", "is_transient"],
+    "reader.storage.retry": ["RetryPolicy", "http_status", "is_transient", "retry_after_s"],
     "reader.storage.storage": ["Storage", "StorageCounters", "bucket_of"],
     "reader.storage.clients": ["clients_created"],
 }

@@ -4,7 +4,8 @@
 here: the options its client gets from our ``RetryPolicy`` (timeouts, its own retries turned
 down so ours count every attempt), tuning of the client once made, and whether its paths are
 this machine's files (atomic temp-file writes and renames, stale temp files to sweep) or
-objects replaced whole by one PUT. A new system (``gs``, ``hf``, ...) is a ``StorageBackend``
+objects replaced whole by one PUT, and whether it takes our writes at all (on the Hub every
+write is a commit). A new system (``gs``, ``hf``, ...) is a ``StorageBackend``
 subclass and a row of ``BACKENDS``; a protocol without a row gets ``GENERIC`` (fsspec's
 defaults, remote objects). Which failures are transient is decided by name across every layer
 (``reader.storage.retry``), so it needs no row.
@@ -25,10 +26,13 @@ class StorageBackend:
     Attributes:
         name: what the messages call it.
         local: paths are this machine's files (atomic writes through temp files and renames).
+        writes_refused: why packs are not written here (None: they are); ``Storage`` refuses
+            every write with it before a byte is sent.
     """
 
     name: str
     local: bool = False
+    writes_refused: str | None = None
 
     def filesystem_options(self, storage_options: dict, retry: RetryPolicy, *, internal_retries: bool) -> dict:
         """The fsspec options for this system's client, from the user's and our retry policy.
@@ -71,12 +75,19 @@ class S3Backend(StorageBackend):
 LOCAL = StorageBackend("local files", local=True)
 S3 = S3Backend("S3")
 GENERIC = StorageBackend("fsspec")
+# hf://datasets/ORG/NAME[@REV]/...: huggingface_hub's HfFileSystem (ranged GETs of resolve URLs;
+# its options: endpoint, token). Packs are read from it; a pack's hundreds of files written one
+# by one would be hundreds of commits, against a Hub that limits commits per hour.
+HUB = StorageBackend("the Hugging Face Hub", writes_refused=(
+    "every write to the Hub is a commit, so a pack is not written there file by file: pack to a local folder "
+    "(or a bucket), then upload it whole, e.g. `hf upload-large-folder ORG/NAME --repo-type dataset PACK_DIR`"))
 
 BACKENDS: dict[str, StorageBackend] = {
     "file": LOCAL,
     "local": LOCAL,
     "s3": S3,
     "s3a": S3,
+    "hf": HUB,
 }
 
 

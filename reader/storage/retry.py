@@ -86,6 +86,14 @@ _TRANSIENT_CLASS_NAMES = frozenset(
         "IncompleteRead",
         "RemoteDisconnected",
         "FSTimeoutError",
+        # httpx (huggingface_hub >= 1.0) and requests (before it)
+        "ConnectError",
+        "ReadError",
+        "WriteError",
+        "RemoteProtocolError",
+        "TimeoutException",
+        "ChunkedEncodingError",
+        "ConnectionError",
     }
 )
 _TRANSIENT_S3_CODES = frozenset(
@@ -120,11 +128,15 @@ def _causes(error: BaseException) -> Iterator[BaseException]:
 
 
 def http_status(error: BaseException) -> int | None:
-    """The HTTP status an exception carries (botocore ``response``, aiohttp ``status``), if any."""
+    """The HTTP status an exception carries (botocore's ``response`` dict, an httpx/requests
+    ``response`` as huggingface_hub raises them, aiohttp's ``status``), if any."""
     response = getattr(error, "response", None)
     if isinstance(response, dict):
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return int(status) if isinstance(status, int) else None
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int) and 100 <= status <= 599:
+        return status
     for name in ("status", "status_code", "code"):
         status = getattr(error, name, None)
         if isinstance(status, int) and 100 <= status <= 599:
@@ -175,6 +187,20 @@ def is_transient(error: BaseException) -> bool:
         if verdict is not None:
             return verdict
     return False
+
+
+def retry_after_s(error: BaseException, *, cap_s: float) -> float | None:
+    """How long the server asked the client to wait (an HTTP ``Retry-After`` in seconds on the
+    error's response, as the Hub sends with 429), capped at ``cap_s``; None when it did not say."""
+    for cause in _causes(error):
+        headers = getattr(getattr(cause, "response", None), "headers", None)
+        value = headers.get("Retry-After") if headers is not None and hasattr(headers, "get") else None
+        if value is not None:
+            try:
+                return max(0.0, min(float(value), cap_s))
+            except ValueError:
+                return None  # an HTTP date: fall back to our own backoff
+    return None
 
 
 def resource_limit(error: BaseException) -> str | None:

@@ -57,6 +57,7 @@ from reader.storage.retry import (
     is_range_not_satisfiable,
     is_transient,
     resource_limit,
+    retry_after_s,
 )
 
 T = TypeVar("T")
@@ -220,7 +221,8 @@ class Storage:
                     failure.last_error = err
                     raise failure from None
                 self._count(retries=1)
-                time.sleep(self.retry.delay_s(attempts, self._rng))
+                asked = retry_after_s(err, cap_s=self.retry.cap_s)  # a server that says how long to wait is believed
+                time.sleep(asked if asked is not None else self.retry.delay_s(attempts, self._rng))
                 continue
             self._count(requests=1, seconds=time.perf_counter() - started)
             return result
@@ -421,12 +423,23 @@ class Storage:
     open = open_input  # the reader's historical name
 
     # -- writes -----------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """Refuse, before any work, a root whose storage system takes no writes of ours.
+
+        Raises:
+            StorageError: the system's ``writes_refused`` reason, naming the root.
+        """
+        reason = self.backend.writes_refused
+        if reason is not None:
+            raise StorageError(f"{self.url}: not written to ({self.backend.name}): {reason}", url=self.url, operation="write")
+
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Create or replace ``rel`` with ``data``, atomically (readers see old or new, never half).
 
         Local: a temp file in the target directory renamed into place (parents created).
         Remote: one PUT (fsspec switches to multipart for large data); retried as a whole.
         """
+        self.check_writable()
         path = self.path(rel)
         if self.is_local:
             self._call("write", rel, lambda: atomic_write(Path(path), [data]))
@@ -446,6 +459,7 @@ class Storage:
         renamed into place (no copy: a 512 MB shard costs nothing to publish), otherwise it is
         deleted once the copy or upload succeeded. Without it, the source is kept.
         """
+        self.check_writable()
         path = self.path(rel)
         size = os.path.getsize(local_path)
         if self.is_local:
@@ -478,6 +492,7 @@ class Storage:
             ObjectNotFoundError: it does not exist and ``missing_ok`` is False (local roots; an
                 object store's delete of a missing key succeeds).
         """
+        self.check_writable()
         path = self.path(rel)
 
         def delete() -> None:
