@@ -103,17 +103,19 @@ class OptionField:
         return self.type
 
     def parse_text(self, text: Any, *, spelled: str | None = None) -> Any:
-        """A value from its command-line text (``none``/``null`` is None for optional fields);
-        ``spelled`` is how the caller's command line names the option (default: ``flag``).
+        """A value from its command-line text (empty, ``none`` or ``null`` is None for optional
+        fields); ``spelled`` is how the caller's command line names the option (default: ``flag``).
 
         Raises:
             ArgumentError: the text is not a value of the field's type (names the option).
         """
         try:
+            if isinstance(text, str) and text.strip().lower() in ("", "none", "null"):
+                if self.default is None:
+                    return None  # an optional option given as none, null or empty (a script's "$VAR"): not set
+                raise ValueError("needs a value")
             if self.spec.parse is not None:
                 return self.spec.parse(text)
-            if isinstance(text, str) and text.lower() in ("none", "null") and self.default is None:
-                return None
             kind = self.base_type
             if kind is bool:
                 if text.lower() in ("true", "1", "yes"):

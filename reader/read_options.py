@@ -78,6 +78,8 @@ class ReadOptions:
             raise ArgumentError(f"decode_threads must be None (auto) or >= 1, got {self.decode_threads}")
         if self.decoder not in ("auto", "torchcodec", "pyav"):
             raise ArgumentError(f"decoder must be 'auto', 'torchcodec' or 'pyav', got {self.decoder!r}")
+        if self.decode_device is not None and (not isinstance(self.decode_device, str) or not self.decode_device.strip()):
+            raise ArgumentError(f"decode_device must be None (decode in the workers) or a device such as 'cuda', got {self.decode_device!r}")
         if self.decode_device is not None and self.image_transforms is not None:
             raise ArgumentError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
         if self.tolerance_s is not None and self.tolerance_s < 0:

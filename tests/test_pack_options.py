@@ -82,3 +82,10 @@ def test_values_and_keywords_pack_the_same(sample_source, tmp_path):
     plans = [json.loads((tmp_path / name / "pack-plan.json").read_text()) for name in "ab"]
     assert plans[0]["options"] == plans[1]["options"] == PackOptions(
         episodes=(0, 2), windows={"chunk": {"action": [0.0]}}, shard_size_mb=0.001).to_json_dict()
+
+
+def test_an_empty_flag_value_means_not_given():
+    """Scripts pass "$VAR" for an unset option (slurm/submit_mixture.sh does): an empty value is
+    the default, as before the flags were made from the fields."""
+    empty = parse_pack_args(["--episodes", "", "--resize", "", "--part", "", "--storage-options", "", "--src-storage-options", ""])
+    assert empty == parse_pack_args([])

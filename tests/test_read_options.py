@@ -78,3 +78,15 @@ def test_the_trainers_flags_are_the_read_options_it_does_not_set_itself():
     assert ShardsOptions.from_flags(options.flags()) == options  # what a checkpoint records reads back the same
     with pytest.raises(ArgumentError, match="episode_pool_size must be >= 1"):
         ShardsOptions.from_flags({"episode_pool_size": 0})
+
+
+def test_an_empty_trainer_flag_is_unset_for_optional_options_and_refused_for_others():
+    from reader.lerobot_train import split_args
+
+    given, _ = split_args(["--shards.decode_device=", "--shards.manifest_sha256=none", "--shards.storage_options="])
+    assert given == {"decode_device": None, "manifest_sha256": None, "storage_options": None}
+    assert ShardsOptions.from_flags(given).read_options().decode_device is None  # decoded in the workers, as before
+    with pytest.raises(ArgumentError, match=r"--shards.episode_pool_size='': not a valid value \(needs a value\)"):
+        split_args(["--shards.episode_pool_size="])
+    with pytest.raises(ArgumentError, match="decode_device must be None"):
+        ReadOptions(decode_device="")

@@ -41,3 +41,42 @@ def test_a_new_system_is_one_row(monkeypatch):
     storage.write_bytes("a/b.bin", b"hello")
     assert storage.read_bytes("a/b.bin") == b"hello" and storage.read_range("a/b.bin", 1, 3) == b"ell"
     assert ("options", False) in calls and ("tune", False) in calls
+
+
+def test_http_client_failures_are_classified_by_their_client_not_their_name():
+    """Connection failures of the Hub's client (httpx2) and of requests are transient; an SSL or
+    proxy failure built on requests' ConnectionError, and other libraries' ReadErrors, are not."""
+    import tarfile
+
+    import botocore.exceptions
+    import httpx2
+    import requests
+
+    from reader.storage import is_transient
+
+    request = httpx2.Request("GET", "http://127.0.0.1/x")
+    for error in (httpx2.ConnectError("refused", request=request), httpx2.ReadTimeout("slow", request=request),
+                  httpx2.RemoteProtocolError("cut", request=request), requests.exceptions.ConnectionError("reset"),
+                  requests.exceptions.ChunkedEncodingError("cut")):
+        assert is_transient(error), type(error)
+    for error in (requests.exceptions.SSLError("certificate verify failed"), requests.exceptions.ProxyError("proxy"),
+                  botocore.exceptions.SSLError(endpoint_url="https://x", error="bad certificate"),
+                  botocore.exceptions.ProxyConnectionError(proxy_url="http://p", error="refused"), tarfile.ReadError("bad tar")):
+        assert not is_transient(error), type(error)
+
+
+def test_a_destination_that_takes_no_writes_is_refused_before_work(tmp_path, capsys):
+    """hf:// takes no writes (every Hub write is a commit): pack_dataset refuses it before the
+    source is read, and a mixture's SLURM task says so as a configuration error (exit 2)."""
+    import pytest
+
+    from packer import pack_dataset
+    from packer.mixture import task
+    from reader.errors import StorageError
+
+    with pytest.raises(StorageError, match=r"hf://datasets/org/x: not written to \(the Hugging Face Hub\)"):
+        pack_dataset(str(tmp_path / "no-such-source"), "hf://datasets/org/x")
+    sources = tmp_path / "sources.txt"
+    sources.write_text(f"{tmp_path / 'ds'}\n")
+    assert task.run(str(sources), 0, "hf://datasets/org/mix") == task.EXIT_CONFIG
+    assert "not written to (the Hugging Face Hub)" in capsys.readouterr().err

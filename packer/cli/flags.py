@@ -26,7 +26,7 @@ def click_option(f: OptionField, **changes: Any) -> Callable:
         return click.option(f.flag, f.name, is_flag=True, **{**kwargs, **changes})
     if spec.parse is not None:
         def parse(ctx, param, value, f=f):
-            if value is None or value == ():
+            if value is None or value == () or value == "":  # an empty value is "not given" (scripts pass "$VAR")
                 return f.default
             try:
                 return f.spec.parse(value)

@@ -30,6 +30,7 @@ from packer.mixture.create import failure_path
 from packer.mixture.sources import MixtureSource, read_sources
 from packer.run.pack import pack_dataset
 from packer.tools.verify import verify
+from reader.errors import StorageError
 from reader.format import MANIFEST_PATH
 from reader.storage import Storage
 
@@ -67,6 +68,11 @@ def run(
         return EXIT_CONFIG
     source = sources[index]
     root = Storage(dst, storage_options)
+    try:
+        root.check_writable()  # a destination that takes no writes is the array's configuration, not this dataset's failure
+    except StorageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
     target = f"{root.url}/{source.name}"
     print(f"[{source.name}] task {index}: {source.source} -> {target}", flush=True)
     if _packed_and_verified(target, storage_options):

@@ -86,16 +86,19 @@ _TRANSIENT_CLASS_NAMES = frozenset(
         "IncompleteRead",
         "RemoteDisconnected",
         "FSTimeoutError",
-        # httpx (huggingface_hub >= 1.0) and requests (before it)
-        "ConnectError",
-        "ReadError",
-        "WriteError",
-        "RemoteProtocolError",
-        "TimeoutException",
-        "ChunkedEncodingError",
-        "ConnectionError",
     }
 )
+# HTTP clients' connection failures, by (top-level module, class) so that a generic name (a
+# ConnectionError, a ReadError) from elsewhere (botocore, tarfile) is not taken for one: httpx
+# and its fork httpx2 (huggingface_hub 1.x and 2.x) and requests (before them). requests'
+# SSLError and ProxyError, and botocore's errors built on them, are subclasses of its
+# ConnectionError but not cured by a retry: they stay permanent, as a certificate failure was.
+_TRANSIENT_CLIENT_CLASSES = frozenset(
+    {(module, name) for module in ("httpx", "httpx2")
+     for name in ("ConnectError", "ReadError", "WriteError", "RemoteProtocolError", "TimeoutException")}
+    | {("requests", "ConnectionError"), ("requests", "ChunkedEncodingError"), ("requests", "Timeout")}
+)
+_NEVER_TRANSIENT_CLASS_NAMES = frozenset({"SSLError", "ProxyError", "ProxyConnectionError"})
 _TRANSIENT_S3_CODES = frozenset(
     {
         "SlowDown",
@@ -166,8 +169,11 @@ def _verdict(error: BaseException) -> bool | None:
         return status in (408, 429) or status >= 500
     if isinstance(error, (TimeoutError, ConnectionError)):
         return True  # includes asyncio.TimeoutError, fsspec's FSTimeoutError, ConnectionResetError
-    if any(cls.__name__ in _TRANSIENT_CLASS_NAMES for cls in type(error).__mro__):
+    mro = type(error).__mro__
+    if any(cls.__name__ in _TRANSIENT_CLASS_NAMES for cls in mro):
         return True
+    if any((cls.__module__.split(".")[0], cls.__name__) in _TRANSIENT_CLIENT_CLASSES for cls in mro):
+        return not any(cls.__name__ in _NEVER_TRANSIENT_CLASS_NAMES for cls in mro)
     if isinstance(error, OSError) and error.errno in _TRANSIENT_ERRNOS:
         return True
     return None
