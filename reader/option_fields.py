@@ -138,6 +138,13 @@ class OptionField:
 _UnionType = type(int | None)
 
 
+def _default_of(f: dataclasses.Field) -> Any:
+    """A field's default value (its factory's product), or ``MISSING``."""
+    if f.default is not MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not MISSING else MISSING
+
+
 def option_fields(cls: type) -> list[OptionField]:
     """The options of an option class, in field order (types resolved)."""
     hints = typing.get_type_hints(cls, include_extras=False)
@@ -146,8 +153,7 @@ def option_fields(cls: type) -> list[OptionField]:
         spec = f.metadata.get("option")
         if spec is None:
             continue
-        default = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING else MISSING)
-        out.append(OptionField(f.name, hints[f.name], default, spec))
+        out.append(OptionField(f.name, hints[f.name], _default_of(f), spec))
     return out
 
 
@@ -163,12 +169,7 @@ def merge_options(cls: type[T], base: T | None, overrides: dict[str, Any], *, ca
     """
     if base is not None and not isinstance(base, cls):
         raise ArgumentError(f"{caller}: options must be a {cls.__name__}, got {type(base).__name__}")
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; the options are {', '.join(names)}"
-        raise ArgumentError(f"{caller} got an unexpected option {unknown[0]!r}{hint}")
+    (overrides,) = split_options((cls,), overrides, caller=caller)
     if base is None:
         return cls(**overrides)
     return dataclasses.replace(base, **overrides) if overrides else base
@@ -208,8 +209,8 @@ def keyword_signature(*classes: type) -> Callable[[Callable], Callable]:
             for f in dataclasses.fields(cls):
                 if f.name in taken:
                     continue
-                default = f.default if f.default is not MISSING else (
-                    f.default_factory() if f.default_factory is not MISSING else inspect.Parameter.empty)
+                default = _default_of(f)
+                default = inspect.Parameter.empty if default is MISSING else default
                 params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hints[f.name]))
                 taken.add(f.name)
         func.__signature__ = signature.replace(parameters=params)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from reader.errors import ArgumentError
 from reader.option_fields import describe_options, option
@@ -76,7 +76,7 @@ class ReadOptions:
             raise ArgumentError(f"fetch_threads must be >= 1, got {self.fetch_threads}")
         if self.decode_threads is not None and self.decode_threads < 1:
             raise ArgumentError(f"decode_threads must be None (auto) or >= 1, got {self.decode_threads}")
-        if self.decoder not in ("auto", "torchcodec", "pyav"):
+        if self.decoder not in get_args(Decoder):
             raise ArgumentError(f"decoder must be 'auto', 'torchcodec' or 'pyav', got {self.decoder!r}")
         if self.decode_device is not None and (not isinstance(self.decode_device, str) or not self.decode_device.strip()):
             raise ArgumentError(f"decode_device must be None (decode in the workers) or a device such as 'cuda', got {self.decode_device!r}")
