@@ -18,7 +18,7 @@ from reader.epoch_stream import EpochStream
 from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
 from reader.format import sha256_hex
-from reader.lerobot_meta import PackedMeta, load_packed_meta
+from reader.lerobot_meta import PackedMeta, load_packed_meta, rescale_depth_stats
 from reader.option_fields import keyword_signature, merge_options
 from reader.plan.consumer_draws import Segment, SegmentDraws, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
@@ -124,7 +124,8 @@ class PackedDataset(EpochStream):
             IntegrityError: one of them differs from what was packed.
         """
         if self._meta is None:
-            self._meta = load_packed_meta(self.storage, self.index.manifest, self.index.info, self.tasks)
+            meta = load_packed_meta(self.storage, self.index.manifest, self.index.info, self.tasks)
+            self._meta = rescale_depth_stats(meta, self.options.depth_unit)
         return self._meta
 
     @property

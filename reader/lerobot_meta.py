@@ -23,7 +23,7 @@ import numpy as np
 
 from reader.errors import FormatError
 from reader.fetch.packed_index import read_stats
-from reader.format import INFO_PATH, STATS_PATH, video_keys_of
+from reader.format import INFO_PATH, MM_PER_METRE, STATS_PATH, is_depth_feature, video_keys_of
 from reader.format.manifest import Manifest
 from reader.storage import Storage
 
@@ -64,11 +64,7 @@ class PackedMeta:
     def depth_keys(self) -> list[str]:
         """Cameras that hold depth maps (LeRobot's rule: ``is_depth_map`` in the feature's info)."""
 
-        def is_depth(ft: dict) -> bool:
-            info, video_info = ft.get("info") or {}, ft.get("video_info") or {}
-            return bool(info.get("is_depth_map") or info.get("video.is_depth_map") or video_info.get("video.is_depth_map"))
-
-        return [key for key, ft in self.features.items() if isinstance(ft, dict) and is_depth(ft)]
+        return [key for key, ft in self.features.items() if isinstance(ft, dict) and is_depth_feature(ft)]
 
     @property
     def has_language_columns(self) -> bool:
@@ -95,6 +91,19 @@ class PackedMeta:
 
         ordered = sorted(self.task_names.items())
         return pd.DataFrame({"task_index": [i for i, _ in ordered]}, index=pd.Index([t for _, t in ordered], name="task"))
+
+
+def rescale_depth_stats(meta: PackedMeta, unit: str) -> PackedMeta:
+    """LeRobot's ``rescale_depth_stats(depth_output_unit)``: each depth camera whose feature
+    records a ``depth_unit`` other than ``unit`` gets its statistics (all but ``count``)
+    converted, as its samples are. Returns ``meta`` (changed in place)."""
+    for key in meta.depth_keys:
+        stored = (meta.features[key].get("info") or {}).get("depth_unit")
+        if stored is None or stored == unit or key not in meta.stats:
+            continue
+        factor = MM_PER_METRE if stored == "m" else 1.0 / MM_PER_METRE
+        meta.stats[key] = {name: value if name == "count" else value * factor for name, value in meta.stats[key].items()}
+    return meta
 
 
 def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: dict[int, str]) -> PackedMeta:

@@ -42,7 +42,7 @@ from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from reader.format.mixture import MixtureEntry, MixtureSpec, resolve_dataset_path
 from reader.format.mixture_index import INDEX_FILES, table_budget
 from reader.format.parquet import read_bounded
-from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta, meta_from_record
+from reader.lerobot_meta import PackedMeta, aggregate_stats, load_packed_meta, meta_from_record, rescale_depth_stats
 from reader.option_fields import keyword_signature, merge_options
 from reader.plan.consumer_draws import Segment, segment_blocks
 from reader.plan.epoch_plan import EpochPlan, plan_epoch
@@ -264,13 +264,14 @@ class MixtureDataset(EpochStream):
         if self._compiled is not None:
             base, spec = self._compiled
             records = _read_meta_records(base, spec)
-            return [meta_from_record(records[i], d, catalog.tasks(i)) for i, d in enumerate(catalog.datasets)]
-        metas = []
-        for i, d in enumerate(catalog.datasets):
-            storage = Storage(d.root, self.options.storage_options, retry=self.options.retry)
-            index = PackedIndex(storage, manifest_sha256=d.manifest_sha256)
-            metas.append(load_packed_meta(storage, index.manifest, index.info, catalog.tasks(i)))
-        return metas
+            metas = [meta_from_record(records[i], d, catalog.tasks(i)) for i, d in enumerate(catalog.datasets)]
+        else:
+            metas = []
+            for i, d in enumerate(catalog.datasets):
+                storage = Storage(d.root, self.options.storage_options, retry=self.options.retry)
+                index = PackedIndex(storage, manifest_sha256=d.manifest_sha256)
+                metas.append(load_packed_meta(storage, index.manifest, index.info, catalog.tasks(i)))
+        return [rescale_depth_stats(m, self.options.depth_unit) for m in metas]
 
     @property
     def meta(self) -> PackedMeta:

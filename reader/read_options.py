@@ -17,6 +17,7 @@ from reader.option_fields import describe_options, option
 from reader.storage import RetryPolicy
 
 Decoder = Literal["auto", "torchcodec", "pyav"]
+DepthUnit = Literal["mm", "m"]
 
 
 @describe_options
@@ -41,6 +42,9 @@ class ReadOptions:
     image_transforms: Callable | None = option(None, flag=False, help="Applied to each camera tensor, as LeRobot does.")
     tolerance_s: float | None = option(None, minimum=0, help="Window tolerance in seconds (default: each pack's own).")
     decoder: Decoder = option("auto", help="CPU decoder: auto (torchcodec, else PyAV), torchcodec or pyav.")
+    depth_unit: DepthUnit = option("mm", help=(
+        "Unit of depth maps (cameras whose feature says is_depth_map): mm or m, as LeRobotDataset's "
+        "depth_output_unit. Depth is float32 whatever return_uint8 says, as LeRobot returns it."))
     decode_threads: int | None = option(None, minimum=1, help=(
         "Threads decoding a sample's cameras at once, per consumer. None: the cores this process may use divided "
         "among the DataLoader workers and the node's ranks (LOCAL_WORLD_SIZE), at least 1. Same bytes either way."))
@@ -78,6 +82,8 @@ class ReadOptions:
             raise ArgumentError(f"decode_threads must be None (auto) or >= 1, got {self.decode_threads}")
         if self.decoder not in get_args(Decoder):
             raise ArgumentError(f"decoder must be 'auto', 'torchcodec' or 'pyav', got {self.decoder!r}")
+        if self.depth_unit not in get_args(DepthUnit):
+            raise ArgumentError(f"depth_unit must be 'mm' or 'm', got {self.depth_unit!r}")
         if self.decode_device is not None and (not isinstance(self.decode_device, str) or not self.decode_device.strip()):
             raise ArgumentError(f"decode_device must be None (decode in the workers) or a device such as 'cuda', got {self.decode_device!r}")
         if self.decode_device is not None and self.image_transforms is not None:
@@ -100,4 +106,4 @@ class ReadOptions:
         return self.decode_device is not None
 
 
-__all__ = ["Decoder", "ReadOptions"]
+__all__ = ["Decoder", "DepthUnit", "ReadOptions"]

@@ -172,10 +172,10 @@ def test_member_bytes_that_do_not_match_the_index(packed_copy, tmp_path):
 def test_unknown_version_and_index_disagreement(packed_copy, tmp_path):
     dst = _copy(packed_copy, tmp_path)
     manifest = (dst / "manifest.json").read_text()
-    (dst / "manifest.json").write_text(manifest.replace('"format_version": 2', '"format_version": 99'))
+    (dst / "manifest.json").write_text(manifest.replace('"format_version": 3', '"format_version": 99'))
     with pytest.raises(UnsupportedFormatVersionError, match="format_version 99 is not supported"):
         PackedDataset(str(dst))
-    (dst / "manifest.json").write_text(manifest.replace('"format_version": 2', '"format_version": 1'))
+    (dst / "manifest.json").write_text(manifest.replace('"format_version": 3', '"format_version": 1'))
     with pytest.raises(UnsupportedFormatVersionError, match="format_version 1: .*re-pack the source with this version: lerobot-shards pack"):
         PackedDataset(str(dst))
     # Damage to the manifest itself: its content digest no longer matches.

@@ -19,6 +19,7 @@ from packer.errors import PackError, SourceError
 from packer.options import PackRunOptions
 from packer.run.journal import Journal
 from packer.run.receipts import finished_receipts
+from packer.shard import reencode_pixel_format
 from packer.source.info import parse_info
 from packer.version import packer_version
 from reader.errors import FormatError
@@ -36,6 +37,7 @@ from reader.format import (
     PackPlan,
     ShardEntry,
     episodes_index_schema,
+    is_depth_feature,
     pad_column,
     samples_index_schema,
     sha256_hex,
@@ -95,13 +97,17 @@ def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
         return features
     for key in video_keys:
         feature = features[key]
+        if is_depth_feature(feature):
+            continue  # depth is cut as in copy mode (re-encoded losslessly where it cannot be)
         feature_info = dict(feature.get("info") or {})
         if options.get("resize"):
             height, width = options["resize"]
             feature["shape"] = [height, width, feature["shape"][2]]
             feature_info["video.height"], feature_info["video.width"] = height, width
+        source_format = feature_info.get("video.pix_fmt")
         feature_info["video.codec"] = options["video"]
-        feature_info["video.pix_fmt"] = "yuv420p"
+        feature_info["video.pix_fmt"] = reencode_pixel_format(source_format if isinstance(source_format, str) else None,
+                                                              int(feature["shape"][0]), int(feature["shape"][1]))
         feature_info["video.g"] = options["gop"]
         feature_info["video.crf"] = options["crf"]
         feature_info["video.preset"] = options["preset"]

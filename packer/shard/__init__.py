@@ -7,6 +7,7 @@ _EXPORTS = {
     "packer.shard.build": ["ShardSpec", "BuiltShard", "build_shard", "encode_settings"],
     "packer.shard.members": [
         "EncodeSettings", "EpisodeVideo", "cut_episode", "encode_frames", "reencode_episode", "count_frames",
+        "reencode_pixel_format",
     ],
     "packer.shard.frame_policy": ["frame_verdict"],
     "packer.shard.parquet": ["write_shard_parquet", "shard_parquet_layout"],

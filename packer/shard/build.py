@@ -48,11 +48,13 @@ class BuiltShard:
     receipt: dict
 
 
-def encode_settings(options: PackOptions) -> EncodeSettings:
-    """The re-encode settings of a pack. Copy mode re-encodes only episodes that do not start
-    on a keyframe in the source, with the hevc settings."""
+def encode_settings(options: PackOptions, *, depth: bool = False) -> EncodeSettings:
+    """The re-encode settings of a pack's camera. Copy mode re-encodes only episodes that
+    cannot be cut out of the source, with the hevc settings; a depth camera is cut in every
+    mode and re-encoded losslessly where it cannot be (``EncodeSettings.depth``)."""
     codec = options.video if options.video != "copy" else "hevc"
-    return EncodeSettings(codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize)
+    return EncodeSettings(codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize,
+                          depth=depth)
 
 
 class _Digests:
@@ -142,8 +144,10 @@ def _episode_video(
     if not location.path.is_file():
         raise SourceError(f"{location.path}: missing (video of episode {episode}, camera {key})")
     where = f"{location.path} [{location.from_timestamp:.4f}, {location.to_timestamp:.4f}) s"
+    depth = key in source.depth
     try:
-        if options.video == "copy":
+        # Depth maps are never re-encoded lossily: cut like copy mode whatever --video says.
+        if options.video == "copy" or depth:
             reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key),
                                 max_sample_bytes=source.max_sample_bytes(key))
             video, found = cut_episode(location, reader, max_frames=length)
@@ -152,7 +156,7 @@ def _episode_video(
                 return video, where
             # Not starting on a keyframe (or reordered frames to trim): re-encode this episode,
             # decoding from the keyframe before it with a decoder of its own.
-            video, _ = reencode_episode(location, source.fps, encode_settings(options), max_frames=length)
+            video, _ = reencode_episode(location, source.fps, encode_settings(options, depth=depth), max_frames=length)
         else:
             decoder = videos.get("frames", key, location.path)
             video, found = reencode_episode(location, source.fps, encode_settings(options), decoder, max_frames=length)
@@ -260,7 +264,7 @@ def build_shard(
                 "length": length,
                 "dataset_from_index": int(meta["dataset_from_index"]),
                 "dataset_to_index": int(meta["dataset_to_index"]),
-                "tasks": list(meta["tasks"]),
+                "tasks": source.episode_tasks(episode, table),
                 "row_start": row_cursor,
             }
             for key in source.video_keys:

@@ -22,18 +22,41 @@ from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLoca
 from reader.format import gop_within_bound, longest_gop
 
 
+def reencode_pixel_format(source_format: str | None, height: int, width: int, *, depth: bool = False) -> str:
+    """The pixel format a re-encode writes, from the source's and the output size.
+
+    ``yuv420p`` (what NVDEC decodes everywhere) unless that would lose what the source has or
+    cannot hold the size: a source with full-resolution chroma (``yuv444*``, ``gbr*``) keeps
+    it (``yuv444p``: 4:2:0 cost such a source's frames up to 35 dB); an odd side is
+    ``yuv444p`` too (4:2:0 chroma and the codecs' cropping work in pairs of pixels, so an odd
+    size cannot be coded in 4:2:0 at all); a depth map is ``gray12le``, coded losslessly
+    (LeRobot's own depth format: its 12-bit codes survive exactly).
+    """
+    if depth:
+        return "gray12le"
+    chroma_full = bool(source_format) and source_format.startswith(("yuv444", "yuvj444", "gbr"))
+    return "yuv444p" if chroma_full or height % 2 or width % 2 else "yuv420p"
+
+
 @dataclass(frozen=True)
 class EncodeSettings:
-    """Re-encode settings: codec ``hevc`` or ``h264``, GOP, CRF, preset, optional resize."""
+    """Re-encode settings: codec ``hevc`` or ``h264``, GOP, CRF, preset, optional resize;
+    ``depth``: the camera holds depth maps, coded losslessly (``hevc``, ``gray12le``, never
+    resized: its values are quantized codes, not pixels to interpolate)."""
 
     codec: str
     gop: int = 2
     crf: int | None = None
     preset: str | None = None
     resize: tuple[int, int] | None = None  # (height, width)
+    depth: bool = False
 
     def encoder_name(self) -> str:
-        return {"hevc": "libx265", "h264": "libx264"}[self.codec]
+        return {"hevc": "libx265", "h264": "libx264"}["hevc" if self.depth else self.codec]
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) of the encoded frames of a ``height`` x ``width`` source."""
+        return (height, width) if self.depth or self.resize is None else self.resize
 
     def options(self, width: int) -> dict[str, str]:
         """Encoder options for frames ``width`` pixels wide (after any resize).
@@ -43,8 +66,8 @@ class EncodeSettings:
         """
         crf = str(self.crf if self.crf is not None else (23 if self.codec == "hevc" else 20))
         # ultrafast: 2.7x the frames per core of "fast" at >= 41 dB on every ALOHA frame (docs/BENCHMARKS.md "x265 presets").
-        preset = self.preset or ("ultrafast" if self.codec == "hevc" else "veryfast")
-        if self.codec == "hevc":
+        preset = self.preset or ("ultrafast" if self.codec == "hevc" or self.depth else "veryfast")
+        if self.codec == "hevc" or self.depth:
             # Closed GOP and no B-frames: x265's default open GOP makes fast seeks return wrong frames.
             # The CTU size keeps every picture at least two CTUs wide: with a single CTU column
             # x265 leaves the right padding corners of reference frames uninitialized and motion
@@ -57,6 +80,8 @@ class EncodeSettings:
                 )
             ctu = 64 if width > 64 else 32 if width > 32 else 16
             params = f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:log-level=error"
+            if self.depth:
+                return {"preset": preset, "x265-params": params + ":lossless=1"}
             return {"crf": crf, "preset": preset, "x265-params": params}
         return {
             "crf": crf,
@@ -124,6 +149,12 @@ def cut_episode(
         found = len(packets)
         if not packets or not packets[0].is_keyframe:
             return None, found
+        decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)
+        reordered = decode_order != packets  # B-frames: decode order is not presentation order
+        if reordered and (not reader.decode_contiguous or decode_order[0] is not packets[0]):
+            # A frame of the window needs one outside it (or one outside lies between its
+            # frames in decode order): the window cannot be cut out on its own.
+            return None, found
         keyframes = [i for i, p in enumerate(packets[:max_frames]) if p.is_keyframe]
         gop = longest_gop(keyframes, len(packets[:max_frames]))
         if not gop_within_bound(gop, reader.stream.codec_context.height, reader.stream.codec_context.width):
@@ -131,17 +162,21 @@ def cut_episode(
             # to reach one frame (reader/format/mp4.py): re-encode with short GOPs instead.
             return None, found
         if max_frames is not None and found > max_frames:
-            decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)
-            if decode_order != packets:
+            if reordered:
                 return None, found
             packets = packets[:max_frames]
         stream = reader.stream
         source_bytes = sum(p.size for p in packets)
-        first_pts = packets[0].pts
-        first_dts = packets[0].dts if packets[0].dts is not None else first_pts
-        shift = min(first_pts, first_dts)
         buffer = io.BytesIO()
-        with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as sink:
+        if reordered:
+            # Muxed in decode order with the first frame at pts 0: earlier decode times are
+            # negative, which mp4 carries as signed composition offsets (ctts version 1).
+            shift, options = packets[0].pts, {"fflags": "+bitexact", "movflags": "+negative_cts_offsets"}
+            packets = decode_order
+        else:
+            first_dts = packets[0].dts if packets[0].dts is not None else packets[0].pts
+            shift, options = min(packets[0].pts, first_dts), {"fflags": "+bitexact"}
+        with av.open(buffer, "w", format="mp4", options=options) as sink:
             out = sink.add_stream_from_template(template=stream, opaque=True)
             out.time_base = stream.time_base
             for packet in packets:
@@ -197,7 +232,8 @@ def encode_frames(
     """Encode frames into a closed-GOP, B-frame-free mp4 (hevc tagged ``hvc1``), streaming.
 
     Every frame of ``frames`` is consumed and counted (``found``); the first ``max_frames``
-    are encoded. Frames are converted to yuv420p (and resized with ``settings.resize``).
+    are encoded, converted to ``reencode_pixel_format`` of the first frame's format and size
+    (and resized with ``settings.resize``).
 
     Returns:
         The member, or None when ``frames`` is empty.
@@ -205,21 +241,24 @@ def encode_frames(
     buffer = io.BytesIO()
     sink = stream = None
     height = width = 0
+    pixel_format = ""
     found = encoded = 0
+    codec = "hevc" if settings.depth else settings.codec
     try:
         for frame in frames:
             found += 1
             if max_frames is not None and encoded >= max_frames:
                 continue
             if sink is None:
-                height, width = settings.resize or (frame.height, frame.width)
+                height, width = settings.output_size(frame.height, frame.width)
+                pixel_format = reencode_pixel_format(frame.format.name, height, width, depth=settings.depth)
                 sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
                 stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width))
-                stream.pix_fmt = "yuv420p"
+                stream.pix_fmt = pixel_format
                 stream.height, stream.width = height, width
-                if settings.codec == "hevc":
+                if codec == "hevc":
                     stream.codec_tag = "hvc1"
-            converted = frame.reformat(width=width, height=height, format="yuv420p")
+            converted = frame.reformat(width=width, height=height, format=pixel_format)
             converted.pts = encoded
             converted.time_base = Fraction(1, fps)
             for packet in stream.encode(converted):
@@ -233,7 +272,7 @@ def encode_frames(
         if sink is not None:
             sink.close()
     return EpisodeVideo(
-        data=buffer.getvalue(), frames=encoded, found=found, codec=settings.codec, reencoded=True,
+        data=buffer.getvalue(), frames=encoded, found=found, codec=codec, reencoded=True,
         height=height, width=width, source_bytes=0,
     )
 

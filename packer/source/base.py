@@ -28,8 +28,10 @@ class Source(Protocol):
         info: the dataset's description, in LeRobot's ``meta/info.json`` shape (a pack keeps it:
             ``features``, ``fps``, ``video_path``, ``codebase_version``...).
         fps, features, video_keys: as in ``info``; ``video_keys`` are the cameras packed.
+        depth: the depth cameras (video or image) and how their values are quantized.
         episodes: per episode index, its record: ``length``, ``dataset_from_index``,
-            ``dataset_to_index``, ``tasks`` (what the pack's episodes index keeps).
+            ``dataset_to_index``, ``tasks`` (None where the source does not list them:
+            ``episode_tasks`` then takes them from the rows).
     """
 
     root: Path
@@ -37,6 +39,7 @@ class Source(Protocol):
     fps: int
     features: dict
     video_keys: list[str]
+    depth: Mapping[str, Any]
     episodes: Mapping[int, Mapping[str, Any]]
 
     @property
@@ -50,6 +53,10 @@ class Source(Protocol):
 
     def check_rows(self, episode_index: int, table: "pa.Table") -> None:
         """Raise ``SourceError`` unless ``table`` is the episode's rows as its record says."""
+        ...
+
+    def episode_tasks(self, episode_index: int, rows: "pa.Table") -> list[str]:
+        """The episode's task strings (what the pack's episodes index keeps), given its rows."""
         ...
 
     def check_tasks(self) -> None:

@@ -81,6 +81,10 @@ def parse_info(data: bytes, *, where: str) -> dict[str, Any]:
     if video_keys and not info.get("video_path"):
         raise SourceError(f"{where}: video features {video_keys} but no video_path")
     for name in _TEMPLATE_FIELDS:
+        # A dataset without cameras stored as video (images only, depth as images) has
+        # ``"video_path": null``: LeRobot writes it so and reads the dataset without it.
+        if name == "video_path" and info.get(name) is None and not video_keys:
+            continue
         if name in info:
             _check_template(info[name], name, where)
     return info

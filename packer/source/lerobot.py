@@ -22,7 +22,20 @@ from packer.errors import SourceError
 from packer.source.info import feature_elements, parse_info
 from packer.source.video import VideoLocation, video_duration_s
 from reader.errors import FormatError
-from reader.format import INFO_PATH, META_DIR, safe_relative_path, sha256_file, sha256_hex, video_keys_of
+from reader.format import (
+    INFO_PATH,
+    LANGUAGE_COLUMNS,
+    META_DIR,
+    check_depth_features,
+    image_column_bytes,
+    image_elements,
+    image_keys_of,
+    open_image,
+    safe_relative_path,
+    sha256_file,
+    sha256_hex,
+    video_keys_of,
+)
 from reader.format.fields import canonical_json
 from reader.format.limits import (
     MAX_DATASET_EPISODES,
@@ -37,13 +50,12 @@ from reader.format.limits import (
     SAMPLE_SLACK_BYTES,
     SOURCE_SAMPLES_SLACK,
 )
-from reader.format.parquet import Budget, read_bounded, read_parquet_schema
+from reader.format.parquet import Budget, feature_budget, read_bounded, read_parquet_schema
 
 log = logging.getLogger(__name__)
 
 REQUIRED_EPISODE_COLUMNS = (
     "episode_index",
-    "tasks",
     "length",
     "data/chunk_index",
     "data/file_index",
@@ -79,6 +91,11 @@ class LeRobotSource:
         self.fps: int = self.info["fps"]
         self.features: dict = self.info["features"]
         self.video_keys: list[str] = video_keys_of(self.features)
+        self.image_keys: list[str] = image_keys_of(self.features)
+        try:  # a depth camera's quantization must be one LeRobot reads: refused here, at the start
+            self.depth = check_depth_features(self.features, where=str(info_path))
+        except FormatError as err:
+            raise SourceError(str(err)) from None
         self.episodes = self._load_episodes()
         members = len(self.episodes) * len(self.video_keys)
         if members > MAX_DATASET_MEMBERS:  # a pack of it would be refused by every reader
@@ -143,6 +160,11 @@ class LeRobotSource:
             if missing:
                 raise SourceError(f"{path}: episodes metadata lacks columns {missing}")
             for row in table.to_pylist():
+                # LeRobot's own converters (convert_image_to_video_dataset) write episodes
+                # metadata without ``tasks``, and LeRobot reads such datasets (a sample's task
+                # comes from its row's task_index): the episode's tasks are then taken from its
+                # rows when it is packed (``episode_tasks``).
+                row.setdefault("tasks", None)
                 _check_episode_row(row, self.video_keys, path)
                 rows[int(row["episode_index"])] = row
         return dict(sorted(rows.items()))
@@ -173,7 +195,7 @@ class LeRobotSource:
     def check_tasks(self) -> list[int]:
         """Return episodes whose tasks are missing from tasks.parquet (warned once, kept)."""
         known = set(self.tasks.index)
-        bad = [e for e, row in self.episodes.items() if any(t not in known for t in row["tasks"])]
+        bad = [e for e, row in self.episodes.items() if any(t not in known for t in row["tasks"] or ())]
         if bad:
             log.warning("episodes %s list tasks missing from meta/tasks.parquet; packing them anyway", bad[:10])
         return bad
@@ -270,7 +292,14 @@ class LeRobotSource:
 
     @functools.cached_property
     def _values_per_row(self) -> dict[str, int]:
-        return {k: feature_elements(f) for k, f in self.features.items() if f["dtype"] not in ("video", "image")}
+        """What a data parquet's columns may hold per row (the reader's own caps)."""
+        return feature_budget(self.features)
+
+    @functools.cached_property
+    def _exact_elements(self) -> dict[str, int]:
+        """Values per frame of each fixed-shape tabular feature (language lists have no shape)."""
+        return {k: feature_elements(f) for k, f in self.features.items()
+                if f["dtype"] not in ("video", "image", "language") and k not in LANGUAGE_COLUMNS}
 
     def _check_row_values(self, episode_index: int, rows: pa.Table, path: Path) -> None:
         """What the rows hold must be what the metadata claims: each tabular feature's values
@@ -281,7 +310,7 @@ class LeRobotSource:
             SourceError: names the file, episode, column, what was found and what was declared.
         """
         where = f"{path}: episode {episode_index}"
-        for name, elements in self._values_per_row.items():
+        for name, elements in self._exact_elements.items():
             if name not in rows.column_names or not rows.num_rows:
                 continue
             found = _values_per_frame(rows[name].type, rows[name])
@@ -345,6 +374,7 @@ class LeRobotSource:
         Raises:
             SourceError: unknown task indices (names the data file and episode).
         """
+        self._check_images(episode_index, rows)
         if "task_index" not in rows.column_names or not rows.num_rows:
             return
         unknown = sorted(set(rows["task_index"].to_pylist()) - self.task_indices)
@@ -353,6 +383,52 @@ class LeRobotSource:
                 f"{self.data_path(episode_index)}: episode {episode_index} has task_index {unknown[:10]}, which "
                 f"{self.root / 'meta/tasks.parquet'} does not define (it has {len(self.task_indices)} tasks)"
             )
+
+    def _check_images(self, episode_index: int, rows: pa.Table) -> None:
+        """Every picture of an image feature is stored as LeRobot stores it (embedded bytes in
+        a ``{bytes, path}`` struct) in a format readers open, no larger than its feature's shape
+        (headers only: nothing is decoded here).
+
+        Raises:
+            SourceError: names the data file, episode, feature, frame and what is wrong.
+        """
+        for key in self.image_keys:
+            if key not in rows.column_names or not rows.num_rows:
+                continue
+            where = f"{self.data_path(episode_index)}: episode {episode_index}, image feature {key}"
+            kind = rows[key].type
+            if not (pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0) and not pa.types.is_binary(kind):
+                raise SourceError(f"{where}: stored as {kind}; LeRobot stores pictures as {{bytes, path}} structs")
+            limit = image_elements(self.features[key]["shape"])
+            for frame, cell in enumerate(rows[key].to_pylist()):
+                data = image_column_bytes(cell)
+                if data is None:
+                    raise SourceError(f"{where}, frame {frame}: no embedded picture bytes (a path only); re-save the dataset "
+                                      "with LeRobot, which embeds them")
+                try:
+                    open_image(data, max_elements=limit, where=f"{where}, frame {frame}", load=False)
+                except FormatError as err:
+                    raise SourceError(str(err)) from None
+
+    def episode_tasks(self, episode_index: int, rows: pa.Table) -> list[str]:
+        """The episode's task strings: its metadata's ``tasks``, or, where the episodes metadata
+        has no ``tasks`` column, the tasks of its rows' ``task_index`` in order of first
+        appearance (``check_rows`` has checked every index names a task)."""
+        recorded = self.episodes[episode_index]["tasks"]
+        if recorded is not None:
+            return list(recorded)
+        if "task_index" not in rows.column_names or not rows.num_rows:
+            return []
+        names = self._task_names
+        distinct = list(dict.fromkeys(rows["task_index"].to_pylist()))
+        if len(distinct) > MAX_EPISODE_TASKS:
+            raise SourceError(f"{self.data_path(episode_index)}: episode {episode_index} has {len(distinct)} distinct tasks; "
+                              f"at most {MAX_EPISODE_TASKS} are allowed")
+        return [names[int(i)] for i in distinct]
+
+    @functools.cached_property
+    def _task_names(self) -> dict[int, str]:
+        return {int(i): str(task) for task, i in zip(self.tasks.index, self.tasks["task_index"])}
 
     def estimated_episode_bytes(self, episode_index: int) -> int:
         """Estimate the packed bytes of an episode from its share of its source files.
@@ -402,6 +478,8 @@ def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
     if row["dataset_to_index"] - row["dataset_from_index"] != row["length"]:
         raise SourceError(f"{where}: dataset_from_index {row['dataset_from_index']} to dataset_to_index "
                           f"{row['dataset_to_index']} is not its length {row['length']}")
+    if row.get("tasks") is None:
+        return  # no tasks column: taken from the rows (LeRobotSource.episode_tasks)
     if not isinstance(row.get("tasks"), list) or not all(isinstance(task, str) for task in row["tasks"]):
         raise SourceError(f"{where}: tasks must be a list of strings")
     if any(len(task.encode()) > MAX_TASK_BYTES for task in row["tasks"]):

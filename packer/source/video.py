@@ -74,25 +74,44 @@ class SourceVideoReader:
 
     A window that does not start where the previous one ended re-seeks (to the keyframe at
     or before its start). After each ``window`` call, ``ended_early`` tells whether the
-    file ended before the window's end (a truncated or short video).
+    file ended before the window's end (a truncated or short video), and
+    ``decode_contiguous`` whether the window's packets are one unbroken run of the file's
+    decode order (with B-frames, a packet of another window between them means the window
+    cannot be cut out on its own).
     """
 
     def __init__(self, path: Path):
         self.path = path
         self.container, self.stream = open_video(path)
         self._packets = None
-        self._pending = None
+        # Demuxed packets not in the last window, with their decode position: with B-frames a
+        # later window's packet (a reference frame) comes before this window's last ones.
+        self._pending: list[tuple[int, av.Packet]] = []
+        self._sequence = 0
         self._position = float("inf")  # seconds of the next unread packet; inf = must seek
         self.ended_early = False
+        self.decode_contiguous = True
         self.last_seconds = 0.0  # pts (s) of the last packet demuxed
 
     def _seek(self, seconds: float) -> None:
         seek_keyframe(self.container, self.stream, seconds)
         self._packets = self.container.demux(self.stream)
-        self._pending = None
+        self._pending = []
+
+    def _next(self) -> tuple[int, av.Packet] | None:
+        """The next packet with data and a timestamp, numbered in decode order."""
+        for packet in self._packets:
+            if packet.pts is not None and packet.size:
+                self._sequence += 1
+                return self._sequence, packet
+        return None
 
     def window(self, from_ts: float, to_ts: float) -> list[av.Packet]:
         """Packets whose pts lie in [from_ts, to_ts), in pts order.
+
+        Demuxing stops at the first packet whose *decode* time reaches ``to_ts`` (no later
+        packet can be presented before it); packets met on the way that belong after the
+        window wait for the next one.
 
         Raises:
             VideoCutError: the file is corrupt where it is demuxed.
@@ -100,31 +119,37 @@ class SourceVideoReader:
         if self._packets is None or abs(from_ts - self._position) > TS_EPS:
             self._seek(from_ts)
         seconds_per_tick = float(self.stream.time_base)  # float math: Fractions per packet cost a fifth of a cut
-        packets = []
+        found: list[tuple[int, av.Packet]] = []
+        later: list[tuple[int, av.Packet]] = []
+        queued, self._pending = self._pending, []
         self.ended_early = False
         try:
             while True:
-                packet = self._pending if self._pending is not None else next(self._packets, None)
-                self._pending = None
-                if packet is None:
+                item = queued.pop(0) if queued else self._next()
+                if item is None:
                     self.ended_early = True
                     self._packets = None
                     break
-                if packet.pts is None or packet.size == 0:
-                    continue
+                packet = item[1]
                 seconds = packet.pts * seconds_per_tick
                 self.last_seconds = max(self.last_seconds, seconds)
                 if seconds >= to_ts - TS_EPS:
-                    self._pending = packet  # the next window's first packet
-                    break
-                if seconds >= from_ts - TS_EPS:
-                    packets.append(packet)
+                    later.append(item)  # a later window's packet
+                    decode_seconds = (packet.dts if packet.dts is not None else packet.pts) * seconds_per_tick
+                    if decode_seconds >= to_ts - TS_EPS:
+                        break  # decode order has passed the window: nothing later is presented in it
+                elif seconds >= from_ts - TS_EPS:
+                    found.append(item)
         except av.error.FFmpegError as err:
             self._packets = None
             raise VideoCutError(f"{self.path}: corrupt video while demuxing ({err})") from None
+        self._pending = later + queued
         self._position = to_ts
-        packets.sort(key=lambda p: p.pts)
-        return packets
+        positions = [sequence for sequence, _ in found]
+        # Any packet of the file between the window's first and last in decode order (a
+        # neighbour's frame, or one before the window) breaks the run.
+        self.decode_contiguous = not found or positions[-1] - positions[0] + 1 == len(found)
+        return sorted((packet for _, packet in found), key=lambda p: p.pts)
 
     def close(self) -> None:
         self.container.close()

@@ -73,13 +73,16 @@ class TorchCodecDecoder:
 
 class _PyAVDecoder:
     """PyAV fallback: frame j is decoded from the keyframe at or before it (the GOP bound of
-    ``check_mp4`` caps that cost), not from the start of the member."""
+    ``check_mp4`` caps that cost), not from the start of the member. ``pixel_format`` is what
+    frames are converted to: ``rgb24`` (uint8 ``(T, 3, H, W)``) or ``gray12le`` (a depth
+    video's codes, uint16 ``(T, 1, H, W)``, as LeRobot decodes depth)."""
 
-    def __init__(self, data: bytes, spec: FrameSpec | None):
+    def __init__(self, data: bytes, spec: FrameSpec | None, pixel_format: str = "rgb24"):
         import av
 
         self._data = data
         self._spec = spec
+        self._format = pixel_format
         with av.open(io.BytesIO(data)) as container:
             stream = container.streams.video[0]
             packets = [(p.pts, p.is_keyframe) for p in container.demux(stream) if p.size]
@@ -99,7 +102,7 @@ class _PyAVDecoder:
         for position, frame in enumerate(container.decode(video=0)):
             self._check_frame(frame, position)
             if position in wanted:
-                found[position] = frame.to_ndarray(format="rgb24")
+                found[position] = frame.to_ndarray(format=self._format)
             if position >= wanted[-1]:
                 break
 
@@ -127,7 +130,7 @@ class _PyAVDecoder:
                         position = position_of.get(frame.pts)
                         self._check_frame(frame, position)
                         if position in members:
-                            found[position] = frame.to_ndarray(format="rgb24")
+                            found[position] = frame.to_ndarray(format=self._format)
                         if frame.pts is None or frame.pts >= last:
                             break
                 missing = [i for i in wanted if i not in found]
@@ -136,7 +139,10 @@ class _PyAVDecoder:
         missing = [i for i in wanted if i not in found]
         if missing:
             raise IndexError(f"frames {missing} beyond the end of the video")
-        return torch.from_numpy(np.stack([found[i] for i in indices])).permute(0, 3, 1, 2).contiguous()
+        stacked = torch.from_numpy(np.stack([found[i] for i in indices]))
+        if stacked.dim() == 3:  # one plane (gray formats): (T, H, W) -> (T, 1, H, W)
+            return stacked.unsqueeze(1)
+        return stacked.permute(0, 3, 1, 2).contiguous()
 
 
 def available_backend() -> Literal["torchcodec", "pyav"]:
@@ -162,9 +168,11 @@ class CpuDecoders:
             raise ArgumentError(f"decoder backend {backend!r} is not one of 'auto', 'torchcodec', 'pyav'")
         self.backend = available_backend() if backend == "auto" else backend
 
-    def open(self, data: bytes, *, where: str, spec: FrameSpec | None = None) -> EpisodeDecoder:
+    def open(self, data: bytes, *, where: str, spec: FrameSpec | None = None, depth: bool = False) -> EpisodeDecoder:
         """A decoder over one member's bytes; ``spec`` (frames and size it must hold) is
-        checked before any frame is decoded.
+        checked before any frame is decoded. ``depth``: the member is a depth video, decoded
+        to its 12-bit codes (uint16 ``(T, 1, H, W)``) with PyAV whatever the backend, as
+        LeRobot decodes depth (torchcodec gives only RGB).
 
         Raises:
             FormatError: the member's mp4 boxes claim more than the format allows (named).
@@ -177,6 +185,8 @@ class CpuDecoders:
         else:
             check_mp4(data, where=where)
         try:
+            if depth:
+                return _PyAVDecoder(data, spec, pixel_format="gray12le")
             return TorchCodecDecoder(data, spec) if self.backend == "torchcodec" else _PyAVDecoder(data, spec)
         except DecodeError as err:
             raise DecodeError(f"{where}: {err}") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
@@ -40,10 +41,21 @@ from reader.storage import RetryPolicy, Storage
 _IO_THREADS = 8
 
 
+def _holds_structs(arrow_type: pa.DataType) -> bool:
+    while pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
+        arrow_type = arrow_type.value_type
+    return pa.types.is_struct(arrow_type)
+
+
 def _column_tensor(array: pa.ChunkedArray):
     """Columns as LeRobot returns them: ``torch.tensor(python value)`` semantics, so ints
     become int64 and floats float32 (the default dtype), bools stay bool."""
     arrow_type = array.type
+    if pa.types.is_struct(arrow_type) and arrow_type.get_field_index("bytes") >= 0:
+        # An image feature ({bytes, path} per row): the pictures' bytes, decoded when a sample needs one.
+        return pc.struct_field(array, "bytes").to_pylist()
+    if _holds_structs(arrow_type):
+        return array.to_pylist()  # lists of records (LeRobot's language columns) stay Python values
     if pa.types.is_fixed_size_list(arrow_type) and array.null_count == 0 and not pa.types.is_nested(arrow_type.value_type):
         # Vectors (state, action): flatten respects the slice offset; no Python objects.
         flat = array.combine_chunks().flatten()
@@ -62,6 +74,14 @@ def _column_tensor(array: pa.ChunkedArray):
     if np.issubdtype(values.dtype, np.integer):
         return torch.from_numpy(values.astype(np.int64))
     return torch.from_numpy(values.astype(np.float32))
+
+
+def _held_bytes(column) -> int:
+    """Memory a column of an admitted episode holds: a tensor's elements, or the pictures'
+    bytes of an image column (other Python values are small: strings, language lists)."""
+    if isinstance(column, torch.Tensor):
+        return column.element_size() * column.nelement()
+    return sum(len(v) for v in column if isinstance(v, bytes))
 
 
 @dataclass(eq=False)
@@ -311,7 +331,7 @@ class EpisodeFetcher:
             self.counters.fetch_seconds += time.perf_counter() - started
             self.counters.episodes_admitted += 1
         # What the pool holds: the compressed members and the row tensors (decoders excluded).
-        held = size + sum(v.element_size() * v.nelement() for v in columns.values() if isinstance(v, torch.Tensor))
+        held = size + sum(_held_bytes(v) for v in columns.values())
         return LoadedEpisode(entry=entry, dataset=dataset, columns=columns, video=video, nbytes=held, label=label)
 
     def _members(self, entry: EpisodeEntry, blob: bytes, offset: int, tar: str, label: str) -> dict[str, bytes]:

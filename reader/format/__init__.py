@@ -8,6 +8,8 @@ every name both sides share lives in this package:
 - ``limits``: every bound on what untrusted bytes may expand to;
 - ``parquet``: reading parquet with those bounds (page headers walked before decoding);
 - ``fields``: bounded JSON parsing, field checks, digests;
+- ``features``: what kind of data a feature holds (video, image, depth, language), LeRobot's rules;
+- ``images``: image features' pictures: allowed formats and their bounds;
 - ``manifest``: ``manifest.json`` (the commit point and root of trust);
 - ``indexes``: the schemas of ``index/episodes.parquet`` and ``index/samples.parquet`` and
   the validating parser of the episodes index;
@@ -22,6 +24,12 @@ _EXPORTS = {
         "FormatError", "IntegrityError", "MixtureSpecError", "PinMismatchError", "UnsupportedFormatVersionError",
     ],
     "reader.format.fields": ["check_bytes", "sha256_chunks", "sha256_file", "sha256_hex"],
+    "reader.format.features": [
+        "DEPTH_QMAX", "DEPTH_UNITS", "LANGUAGE_COLUMNS", "LANGUAGE_FIELDS", "MM_PER_METRE", "DepthQuantization",
+        "camera_keys_of", "check_depth_features", "depth_keys_of", "image_keys_of", "is_depth_feature",
+        "language_keys_of",
+    ],
+    "reader.format.images": ["IMAGE_FORMATS", "UINT16_MODES", "image_column_bytes", "image_elements", "open_image"],
     "reader.format.indexes": [
         "CameraMember", "EpisodeEntry", "EpisodeTable", "RowGroupRef", "episodes_index_schema",
         "parse_episodes_index", "samples_index_schema", "hex_digests",

@@ -13,8 +13,11 @@ from reader.errors import FormatError
 from reader.format.limits import MAX_KEY_LENGTH
 
 FORMAT_NAME = "lerobot-shards"
-FORMAT_VERSION = 2
-SUPPORTED_FORMAT_VERSIONS = frozenset({2})
+# 3: cameras may be depth maps (12-bit codes, kept lossless) and image features are decoded;
+# members may hold B-frames (signed composition offsets) or full-resolution chroma. A reader of
+# version 2 would return depth as colour and pictures as bytes, so it must refuse these packs.
+FORMAT_VERSION = 3
+SUPPORTED_FORMAT_VERSIONS = frozenset({2, 3})
 # Versions we recognise but no longer read, with what to do about them.
 RETIRED_FORMAT_VERSIONS = {
     1: "format 1 has no digests for its index and parquet data, so damage to them cannot be detected; "

@@ -41,6 +41,10 @@ MAX_DATASET_FRAMES = 1_000_000_000
 # frame; real features (joints, end-effector poses, language embeddings) have at most thousands.
 MAX_FEATURE_ELEMENTS = 1 << 20
 MAX_FEATURE_DIMS = 8
+# Values of one frame's language column (LeRobot's ``language_persistent``/``language_events``:
+# a list of message structs, each a few strings and tool calls): real rows hold a plan and a
+# handful of subtasks, tens of values.
+MAX_LANGUAGE_VALUES = 1 << 16
 MAX_CAMERAS = 64
 # A member's codec name (``VIDEO_CODECS``: "av1", "hevc", ...), for what a compiled index may decode to.
 MAX_CODEC_NAME_BYTES = 16

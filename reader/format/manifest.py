@@ -19,6 +19,7 @@ from reader.errors import (
     PinMismatchError,
     UnsupportedFormatVersionError,
 )
+from reader.format.features import check_depth_features
 from reader.format.fields import (
     Fields,
     canonical_json,
@@ -247,6 +248,7 @@ class Manifest:
             totals=_totals(f.obj("totals"), shards),
             extra=_extra(f.obj("extra")),
         )
+        _check_depth(manifest, where)
         members = manifest.totals["episodes"] * len(video_keys)
         if members > MAX_DATASET_MEMBERS:
             raise FormatError(f"{where}: {manifest.totals['episodes']} episodes x {len(video_keys)} cameras = {members} members, "
@@ -273,6 +275,22 @@ def content_sha256(data: dict[str, Any]) -> str:
 def manifest_sha256(data: bytes) -> str:
     """The pin of a manifest: ``"sha256:<hex>"`` of its bytes as stored."""
     return "sha256:" + sha256_hex(data)
+
+
+def _check_depth(manifest: Manifest, where: str) -> None:
+    """Depth cameras must say how to read them; a format-2 pack re-encoded them as 8-bit colour.
+
+    Raises:
+        FormatError: a depth camera's quantization is not one LeRobot reads, or a format-2 pack
+            whose depth video may have been re-encoded (its values are lost: repack).
+    """
+    depth = check_depth_features(manifest.features, where=f"{where}: features")
+    lossy = manifest.options.get("video") != "copy" or manifest.extra.get("reencoded_episodes")
+    recoded = [k for k in depth if k in manifest.video_keys]
+    if manifest.format_version == 2 and recoded and lossy:
+        raise FormatError(f"{where}: format 2 with depth cameras {recoded} that its packer may have re-encoded as 8-bit "
+                          "colour (their depth values are not in the pack); re-pack the source with this version: "
+                          "lerobot-shards pack SRC NEW_DST")
 
 
 # -- field validators -----------------------------------------------------------------------------

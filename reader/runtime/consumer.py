@@ -95,6 +95,8 @@ class Consumer:
                 member_prefix=info.root,
                 frame_sizes=info.frame_sizes,
                 decode_threads=self.decode_threads,
+                features=info.features,
+                depth_unit=options.depth_unit,
             )
         return built
 
@@ -151,6 +153,8 @@ class Consumer:
             "decoder_hits": sum(b.counters["decoder_hits"] for b in builders),
             "decoder_misses": sum(b.counters["decoder_misses"] for b in builders),
             "frames_decoded": sum(b.counters["frames_decoded"] for b in builders),
+            "images_decoded": sum(b.counters["images_decoded"] for b in builders),
+            "depth_frames_decoded": sum(b.counters["depth_frames_decoded"] for b in builders),
             "storage_retries": self.storages.retries,
             "max_open_episodes": self.pool.max_open,
             "max_open_bytes": self.pool.max_open_bytes,

@@ -31,13 +31,18 @@ STAT_FIELDS: tuple[str, ...] = (
     "decoder_hits",
     "decoder_misses",
     "frames_decoded",
+    "images_decoded",
+    "depth_frames_decoded",
     "storage_retries",
     "max_open_episodes",
     "max_open_bytes",
     "max_prefetched_bytes",
     "max_datasets_opened",
 )
-"""Published counters. ``max_open_episodes``/``max_open_bytes``: the most episodes (and their
+"""Published counters. ``frames_decoded``: every frame and picture decoded in the consumer;
+``images_decoded`` and ``depth_frames_decoded`` the pictures (image features) and depth-video
+frames among them, which are decoded there even with ``decode_device`` (a GPU stage decodes
+colour video only). ``max_open_episodes``/``max_open_bytes``: the most episodes (and their
 bytes: compressed video + decoded rows) one consumer held open at once. ``max_prefetched_bytes``:
 the most video bytes one consumer had fetched, or was fetching, ahead of use.
 ``max_datasets_opened``: the most packs one consumer has read from (a mixture opens a pack

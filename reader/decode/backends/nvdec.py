@@ -53,6 +53,25 @@ _lock = threading.Lock()
 _module = None
 
 
+def nvdec_format_refusal(codec: str, parameter_sets, *, where: str) -> str | None:
+    """Why NVDEC cannot decode a member's chroma format, or None: it decodes H.264 4:2:0 only
+    (no 4:4:4, which ``--video h264`` writes for odd-sized cameras), HEVC 4:2:0 and 4:4:4;
+    neither monochrome (depth is decoded on the CPU in any case). Parameter sets that do not
+    parse are left to NVDEC's own parser."""
+    try:
+        signal = signal_type(codec, parameter_sets[0], where=where) if parameter_sets else None
+    except FormatError:
+        return None
+    if signal is None:
+        return None
+    supported = (1,) if codec == "h264" else (1, 3)
+    if signal.chroma_format not in supported:
+        name = {0: "monochrome", 1: "4:2:0", 2: "4:2:2", 3: "4:4:4"}.get(signal.chroma_format, str(signal.chroma_format))
+        return (f"{where}: {codec} {name} cannot be decoded by NVDEC; repack with `lerobot-shards pack --video hevc` "
+                "(odd-sized cameras are coded 4:4:4, which NVDEC decodes in HEVC only)")
+    return None
+
+
 def _nvc():
     global _module
     with _lock:
@@ -323,6 +342,9 @@ class NvdecBackend(DecodeBackend):
             raise DecodeStageError(f"{where}: frames are stored out of presentation order (B-frames); "
                                    "repack with `lerobot-shards pack --video hevc` for GPU decode")
         config = stream_config(layout.codec, layout.codec_config, where=where)
+        refusal = nvdec_format_refusal(layout.codec, config.sequence_parameter_sets, where=where)
+        if refusal is not None:
+            raise DecodeStageError(refusal)
         stream = elementary_stream(member.data, layout, config, where=where)
         height, width = frame_size(member, spec, layout)
         exact = self._colour(layout, config, stream, height, width, where) if self.colour == "exact" else None

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reader.errors import FormatError
+from reader.format.features import LANGUAGE_COLUMNS
 from reader.format.fields import check_bytes
-from reader.format.limits import MAX_EXPANSION, MAX_FEATURE_ELEMENTS, ROW_GROUP_MAX_BYTES
+from reader.format.limits import MAX_EXPANSION, MAX_FEATURE_ELEMENTS, MAX_LANGUAGE_VALUES, ROW_GROUP_MAX_BYTES
 from reader.format.parquet.arrow_io import placed_buffer, read_parquet_metadata
 from reader.format.parquet.bounded import Budget, decode_dictionaries, group_cost
 from reader.format.parquet.pages import chunk_range
@@ -116,6 +117,9 @@ def feature_budget(features: dict) -> dict[str, int]:
     caps = {}
     for key, feature in features.items():
         shape = feature.get("shape") if isinstance(feature, dict) else None
+        if key in LANGUAGE_COLUMNS or (isinstance(feature, dict) and feature.get("dtype") == "language"):
+            caps[key] = MAX_LANGUAGE_VALUES  # lists of messages: no shape gives their length
+            continue
         if feature.get("dtype") in ("video", "image") or not isinstance(shape, list):
             continue
         size = 1
