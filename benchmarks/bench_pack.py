@@ -34,8 +34,8 @@ def ffmpeg_reencode_seconds(source: LeRobotSource, codec: str) -> tuple[float, i
     preset, closed GOP, no B-frames); returns (seconds, frames)."""
     settings = EncodeSettings(codec=codec)
 
-    def encoder_args(width: int) -> list[str]:
-        options = settings.options(width)
+    def encoder_args(height: int, width: int) -> list[str]:
+        options = settings.options(width, height)
         args = ["-c:v", settings.encoder_name(), "-pix_fmt", "yuv420p", "-crf", options["crf"], "-preset", options["preset"]]
         if codec == "hevc":
             return args + ["-x265-params", options["x265-params"], "-tag:v", "hvc1"]
@@ -45,7 +45,7 @@ def ffmpeg_reencode_seconds(source: LeRobotSource, codec: str) -> tuple[float, i
     with tempfile.TemporaryDirectory() as tmp:
         for episode in source.episode_indices:
             for key in source.video_keys:
-                args = encoder_args(int(source.features[key]["shape"][1]))
+                args = encoder_args(int(source.features[key]["shape"][0]), int(source.features[key]["shape"][1]))
                 location = source.video_location(episode, key)
                 command = [
                     "ffmpeg", "-v", "error", "-y", "-ss", f"{location.from_timestamp:.6f}", "-to", f"{location.to_timestamp:.6f}",

@@ -52,7 +52,7 @@ def encode(frames: list[av.VideoFrame], fps: int, preset: str) -> tuple[bytes, f
     """The member the packer would write with ``preset`` (one x265 thread), and the CPU seconds
     the encoder took."""
     settings = EncodeSettings("hevc", preset=preset)
-    options = settings.options(frames[0].width)
+    options = settings.options(frames[0].width, frames[0].height)
     options["x265-params"] += ":pools=1:frame-threads=1"
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as sink:

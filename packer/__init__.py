@@ -28,12 +28,14 @@ _EXPORTS = {
     "packer.tools.summary": ["summarize"],
     "packer.tools.sql": ["run_sql", "connect"],
     "packer.tools.preview": ["render_preview"],
-    "packer.mixture.create": ["create_mixture", "scan_datasets", "MixtureReport", "failure_path"],
+    "packer.mixture.create": ["create_mixture", "scan_datasets", "MixtureReport", "failure_path", "format_report"],
     "packer.mixture.sources": ["parse_sources", "read_sources", "dataset_name"],
-    "packer.synthetic.dataset": ["write_sample_dataset", "SampleSpec", "CameraSpec", "rollover_spec"],
+    "packer.synthetic.dataset": [
+        "write_sample_dataset", "SampleSpec", "CameraSpec", "rollover_spec", "depth_map_mm", "quantize_depth_mm",
+    ],
     "packer.synthetic.frame_identity": ["identity_frame", "read_identity"],
     "packer.synthetic.tabular_pack": ["write_tabular_pack"],
-    "packer.synthetic.video": ["tiny_member"],
+    "packer.synthetic.video": ["tiny_member", "encode_episode_video", "concatenate_by_stream_copy"],
     # errors: every one a reader.errors.LeRobotShardsError
     "packer.errors": [
         "PackError", "FrameMismatchError", "PackInterrupted", "OptionsError", "SourceError", "VideoCutError",

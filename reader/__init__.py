@@ -20,7 +20,7 @@ _EXPORTS = {
     "reader.errors": [
         "LeRobotShardsError", "FormatError", "BoundExceededError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
         "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
-        "ResumeStateError", "ResumeWarning", "WindowWarning", "WindowError", "PredicateError", "LeRobotTrainError", "DecodeError", "DecodeStageError", "PrefetchError",
+        "ResumeStateError", "ResumeWarning", "WindowWarning", "MixtureFeatureWarning", "WindowError", "PredicateError", "LeRobotTrainError", "DecodeError", "DecodeStageError", "PrefetchError",
         "ResourceLimitError",
     ],
 }

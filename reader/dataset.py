@@ -17,7 +17,7 @@ import numpy as np
 from reader.epoch_stream import EpochStream
 from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex
-from reader.format import sha256_hex
+from reader.format import image_keys_of, sha256_hex
 from reader.lerobot_meta import PackedMeta, load_packed_meta, rescale_depth_stats
 from reader.option_fields import keyword_signature, merge_options
 from reader.plan.consumer_draws import Segment, SegmentDraws, segment_blocks
@@ -98,6 +98,8 @@ class PackedDataset(EpochStream):
         self.fps = manifest.fps
         self.features = manifest.features
         self.video_keys = list(manifest.video_keys)
+        # Every camera: videos, then pictures stored in the rows (image features).
+        self.camera_keys = self.video_keys + image_keys_of(manifest.features)
         self.frame_sizes = {k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys}
         self.tolerance_s = manifest.tolerance_s if options.tolerance_s is None else options.tolerance_s
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None

@@ -165,6 +165,7 @@ __all__ = [
     "UnsupportedFormatVersionError",
     "WindowError",
     "WindowWarning",
+    "MixtureFeatureWarning",
 ]
 
 
@@ -179,3 +180,7 @@ class WindowWarning(UserWarning):
 
 class ResumeWarning(UserWarning):
     """A loaded resume state is about to go unused (``set_epoch`` of another epoch)."""
+
+
+class MixtureFeatureWarning(UserWarning):
+    """A mixture leaves out features only some of its datasets have (named in the message)."""

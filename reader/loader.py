@@ -63,8 +63,9 @@ class _BatchedView(torch.utils.data.IterableDataset):
 
 
 def frame_keys_of(dataset) -> list[str]:
-    """Camera keys of a ``PackedDataset`` (``video_keys``) or a ``MixtureDataset`` (its cameras)."""
-    keys = getattr(dataset, "video_keys", None)
+    """Camera keys of a ``PackedDataset`` (``camera_keys``: videos and pictures) or a
+    ``MixtureDataset`` (its cameras)."""
+    keys = getattr(dataset, "camera_keys", None)
     return list(keys) if keys is not None else list(getattr(dataset, "cameras", {}))
 
 

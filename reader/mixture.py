@@ -27,13 +27,14 @@ padded vectors nor cameras) are dropped so batches collate.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from reader.epoch_stream import EpochStream
-from reader.errors import ArgumentError, FormatError, MixtureSpecError, PinMismatchError
+from reader.errors import ArgumentError, FormatError, MixtureFeatureWarning, MixtureSpecError, PinMismatchError
 from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
 from reader.format import sha256_hex
@@ -205,6 +206,11 @@ class MixtureDataset(EpochStream):
             [DatasetFeatures.from_manifest_features(d.name, d.fps, d.features) for d in datasets],
             key_map=self.key_map, pad_keys=pad_keys, delta_timestamps=delta_timestamps, return_uint8=self.options.return_uint8,
         )
+        if self.harmonizer.dropped:
+            named = "; ".join(f"{key} (in {', '.join(having)})" for key, having in self.harmonizer.dropped.items())
+            warnings.warn(f"features only some datasets have, which samples cannot carry (not numeric, or shapes differ), "
+                          f"are left out of every sample: {named}; map or drop them with key_map to silence this",
+                          MixtureFeatureWarning, stacklevel=3)
         self.tolerance_s = tolerance_s
         self._offsets = [
             resolve_windows(self.harmonizer.source_delta_timestamps(i), d.fps, d.tolerance_s if tolerance_s is None else tolerance_s,

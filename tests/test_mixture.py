@@ -200,3 +200,38 @@ def test_mixture_file_and_errors(mixture_root, tmp_path):
                        key_map={"front": {"observation.images.front": "observation.images.wrist"}}, names=["a", "front"])
     with pytest.raises(PlanError, match="non-negative"):
         _mixture(mixture_root, weights=[-1, 1, 1], samples_per_epoch=10)
+
+
+def test_features_only_some_datasets_have_are_filled_or_named(mixture_root, tmp_path):
+    """Finding 3 of issue 40: a feature only some datasets have was dropped without a word.
+    A numeric one is kept, zeros and ``<key>_mask = False`` where it is missing (as a camera);
+    one that cannot be (language lists) is left out and named, at open and by mixture create.
+    A picture camera batches with the same camera stored as video elsewhere."""
+    from reader.errors import MixtureFeatureWarning
+
+    talk_source = tmp_path / "src" / "talk"
+    write_sample_dataset(talk_source, SampleSpec(episodes=2, lengths=(4, 6), language=True, seed=7,
+                                                 cameras=(TOP, CameraSpec("observation.images.wrist", 32, 32, kind="image"))))
+    pack_dataset(str(talk_source), str(tmp_path / "talk"))
+    paths = [str(mixture_root / "arm"), str(tmp_path / "talk")]
+    with pytest.warns(MixtureFeatureWarning, match=r"language_events \(in talk\); language_persistent \(in talk\)"):
+        dataset = MixtureDataset(paths, key_map={"arm": {"next.reward": None}}, return_uint8=True, shuffle=False)
+    total = 6 + 9 + 4 + 4 + 6
+    batch = next(iter(torch.utils.data.DataLoader(dataset, batch_size=total)))
+    assert "language_persistent" not in batch and "language_events" not in batch
+    for row, name in enumerate(batch["dataset_name"]):
+        assert bool(batch["next.reward_mask"][row]) == (name == "talk")
+        if name == "arm":
+            assert float(batch["next.reward"][row]) == 0.0
+        assert bool(batch["observation.images.wrist_mask"][row])
+    assert batch["observation.images.wrist"].shape == (total, 3, 32, 32) and batch["observation.images.wrist"].dtype == torch.uint8
+    talk = [r for r, n in enumerate(batch["dataset_name"]) if n == "talk"]
+    assert batch["next.reward"][talk].abs().sum() > 0  # real values where the dataset has them
+
+    root = tmp_path / "mixture"
+    report = create_mixture(str(root), names={"arm": str(mixture_root / "arm"), "talk": str(tmp_path / "talk")})
+    assert report.dropped_features == {"language_events": ["talk"], "language_persistent": ["talk"]}
+    assert report.filled_features == {}
+    from packer import format_report
+
+    assert any(line.startswith("FEATURE language_events: only in talk") for line in format_report(report))

@@ -220,17 +220,21 @@ def test_missing_vector_is_zeros_with_an_all_false_mask_and_drops_select():
         [DatasetFeatures.from_manifest_features("a", 10, extra), DatasetFeatures.from_manifest_features("b", 10, without_state)],
         key_map={"a": {"timestamp": None}}, delta_timestamps={"observation.state": [0.0, 0.1]},
     )
-    # "timestamp" dropped from a, so it is not common; "observation.effort" only in a: dropped too.
-    assert "timestamp" not in h.keys and "observation.effort" not in h.keys
+    # "timestamp" dropped from a, so only b has it; "observation.effort" only in a: numeric keys
+    # only some datasets have are kept, zeros and a False mask where missing (issue 40).
+    assert h.filled == {"timestamp": ((), "float32"), "observation.effort": ((3,), "float32")} and not h.dropped
     base = {k: torch.tensor(0) for k in SCALARS} | {"action": torch.ones(2)}
     out = h.apply(1, base)
+    assert not out["observation.effort"].any() and out["observation.effort"].shape == (3,) and not bool(out["observation.effort_mask"])
     assert out["observation.state"].shape == (2, 3) and not out["observation.state"].any()
     assert out["observation.state_mask"].tolist() == [False] * 3 and out["observation.state_is_pad"].tolist() == [True, True]
     full = h.apply(0, base | {"observation.state": torch.ones(2, 3), "observation.state_is_pad": torch.tensor([False, True]),
                               "observation.effort": torch.ones(3)})
     assert set(full) == set(out) == set(h.output_keys())
+    assert full["observation.effort"].tolist() == [1.0] * 3 and bool(full["observation.effort_mask"])
+    assert float(full["timestamp"]) == 0.0 and not bool(full["timestamp_mask"]) and bool(out["timestamp_mask"])
     assert full["observation.state_is_pad"].tolist() == [False, True]
-    with pytest.raises(HarmonizeError, match=r"dataset 'a': the sample lacks \['observation.state', 'action'\], which its features declare"):
+    with pytest.raises(HarmonizeError, match=r"dataset 'a': the sample lacks \['observation.state', 'action', 'observation.effort'\], which"):
         h.apply(0, {k: torch.tensor(0) for k in SCALARS})
 
 
@@ -252,8 +256,8 @@ def _build(features: dict[str, tuple[int, dict]], **kwargs):
         (FEATURES, {"delta_timestamps": {"action": [1 / 15]}, "key_map": KEY_MAP},
          r"dataset 'slow' \(fps 10\): delta_timestamps\['action'\] has values that are not multiples"),
         (FEATURES, {"delta_timestamps": {"observation.velocity": [0.0]}}, r"delta_timestamps keys \['observation.velocity'\] are in no dataset"),
-        ({"a": (30, {**SCALARS, "x": {"dtype": "float32", "shape": [2]}}), "b": (30, SCALARS)}, {"delta_timestamps": {"x": [0.0]}},
-         r"delta_timestamps keys \['x'\] are not in every dataset, so samples would not batch"),
+        ({"a": (30, {**SCALARS, "x": {"dtype": "string", "shape": [1]}}), "b": (30, SCALARS)}, {"delta_timestamps": {"x": [0.0]}},
+         r"delta_timestamps keys \['x'\] are not in every dataset and cannot be filled where missing"),
         (FEATURES, {"key_map": {"nope": {}}}, r"key_map names datasets \['nope'\] that are not in the mixture"),
         (FEATURES, {"key_map": {"arm": {"observation.images.left": TOP}}}, r"key_map\['arm'\] renames \['observation.images.left'\], which dataset 'arm' lacks"),
         (FEATURES, {"key_map": {"arm": {WRIST: TOP}}}, r"dataset 'arm': several source keys map to \['observation.images.top'\]"),

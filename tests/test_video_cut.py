@@ -164,3 +164,85 @@ def test_hevc_members_are_tagged_hvc1_with_closed_gops(source):
     assert [p.is_keyframe for p in packets] == [j % 4 == 0 for j in range(40)]
     assert [p.pts for p in packets] == sorted(p.pts for p in packets), "no B-frames: decode order is display order"
     assert torch.tensor([p.dts for p in packets]).diff().min() > 0
+
+
+def _bframe_file(tmp_path, episodes: int = 3, length: int = 13):
+    """A LeRobot-style concatenated h264 file with B-frames (each episode encoded on its own,
+    long GOP, 3 B-frames, then joined by stream copy) and each episode's window."""
+    import numpy as np
+
+    from packer import concatenate_by_stream_copy, encode_episode_video, identity_frame
+
+    parts, windows, start = [], [], 0.0
+    for episode in range(episodes):
+        frames = np.stack([identity_frame(episode, j, 64, 96) for j in range(length + episode)])
+        path = tmp_path / f"ep{episode}.mp4"
+        encode_episode_video(frames, path, 30, crf=23, gop=30, preset=0, codec="h264", bframes=3)
+        parts.append(path)
+        windows.append((start, start + len(frames) / 30))
+        start += len(frames) / 30
+    out = tmp_path / "file.mp4"
+    concatenate_by_stream_copy(parts, out)
+    return out, windows
+
+
+def test_copy_cuts_b_frame_sources_in_decode_order(tmp_path):
+    """Finding 4 of issue 40: a source with B-frames was muxed in presentation order (EINVAL
+    from the muxer). Each window is one decode run: it is cut losslessly, muxed in decode
+    order with its first frame at pts 0, and decodes to exactly the source's frames."""
+    path, windows = _bframe_file(tmp_path)
+    with av.open(str(path)) as container:
+        reordered = any(p.pts != p.dts for p in container.demux(video=0) if p.size and p.dts is not None)
+    assert reordered, "the fixture must hold B-frames"
+    reader = SourceVideoReader(path)
+    try:
+        for episode, (start, stop) in enumerate(windows):
+            location = VideoLocation(path, start, stop)
+            video, found = cut_episode(location, reader)
+            assert video is not None and not video.reencoded and video.frames == found == 13 + episode
+            assert sorted(p for _, _, p in _packets(video.data)) == sorted(_source_packets(location))
+            decoded = VideoDecoder(video.data, seek_mode="exact")
+            assert decoded.metadata.num_frames == found
+            identities = [read_identity(decoded[j].permute(1, 2, 0).numpy()) for j in range(found)]
+            assert identities == [(episode, j) for j in range(found)]
+            with av.open(io.BytesIO(video.data)) as container:
+                assert next(container.decode(video=0)).pts == 0
+    finally:
+        reader.close()
+
+
+def test_a_b_frame_window_that_is_not_one_decode_run_is_reencoded(tmp_path):
+    """A window whose frames need a packet outside it (a B-frame referring to a later P-frame
+    past the window's end) is not cut: the caller re-encodes it."""
+    path, windows = _bframe_file(tmp_path, episodes=1, length=13)
+    start, stop = windows[0]
+    with av.open(str(path)) as container:
+        packets = sorted((p for p in container.demux(video=0) if p.size), key=lambda p: p.dts)
+        decode_pts = [p.pts for p in packets]
+    # Cut where a later frame was decoded before an earlier one (mid mini-GOP).
+    cut = next(i for i in range(1, len(decode_pts)) if decode_pts[i] < decode_pts[i - 1])
+    with av.open(str(path)) as container:
+        seconds = float(sorted(decode_pts)[cut] * container.streams.video[0].time_base)
+    video, found = cut_episode(VideoLocation(path, start, seconds))
+    assert video is None and found > 0
+
+
+@pytest.mark.parametrize("height,width", [(64, 48), (48, 40), (48, 48), (32, 128), (48, 160)])
+def test_hevc_reencodes_small_frames_without_corrupting_x265s_heap(height, width, tmp_path):
+    """x265 aborted (glibc: free(): invalid next size) or wrote heap-dependent bytes on these
+    sizes with the previous CTU rule and its cu-tree: each is encoded in a child process (an
+    abort would end the test run) and must exit 0, twice with the same bytes."""
+    import subprocess
+    import sys
+
+    script = (
+        "import av, sys; from packer import identity_frame; from packer.shard import EncodeSettings, encode_frames\n"
+        f"frames = [av.VideoFrame.from_ndarray(identity_frame(0, j, {height}, {width}), format='rgb24') for j in range(9)]\n"
+        "video = encode_frames(iter(frames), 30, EncodeSettings('hevc'))\n"
+        "sys.stdout.buffer.write(video.data)\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr.decode()[-500:]
+    assert runs[0].stdout == runs[1].stdout
+    decoded = VideoDecoder(runs[0].stdout, seek_mode="exact")
+    assert (decoded.metadata.num_frames, decoded.metadata.height, decoded.metadata.width) == (9, height, width)

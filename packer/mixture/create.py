@@ -40,7 +40,7 @@ from reader.fetch.packed_index import PackedIndex, check_predicate, read_stats
 from reader.format import MANIFEST_PATH, FormatError, check_key
 from reader.format.fields import load_json
 from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
-from reader.format.mixture import MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec
+from reader.format.mixture import DEFAULT_PAD_KEYS, MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec, partial_features
 from reader.storage import Storage
 
 MIXTURE_PATH = MIXTURE_FILE
@@ -68,6 +68,10 @@ class MixtureReport:
     rows: list[DatasetStatus] = field(default_factory=list)
     spec: MixtureSpec | None = None
     written_to: str | None = None
+    # Features only some datasets have: filled with zeros and a mask elsewhere, or left out of
+    # every sample (not numeric, or shapes differ); {key: names of the datasets that have it}.
+    filled_features: dict[str, list[str]] = field(default_factory=dict)
+    dropped_features: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def datasets(self) -> list[dict]:
@@ -267,8 +271,9 @@ def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
     """
     sizes: dict[str, dict[tuple[int, ...], list[str]]] = {}
     for entry in entries:
-        for key in entry.video_keys:
-            sizes.setdefault(key, {}).setdefault(tuple(entry.features[key].shape), []).append(entry.name)
+        for key, feature in entry.features.items():
+            if feature.dtype in ("video", "image"):  # pictures batch with the cameras too
+                sizes.setdefault(key, {}).setdefault(tuple(feature.shape), []).append(entry.name)
     errors: dict[str, str] = {}
     for key, by_shape in sizes.items():
         if len(by_shape) < 2:
@@ -321,6 +326,7 @@ def create_mixture(
         raise MixtureError(f"no complete packed dataset under {dst} ({looked} found); mixture.json not written", report)
     # Beyond the format's mixture bounds (episodes, members): refused by name before anything is written.
     MixtureSpec(datasets=tuple(entry for entry, _ in opened), default_weights="anchors")
+    _describe_partial_features(report, [entry for entry, _ in opened])
     root = Storage(dst, storage_options)
     index = compile_mixture(root, [pack for _, pack in opened])
     report.spec = MixtureSpec(datasets=tuple(entry for entry, _ in opened), default_weights="anchors", index=index)
@@ -330,13 +336,30 @@ def create_mixture(
     return report
 
 
+def _describe_partial_features(report: MixtureReport, entries: list[MixtureEntry]) -> None:
+    """Name the features only some datasets have, as a reader of the mixture will treat them
+    (``reader.format.mixture.partial_features``: cameras and padded vectors have their own rules)."""
+    named = [(entry.name, entry.features) for entry in entries]
+    cameras = {k for entry in entries for k, f in entry.features.items() if f.dtype in ("video", "image")}
+    filled, dropped = partial_features(named, exclude=cameras | set(DEFAULT_PAD_KEYS))
+    having = {key: [name for name, features in named if key in features] for key in (*filled, *dropped)}
+    report.filled_features = {key: having[key] for key in filled}
+    report.dropped_features = {key: having[key] for key in dropped}
+
+
 def format_report(report: MixtureReport) -> list[str]:
-    """The report as text lines: one per dataset left out, ``STATUS name: error``."""
+    """The report as text lines: one per dataset left out, ``STATUS name: error``, then the
+    features only some datasets have (filled, or left out of every sample)."""
+    lines = []
     problems = [r for r in report.rows if r.status != "ok"]
-    if not problems:
-        return []
-    lines = [f"{len(problems)} dataset(s) not in the mixture:"]
-    lines += [f"{r.status.upper()} {r.name}: {r.error}" for r in problems]
+    if problems:
+        lines = [f"{len(problems)} dataset(s) not in the mixture:"]
+        lines += [f"{r.status.upper()} {r.name}: {r.error}" for r in problems]
+    for key, names in report.filled_features.items():
+        lines.append(f"FEATURE {key}: only in {', '.join(names)}; other datasets' samples get zeros and {key}_mask = False")
+    for key, names in report.dropped_features.items():
+        lines.append(f"FEATURE {key}: only in {', '.join(names)} and not numeric of one shape: left out of every sample "
+                     "(MixtureDataset warns; drop or rename it with key_map)")
     return lines
 
 

@@ -22,6 +22,13 @@ from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLoca
 from reader.format import gop_within_bound, longest_gop
 
 
+def x265_ctu(height: int, width: int) -> int:
+    """x265's CTU size for frames of ``height`` x ``width``: the largest of 64, 32 and 16 that fits
+    twice into the shorter side (see ``EncodeSettings.options``)."""
+    side = min(height, width)
+    return 64 if side >= 128 else 32 if side >= 64 else 16
+
+
 def reencode_pixel_format(source_format: str | None, height: int, width: int, *, depth: bool = False) -> str:
     """The pixel format a re-encode writes, from the source's and the output size.
 
@@ -58,8 +65,9 @@ class EncodeSettings:
         """(height, width) of the encoded frames of a ``height`` x ``width`` source."""
         return (height, width) if self.depth or self.resize is None else self.resize
 
-    def options(self, width: int) -> dict[str, str]:
-        """Encoder options for frames ``width`` pixels wide (after any resize).
+    def options(self, width: int, height: int | None = None) -> dict[str, str]:
+        """Encoder options for frames of ``height`` x ``width`` (after any resize; a height of
+        None is taken as the width).
 
         Raises:
             VideoCutError: hevc frames at most 16 pixels wide (see below); use h264.
@@ -69,17 +77,20 @@ class EncodeSettings:
         preset = self.preset or ("ultrafast" if self.codec == "hevc" or self.depth else "veryfast")
         if self.codec == "hevc" or self.depth:
             # Closed GOP and no B-frames: x265's default open GOP makes fast seeks return wrong frames.
-            # The CTU size keeps every picture at least two CTUs wide: with a single CTU column
-            # x265 leaves the right padding corners of reference frames uninitialized and motion
-            # search reads them (seen under valgrind), so output bytes depended on heap contents
-            # and the decoder's reconstruction checksum failed. 16 is x265's smallest CTU.
+            # Small frames: x265 corrupts its heap (glibc aborts, or bytes depend on heap
+            # contents) when a frame is less than two CTUs across either side, and in its
+            # cu-tree lookahead on narrow frames (34-48 pixels wide with 16-pixel CTUs), found
+            # by encoding every size from 18x18 to 132x268 in its own process: the CTU is the
+            # largest that fits twice into the shorter side and cu-tree is off (0 of 1,134
+            # sizes abort; with x265's defaults 48x64 frames did). 16 is x265's smallest CTU.
             if width <= 16:
                 raise VideoCutError(
                     f"hevc cannot encode {width}-pixel-wide frames reproducibly (x265 needs at least two 16-pixel "
                     "CTUs per row); use --video h264 or --resize to a wider size"
                 )
-            ctu = 64 if width > 64 else 32 if width > 32 else 16
-            params = f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:log-level=error"
+            ctu = x265_ctu(height if height is not None else width, width)
+            params = (f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:cutree=0"
+                      ":log-level=error")
             if self.depth:
                 return {"preset": preset, "x265-params": params + ":lossless=1"}
             return {"crf": crf, "preset": preset, "x265-params": params}
@@ -151,9 +162,10 @@ def cut_episode(
             return None, found
         decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)
         reordered = decode_order != packets  # B-frames: decode order is not presentation order
-        if reordered and (not reader.decode_contiguous or decode_order[0] is not packets[0]):
-            # A frame of the window needs one outside it (or one outside lies between its
-            # frames in decode order): the window cannot be cut out on its own.
+        if not reader.decode_contiguous or decode_order[0] is not packets[0]:
+            # A packet outside the window lies between its packets in decode order (a B-frame's
+            # later reference, a neighbour's frame), or its first frame is not decoded first: the
+            # window's frames may need packets it does not hold, so it is not cut on its own.
             return None, found
         keyframes = [i for i, p in enumerate(packets[:max_frames]) if p.is_keyframe]
         gop = longest_gop(keyframes, len(packets[:max_frames]))
@@ -253,7 +265,7 @@ def encode_frames(
                 height, width = settings.output_size(frame.height, frame.width)
                 pixel_format = reencode_pixel_format(frame.format.name, height, width, depth=settings.depth)
                 sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
-                stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width))
+                stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width, height))
                 stream.pix_fmt = pixel_format
                 stream.height, stream.width = height, width
                 if codec == "hevc":

@@ -7,11 +7,20 @@ then concatenated by stream copy), including file rollover: data files and each 
 video files roll over independently by size, so an episode's data file index and video
 file index differ. Every frame carries its ``(episode, frame)`` identity
 (``packer.synthetic.frame_identity``) so tests can check which frame a decoder returned.
+
+The layouts real datasets use besides LeRobot's default are a ``CameraSpec`` or a
+``SampleSpec`` field away: cameras in h264/hevc (10-bit, 4:4:4, with B-frames), image
+features (PNG in the data parquet, ``use_videos=False``), depth maps as video (LeRobot's depth
+encoder: 12-bit quantized codes, lossless HEVC) or as 16-bit TIFF pictures, datasets without
+video (``"video_path": null``), episodes metadata without ``tasks`` (what LeRobot's image to
+video converter writes) and LeRobot's language columns.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -43,13 +52,42 @@ EPISODES_METADATA_BUFFER = 10
 DEFAULT_TASKS = ("pick up the red cube", "push the block to the goal", "open the top drawer")
 
 
+CAMERA_KINDS = ("video", "image", "depth_video", "depth_image")
+# LeRobot 0.6.1's depth quantizer defaults (lerobot/configs/video.py), in metres.
+DEPTH_MIN_M, DEPTH_MAX_M, DEPTH_SHIFT_M, DEPTH_QMAX = 0.01, 10.0, 3.5, 4095
+
+
 @dataclass(frozen=True)
 class CameraSpec:
-    """One camera stream: feature key and frame size in pixels."""
+    """One camera: feature key, frame size in pixels and how LeRobot stores it.
+
+    ``kind``: ``video`` (an mp4 per camera, ``codec`` in ``pix_fmt``; ``bframes`` B-frames
+    between references for h264/hevc, real with a long ``gop``), ``image`` (PNG pictures in
+    the data parquet), ``depth_video`` (a depth map in millimetres, quantized to 12-bit codes as
+    LeRobot's depth encoder does, lossless HEVC ``gray12le``) or ``depth_image`` (the depth map
+    as 16-bit TIFF pictures in the data parquet). ``gop``: keyframe interval (the spec's when None).
+    """
 
     key: str
     height: int
     width: int
+    kind: str = "video"
+    codec: str = "av1"
+    pix_fmt: str = "yuv420p"
+    gop: int | None = None
+    bframes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in CAMERA_KINDS:
+            raise ValueError(f"camera kind {self.kind!r} is not one of {CAMERA_KINDS}")
+
+    @property
+    def is_video(self) -> bool:
+        return self.kind in ("video", "depth_video")
+
+    @property
+    def is_depth(self) -> bool:
+        return self.kind.startswith("depth")
 
 
 @dataclass(frozen=True)
@@ -83,6 +121,11 @@ class SampleSpec:
     gop: int = 2
     preset: int = 12
     extra_info: dict = field(default_factory=dict)
+    # Episodes metadata without a ``tasks`` column (LeRobot's convert_image_to_video_dataset).
+    episode_tasks_column: bool = True
+    # LeRobot's language columns (``language_persistent``/``language_events``), as its
+    # annotation pipeline writes them.
+    language: bool = False
 
     def episode_lengths(self) -> list[int]:
         if self.lengths is not None:
@@ -129,27 +172,32 @@ def _features(spec: SampleSpec) -> dict:
     features["next.reward"] = {"dtype": "float32", "shape": [1], "names": None}
     features["next.done"] = {"dtype": "bool", "shape": [1], "names": None}
     for camera in spec.cameras:
-        features[camera.key] = {
-            "dtype": "video",
-            "shape": [camera.height, camera.width, 3],
-            "names": ["height", "width", "channels"],
-            "info": {
+        channels = 1 if camera.is_depth else 3
+        feature = {"dtype": "video" if camera.is_video else "image", "shape": [camera.height, camera.width, channels],
+                   "names": ["height", "width", "channels"]}
+        if camera.is_video:
+            feature["info"] = {
                 "video.height": camera.height,
                 "video.width": camera.width,
-                "video.codec": "av1",
-                "video.pix_fmt": "yuv420p",
+                "video.codec": "hevc" if camera.is_depth else camera.codec,
+                "video.pix_fmt": "gray12le" if camera.is_depth else camera.pix_fmt,
                 "video.fps": spec.fps,
-                "video.channels": 3,
+                "video.channels": channels,
                 "has_audio": False,
-                "video.g": spec.gop,
+                "video.g": camera.gop or spec.gop,
                 "video.crf": spec.crf,
                 "video.preset": spec.preset,
                 "video.fast_decode": 0,
                 "video.video_backend": "pyav",
-                "video.extra_options": {},
-                "is_depth_map": False,
-            },
-        }
+                "video.extra_options": {"x265-params": "lossless=1"} if camera.is_depth else {},
+                "is_depth_map": camera.is_depth,
+            }
+            if camera.is_depth:  # LeRobot records the unit and the quantizer beside the marker
+                feature["info"] = {"is_depth_map": True, "depth_unit": "mm", **feature["info"], "video.depth_min": DEPTH_MIN_M,
+                                   "video.depth_max": DEPTH_MAX_M, "video.shift": DEPTH_SHIFT_M, "video.use_log": True}
+        elif camera.is_depth:
+            feature["info"] = {"is_depth_map": True, "depth_unit": "mm"}
+        features[camera.key] = feature
     # LeRobot appends its default features after the user's.
     for name, dtype in (
         ("timestamp", "float32"),
@@ -159,6 +207,9 @@ def _features(spec: SampleSpec) -> dict:
         ("task_index", "int64"),
     ):
         features[name] = {"dtype": dtype, "shape": [1], "names": None}
+    if spec.language:
+        for name in ("language_persistent", "language_events"):
+            features[name] = {"dtype": "language", "shape": [1], "names": None}
     return features
 
 
@@ -216,6 +267,10 @@ def _hf_features_metadata(columns: list[str], features: dict, fingerprint: str) 
     described = {}
     for name in columns:
         feature = features[name]
+        if feature["dtype"] in ("image", "language"):
+            if feature["dtype"] == "image":
+                described[name] = {"_type": "Image"}
+            continue
         value = {"dtype": feature["dtype"], "_type": "Value"}
         if list(feature["shape"]) == [1]:
             described[name] = value
@@ -224,9 +279,17 @@ def _hf_features_metadata(columns: list[str], features: dict, fingerprint: str) 
     return json.dumps({"info": {"features": described}, "fingerprint": fingerprint}).encode()
 
 
+_IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
 def _to_arrow(columns: dict[str, np.ndarray], features: dict) -> pa.Table:
     arrays, fields = [], []
     for name, values in columns.items():
+        if features[name]["dtype"] in ("image", "language"):
+            # Pictures ({bytes, path} structs) and language lists are built as Arrow already.
+            arrays.append(values)
+            fields.append(pa.field(name, values.type))
+            continue
         arrow_type = _arrow_type(features[name])
         if pa.types.is_fixed_size_list(arrow_type):
             flat = pa.array(values.reshape(-1), type=arrow_type.value_type)
@@ -237,6 +300,81 @@ def _to_arrow(columns: dict[str, np.ndarray], features: dict) -> pa.Table:
         fields.append(pa.field(name, arrow_type))
     metadata = {b"huggingface": _hf_features_metadata(list(columns), features, "0" * 16)}
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
+
+
+def depth_map_mm(episode_index: int, frame_index: int, height: int, width: int) -> np.ndarray:
+    """A smooth, moving depth map in millimetres (uint16, 0.2 to ~3 m) that differs per episode
+    and frame, for depth cameras."""
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
+    depth = 200 + 9 * xx + 7 * yy + 40 * np.sin(0.3 * frame_index + xx / 11.0) + 150 * (episode_index % 7) + 3 * frame_index
+    return depth.astype(np.uint16)
+
+
+def quantize_depth_mm(depth: np.ndarray) -> np.ndarray:
+    """LeRobot 0.6.1's ``quantize_depth`` of a millimetre map with its default (log) settings:
+    12-bit codes, what its depth encoder stores in the video."""
+    depth_f = depth.astype(np.float32)
+    minimum, maximum, shift = (np.float32(v * 1000.0) for v in (DEPTH_MIN_M, DEPTH_MAX_M, DEPTH_SHIFT_M))
+    log_min, log_max = math.log(float(minimum + shift)), math.log(float(maximum + shift))
+    norm = (np.log(depth_f + shift) - log_min) / (log_max - log_min)
+    return np.rint(norm * DEPTH_QMAX).clip(0, DEPTH_QMAX).astype(np.uint16)
+
+
+def _camera_frames(camera: CameraSpec, episode_index: int, length: int, camera_index: int) -> np.ndarray:
+    """An episode's frames of a camera: RGB (T, H, W, 3) uint8 carrying their identity, or a
+    depth map (T, H, W) uint16 in millimetres."""
+    if camera.is_depth:
+        return np.stack([depth_map_mm(episode_index, j, camera.height, camera.width) for j in range(length)])
+    return np.stack([identity_frame(episode_index, j, camera.height, camera.width, camera_index) for j in range(length)])
+
+
+def _depth_codes(frames: np.ndarray) -> np.ndarray:
+    return np.stack([quantize_depth_mm(frame) for frame in frames])
+
+
+def _picture_column(frames: np.ndarray, camera: CameraSpec) -> pa.Array:
+    """Pictures as LeRobot stores an image feature: ``{bytes, path}`` per frame, PNG for colour,
+    TIFF for a 16-bit depth map."""
+    from PIL import Image
+
+    cells = []
+    for j, frame in enumerate(frames):
+        buffer = io.BytesIO()
+        if camera.is_depth:
+            Image.fromarray(frame).save(buffer, format="TIFF")
+            name = f"frame-{j:06d}.tiff"
+        else:
+            Image.fromarray(frame).save(buffer, format="PNG", compress_level=1)
+            name = f"frame-{j:06d}.png"
+        cells.append({"bytes": buffer.getvalue(), "path": name})
+    return pa.array(cells, type=_IMAGE_TYPE)
+
+
+# The types pyarrow infers for LeRobot's annotation writer's rows (it passes no schema).
+_TOOL_CALL = pa.struct([("type", pa.string()), ("function", pa.struct([("name", pa.string()),
+                                                                      ("arguments", pa.struct([("text", pa.string())]))]))])
+LANGUAGE_TYPES = {
+    "language_persistent": pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
+                                               ("timestamp", pa.float64()), ("camera", pa.null()), ("tool_calls", pa.null())])),
+    "language_events": pa.list_(pa.struct([("role", pa.string()), ("content", pa.null()), ("style", pa.null()),
+                                           ("camera", pa.null()), ("tool_calls", pa.list_(_TOOL_CALL))])),
+}
+
+
+def _language_columns(episode_index: int, timestamps: np.ndarray, fps: int) -> dict[str, pa.Array]:
+    """A plan and a subtask on every row (persistent), a spoken line on every fourth frame
+    (events): what LeRobot's annotation pipeline writes."""
+    persistent = [{"role": "user", "content": f"plan for episode {episode_index}", "style": "plan", "timestamp": 0.0,
+                   "camera": None, "tool_calls": None},
+                  {"role": "assistant", "content": "reach the cube", "style": "subtask", "timestamp": 0.1, "camera": None,
+                   "tool_calls": None}]
+    events = []
+    for j, stamp in enumerate(timestamps.tolist()):
+        said = {"role": "assistant", "content": None, "style": None, "camera": None,
+                "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"at {stamp:.4f} s"}}}]}
+        events.append([said] if j % 4 == 1 else [])
+    return {"language_persistent": pa.array([persistent] * len(timestamps), LANGUAGE_TYPES["language_persistent"]),
+            "language_events": pa.array(events, LANGUAGE_TYPES["language_events"])}
 
 
 def write_sample_dataset(
@@ -259,7 +397,8 @@ def write_sample_dataset(
         raise FileExistsError(f"{root} already holds a dataset (meta/info.json exists)")
     lengths = spec.episode_lengths()
     features = _features(spec)
-    tabular = {k: v for k, v in features.items() if v["dtype"] != "video"}
+    tabular = {k: v for k, v in features.items() if v["dtype"] not in ("video", "image", "language")}
+    rows_of = [k for k, v in features.items() if v["dtype"] != "video"]  # the data parquet's columns
     root.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="lerobot-sample-", dir=root))
 
@@ -273,7 +412,8 @@ def write_sample_dataset(
     episode_rows: list[dict] = []
     episode_stats: list[dict] = []
     # Per camera: which episodes' temp files go into the current output file.
-    video_state = {c.key: {"loc": (0, 0), "pending": [], "bytes": 0, "duration": 0.0, "files": 0} for c in spec.cameras}
+    video_state = {c.key: {"loc": (0, 0), "pending": [], "bytes": 0, "duration": 0.0, "files": 0}
+                   for c in spec.cameras if c.is_video}
 
     def flush_video(camera_key: str) -> None:
         state = video_state[camera_key]
@@ -293,7 +433,13 @@ def write_sample_dataset(
                 task_strings.append(task)
         task_ids = np.array([task_strings.index(tasks[i]) for i in local_task], dtype=np.int64)
         columns = _episode_columns(spec, episode_index, length, global_index, task_ids)
-        table = _to_arrow({k: columns[k] for k in tabular}, features)
+        pictures = {c.key: _camera_frames(c, episode_index, length, camera_index) for camera_index, c in enumerate(spec.cameras)}
+        for camera in spec.cameras:
+            if not camera.is_video:
+                columns[camera.key] = _picture_column(pictures[camera.key], camera)
+        if spec.language:
+            columns.update(_language_columns(episode_index, columns["timestamp"], spec.fps))
+        table = _to_arrow({k: columns[k] for k in rows_of}, features)
 
         # Roll over when the estimated file size would reach the limit (LeRobot's rule).
         if data_writer is not None:
@@ -324,13 +470,17 @@ def write_sample_dataset(
         }
         stats = {k: feature_stats(columns[k]) for k in tabular}
 
-        for camera_index, camera in enumerate(spec.cameras):
-            frames = np.stack(
-                [identity_frame(episode_index, j, camera.height, camera.width, camera_index) for j in range(length)]
-            )
-            stats[camera.key] = feature_stats(frames, image=True)
+        for camera in spec.cameras:
+            frames = pictures[camera.key]
+            # Depth statistics are in the stored unit (millimetres), colour ones in [0, 1].
+            stats[camera.key] = feature_stats(frames[..., None] if frames.ndim == 3 else frames, image=True,
+                                              scale=1.0 if camera.is_depth else 255.0)
+            if not camera.is_video:
+                continue
             ep_path = workdir / f"{camera.key}-{episode_index:06d}.mp4"
-            encode_episode_video(frames, ep_path, spec.fps, crf=spec.crf, gop=spec.gop, preset=spec.preset)
+            encode_episode_video(_depth_codes(frames) if camera.is_depth else frames, ep_path, spec.fps, crf=spec.crf,
+                                 gop=camera.gop or spec.gop, preset=spec.preset, codec="hevc" if camera.is_depth else camera.codec,
+                                 pix_fmt="gray12le" if camera.is_depth else camera.pix_fmt, bframes=camera.bframes)
             size = ep_path.stat().st_size
             duration = video_duration_s(ep_path)
             state = video_state[camera.key]
@@ -362,13 +512,16 @@ def write_sample_dataset(
 
     if data_writer is not None:
         data_writer.close()
-    for camera in spec.cameras:
-        flush_video(camera.key)
+    for key in video_state:
+        flush_video(key)
     shutil.rmtree(workdir)
 
     # --- metadata -------------------------------------------------------------------------
     episodes_path = root / EPISODES_PATH.format(chunk_index=0, file_index=0)
     episodes_path.parent.mkdir(parents=True, exist_ok=True)
+    if not spec.episode_tasks_column:
+        for row in episode_rows:
+            del row["tasks"]
     episodes_table = pa.Table.from_pylist(episode_rows)
     with pq.ParquetWriter(episodes_path, episodes_table.schema, compression="snappy", use_dictionary=True) as writer:
         for start in range(0, len(episode_rows), EPISODES_METADATA_BUFFER):
@@ -388,7 +541,7 @@ def write_sample_dataset(
         "data_files_size_in_mb": spec.data_files_size_in_mb,
         "video_files_size_in_mb": spec.video_files_size_in_mb,
         "data_path": DATA_PATH,
-        "video_path": VIDEO_PATH if spec.cameras else None,
+        "video_path": VIDEO_PATH if video_state else None,
         "robot_type": spec.robot_type,
         "splits": {"train": f"0:{len(lengths)}"},
         **spec.extra_info,
@@ -402,7 +555,7 @@ def write_sample_dataset(
         episodes=len(lengths),
         frames=int(sum(lengths)),
         data_files=data_files,
-        video_files={c.key: video_state[c.key]["files"] for c in spec.cameras},
+        video_files={key: state["files"] for key, state in video_state.items()},
         bytes=total_bytes,
     )
 

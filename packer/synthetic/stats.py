@@ -8,11 +8,12 @@ import numpy as np
 QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
 
 
-def feature_stats(array: np.ndarray, *, image: bool = False) -> dict[str, np.ndarray]:
-    """Per-feature stats like LeRobot's: min/max/mean/std/count and q01..q99."""
+def feature_stats(array: np.ndarray, *, image: bool = False, scale: float = 255.0) -> dict[str, np.ndarray]:
+    """Per-feature stats like LeRobot's: min/max/mean/std/count and q01..q99. ``image``:
+    (frames, H, W, C) values divided by ``scale`` (255 for colour, 1 for depth in its unit)."""
     if image:
-        # (frames, H, W, C) uint8 -> per-channel stats in [0, 1] shaped (C, 1, 1)
-        data = array.astype(np.float64) / 255.0
+        # (frames, H, W, C) -> per-channel stats shaped (C, 1, 1)
+        data = array.astype(np.float64) / scale
         flat = data.reshape(-1, data.shape[-1])
         shape = (data.shape[-1], 1, 1)
         count = array.shape[0]

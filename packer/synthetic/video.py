@@ -14,8 +14,14 @@ import av
 import numpy as np
 
 
-def encode_episode_video(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int) -> None:
-    """Encode RGB frames (T, H, W, 3) uint8 to an mp4 like LeRobot: libsvtav1, yuv420p.
+def encode_episode_video(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int,
+                         codec: str = "av1", pix_fmt: str = "yuv420p", bframes: int = 0) -> None:
+    """Encode frames to an mp4 like LeRobot's writer: RGB (T, H, W, 3) uint8 with libsvtav1
+    (``codec="av1"``, LeRobot's default), libx264 (``"h264"``) or libx265 (``"hevc"``) in
+    ``pix_fmt``, or a depth map's 12-bit codes (T, H, W) uint16 as LeRobot's default depth
+    encoder writes them (``pix_fmt="gray12le"``: lossless HEVC). ``bframes``: B-frames x264/x265
+    may put between references (with a long ``gop`` they are real, as in LeRobot's h264 and
+    hevc encodes, which keep the encoders' defaults).
 
     Once in many hundreds of test runs (never reproduced in 600 stress encodes) the muxer
     refused an SVT-AV1 packet with EINVAL; the encode is then redone once from scratch, with
@@ -23,7 +29,10 @@ def encode_episode_video(frames: np.ndarray, path: Path, fps: int, *, crf: int, 
     """
     for attempt in (1, 2):
         try:
-            _encode_once(frames, path, fps, crf=crf, gop=gop, preset=preset)
+            if codec == "av1":
+                _encode_once(frames, path, fps, crf=crf, gop=gop, preset=preset)
+            else:
+                _encode_x26x(frames, path, fps, codec=codec, pix_fmt=pix_fmt, crf=crf, gop=gop, bframes=bframes)
             return
         except av.error.ArgumentError as err:
             path.unlink(missing_ok=True)
@@ -43,6 +52,38 @@ def _encode_once(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int
         for index, frame in enumerate(frames):
             # Explicit timestamps (the bytes are the same as the encoder's own numbering).
             picture = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            picture.pts, picture.time_base = index, Fraction(1, fps)
+            for packet in stream.encode(picture):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def _encode_x26x(frames: np.ndarray, path: Path, fps: int, *, codec: str, pix_fmt: str, crf: int, gop: int,
+                 bframes: int) -> None:
+    if codec == "hevc":
+        # cu-tree off and a CTU that fits twice: x265 corrupts its heap on small frames otherwise
+        # (packer.shard.members.EncodeSettings.options).
+        side = min(frames.shape[1], frames.shape[2])
+        ctu = 64 if side >= 128 else 32 if side >= 64 else 16
+        params = f"keyint={gop}:min-keyint={gop}:bframes={bframes}:ctu={ctu}:cutree=0:log-level=error"
+        if pix_fmt.startswith("gray"):
+            params += ":lossless=1"
+        options = {"crf": str(crf), "preset": "ultrafast" if bframes == 0 else "medium", "x265-params": params}
+    else:
+        options = {"crf": str(crf), "preset": "medium", "g": str(gop), "bf": str(bframes)}
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx265" if codec == "hevc" else "libx264", fps, options=options)
+        stream.pix_fmt = pix_fmt
+        stream.height, stream.width = frames.shape[1], frames.shape[2]
+        stream.codec_context.time_base = Fraction(1, fps)
+        if codec == "hevc":
+            stream.codec_tag = "hvc1"
+        for index, frame in enumerate(frames):
+            if frame.ndim == 2:
+                picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="gray12le")
+            else:
+                picture = av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format=pix_fmt)
             picture.pts, picture.time_base = index, Fraction(1, fps)
             for packet in stream.encode(picture):
                 container.mux(packet)

@@ -7,7 +7,7 @@ _EXPORTS = {
     "reader.fetch.disk_cache": ["DiskCache", "range_key"],
     "reader.fetch.catalog": ["CatalogPack", "EpisodeCatalog"],
     "reader.fetch.packed_index": ["PackedIndex"],
-    "reader.fetch.episode_pool": ["EpisodeFetcher"],
+    "reader.fetch.episode_pool": ["EpisodeFetcher", "column_values"],
     "reader.fetch.prefetch": ["Prefetcher", "PrefetchError"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)

@@ -47,9 +47,16 @@ def _holds_structs(arrow_type: pa.DataType) -> bool:
     return pa.types.is_struct(arrow_type)
 
 
-def _column_tensor(array: pa.ChunkedArray):
-    """Columns as LeRobot returns them: ``torch.tensor(python value)`` semantics, so ints
-    become int64 and floats float32 (the default dtype), bools stay bool."""
+def column_values(array: pa.ChunkedArray):
+    """An episode's column as LeRobot returns its values: ``torch.tensor(python value)``
+    semantics, so ints become int64 and floats float32 (the default dtype), bools stay bool;
+    an image feature's pictures as their bytes; strings and lists of records (language
+    columns) as Python values. Returns a tensor with the rows first, or a list."""
+    if isinstance(array.type, pa.ExtensionType):
+        # Extension types are whatever the process registered: with ``datasets`` imported (as
+        # under lerobot-train), LeRobot's 2-D..5-D features read as its ArrayND types. Their
+        # storage is the plain nested list the values are.
+        array = pa.chunked_array([chunk.storage for chunk in array.chunks], type=array.type.storage_type)
     arrow_type = array.type
     if pa.types.is_struct(arrow_type) and arrow_type.get_field_index("bytes") >= 0:
         # An image feature ({bytes, path} per row): the pictures' bytes, decoded when a sample needs one.
@@ -310,7 +317,7 @@ class EpisodeFetcher:
                 f"{storage.describe(shard_parquet_path(entry.shard))}: rows [{entry.row_start}, "
                 f"{entry.row_start + entry.length}) are not episode {entry.episode_index}'s"
             )
-        columns = {name: _column_tensor(rows[name]) for name in rows.column_names}
+        columns = {name: column_values(rows[name]) for name in rows.column_names}
         video: dict[str, bytes] = {}
         if size:
             blob = cached

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from reader.errors import FormatError, MixtureSpecError
+from reader.format.features import is_depth_feature
 from reader.format.fields import is_sha256_hex, load_json
 from reader.format.layout import check_key, safe_relative_path
 from reader.format.limits import (
@@ -48,19 +49,24 @@ class FeatureInfo:
     """One feature as ``mixture.json`` records it (a subset of the manifest's feature).
 
     Attributes:
-        dtype: LeRobot dtype (``float32``, ``int64``, ``bool``, ``video``, ...).
+        dtype: LeRobot dtype (``float32``, ``int64``, ``bool``, ``video``, ``image``, ...).
         shape: LeRobot shape; cameras are (H, W, C).
         names: per-dimension names when the source has them (joint names), else None.
+        depth: a camera holding depth maps (float32 in a unit, not colour); written only when
+            true (files without it: read from the manifest feature's ``is_depth_map``).
     """
 
     dtype: str
     shape: tuple[int, ...]
     names: tuple[str, ...] | None = None
+    depth: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
         if self.names is not None:
             out["names"] = list(self.names)
+        if self.depth:
+            out["depth"] = True
         return out
 
     @classmethod
@@ -81,7 +87,55 @@ class FeatureInfo:
             names = next(iter(names.values()), None) if len(names) == 1 else None
         if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
             names = None
-        return cls(dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None)
+        depth = data.get("depth") is True or is_depth_feature(data)
+        return cls(dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None, depth=depth)
+
+
+def _reader_dtype(kinds: set[str]) -> str | None:
+    """The dtype a reader yields for a numeric feature of these LeRobot dtypes (``torch.tensor``
+    of Python values: bool, int64 or float32), or None when one is not numeric."""
+    try:
+        found = {np.dtype(kind).kind for kind in kinds}
+    except TypeError:
+        return None
+    if not found <= set("biuf"):
+        return None
+    return "bool" if found == {"b"} else "int64" if found <= {"i", "u"} else "float32"
+
+
+def partial_features(
+    datasets: Sequence[tuple[str, Mapping[str, FeatureInfo]]], *, exclude: Collection[str] = ()
+) -> tuple[dict[str, tuple[tuple[int, ...], str]], dict[str, tuple[str, ...]]]:
+    """The features only some datasets of a mixture have (besides ``exclude``: cameras and padded
+    vectors, which have their own rules), split by what a batch can do with them.
+
+    Returns:
+        ``(filled, dropped)``: ``filled`` maps a numeric key of one sample shape to that shape
+        and the dtype a reader yields for it (datasets without it get zeros and a mask);
+        ``dropped`` maps every other key (strings, language, shapes that differ) to the names
+        of the datasets that have it (left out of every sample, and said so).
+    """
+    present = [frozenset(features) for _, features in datasets]
+    if not present:
+        return {}, {}
+    common = frozenset.intersection(*present)
+    filled: dict[str, tuple[tuple[int, ...], str]] = {}
+    dropped: dict[str, tuple[str, ...]] = {}
+    for key in sorted(frozenset.union(*present) - common - set(exclude)):
+        having = [(name, features[key]) for name, features in datasets if key in features]
+        shapes = {sample_shape(f.shape) for _, f in having}
+        dtype = _reader_dtype({f.dtype for _, f in having})
+        if dtype is not None and len(shapes) == 1:
+            filled[key] = (shapes.pop(), dtype)
+        else:
+            dropped[key] = tuple(name for name, _ in having)
+    return filled, dropped
+
+
+def sample_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    """A feature's shape as a sample holds it: LeRobot declares scalars as ``(1,)`` and readers
+    yield them 0-d, so the two are one."""
+    return () if tuple(shape) == (1,) else tuple(shape)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from torch.utils.data import default_collate
 from reader.decode.wire import ENCODED_KEY
 from reader.decode.wire import collate as collate_encoded
 from reader.errors import ArgumentError
+from reader.format.features import LANGUAGE_COLUMNS
 from reader.runtime.frame_ring import FrameRing, layout_bytes, views
 
 LEASE_KEY = "__frame_lease__"
@@ -37,7 +38,15 @@ def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: Frame
 
     The batch carries ``LEASE_KEY``. Samples that carry encoded video (``decode_device``) are
     collated by ``reader.decode.stage.collate`` instead (members deduplicated, nothing decoded).
+    LeRobot's language columns stay a list of each sample's value (LeRobot's own collate keeps
+    them out of ``default_collate`` too).
     """
+    languages = [k for k in LANGUAGE_COLUMNS if k in samples[0]]
+    if languages:  # lists of messages, one per sample (default_collate would transpose them)
+        kept = {k: [s[k] for s in samples] for k in languages}
+        batch = collate_batch([{k: v for k, v in s.items() if k not in kept} for s in samples], frame_keys=frame_keys,
+                              ring=ring, float_frames=float_frames)
+        return {**batch, **kept}
     if any(ENCODED_KEY in s for s in samples):
         batch = collate_encoded(samples)
         batch[LEASE_KEY] = None

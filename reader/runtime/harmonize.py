@@ -11,15 +11,20 @@ Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply``. ``docs/FORMAT.m
 * Vector features in ``pad_keys`` (``observation.state``, ``action``) are zero-padded at the
   end to the widest dataset, with ``<key>_mask`` (bool, padded width; True = real value). A
   dataset without the key gets zeros and an all-False mask.
-* Cameras: the union over datasets; all datasets must agree on a camera's (H, W, C). A
-  camera a dataset lacks is filled with zeros of the common shape (float32, or uint8 with
-  ``return_uint8``), with ``<camera>_mask = False`` (0-d bool; True where present) and, if
-  windowed, ``<camera>_is_pad`` all True.
+* Cameras (video and image features): the union over datasets; all datasets must agree on a
+  camera's (H, W, C). A camera a dataset lacks is filled with zeros of the common shape
+  (float32, or uint8 with ``return_uint8``; depth cameras float32 always), with
+  ``<camera>_mask = False`` (0-d bool; True where present) and, if windowed,
+  ``<camera>_is_pad`` all True.
 * ``delta_timestamps`` are in seconds and keyed by mixture names; each dataset resolves them
   at its own fps (``reader.plan.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
   30 fps and 1 frame at 10 fps.
-* Other keys are kept only when every dataset has them, with equal shapes; dtypes that
-  differ are promoted (``numpy.result_type``).
+* Other keys are kept when every dataset has them, with equal shapes; dtypes that differ are
+  promoted (``numpy.result_type``). A numeric key only some datasets have (a ``reward``
+  added to one with LeRobot's ``modify_features``) is kept the same way, filled with zeros
+  where it is missing and marked by ``<key>_mask`` (0-d bool), as a camera is. A key that can
+  be neither (strings, language columns, shapes that differ, only in some datasets) is left
+  out and named in ``dropped`` (``MixtureDataset`` warns with it; ``mixture create`` reports it).
 * Every sample gets ``dataset_index`` (int64) and ``dataset_name`` (str).
 """
 
@@ -38,6 +43,8 @@ from reader.format.mixture import (
     PAD_SUFFIX,
     FeatureInfo,
     MixtureSpec,
+    partial_features,
+    sample_shape,
 )
 from reader.plan.windows import (
     DEFAULT_TOLERANCE_S,
@@ -74,6 +81,11 @@ class FeatureHarmonizer:
         keys: mixture keys every harmonized sample carries (plus ``_mask``, ``_is_pad``,
             ``task``, ``dataset_index`` and ``dataset_name``).
         cameras: ``{camera: (C, H, W)}``, the union over datasets.
+        depth_cameras: the cameras that hold depth maps (their fill is float32).
+        filled: ``{key: (sample shape, dtype)}`` of numeric keys some datasets lack (zeros of the
+            dtype the reader yields for them, and a mask, there).
+        dropped: ``{key: [dataset names that have it]}``: keys only some datasets have that
+            cannot be filled, left out of every sample.
         pad_widths: ``{vector key: padded width}``.
         widths: per dataset ``{vector key: its own width}`` (absent: the dataset lacks it).
         present: per dataset, the mixture keys it provides.
@@ -89,6 +101,9 @@ class FeatureHarmonizer:
     key_maps: tuple[Mapping[str, str | None], ...]
     keys: tuple[str, ...]
     cameras: Mapping[str, tuple[int, int, int]]
+    depth_cameras: frozenset[str]
+    filled: Mapping[str, tuple[tuple[int, ...], str]]
+    dropped: Mapping[str, tuple[str, ...]]
     pad_widths: Mapping[str, int]
     widths: tuple[Mapping[str, int], ...]
     present: tuple[frozenset[str], ...]
@@ -152,10 +167,13 @@ class FeatureHarmonizer:
 
         cameras: dict[str, tuple[int, int, int]] = {}
         camera_owner: dict[str, str] = {}
+        depth_cameras: set[str] = set()
         for d, feats in zip(datasets, mapped_features):
             for key, feature in feats.items():
-                if feature.dtype != "video":
+                if feature.dtype not in ("video", "image"):
                     continue
+                if feature.depth:
+                    depth_cameras.add(key)
                 if len(feature.shape) != 3:
                     raise HarmonizeError(f"dataset {d.name!r}: camera {key!r} has shape {feature.shape}; expected (H, W, C)")
                 height, width, channels = feature.shape
@@ -173,7 +191,7 @@ class FeatureHarmonizer:
             own = {}
             for key in pad_keys:
                 if key in feats:
-                    if feats[key].dtype == "video" or len(feats[key].shape) != 1:
+                    if feats[key].dtype in ("video", "image") or len(feats[key].shape) != 1:
                         raise HarmonizeError(f"dataset {d.name!r}: pad key {key!r} has shape {feats[key].shape}; only 1-D vectors are padded")
                     own[key] = feats[key].shape[0]
                     pad_widths[key] = max(pad_widths.get(key, 0), own[key])
@@ -181,16 +199,19 @@ class FeatureHarmonizer:
 
         present = tuple(frozenset(f) for f in mapped_features)
         common = frozenset.intersection(*present) - set(cameras) - set(pad_widths)
+        # Keys only some datasets have: numeric ones of one shape are filled where missing (with a
+        # mask), the rest are named and left out, never dropped in silence.
+        filled, dropped = partial_features(list(zip(names, mapped_features)), exclude=set(cameras) | set(pad_widths))
         dtypes: dict[str, str] = {}
         for key in sorted(common):
-            shapes = {_sample_shape(f[key].shape) for f in mapped_features}
+            shapes = {sample_shape(f[key].shape) for f in mapped_features}
             if len(shapes) > 1:
                 seen = ", ".join(f"{n!r} {f[key].shape}" for n, f in zip(names, mapped_features))
                 raise HarmonizeError(
                     f"feature {key!r} has different shapes across datasets ({seen}); add it to pad_keys if it is a "
                     f"vector, or drop it with key_map {{name: {{{key!r}: None}}}}"
                 )
-        for key in sorted(common | set(pad_widths)):
+        for key in sorted(common | set(pad_widths) | set(filled)):
             kinds = {f[key].dtype for f in mapped_features if key in f}
             if len(kinds) > 1:
                 try:
@@ -205,16 +226,17 @@ class FeatureHarmonizer:
                 dtypes[key] = str(promoted)
 
         order = [k for feats in mapped_features for k in feats]
-        keys = tuple(dict.fromkeys(k for k in order if k in common or k in cameras or k in pad_widths))
+        keys = tuple(dict.fromkeys(k for k in order if k in common or k in cameras or k in pad_widths or k in filled))
 
         windows = {k: tuple(float(s) for s in v) for k, v in (delta_timestamps or {}).items()}
         orphans = sorted(k for k in windows if not any(k in p for p in present))
         if orphans:
             raise HarmonizeError(f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}")
-        dropped = sorted(k for k in windows if k not in keys)
-        if dropped:
+        unbatchable = sorted(k for k in windows if k not in keys)
+        if unbatchable:
             raise HarmonizeError(
-                f"delta_timestamps keys {dropped} are not in every dataset, so samples would not batch; "
+                f"delta_timestamps keys {unbatchable} are not in every dataset and cannot be filled where missing "
+                f"(not numeric, or shapes differ), so samples would not batch; "
                 f"map them with key_map or add vector keys to pad_keys"
             )
         offsets = []
@@ -231,6 +253,9 @@ class FeatureHarmonizer:
             key_maps=tuple(key_maps),
             keys=keys,
             cameras=cameras,
+            depth_cameras=frozenset(depth_cameras),
+            filled=filled,
+            dropped=dropped,
             pad_widths=pad_widths,
             widths=tuple(widths),
             present=present,
@@ -256,7 +281,7 @@ class FeatureHarmonizer:
     def output_keys(self) -> list[str]:
         """Every key of a harmonized sample, in order (``task`` and the dataset keys last)."""
         out = list(self.keys)
-        out += [k + MASK_SUFFIX for k in self.keys if k in self.cameras or k in self.pad_widths]
+        out += [k + MASK_SUFFIX for k in self.keys if k in self.cameras or k in self.pad_widths or k in self.filled]
         out += [k + PAD_SUFFIX for k in self.delta_timestamps]
         return out + ["task", "dataset_index", "dataset_name"]
 
@@ -304,7 +329,17 @@ class FeatureHarmonizer:
                 elif not have:
                     channels, height, width = self.cameras[key]
                     shape = (channels, height, width) if steps in (None, 1) else (steps, channels, height, width)
-                    out[key] = torch.zeros(shape, dtype=torch.uint8 if self.return_uint8 else torch.float32)
+                    colour_uint8 = self.return_uint8 and key not in self.depth_cameras
+                    out[key] = torch.zeros(shape, dtype=torch.uint8 if colour_uint8 else torch.float32)
+                out[key + MASK_SUFFIX] = torch.tensor(have)
+            elif key in self.filled:
+                have = key in renamed
+                if have:
+                    out[key] = renamed[key]
+                else:
+                    shape, kind = self.filled[key]
+                    shape = shape if steps is None else (steps, *shape)
+                    out[key] = torch.zeros(shape, dtype=_torch_dtype(self.dtypes.get(key, kind)))
                 out[key + MASK_SUFFIX] = torch.tensor(have)
             elif key in self.pad_widths:
                 width = self.pad_widths[key]
@@ -334,9 +369,6 @@ class FeatureHarmonizer:
         return out
 
 
-def _sample_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-    # LeRobot declares scalars as shape (1,) and the reader yields them 0-d: treat them alike.
-    return () if tuple(shape) == (1,) else tuple(shape)
 
 
 def _hwc(chw: tuple[int, int, int]) -> tuple[int, int, int]:

@@ -1,0 +1,148 @@
+"""Every LeRobot layout packs and reads back as LeRobot reads it (issue 40).
+
+Datasets written by the project's LeRobot writer in the layouts real Hub datasets use besides
+LeRobot's default (image features, depth as video and as pictures, h264/hevc sources with
+B-frames and 4:4:4, odd sizes, no video at all, episodes metadata without ``tasks``, language
+columns) are packed, and every anchor is compared with the independent oracle
+(``tests/lerobot_reference.py``: PIL for pictures, PyAV for depth video, LeRobot's formulas),
+which ``make parity`` checks against LeRobot itself on datasets LeRobot's own writer made.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
+from reader import PackedDataset
+from tests.lerobot_reference import reference_item
+
+TOP, WRIST, DEPTH, DEPTH_IMG = "observation.images.top", "observation.images.wrist", "observation.depth", "observation.depth_image"
+
+LAYOUTS = {
+    # An RGB video beside a picture camera, a depth video (LeRobot's depth encoder: 12-bit codes,
+    # lossless HEVC) and a depth picture camera; language columns; no episodes tasks column.
+    "images-depth-language": SampleSpec(
+        episodes=3, lengths=(6, 1, 9), seed=2, language=True, episode_tasks_column=False,
+        cameras=(CameraSpec(TOP, 48, 64), CameraSpec(WRIST, 32, 40, kind="image"),
+                 CameraSpec(DEPTH, 48, 64, kind="depth_video"), CameraSpec(DEPTH_IMG, 24, 32, kind="depth_image"))),
+    # h264 with B-frames in a long GOP and hevc 4:4:4 with B-frames: copy mode must cut them.
+    "bframes": SampleSpec(
+        episodes=3, lengths=(14, 9, 11), seed=3,
+        cameras=(CameraSpec(TOP, 64, 96, codec="h264", gop=30, bframes=3),
+                 CameraSpec(WRIST, 64, 128, codec="hevc", pix_fmt="yuv444p", gop=8, bframes=4))),
+    # No video at all ("video_path": null): pictures and a 16-bit depth picture only.
+    "no-video": SampleSpec(
+        episodes=2, lengths=(5, 7), seed=4,
+        cameras=(CameraSpec(WRIST, 32, 40, kind="image"), CameraSpec(DEPTH_IMG, 24, 32, kind="depth_image"))),
+    # An odd-sized camera: copy is exact; a re-encode codes it 4:4:4 (4:2:0 cannot hold odd sides).
+    "odd-size": SampleSpec(episodes=2, lengths=(6, 4), seed=5, cameras=(CameraSpec(TOP, 97, 131),)),
+}
+
+
+def _configs(features: dict, fps: int):
+    cameras = [k for k, f in features.items() if f["dtype"] in ("video", "image")]
+    windowed = {**{k: [-1 / fps, 0.0] for k in cameras}, "action": [0.0, 1 / fps, 2 / fps],
+                "observation.state": [-5 / fps, 0.0]}
+    return [("single", None, True), ("windowed", windowed, True), ("float", windowed, False)]
+
+
+def assert_like_lerobot(expected: dict, actual: dict, *, images: set[str], where: str, lossy: set[str] = frozenset(),
+                        min_psnr: float = 35.0) -> None:
+    """Equal keys, dtypes, shapes and values; 8-bit pictures that ours gives as uint8
+    (``return_uint8``) are compared as ``/ 255`` (LeRobot gives them float32 whatever it is
+    asked); ``lossy`` keys (re-encoded colour video) by PSNR."""
+    assert set(expected) == set(actual), f"{where}: keys {set(expected) ^ set(actual)}"
+    for key, value in expected.items():
+        other = actual[key]
+        if not isinstance(value, torch.Tensor):
+            assert other == value, f"{where}: {key}: {other!r} != {value!r}"
+            continue
+        if key in images and other.dtype == torch.uint8 and value.dtype == torch.float32:
+            other = other.to(torch.float32).div(255)
+        assert (other.dtype, other.shape) == (value.dtype, value.shape), \
+            f"{where}: {key}: {other.dtype}{tuple(other.shape)} != {value.dtype}{tuple(value.shape)}"
+        if key in lossy:
+            scale = 1.0 if value.dtype == torch.uint8 else 255.0
+            mse = float((value.double() * scale - other.double() * scale).pow(2).mean())
+            assert mse == 0 or 10 * math.log10(255.0**2 / mse) >= min_psnr, f"{where}: {key} below {min_psnr} dB"
+            continue
+        assert torch.equal(other, value), f"{where}: {key}: values differ (max {(other.double() - value.double()).abs().max()})"
+
+
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def layout(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(request.param) / "src"
+    write_sample_dataset(root, LAYOUTS[request.param])
+    return request.param, root
+
+
+def _check_pack(source, pack, *, lossy: set[str] = frozenset()):
+    info = json.loads((source / "meta/info.json").read_text())
+    images = {k for k, f in info["features"].items() if f["dtype"] == "image"}
+    compared = 0
+    for config, delta, uint8 in _configs(info["features"], info["fps"]):
+        for sample in PackedDataset(str(pack), delta_timestamps=delta, return_uint8=uint8, shuffle=False):
+            index = int(sample["index"])
+            expected = reference_item(source, index, delta, return_uint8=uint8)
+            assert_like_lerobot(expected, sample, images=images, lossy=lossy, where=f"{pack.name} {config} index {index}")
+            compared += 1
+    assert compared == 3 * info["total_frames"]
+
+
+def test_copy_pack_equals_lerobot(layout, tmp_path):
+    name, source = layout
+    pack = tmp_path / "copy"
+    report = pack_dataset(str(source), str(pack))
+    assert report.reencoded_episodes == []  # B-frame sources are cut, not re-encoded
+    _check_pack(source, pack)
+
+
+def test_reencoded_pack_equals_lerobot_but_colour_video(layout, tmp_path):
+    """``--video hevc``: colour video within 35 dB; pictures, depth and every other value exact
+    (depth is cut, or re-encoded losslessly, never as 8-bit colour)."""
+    name, source = layout
+    info = json.loads((source / "meta/info.json").read_text())
+    videos = [k for k, f in info["features"].items() if f["dtype"] == "video"]
+    if not videos:
+        pytest.skip("no video to re-encode")
+    pack = tmp_path / "hevc"
+    pack_dataset(str(source), str(pack), video="hevc")
+    depth = {k for k in videos if info["features"][k]["info"].get("is_depth_map")}
+    _check_pack(source, pack, lossy=set(videos) - depth)
+    manifest = json.loads((pack / "manifest.json").read_text())
+    for key in set(videos) - depth:
+        odd = any(side % 2 for side in info["features"][key]["shape"][:2])
+        chroma_full = info["features"][key]["info"]["video.pix_fmt"].startswith("yuv444")
+        assert manifest["features"][key]["info"]["video.pix_fmt"] == ("yuv444p" if odd or chroma_full else "yuv420p")
+    for key in depth:  # a depth camera keeps its source's description: it was not re-encoded lossily
+        assert manifest["features"][key]["info"] == info["features"][key]["info"]
+
+
+def test_extension_typed_columns_read_as_their_storage():
+    """With ``datasets`` imported (lerobot-train's process), pyarrow reads LeRobot's 2-D..5-D
+    features as ``datasets``' ArrayND extension types: the reader yielded Python lists for them
+    there (found by ``make parity``); it reads the storage instead, a (rows, 2, 3) float32 tensor."""
+    import pyarrow as pa
+
+    from reader.fetch import column_values
+
+    class Array2DLike(pa.ExtensionType):
+        def __init__(self):
+            super().__init__(pa.list_(pa.list_(pa.float32())), "lerobot_shards_test.array2d")
+
+        def __arrow_ext_serialize__(self) -> bytes:
+            return b""
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type, serialized):
+            return cls()
+
+    storage = pa.array([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]] * 4, pa.list_(pa.list_(pa.float32())))
+    column = pa.chunked_array([pa.ExtensionArray.from_storage(Array2DLike(), storage)])
+    values = column_values(column)
+    assert isinstance(values, torch.Tensor) and values.dtype == torch.float32 and values.shape == (4, 2, 3)
+    assert values[3].tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
