@@ -25,6 +25,7 @@ test-fast: install-test
 parity: install
 	bash scripts/parity_setup.sh
 	.venv-parity/bin/python scripts/parity_check.py
+	.venv-parity/bin/python scripts/parity_matrix.py
 	.venv-parity/bin/python scripts/parity_train.py
 
 bench: install-test

@@ -23,6 +23,8 @@ _EXPORTS = {
     "packer.run.pack": ["pack_dataset", "PackReport", "PackProgress"],
     "packer.options": ["PackOptions", "PackRunOptions"],
     "packer.run.finalize": ["finalize"],
+    "packer.run.check": ["check_dataset"],
+    "packer.shard.check": ["SourceCheck", "Finding"],
     "packer.source.lerobot": ["LeRobotSource"],
     "packer.tools.verify": ["verify", "VerifyReport"],
     "packer.tools.summary": ["summarize"],

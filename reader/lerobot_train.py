@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from reader.errors import ArgumentError, LeRobotTrainError
+from reader.format.features import LANGUAGE_COLUMNS
 from reader.loader import BatchLoader
 from reader.option_fields import OptionField, describe_options, option, option_fields
 from reader.read_options import ReadOptions
@@ -222,6 +223,8 @@ class TrainLoader:
     def __iter__(self) -> Iterator[dict]:
         self.loader.set_epoch(self.epoch)  # the loaded state's epoch continues from its offset
         for batch in self.loader:
+            for key in LANGUAGE_COLUMNS:  # LeRobot's own collate (lerobot_collate_fn) leaves them out of batches
+                batch.pop(key, None)
             if self._log is not None:
                 record = {"epoch": self.epoch, **{k: batch[k].tolist() for k in ("dataset_index", "episode_index", "index") if k in batch}}
                 self._log.write(json.dumps(record) + "\n")

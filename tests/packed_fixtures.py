@@ -153,3 +153,15 @@ def edit_episodes_metadata(root: Path, edit) -> None:
         for row in rows:
             edit(row)
         pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(path)), path)
+
+
+def shift_video_window(root: Path, episode: int, key: str, *, start: float = 0.0, end: float = 0.0) -> None:
+    """Move one episode's video window of camera ``key`` in its episodes metadata by ``start``
+    and ``end`` seconds (a window reaching into the next episode, or starting off a keyframe)."""
+
+    def edit(row):
+        if row["episode_index"] == episode:
+            row[f"videos/{key}/from_timestamp"] += start
+            row[f"videos/{key}/to_timestamp"] += end
+
+    edit_episodes_metadata(root, edit)

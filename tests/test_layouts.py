@@ -146,3 +146,59 @@ def test_extension_typed_columns_read_as_their_storage():
     values = column_values(column)
     assert isinstance(values, torch.Tensor) and values.dtype == torch.float32 and values.shape == (4, 2, 3)
     assert values[3].tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width`` x ``height`` RGB pixels, with a few bytes of data."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def _replace_picture(root, key: str, cell) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = sorted((root / "data").glob("*/*.parquet"))[0]
+    table = pq.read_table(path)
+    cells = table[key].to_pylist()
+    cells[0] = cell
+    table = table.set_column(table.schema.get_field_index(key), key, pa.array(cells, table.schema.field(key).type))
+    pq.write_table(table, path)
+
+
+@pytest.mark.parametrize("cell,message", [
+    ({"bytes": _png_header_only(2000, 1500), "path": "big.png"}, r"a PNG image of 1500x2000x3 values; its feature's shape allows 3,840 values"),
+    ({"bytes": _png_header_only(50_000, 50_000), "path": "bomb.png"}, r"header claims more pixels than Pillow decodes"),
+    ({"bytes": b"GIF89a" + bytes(64), "path": "x.gif"}, r"not an image Pillow opens as PNG/TIFF/JPEG/WEBP"),
+    ({"bytes": None, "path": "/etc/passwd"}, r"no embedded picture bytes \(a path only\)"),
+])
+def test_hostile_pictures_are_refused_by_name_before_decoding(tmp_path, cell, message):
+    """A picture's header is held to its feature's shape before a pixel is decoded; foreign
+    formats and path-only cells (a file the dataset would have a reader open) are refused."""
+    from packer import SourceError
+
+    root = tmp_path / "src"
+    write_sample_dataset(root, SampleSpec(episodes=1, lengths=(3,), cameras=(CameraSpec(WRIST, 32, 40, kind="image"),)))
+    _replace_picture(root, WRIST, cell)
+    with pytest.raises(SourceError, match=rf"episode 0, image feature {WRIST}, frame 0: .*{message}"):
+        pack_dataset(str(root), str(tmp_path / "out"))
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_depth_quantizer_lerobot_cannot_read_is_refused_at_the_start(tmp_path):
+    from packer import SourceError
+
+    root = tmp_path / "src"
+    write_sample_dataset(root, SampleSpec(episodes=1, lengths=(3,), cameras=(CameraSpec(DEPTH, 48, 64, kind="depth_video"),)))
+    info = json.loads((root / "meta/info.json").read_text())
+    info["features"][DEPTH]["info"]["video.depth_min"] = "near"
+    (root / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(SourceError, match=rf"feature '{DEPTH}': info video.depth_min must be a finite number, found 'near'"):
+        pack_dataset(str(root), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

@@ -22,6 +22,7 @@ from tests.packed_fixtures import (
     edit_episodes_metadata,
     episodes_index,
     member_bytes,
+    shift_video_window,
 )
 
 TOP = CAMERAS[0]
@@ -61,12 +62,7 @@ def test_a_truncated_video_names_the_episode_file_and_cause(sample_source, tmp_p
 
 def test_a_longer_video_is_trimmed_under_pad_and_still_verifies(sample_source, tmp_path):
     root = copy_source(sample_source, tmp_path)
-
-    def longer(row):  # episode 2's window reaches 2 frames into episode 3
-        if row["episode_index"] == 2:
-            row[f"videos/{TOP}/to_timestamp"] += 2 / 30
-
-    edit_episodes_metadata(root, longer)
+    shift_video_window(root, 2, TOP, end=2 / 30)  # episode 2's window reaches 2 frames into episode 3
     dst = tmp_path / "out"
     with pytest.raises(FrameMismatchError, match=f"episode 2, camera {TOP}: video has 32 frames but the episode has 30 rows"):
         pack_dataset(str(root), str(dst))

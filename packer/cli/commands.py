@@ -16,6 +16,7 @@ from packer.cli.sample import make_sample  # noqa: E402
 main.add_command(make_sample)
 
 from packer.cli.pack import (  # noqa: E402
+    check_command,
     finalize_command,
     info_command,
     pack,
@@ -23,7 +24,7 @@ from packer.cli.pack import (  # noqa: E402
     verify_command,
 )
 
-for _command in (pack, finalize_command, verify_command, info_command, sql_command):
+for _command in (pack, check_command, finalize_command, verify_command, info_command, sql_command):
     main.add_command(_command)
 
 from packer.cli.mixture import mixture  # noqa: E402

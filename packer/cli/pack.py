@@ -82,12 +82,22 @@ def library_error(err: Exception) -> click.ClickException:
 @click.argument("paths", nargs=-1, metavar="[SRC] DST")
 @click.option("--repo-id", default=None, help="Hugging Face Hub dataset ORG/NAME (instead of SRC).")
 @click.option("--revision", default=None, help="Hub branch, tag or commit SHA.")
+@click.option("--check", "check_only", is_flag=True,
+              help="Only check the source as this pack would read it and list every problem; write nothing (DST optional).")
 @_with_pack_options
-def pack(paths, repo_id, revision, **params):
+def pack(paths, repo_id, revision, check_only, **params):
     """Pack a LeRobot v3.0 dataset (SRC path/URL or --repo-id) into episode-aligned shards at DST."""
     from packer.run.pack import pack_dataset
     from reader.errors import LeRobotShardsError
 
+    if check_only:
+        if len(paths) > 2 or (repo_id is not None and len(paths) > 1):
+            raise click.UsageError(f"expected [SRC] [DST], got {len(paths)} paths: {' '.join(paths)}")
+        src = None if repo_id is not None else (paths[0] if paths else None)
+        if (repo_id is None) == (src is None):
+            raise click.UsageError("give SRC or --repo-id ORG/NAME (one of them)")
+        _run_check(src, repo_id, revision, {k: params[k] for k in CHECK_FIELDS})
+        return
     # One optional positional before a required one: click would give a lone DST to SRC,
     # so `pack --repo-id ORG/NAME DST` is parsed here.
     if len(paths) > 2:
@@ -113,6 +123,52 @@ def pack(paths, repo_id, revision, **params):
     finally:
         display.close()
     click.echo(pack_summary(report, kwargs["video"]))
+
+
+CHECK_FIELDS = ("video", "episodes", "resize", "on_frame_mismatch", "tolerance_s", "cache_dir", "src_storage_options",
+                "follow_symlinks")
+_with_check_options = with_pack_flags(*CHECK_FIELDS)
+
+
+@click.command("check")
+@click.argument("src", required=False)
+@click.option("--repo-id", default=None, help="Hugging Face Hub dataset ORG/NAME (instead of SRC).")
+@click.option("--revision", default=None, help="Hub branch, tag or commit SHA.")
+@_with_check_options
+def check_command(src, repo_id, revision, **params):
+    """List every problem packing a LeRobot dataset would meet, writing nothing (exit 1 on errors).
+
+    Reads what a pack reads: every episode's rows (tasks, pictures, values) and each camera's
+    window cut as copy mode cuts it; reports frame counts that differ from the rows, episodes
+    that would be padded, dropped or re-encoded, timestamps LeRobot would refuse, and cameras a
+    re-encode cannot code. Give the pack's own options (--video, --episodes, ...).
+    """
+    if (repo_id is None) == (src is None):
+        raise click.UsageError("give SRC or --repo-id ORG/NAME (one of them)")
+    _run_check(src, repo_id, revision, params)
+
+
+def _run_check(src, repo_id, revision, params) -> None:
+    from packer.run.check import check_dataset
+    from reader.errors import LeRobotShardsError
+
+    log = ProgressLog("check", unit="episodes")
+    try:
+        report = check_dataset(src, repo_id=repo_id, revision=revision,
+                               progress=lambda done, total: log.update(done, total), **params)
+    except LeRobotShardsError as err:
+        raise library_error(err) from None
+    finally:
+        log.close()
+    for finding in report.findings:
+        click.echo(printable(finding.line()), err=finding.level == "error")
+    summary = (f"checked {plural(report.episodes, 'episode')}, {plural(report.frames, 'frame')}: "
+               f"{plural(len(report.errors), 'error')}, {plural(len(report.warnings), 'warning')}")
+    if report.reencoded:
+        summary += f"; copy mode would re-encode {plural(len(report.reencoded), 'episode')}"
+    if not report.ok:
+        raise click.ClickException(summary + "; a pack would stop at the first error")
+    click.echo(summary + "; ok to pack")
 
 
 @click.command("finalize")

@@ -111,7 +111,7 @@ def _packet_reader(path: Path, max_samples: int | None = None, max_sample_bytes:
         return SourceVideoReader(path)
 
 
-class _OpenVideos:
+class OpenVideos:
     """One open reader per camera for a shard: its episodes come in file order, so each
     camera's file is read in one pass (``SourceVideoReader`` packets for copy mode,
     ``SourceFrameDecoder`` frames for re-encodes); moving to the next file closes the last."""
@@ -136,7 +136,7 @@ class _OpenVideos:
 
 
 def _episode_video(
-    source: Source, episode: int, key: str, length: int, options: PackOptions, videos: _OpenVideos
+    source: Source, episode: int, key: str, length: int, options: PackOptions, videos: OpenVideos
 ) -> tuple[EpisodeVideo | None, str]:
     """Return the member video (at most ``length`` frames; None when the source window holds
     no frame) and where it came from, for error messages."""
@@ -185,7 +185,7 @@ def encode_member(source_root: str, follow_symlinks: bool, options: PackOptions,
     from packer.source.base import open_dataset_source
 
     source = open_dataset_source(source_root, follow_symlinks=follow_symlinks)
-    with contextlib.closing(_OpenVideos()) as videos:
+    with contextlib.closing(OpenVideos()) as videos:
         return _episode_video(source, episode, key, length, options, videos)
 
 
@@ -221,7 +221,7 @@ def build_shard(
     tar_path = Path(workdir) / "shard.tar"
     # Each member is hashed for the index while the tar writer hashes the archive: hashlib
     # releases the GIL, so the two digests of the same bytes run on two cores.
-    with open(tar_path, "wb") as tar_file, contextlib.closing(_OpenVideos()) as videos, \
+    with open(tar_path, "wb") as tar_file, contextlib.closing(OpenVideos()) as videos, \
             contextlib.closing(_Digests()) as digests:
         tar = DeterministicTarWriter(tar_file)
         row_cursor = 0

@@ -54,6 +54,9 @@ def open_image(data: bytes, *, max_elements: int, where: str, load: bool = True)
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=IMAGE_FORMATS)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+        raise FormatError(f"{where}: a picture whose header claims more pixels than Pillow decodes ({str(err)[:120]}); "
+                          f"its feature's shape allows {max_elements:,} values") from None
     except Exception as err:  # noqa: BLE001 - Pillow raises many types for foreign bytes
         raise FormatError(f"{where}: not an image Pillow opens as {'/'.join(IMAGE_FORMATS)} "
                           f"({type(err).__name__}: {str(err)[:120]})") from None

@@ -1,0 +1,79 @@
+"""``lerobot-shards check`` / ``pack --check`` (issue 40): every problem a pack of a source would
+meet, listed before a cluster job meets it, nothing written. Each case is checked against what
+``pack`` itself then does with the same source and options."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from packer import FrameMismatchError, check_dataset, pack_dataset
+from packer.cli import main
+from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import CAMERAS, copy_source, shift_video_window
+
+TOP = CAMERAS[0]
+
+
+def test_a_sound_source_is_ok_and_nothing_is_written(sample_source, tmp_path):
+    before = sorted(p.relative_to(sample_source) for p in sample_source.rglob("*"))
+    report = check_dataset(str(sample_source))
+    assert report.ok and report.findings == [] and report.episodes == 9 and report.frames == 141
+    assert sorted(p.relative_to(sample_source) for p in sample_source.rglob("*")) == before
+    result = CliRunner().invoke(main, ["check", str(sample_source)])
+    assert result.exit_code == 0 and "checked 9 episodes, 141 frames: 0 errors, 0 warnings; ok to pack" in result.output
+
+
+def test_a_frame_mismatch_is_the_error_pack_would_raise_and_pad_makes_it_a_warning(sample_source, tmp_path):
+    root = copy_source(sample_source, tmp_path)
+    shift_video_window(root, 2, TOP, end=2 / 30)  # episode 2's window reaches 2 frames into episode 3
+    report = check_dataset(str(root))
+    assert [(f.level, f.episode, f.camera) for f in report.findings] == [("error", 2, TOP)]
+    assert "video has 32 frames but the episode has 30 rows" in report.findings[0].message
+    with pytest.raises(FrameMismatchError, match="video has 32 frames but the episode has 30 rows"):
+        pack_dataset(str(root), str(tmp_path / "out"))
+    padded = check_dataset(str(root), on_frame_mismatch="pad")
+    assert padded.ok and [(f.level, f.episode) for f in padded.warnings] == [("warning", 2)]
+    result = CliRunner().invoke(main, ["pack", "--check", str(root)])
+    assert result.exit_code == 1 and "ERROR episode 2, camera observation.images.top: video has 32 frames" in result.output
+    assert "1 error" in result.output and not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_an_episode_that_does_not_start_on_a_keyframe_is_said_to_be_reencoded(sample_source, tmp_path):
+    root = copy_source(sample_source, tmp_path)
+    shift_video_window(root, 2, TOP, start=1 / 30)  # starts one frame in: not a keyframe (GOP 2), one frame short
+    report = check_dataset(str(root), on_frame_mismatch="pad")
+    assert report.reencoded == [2]
+    assert any(f.episode == 2 and "copy mode re-encodes it" in f.message for f in report.warnings)
+    assert pack_dataset(str(root), str(tmp_path / "out"), on_frame_mismatch="pad").reencoded_episodes == [2]
+
+
+def test_timestamps_lerobot_would_refuse_are_named(sample_source, tmp_path):
+    root = copy_source(sample_source, tmp_path)
+    for path in sorted((root / "data").glob("*/*.parquet")):
+        table = pq.read_table(path)
+        stamps = table["timestamp"].to_numpy().copy()
+        stamps[table["episode_index"].to_numpy() == 0] += 0.01  # episode 0's rows 10 ms late
+        table = table.set_column(table.schema.get_field_index("timestamp"), "timestamp", pa.array(stamps, pa.float32()))
+        pq.write_table(table, path)
+    report = check_dataset(str(root))
+    assert report.ok
+    messages = [f.message for f in report.warnings if f.episode == 0]
+    assert any("row timestamps are not frame_index / fps" in m for m in messages)
+    assert any("LeRobotDataset raises FrameTimestampError" in m for m in messages)
+
+
+def test_a_source_that_does_not_open_is_one_error(tmp_path):
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "info.json").write_text('{"codebase_version": "v2.1"}')
+    report = check_dataset(str(tmp_path))
+    assert not report.ok and len(report.findings) == 1 and "v2.1" in report.findings[0].message
+    result = CliRunner().invoke(main, ["check", str(tmp_path)])
+    assert result.exit_code == 1 and "convert_dataset_v21_to_v30" in result.output
+
+
+def test_a_camera_a_reencode_cannot_code_is_an_error(sample_source, tmp_path):
+    report = check_dataset(str(sample_source), video="hevc", resize=(64, 16))
+    assert [f.level for f in report.findings[:1]] == ["error"] and "16-pixel-wide" in report.findings[0].message
