@@ -73,11 +73,27 @@ def assert_like_lerobot(expected: dict, actual: dict, *, images: set[str], where
         assert torch.equal(other, value), f"{where}: {key}: values differ (max {(other.double() - value.double()).abs().max()})"
 
 
-@pytest.fixture(scope="module", params=list(LAYOUTS))
+VIDEO_LAYOUTS = [name for name, spec in LAYOUTS.items() if any(camera.is_video for camera in spec.cameras)]
+_WRITTEN: dict = {}
+
+
+def _written(name: str, tmp_path_factory):
+    """The layout's source, written once per test session."""
+    if name not in _WRITTEN:
+        root = tmp_path_factory.mktemp(name) / "src"
+        write_sample_dataset(root, LAYOUTS[name])
+        _WRITTEN[name] = root
+    return name, _WRITTEN[name]
+
+
+@pytest.fixture(params=list(LAYOUTS))
 def layout(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp(request.param) / "src"
-    write_sample_dataset(root, LAYOUTS[request.param])
-    return request.param, root
+    return _written(request.param, tmp_path_factory)
+
+
+@pytest.fixture(params=VIDEO_LAYOUTS)
+def video_layout(request, tmp_path_factory):
+    return _written(request.param, tmp_path_factory)
 
 
 def _check_pack(source, pack, *, lossy: set[str] = frozenset()):
@@ -101,14 +117,13 @@ def test_copy_pack_equals_lerobot(layout, tmp_path):
     _check_pack(source, pack)
 
 
-def test_reencoded_pack_equals_lerobot_but_colour_video(layout, tmp_path):
+def test_reencoded_pack_equals_lerobot_but_colour_video(video_layout, tmp_path):
     """``--video hevc``: colour video within 35 dB; pictures, depth and every other value exact
     (depth is cut, or re-encoded losslessly, never as 8-bit colour)."""
-    name, source = layout
+    name, source = video_layout
     info = json.loads((source / "meta/info.json").read_text())
     videos = [k for k, f in info["features"].items() if f["dtype"] == "video"]
-    if not videos:
-        pytest.skip("no video to re-encode")
+    assert videos
     pack = tmp_path / "hevc"
     pack_dataset(str(source), str(pack), video="hevc")
     depth = {k for k in videos if info["features"][k]["info"].get("is_depth_map")}
@@ -202,3 +217,33 @@ def test_a_depth_quantizer_lerobot_cannot_read_is_refused_at_the_start(tmp_path)
     with pytest.raises(SourceError, match=rf"feature '{DEPTH}': info video.depth_min must be a finite number, found 'near'"):
         pack_dataset(str(root), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_a_decode_stage_leaves_pictures_and_depth_to_the_workers_and_counts_them(tmp_path):
+    """With ``decode_device`` only colour video travels to the stage: pictures and depth are
+    decoded in the workers (a GPU stage has no depth or picture path), counted in
+    ``ds.stats()``, and the batches equal the in-worker path's."""
+    from reader import BatchLoader
+    from reader.decode import DecodeStage
+
+    root = tmp_path / "src"
+    write_sample_dataset(root, LAYOUTS["images-depth-language"])
+    pack = tmp_path / "pack"
+    pack_dataset(str(root), str(pack), video="hevc")
+    delta = {TOP: [-1 / 30, 0.0], WRIST: [0.0], DEPTH: [-1 / 30, 0.0]}
+    reference = PackedDataset(str(pack), delta_timestamps=delta, seed=3, return_uint8=True)
+    staged = PackedDataset(str(pack), delta_timestamps=delta, seed=3, return_uint8=True, decode_device="cpu")
+    expected = list(BatchLoader(reference, batch_size=4, num_workers=0))
+    got = list(BatchLoader(staged, batch_size=4, num_workers=0, decode_stage=DecodeStage("cpu")))
+    assert len(got) == len(expected) == 4
+    for a, b in zip(expected, got):
+        assert set(a) == set(b)
+        for key, value in a.items():
+            if isinstance(value, torch.Tensor):
+                assert (value.dtype, value.shape) == (b[key].dtype, b[key].shape) and torch.equal(value, b[key]), key
+            else:
+                assert value == b[key], key
+    stats = staged.stats()
+    assert stats["images_decoded"] == 16 + 16  # a picture per sample of each picture camera (no window on the depth one)
+    assert stats["depth_frames_decoded"] == 2 * 16  # two frames per sample of the depth video
+    assert stats["frames_decoded"] == stats["images_decoded"] + stats["depth_frames_decoded"]  # colour went to the stage
