@@ -41,8 +41,10 @@ from typing import Any
 
 import torch
 
-from reader.errors import ArgumentError, LeRobotTrainError
+from reader.errors import ArgumentError, FormatError, LeRobotTrainError
 from reader.format.features import LANGUAGE_COLUMNS
+from reader.format.fields import load_json
+from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from reader.loader import BatchLoader
 from reader.option_fields import OptionField, describe_options, option, option_fields
 from reader.read_options import ReadOptions
@@ -289,23 +291,69 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
     return TrainData(dataset, options=options, resume_state=checkpoint_loader_state(cfg)), None
 
 
+# Recorded options a resume never takes from a checkpoint: each names a host, a credential, a
+# local path or a pin, and a checkpoint is a file anyone may hand over (shared output folders,
+# downloads). A recorded one that differs from what this run is given refuses the resume.
+NOT_FROM_CHECKPOINT = ("storage_options", "manifest_sha256", "cache_dir", "log_samples")
+
+
+def read_state_file(path: Path) -> dict:
+    """A loader state file as ``save_loader_state`` writes it, checked: a JSON object (bounded)
+    with ``format`` 1, an int ``step``, an object ``loader`` and an object ``options``.
+
+    Raises:
+        LeRobotTrainError: anything else, in one line naming the file.
+    """
+    def bad(why: str) -> LeRobotTrainError:
+        return LeRobotTrainError(f"{path}: not a loader state lerobot-shards train wrote ({why}); resume from a checkpoint "
+                                 "this trainer saved, or start a new run")
+
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise bad(f"more than {MAX_RECORD_BYTES:,} bytes")
+        record = load_json(path.read_bytes(), where=str(path), max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+    except FormatError as err:
+        raise bad(str(err).removeprefix(f"{path}: ")) from None
+    except OSError as err:
+        raise bad(f"{type(err).__name__}: {err}") from None
+    if not isinstance(record, dict):
+        raise bad(f"a JSON {type(record).__name__}, not an object")
+    if record.get("format") != 1:
+        raise bad(f"format {str(record.get('format'))[:20]!r}, expected 1")
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise bad(f"step {str(step)[:20]!r} is not a non-negative integer")
+    for key in ("loader", "options"):
+        if not isinstance(record.get(key), dict):
+            raise bad(f"{key!r} is not an object")
+    return record
+
+
+def _state_path(checkpoint_dir: str | Path) -> Path:
+    return Path(checkpoint_dir) / "training_state" / STATE_FILE
+
+
 def checkpoint_loader_state(cfg) -> dict | None:
+    """The loader state saved beside the checkpoint being resumed (None when not resuming).
+
+    Raises:
+        LeRobotTrainError: no state there, or one that is malformed (one line).
+    """
     if not cfg.resume:
         return None
-    path = Path(cfg.checkpoint_path) / "training_state" / STATE_FILE
+    path = _state_path(cfg.checkpoint_path)
     if not path.is_file():
         raise LeRobotTrainError(
             f"{path}: missing. --resume=true continues the sample sequence from the loader state that "
             "lerobot-shards train writes beside each checkpoint; this checkpoint was not written by it"
         )
-    saved = json.loads(path.read_text())
-    return saved["loader"]
+    return read_state_file(path)["loader"]
 
 
 def save_loader_state(checkpoint_dir, step: int) -> None:
     if _ACTIVE is None:
         return
-    target = Path(checkpoint_dir) / "training_state" / STATE_FILE
+    target = _state_path(checkpoint_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     record = {"format": 1, "step": int(step), "loader": _ACTIVE.state_dict(), "options": _ACTIVE.data.options.flags()}
     temporary = target.with_suffix(".tmp")
@@ -313,17 +361,56 @@ def save_loader_state(checkpoint_dir, step: int) -> None:
     os.replace(temporary, target)
 
 
-def _saved_options(argv: list[str]) -> dict[str, Any]:
-    """The ``--shards.*`` options a checkpoint's run used (from its loader state), or {}."""
+def _flag_text(value: Any) -> str:
+    """A recorded option value as its command-line text (what the flag's parser reads)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def resume_options(argv: list[str], given: dict[str, Any]) -> ShardsOptions:
+    """The options of a run resumed from ``--config_path`` in ``argv``: the ``--shards.*`` flags
+    ``given``, over the options the checkpoint's run recorded, each recorded value parsed by its
+    flag's own parser. Those in ``NOT_FROM_CHECKPOINT`` (storage options, the pin, the cache
+    folder, the sample log: hosts, credentials, paths) are never taken from the checkpoint: one it
+    records that differs from what this run is given (or its default) refuses the resume, naming
+    it, so a checkpoint handed over cannot send this run's credentials, reads or writes elsewhere.
+
+    Raises:
+        LeRobotTrainError: a malformed state file, a recorded value its flag would not take, or
+            a recorded host, credential, path or pin other than this run's (names each).
+    """
     config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config_path=")), None)
     if config is None:
-        return {}
-    path = Path(config).parent.parent / "training_state" / STATE_FILE
+        return ShardsOptions.from_flags(given)
+    path = _state_path(Path(config).parent.parent)
     if not path.is_file():
-        return {}  # make_train_data names the missing file
-    saved = json.loads(path.read_text()).get("options") or {}
+        return ShardsOptions.from_flags(given)  # make_train_data names the missing file
+    recorded = read_state_file(path)["options"]
     known = known_flags()
-    return {k: v for k, v in saved.items() if k in known and k != "log_samples"}
+    taken: dict[str, Any] = {}
+    for name, value in recorded.items():
+        if name not in known:
+            continue  # an option of another version: not applied
+        try:
+            taken[name] = known[name].parse_text(_flag_text(value), spelled=f"{path}: {name}")
+        except ArgumentError as err:
+            raise LeRobotTrainError(f"{err}; the checkpoint's loader state is malformed") from None
+    differ = [name for name in NOT_FROM_CHECKPOINT
+              if name in taken and taken[name] != given.get(name, known[name].default)]
+    if differ:
+        shown = {name: (sorted(taken[name]) if isinstance(taken[name], dict) else taken[name]) for name in differ}
+        raise LeRobotTrainError(
+            f"{path}: the checkpoint's run read with {', '.join(_PREFIX + n for n in differ)} other than this run's "
+            f"(recorded: {shown}; dict options show their keys). A resume takes no host, credential, path or pin from a "
+            f"checkpoint: pass the values you trust as flags ({' '.join(_PREFIX + n + '=...' for n in differ)})"
+        )
+    carried = {k: v for k, v in taken.items() if k not in NOT_FROM_CHECKPOINT}
+    return ShardsOptions.from_flags({**carried, **given})
 
 
 def install(options: ShardsOptions) -> None:
@@ -363,9 +450,9 @@ def main(argv: list[str] | None = None) -> None:
     given, rest = split_args(list(sys.argv[1:] if argv is None else argv))
     check_lerobot(bool(given.get("allow_untested_lerobot")))
     resuming = any(a.startswith("--config_path") for a in rest)
-    saved = _saved_options(rest) if resuming else {}
-    # A resume reads as the run it continues did (bucket options, pool, pin), unless told otherwise.
-    options = ShardsOptions.from_flags({**saved, **given})
+    # A resume reads as the run it continues did (pool, prefetch...), unless told otherwise; hosts,
+    # credentials, paths and pins only as this run is given them (resume_options).
+    options = resume_options(rest, given) if resuming else ShardsOptions.from_flags(given)
     if not resuming and not any(a.startswith("--dataset.repo_id") for a in rest):
         root = next((a.split("=", 1)[1] for a in rest if a.startswith("--dataset.root=")), "packed")
         # LeRobot requires a repo id; it names the run (logs, model card), nothing is downloaded.

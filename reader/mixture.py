@@ -28,13 +28,21 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from reader.epoch_stream import EpochStream
-from reader.errors import ArgumentError, FormatError, MixtureFeatureWarning, MixtureSpecError, PinMismatchError
+from reader.errors import (
+    ArgumentError,
+    FormatError,
+    MixtureFeatureWarning,
+    MixtureSpecError,
+    ObjectNotFoundError,
+    PinMismatchError,
+)
 from reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from reader.fetch.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
 from reader.format import sha256_hex
@@ -76,7 +84,13 @@ def load_mixture_file(
     """
     storage = Storage(path.rsplit("/", 1)[0] if "/" in path else ".", storage_options, retry=retry)
     name = path.rsplit("/", 1)[-1]
-    data = storage.read_prefix(name, MAX_RECORD_BYTES + 1)  # one request; a byte beyond the bound tells it is too large
+    try:
+        data = storage.read_prefix(name, MAX_RECORD_BYTES + 1)  # one request; a byte beyond the bound tells it is too large
+    except ObjectNotFoundError:
+        missing = storage.missing_root()  # a Hub repo or revision that is not there says so
+        if missing:
+            raise MixtureSpecError(f"{path}: {missing}") from None
+        raise
     if len(data) > MAX_RECORD_BYTES:
         raise MixtureSpecError(f"{path}: more than the {MAX_RECORD_BYTES} bytes a mixture file may have")
     pin = "sha256:" + sha256_hex(data)
@@ -421,7 +435,9 @@ def _read_table(base: Storage, spec: MixtureSpec, name: str, data: bytes, where:
     members the datasets declare, at most as many per episode as the mixture has cameras)."""
     entry = spec.index[name]
     cameras = max((len(d.video_keys) for d in spec.datasets), default=0)
-    budget = table_budget(name, rows=entry.rows, members=spec.members, cameras=cameras, encoded=len(data))
+    listed = Counter(d.manifest_sha256 for d in spec.datasets if d.manifest_sha256)
+    budget = table_budget(name, rows=entry.rows, members=spec.members, cameras=cameras, encoded=len(data),
+                          duplicates=max(listed.values(), default=1))
     return read_bounded(data, where=base.describe(entry.path), rows=entry.rows, rows_expected=f"{where} records {entry.rows}",
                         max_rows=entry.rows, budget=budget)
 

@@ -220,3 +220,20 @@ def test_conversion_in_chunks_gives_the_same_bytes(monkeypatch):
     whole = nv12_to_rgb(nv12, ColourSpec(1, False))
     monkeypatch.setattr(colour, "_CHUNK_PIXELS", 2 * 48 * 64)  # two frames a chunk
     assert torch.equal(nv12_to_rgb(nv12, ColourSpec(1, False)), whole)
+
+
+@pytest.mark.parametrize("profile", [139, 134, 135, 144])
+def test_h264_profiles_ffmpeg_reads_otherwise_than_the_standard_are_not_claimed(profile):
+    """Issue 41 finding 5: the parser read the high-profile fields for 139, 134 and 135 where
+    FFmpeg's h264_ps.c does not (and the reverse for 144), so the two read different bits as the
+    colour signalling. Those profiles are now refused by name (the GPU stage then takes NVDEC's
+    own conversion and counts the member as inexact); FFmpeg's own list parses as before."""
+    from reader.decode import h264_signal
+
+    sps = _BitWriter().u(profile, 8).u(0, 16).ue(0).nal(b"\x67")
+    with pytest.raises(FormatError, match=rf"H.264 profile {profile}, whose sequence parameter set the standard and FFmpeg"):
+        h264_signal(sps, where="member")
+    # A High-profile SPS (100) with 4:2:0 8-bit and no VUI colour parses.
+    high = (_BitWriter().u(100, 8).u(0, 16).ue(0).ue(1).ue(0).ue(0).u(0, 1).u(0, 1)  # chroma, depths, bypass, no scaling
+            .ue(0).ue(0).ue(4).ue(1).u(0, 1).ue(3).ue(2).u(1, 1).u(1, 1).u(0, 1).u(0, 1))  # ... frame_cropping, no vui
+    assert h264_signal(high.nal(b"\x67"), where="member").chroma_format == 1

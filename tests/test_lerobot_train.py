@@ -135,3 +135,67 @@ def test_decode_device_decodes_in_the_training_process_with_the_same_batches(pac
     plain, staged = batches(None), batches("cpu")
     assert [i for i, _ in plain] == [i for i, _ in staged]
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(plain, staged))
+
+
+def _state(checkpoint, options: dict, **record) -> list[str]:
+    """A loader state file in ``checkpoint`` recording ``options``; returns the resume argv."""
+    path = checkpoint / "training_state" / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": 1, "step": 10, "loader": {}, "options": options, **record}))
+    return [f"--config_path={checkpoint}/pretrained_model/train_config.json", "--resume=true"]
+
+
+def test_a_checkpoint_cannot_choose_where_credentials_go(packed_copy, tmp_path, monkeypatch):
+    """Issue 41 finding 3: a resume reused every option the checkpoint recorded, storage options
+    included: a state file naming another endpoint sent the user's Hub token there. Now a host,
+    credential, path or pin comes only from this run's flags; a recorded one that differs refuses
+    the resume by name, before anything is read. Two loopback Hub servers: the user's (A, serving
+    the pack) and the one a handed-over checkpoint names (B): B receives nothing, ever."""
+    from reader.lerobot_train import resume_options
+    from tests.hub_server import HubServer
+
+    monkeypatch.setenv("HF_TOKEN", "hf_the_users_own_token")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    a, b = HubServer().start(), HubServer().start()
+    try:
+        a.repo("org/pack").add_commit(packed_copy, "main")
+        for given in ({}, {"storage_options": {"endpoint": a.url}}):
+            argv = _state(tmp_path / "ckpt1", {"storage_options": {"endpoint": b.url}, "episode_pool_size": 3})
+            with pytest.raises(LeRobotTrainError, match=r"--shards.storage_options other than this run's .* takes no host, credential"):
+                resume_options(argv, given)
+        argv = _state(tmp_path / "ckpt2", {"manifest_sha256": "sha256:" + "0" * 64})
+        with pytest.raises(LeRobotTrainError, match=r"--shards.manifest_sha256 other than this run's"):
+            resume_options(argv, {})
+        # The same endpoint the user gives: accepted; other recorded options (parsed by their flags) carry over.
+        argv = _state(tmp_path / "ckpt3", {"storage_options": {"endpoint": a.url}, "episode_pool_size": 3, "cache_dir": None})
+        options = resume_options(argv, {"storage_options": {"endpoint": a.url}})
+        read = options.read_options()
+        assert read.episode_pool_size == 3 and read.storage_options == {"endpoint": a.url}
+        samples = list(PackedDataset("hf://datasets/org/pack", options=read, shuffle=False))
+        assert len(samples) == TOTAL and a.counts["get"] > 0
+        assert not b.counts and not b.log, "the checkpoint's host received a request"
+    finally:
+        a.stop()
+        b.stop()
+
+
+@pytest.mark.parametrize("content,why", [
+    ("not json", r"not valid JSON|not JSON"),
+    ("[1, 2]", "a JSON list, not an object"),
+    ('{"format": 1, "step": "ten", "loader": {}, "options": {}}', "step 'ten' is not a non-negative integer"),
+    ('{"format": 1, "step": 3, "options": {}}', "'loader' is not an object"),
+    ('{"format": 1, "step": 3, "loader": {}, "options": {"episode_pool_size": "many"}}', r"episode_pool_size='many'"),
+])
+def test_a_malformed_loader_state_is_one_named_line(tmp_path, content, why):
+    from reader.lerobot_train import resume_options
+
+    path = tmp_path / "ckpt" / "training_state" / STATE_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    argv = [f"--config_path={tmp_path}/ckpt/pretrained_model/train_config.json"]
+    with pytest.raises(LeRobotTrainError, match=why) as caught:
+        resume_options(argv, {})
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+    if "episode_pool_size" not in content:  # the loader state itself is checked the same way
+        with pytest.raises(LeRobotTrainError, match=why):
+            checkpoint_loader_state(SimpleNamespace(resume=True, checkpoint_path=tmp_path / "ckpt"))

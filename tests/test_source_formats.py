@@ -18,8 +18,8 @@ def test_lerobot_source_has_every_member_of_the_interface(sample_source):
     members = [name for name in dir(Source) if not name.startswith("_")] + list(Source.__annotations__)
     missing = [name for name in members if not hasattr(source, name)]
     assert not missing, missing
-    files = dict(source.metadata_files())
-    assert "meta/info.json" in files and files["meta/info.json"] == (Path(sample_source) / "meta" / "info.json").read_bytes()
+    files = {rel: (path, bound) for rel, path, bound in source.metadata_files()}
+    assert "meta/info.json" in files and files["meta/info.json"][0].read_bytes() == (Path(sample_source) / "meta" / "info.json").read_bytes()
 
 
 def test_a_new_format_is_a_row(sample_source, tmp_path, monkeypatch):

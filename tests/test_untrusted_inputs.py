@@ -137,14 +137,15 @@ def test_3_feature_keys_with_path_characters_are_refused(sample_source, tmp_path
 def test_3_symlinks_in_the_source_are_refused_unless_trusted(sample_source, tmp_path):
     root = copy_source(sample_source, tmp_path)
     secret = tmp_path / "credentials"
-    secret.write_text("aws_secret_access_key = hunter2\n")
-    (root / "meta" / "notes.txt").symlink_to(secret)
-    with pytest.raises(SourceError, match=r"meta/notes.txt: a symbolic link inside the source"):
+    secret.write_text('{"aws_secret_access_key": "hunter2"}\n')
+    (root / "meta" / "stats.json").unlink()
+    (root / "meta" / "stats.json").symlink_to(secret)
+    with pytest.raises(SourceError, match=r"meta/stats.json: a symbolic link inside the source"):
         pack_dataset(str(root), str(tmp_path / "out"))
     assert not any("hunter2" in p.read_text(errors="ignore") for p in (tmp_path / "out").rglob("*") if p.is_file())
     # The user's own flag trusts the links (e.g. a Hugging Face cache snapshot).
     pack_dataset(str(root), str(tmp_path / "trusted"), follow_symlinks=True)
-    assert (tmp_path / "trusted" / "meta" / "notes.txt").read_text().startswith("aws_secret")
+    assert "hunter2" in (tmp_path / "trusted" / "meta" / "stats.json").read_text()
 
 
 # -- 4. limits derived from the format -------------------------------------------------------------
@@ -501,3 +502,34 @@ def test_17_hevc_packs_are_byte_identical_clean_and_resumed(tmp_path):
 def test_17_hevc_refuses_frames_too_narrow_to_encode_reproducibly(sample_source, tmp_path):
     with pytest.raises(PackError, match="hevc cannot encode 16-pixel-wide frames reproducibly"):
         pack_dataset(str(sample_source), str(tmp_path / "out"), video="hevc", resize=(16, 16))
+
+
+# -- issue 41, finding 4: meta/ files are the ones LeRobot reads, bounded, streamed -----------------
+def test_meta_files_are_the_known_ones_bounded_and_streamed(sample_source, tmp_path):
+    """A sparse 1.5 GiB ``meta/notes.bin`` (free to its publisher) was read whole and copied into
+    the pack (1.7 GiB peak, exit 0). Only the files LeRobot reads are copied now, streamed and
+    each within its bound; any other is left out, and said so; a sparse known file is refused by
+    name. Peaks measured in a child process."""
+    from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
+
+    root = copy_source(sample_source, tmp_path)
+    with open(root / "meta" / "notes.bin", "wb") as handle:
+        handle.truncate(3 << 29)  # 1.5 GiB of holes
+    code = """
+from packer import pack_dataset
+report = pack_dataset(sys.argv[1], sys.argv[2])
+print("LEFT", report.metadata_left_out)
+"""
+    measured = run_measured(code, str(root), str(tmp_path / "out"))
+    assert measured.outcome == "ok" and "LEFT ['meta/notes.bin']" in measured.stdout, measured.outcome
+    assert measured.peak_bytes < HOSTILE_PEAK_BYTES
+    assert not (tmp_path / "out" / "meta" / "notes.bin").exists() and (tmp_path / "out" / "meta" / "info.json").is_file()
+    assert "left out of the pack, files under meta/ that LeRobot does not read: meta/notes.bin" in measured.stderr
+
+    (root / "meta" / "notes.bin").unlink()
+    with open(root / "meta" / "tasks.parquet", "r+b") as handle:
+        handle.truncate(3 << 29)  # a known file, made sparse beyond its bytes
+    measured = run_measured(code, str(root), str(tmp_path / "out2"))
+    assert measured.outcome.startswith("SourceError: ") and "tasks.parquet: a sparse file" in measured.outcome, measured.outcome
+    assert measured.peak_bytes < HOSTILE_PEAK_BYTES
+    assert not (tmp_path / "out2").exists()

@@ -35,6 +35,8 @@ def pack_summary(report, video: str = "copy") -> str:
         f"; re-encoded {len(report.reencoded_episodes)} of {plural(report.episodes, 'episode')} ({why}), "
         f"dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
     )
+    if report.metadata_left_out:
+        line += f"; left out {plural(len(report.metadata_left_out), 'metadata file')} LeRobot does not read"
     return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -82,13 +83,14 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
     catalog = EpisodeCatalog.from_packs([(d, p.index, p.tasks) for d, p in zip(datasets, packs)])
     files: dict[str, IndexFile] = {}
     cameras = max((len(d.video_keys) for d in datasets), default=0)
+    duplicates = max(Counter(p.index.manifest_sha256 for p in packs).values(), default=1)
     for name, table in catalog.to_tables().items():
         data = table_to_parquet(table)
         # Read back within the budget a reader applies: never write what a reader refuses.
         try:
             read_bounded(data, where=INDEX_PATHS[name], rows=table.num_rows, max_rows=table.num_rows,
                          budget=table_budget(name, rows=table.num_rows, members=len(catalog.member_offset), cameras=cameras,
-                                             encoded=len(data)))
+                                             encoded=len(data), duplicates=duplicates))
         except FormatError as err:
             raise MixtureError(f"the compiled {INDEX_PATHS[name]} would be refused by a reader: {err}") from None
         root.write_bytes(INDEX_PATHS[name], data)

@@ -7,15 +7,18 @@ anything of the old one was packed (the error says what differs).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
+import tempfile
 from pathlib import Path
 
-from packer.errors import PackError
+from packer.errors import PackError, SourceError
 from packer.plan.pack_plan import plan_differences
 from packer.source.base import Source
 from reader.errors import FormatError
-from reader.format import MANIFEST_PATH, PLAN_PATH, SHARDS_DIR, FileEntry, PackPlan, sha256_hex
+from reader.format import MANIFEST_PATH, PLAN_PATH, SHARDS_DIR, FileEntry, PackPlan
 from reader.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -91,18 +94,46 @@ def _refuse_foreign_content(storage: Storage) -> bool:
                     "(packing here would overwrite its files)")
 
 
+_COPY_CHUNK = 4 << 20
+
+
 def copy_meta(source: Source, storage: Storage) -> dict[str, FileEntry]:
-    """Copy the source's metadata files verbatim (``source.metadata_files()``), skipping files
-    already there with the same bytes (compared by digest: a file of the same size may have
-    been planted).
+    """Copy the source's metadata files verbatim (``source.metadata_files()``: the files the
+    format reads, each within its bound), streamed: each is read in chunks into a local temp
+    file while it is hashed (what is hashed is what is published), then uploaded. A file
+    already at the destination with the same bytes is skipped (compared by digest: a file of
+    the same size may have been planted).
 
     Returns:
-        The size and digest of every file, from the local bytes (for the pack journal).
+        The size and digest of every file (for the pack journal).
+
+    Raises:
+        SourceError: a file holds more bytes than its bound (names it and the bound).
     """
     entries = {}
-    for rel, data in source.metadata_files():
-        entries[rel] = FileEntry(len(data), sha256_hex(data))
-        if storage.exists(rel) and storage.size(rel) == len(data) and storage.digest(rel)[0] == entries[rel].sha256:
-            continue
-        storage.write_bytes(rel, data)
+    for rel, path, bound in source.metadata_files():
+        with tempfile.NamedTemporaryFile(prefix="lerobot-shards-meta-", delete=False) as staged:
+            try:
+                entries[rel] = _stream_copy(path, staged, bound, rel)
+                staged.close()
+                entry = entries[rel]
+                if storage.exists(rel) and storage.size(rel) == entry.bytes and storage.digest(rel)[0] == entry.sha256:
+                    continue
+                storage.put_file(staged.name, rel, move=True)
+            finally:
+                if os.path.exists(staged.name):
+                    os.unlink(staged.name)
     return entries
+
+
+def _stream_copy(path: Path, sink, bound: int, rel: str) -> FileEntry:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_COPY_CHUNK):
+            size += len(chunk)
+            if size > bound:  # the bytes read count, not what the file system says (sparse, growing)
+                raise SourceError(f"{path}: {rel} holds more than {bound:,} bytes, more than a LeRobot metadata file "
+                                  "of its kind may; refusing to copy it")
+            digest.update(chunk)
+            sink.write(chunk)
+    return FileEntry(size, digest.hexdigest())

@@ -56,6 +56,8 @@ class PackReport:
     reencoded_episodes: list[int] = field(default_factory=list)
     dropped_episodes: list[int] = field(default_factory=list)
     padded_episodes: list[int] = field(default_factory=list)
+    # Files under the source's meta/ that LeRobot does not read: not copied into the pack.
+    metadata_left_out: list[str] = field(default_factory=list)
     seconds: float = 0.0
     finalized: bool = False
 
@@ -209,7 +211,11 @@ def pack_dataset(
     pack_journal.record_meta(plan.sha256, copy_meta(source, storage))
 
     shard_ids = list(range(len(plan.shards))) if part is None else shards_of_part(len(plan.shards), part[0], part[1])
-    report = PackReport(shards=len(shard_ids))
+    report = PackReport(shards=len(shard_ids), metadata_left_out=list(source.unknown_metadata_files()))
+    if report.metadata_left_out:
+        log.warning("%s: left out of the pack, files under meta/ that LeRobot does not read: %s", local_root,
+                    ", ".join(report.metadata_left_out[:20]) + (f" and {len(report.metadata_left_out) - 20} more"
+                                                                 if len(report.metadata_left_out) > 20 else ""))
     todo = []
     for shard in shard_ids:
         receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=run.trust_destination)

@@ -9,7 +9,7 @@ building and publishing see only the interface below.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -87,9 +87,14 @@ class Source(Protocol):
         """Columns the rows hold and the description does not (or the reverse), or a falsy value."""
         ...
 
-    def metadata_files(self) -> Iterator[tuple[str, bytes]]:
-        """The dataset's metadata files the pack keeps verbatim (``meta/...``), as ``(path
-        relative to the root, bytes)``; raises ``SourceError`` for a file it must not read."""
+    def metadata_files(self) -> Sequence[tuple[str, Path, int]]:
+        """The metadata files the pack keeps verbatim (``meta/...``): ``(path relative to the
+        root, local path, the most bytes it may hold)``; raises ``SourceError`` for a file it
+        must not read."""
+        ...
+
+    def unknown_metadata_files(self) -> Sequence[str]:
+        """Files under ``meta/`` the format does not read (left out of a pack, and said so)."""
         ...
 
 

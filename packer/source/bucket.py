@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 
 from packer.errors import SourceError
-from packer.source.lerobot import LeRobotSource
+from packer.source.lerobot import LeRobotSource, metadata_bound
 from reader.errors import ObjectNotFoundError
 from reader.format import META_DIR, safe_relative_path
 from reader.storage import Storage
@@ -59,6 +59,8 @@ def stage_bucket_source(
             safe_relative_path(rel)
         except ValueError:
             raise SourceError(f"{url}: object key {rel[:300]!r} is not a plain relative path; refusing to stage it") from None
+        if metadata_bound(rel) is None:
+            continue  # not a file LeRobot reads: a pack leaves it out, so it is not fetched
         _fetch(storage, rel, local / rel)
     source = LeRobotSource(local)
     wanted = episodes if episodes is not None else source.episode_indices

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packer.errors import SourceError
-from packer.source.lerobot import LeRobotSource
+from packer.source.lerobot import LeRobotSource, metadata_bound
 from reader.format import safe_relative_path
 from reader.storage import RetryPolicy, is_transient, retry_after_s
 
@@ -252,11 +252,12 @@ def stage_hub_source(
     commit = _resolve(api, repo_id, revision)
     local = local_dir_for(repo_id, commit, cache_dir)
     listing = _listing(api, repo_id, commit, local)
-    meta = [rel for rel in listing if rel.startswith("meta/")]
+    # Only the metadata files LeRobot reads: a pack leaves any other out, so it is not fetched.
+    meta = [rel for rel in listing if rel.startswith("meta/") and metadata_bound(rel) is not None]
     if "meta/info.json" not in listing:
         raise SourceError(f"{repo_id}@{revision or 'main'}: no meta/info.json in the repo (not a LeRobot dataset?)")
     if episodes is None:
-        wanted = sorted(listing)
+        wanted = sorted(rel for rel in listing if not rel.startswith("meta/") or rel in meta)
     else:
         _fetch_all(repo_id, commit, meta, listing, local, max_workers)
         source = LeRobotSource(local)

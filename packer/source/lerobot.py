@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from reader.format import (
     INFO_PATH,
     LANGUAGE_COLUMNS,
     META_DIR,
+    STATS_PATH,
+    TASKS_PATH,
     check_depth_features,
     image_column_bytes,
     image_elements,
@@ -44,7 +47,9 @@ from reader.format.limits import (
     MAX_EPISODE_TASKS,
     MAX_FRAME_PIXELS,
     MAX_INDEX_FILE_BYTES,
+    MAX_RECORD_BYTES,
     MAX_SAMPLE_RAW_MULTIPLE,
+    MAX_STATS_BYTES,
     MAX_TASK_BYTES,
     MAX_TASKS,
     SAMPLE_SLACK_BYTES,
@@ -87,6 +92,7 @@ class LeRobotSource:
         info_path = self.file(INFO_PATH, what="metadata")
         if not info_path.is_file():
             raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
+        check_file_size(info_path, MAX_RECORD_BYTES, "info.json")
         self.info = parse_info(info_path.read_bytes(), where=str(info_path))
         self.fps: int = self.info["fps"]
         self.features: dict = self.info["features"]
@@ -206,14 +212,28 @@ class LeRobotSource:
         rel = self.info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
         return self.file(rel, what=f"data (episode {episode_index})")
 
-    def metadata_files(self):
-        """``meta/``'s files, verbatim, as ``(path relative to the root, bytes)`` in path order.
-        Only regular files under the root: a symbolic link (unless opened with
-        ``follow_symlinks``) raises ``SourceError`` instead of publishing what it points to."""
+    def metadata_files(self) -> list[tuple[str, Path, int]]:
+        """The metadata files LeRobot v3 reads (``is_metadata_file``), as ``(path relative to the
+        root, local path, the most bytes it may hold)`` in path order, for the pack to copy
+        verbatim; ``unknown_metadata_files`` lists what it leaves out. Only regular files under
+        the root: a symbolic link (unless opened with ``follow_symlinks``) raises ``SourceError``
+        instead of publishing what it points to."""
+        out = []
+        for rel in self._meta_listing():
+            bound = metadata_bound(rel)
+            if bound is not None:
+                path = self.file(rel, what="metadata")
+                check_file_size(path, bound, "metadata")
+                out.append((rel, path, bound))
+        return out
+
+    def unknown_metadata_files(self) -> list[str]:
+        """Files under ``meta/`` that LeRobot v3 does not read: not copied into a pack."""
+        return [rel for rel in self._meta_listing() if metadata_bound(rel) is None]
+
+    def _meta_listing(self) -> list[str]:
         meta_root = self.root / META_DIR
-        for path in sorted(p for p in meta_root.rglob("*") if p.is_file() or p.is_symlink()):
-            rel = path.relative_to(self.root).as_posix()
-            yield rel, self.file(rel, what="metadata").read_bytes()
+        return sorted(p.relative_to(self.root).as_posix() for p in meta_root.rglob("*") if p.is_file() or p.is_symlink())
 
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         row = self.episodes[episode_index]
@@ -356,11 +376,9 @@ class LeRobotSource:
         relative path and size of every data and video file the episodes read. Two copies of
         one dataset at different paths agree; a resume from a different dataset does not.
         """
-        meta = self.root / META_DIR
         records = []
-        for path in sorted(p for p in meta.rglob("*") if p.is_file() or p.is_symlink()):
-            rel = path.relative_to(self.root).as_posix()
-            digest, size = sha256_file(self.file(rel, what="metadata"))
+        for rel, path, _ in self.metadata_files():  # what the pack copies: the files LeRobot reads
+            digest, size = sha256_file(path)
             records.append([rel, size, digest])
         for rel in self.needed_files(episodes):
             path = self.root / rel
@@ -458,6 +476,21 @@ class LeRobotSource:
         return total
 
 
+_EPISODES_METADATA = re.compile(r"meta/episodes/chunk-\d+/file-\d+\.parquet")
+# The metadata files LeRobot v3 reads, and the most bytes each may hold (what reading it allows:
+# info.json and stats.json are parsed whole, the parquet files read whole within the index bound).
+_METADATA_BOUNDS = {INFO_PATH: MAX_RECORD_BYTES, STATS_PATH: MAX_STATS_BYTES, TASKS_PATH: MAX_INDEX_FILE_BYTES}
+
+
+def metadata_bound(rel: str) -> int | None:
+    """The most bytes a LeRobot v3 metadata file at ``rel`` may hold, or None when LeRobot does
+    not read such a file (``meta/info.json``, ``meta/stats.json``, ``meta/tasks.parquet`` and
+    ``meta/episodes/chunk-*/file-*.parquet`` are all it reads)."""
+    if rel in _METADATA_BOUNDS:
+        return _METADATA_BOUNDS[rel]
+    return MAX_INDEX_FILE_BYTES if _EPISODES_METADATA.fullmatch(rel) else None
+
+
 def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
     """Indices that become file names and frame ranges must be what they claim to be."""
     where = f"{path}: episode {str(row.get('episode_index'))[:40]}"
@@ -486,14 +519,35 @@ def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
         raise SourceError(f"{where}: a task string longer than {MAX_TASK_BYTES:,} bytes")
 
 
-def _read_file(path: Path, what: str) -> bytes:
-    """A source parquet's bytes, refused before reading when larger than any read may be."""
+# A file read whole may claim more bytes than the disk holds for it (a sparse file: holes read as
+# zeros, free to its publisher) only by this much: honest files are written, not seeked over.
+SPARSE_SLACK_BYTES = 16 << 20
+
+
+def check_file_size(path: Path, bound: int, what: str) -> int:
+    """The size of a file read whole or copied, checked against ``bound`` and against what the
+    file system allocated for it (a sparse file's apparent size costs its publisher nothing, so
+    it buys nothing: more than ``SPARSE_SLACK_BYTES`` of holes is refused).
+
+    Raises:
+        SourceError: missing, beyond ``bound``, or sparse (names the sizes).
+    """
     try:
-        size = path.stat().st_size
+        stat = path.stat()
     except FileNotFoundError:
         raise SourceError(f"{path}: missing ({what})") from None
-    if size > MAX_INDEX_FILE_BYTES:
-        raise SourceError(f"{path}: {size:,} bytes of {what}; at most {MAX_INDEX_FILE_BYTES:,} are read")
+    if stat.st_size > bound:
+        raise SourceError(f"{path}: {stat.st_size:,} bytes of {what}; at most {bound:,} are read")
+    allocated = getattr(stat, "st_blocks", None)
+    if allocated is not None and stat.st_size - allocated * 512 > SPARSE_SLACK_BYTES:
+        raise SourceError(f"{path}: a sparse file ({what}): it claims {stat.st_size:,} bytes with {allocated * 512:,} on disk; "
+                          "refusing to read its holes")
+    return stat.st_size
+
+
+def _read_file(path: Path, what: str) -> bytes:
+    """A source parquet's bytes, refused before reading when larger than any read may be."""
+    check_file_size(path, MAX_INDEX_FILE_BYTES, what)
     return path.read_bytes()
 
 

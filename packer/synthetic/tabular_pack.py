@@ -13,6 +13,7 @@ a corner for speed: the sample index then holds no rows (its digest is still rec
 from __future__ import annotations
 
 import io
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -91,10 +92,15 @@ def write_tabular_pack(
     video_keys = [camera[0]] if camera else []
     members: list[int] = []
     buffer = io.BytesIO()
+    member_bytes: list[bytes] = []
     if camera:
         key, member, _, _ = camera
         tar_writer = DeterministicTarWriter(buffer)
-        members = [tar_writer.add(video_member_name(e, key), member) for e in range(episodes)]
+        # Each episode's member is its own file, as in a real pack (readers refuse an index whose
+        # member digests repeat beyond what honest videos do): the given mp4 with a trailing
+        # `free` box naming the episode, which decoders skip.
+        member_bytes = [member + struct.pack(">I4sQ", 16, b"free", e) for e in range(episodes)]
+        members = [tar_writer.add(video_member_name(e, key), data) for e, data in enumerate(member_bytes)]
         tar_writer.close()
     else:
         buffer.write(b"\0" * 1024)  # an empty tar: no cameras
@@ -118,7 +124,7 @@ def write_tabular_pack(
             "row_group_offset": span[group, 0],
             "row_group_bytes": span[group, 1],
             "row_group_sha256": pa.array(digests[group].tolist(), pa.string()),
-            **_member_columns(camera, members, length),
+            **_member_columns(camera, members, member_bytes, length),
         },
         schema=episodes_index_schema(video_keys),
     )
@@ -161,17 +167,17 @@ def write_tabular_pack(
     return manifest
 
 
-def _member_columns(camera: tuple[str, bytes, int, int] | None, offsets: list[int], length: int) -> dict:
+def _member_columns(camera: tuple[str, bytes, int, int] | None, offsets: list[int], members: list[bytes], length: int) -> dict:
     if camera is None:
         return {}
-    key, member, _, _ = camera
+    key = camera[0]
     n = len(offsets)
     return {
         video_column(key, "offset"): pa.array(offsets, pa.int64()),
-        video_column(key, "size"): pa.array([len(member)] * n, pa.int64()),
+        video_column(key, "size"): pa.array([len(m) for m in members], pa.int64()),
         video_column(key, "frames"): pa.array([length] * n, pa.int64()),
         video_column(key, "codec"): pa.array(["h264"] * n, pa.string()),
-        video_column(key, "sha256"): pa.array([sha256_hex(member)] * n, pa.string()),
+        video_column(key, "sha256"): pa.array([sha256_hex(m) for m in members], pa.string()),
         video_column(key, "reencoded"): pa.array([False] * n, pa.bool_()),
     }
 

@@ -17,8 +17,13 @@ from dataclasses import dataclass
 
 from reader.errors import FormatError
 
-# H.264 profiles whose SPS carries chroma format, bit depths and scaling matrices (7.3.2.1.1).
-_H264_HIGH_PROFILES = frozenset({100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135})
+# H.264 profiles whose SPS carries chroma format, bit depths and scaling matrices, as FFmpeg's
+# h264_ps.c reads them (the CPU path this parser must agree with): the standard's list
+# (7.3.2.1.1) less 139, 134 and 135, plus the old High 4:4:4 profile 144.
+_H264_HIGH_PROFILES = frozenset({100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 144})
+# Profiles the standard and FFmpeg read differently: which bits are the colour signalling is then
+# a matter of which decoder reads it, so neither reading is claimed (NVDEC's own conversion).
+_H264_DISPUTED_PROFILES = frozenset({139, 134, 135, 144})
 _MAX_POC_CYCLE = 255  # num_ref_frames_in_pic_order_cnt_cycle
 _MAX_RPS = 64  # num_short_term_ref_pic_sets
 _MAX_RPS_PICS = 16  # num_negative_pics / num_positive_pics
@@ -134,6 +139,9 @@ def h264_signal(nal: bytes, *, where: str) -> SignalType:
         raise FormatError(f"{where}: not an H.264 sequence parameter set")
     bits = _Bits(rbsp(nal[1:]), where)
     profile = bits.u(8)
+    if profile in _H264_DISPUTED_PROFILES:
+        raise FormatError(f"{where}: H.264 profile {profile}, whose sequence parameter set the standard and FFmpeg read "
+                          "differently; its colour signalling is not claimed")
     bits.skip(16)  # constraint flags, level_idc
     bits.ue(31)  # seq_parameter_set_id
     chroma_format, bit_depth = 1, 8

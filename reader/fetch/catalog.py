@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reader.errors import FormatError
 from reader.fetch.packed_index import PackedIndex
@@ -339,11 +340,12 @@ class EpisodeCatalog:
             starts, _ = members(name) if name != "member_sha256" else (e[name].combine_chunks().offsets.to_numpy().astype(np.int64), None)
             if not np.array_equal(starts, member_start):
                 raise FormatError(f"{where}: episodes table: {name} does not list one value per member")
-        codec_names = e["member_codec"].combine_chunks().flatten().to_pylist()
-        unknown = sorted(set(codec_names) - set(VIDEO_CODECS))
-        if unknown:
+        # Codec names to indices without a Python string per member (a million-member mixture).
+        codec_names = e["member_codec"].combine_chunks().flatten()
+        codec_index = pc.index_in(codec_names, value_set=pa.array(VIDEO_CODECS, pa.string()))
+        if codec_index.null_count:
+            unknown = sorted(set(pc.filter(codec_names, pc.is_null(codec_index)).unique().to_pylist()))
             raise FormatError(f"{where}: episodes table: member codecs {unknown[:5]} are not among {list(VIDEO_CODECS)}")
-        codec_of = {c: i for i, c in enumerate(VIDEO_CODECS)}
         anchors_row = col(a, "episode_row")
         run_counts = np.bincount(anchors_row, minlength=e.num_rows) if len(anchors_row) else np.zeros(e.num_rows, np.int64)
         if len(anchors_row) and (anchors_row.min() < 0 or anchors_row.max() >= e.num_rows or (np.diff(anchors_row) < 0).any()):
@@ -357,7 +359,7 @@ class EpisodeCatalog:
             row_group_episodes=col(e, "row_group_episodes").astype(np.int32), row_group_rows=col(e, "row_group_rows"),
             anchor_counts=col(e, "anchors"), member_start=member_start, member_offset=offsets_.astype(np.int64),
             member_size=members("member_size")[1].astype(np.int64), member_frames=members("member_frames")[1].astype(np.int64),
-            member_codec=np.array([codec_of[c] for c in codec_names], dtype=np.int8), member_sha256=shas(e, "member_sha256"),
+            member_codec=codec_index.to_numpy(zero_copy_only=False).astype(np.int8), member_sha256=shas(e, "member_sha256"),
             run_start=np.concatenate([[0], np.cumsum(run_counts)]).astype(np.int64), run_lo=col(a, "lo"), run_hi=col(a, "hi"),
             shard_dataset=col(s, "dataset").astype(np.int32), shard_number=col(s, "shard").astype(np.int32),
             shard_parquet_bytes=col(s, "parquet_bytes"), shard_footer_offset=col(s, "footer_offset"),

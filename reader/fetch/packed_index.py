@@ -90,6 +90,9 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
         if err.missing_bucket:
             raise FormatError(f"{storage.url}: no such bucket {bucket_of(storage.url)!r} (check the URL and the endpoint, "
                               "storage_options / --storage-options)") from None
+        missing = storage.missing_root()
+        if missing:
+            raise FormatError(f"{storage.url}: {missing}") from None
         if storage.exists("mixture.json"):
             raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with reader.MixtureDataset") from None
         raise FormatError(f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished") from None

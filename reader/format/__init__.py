@@ -32,7 +32,7 @@ _EXPORTS = {
     "reader.format.images": ["IMAGE_FORMATS", "UINT16_MODES", "image_column_bytes", "image_elements", "open_image"],
     "reader.format.indexes": [
         "CameraMember", "EpisodeEntry", "EpisodeTable", "RowGroupRef", "episodes_index_schema",
-        "parse_episodes_index", "samples_index_schema", "hex_digests",
+        "parse_episodes_index", "samples_index_schema", "hex_digests", "episodes_index_budget",
     ],
     "reader.format.layout": [
         "DEFAULT_TABULAR_COLUMNS", "EPISODES_INDEX_PATH", "FORMAT_NAME", "FORMAT_VERSION", "FRAME_MISMATCH_POLICIES",

@@ -26,15 +26,20 @@ from reader.format.layout import (
     video_column,
 )
 from reader.format.limits import (
+    INDEX_DICTIONARY_CHUNK_BYTES,
+    INDEX_MIN_GROUP_ROWS,
+    INDEX_TASKS_PER_EPISODE,
     MAX_DATASET_EPISODES,
     MAX_DATASET_MEMBERS,
     MAX_EPISODE_FRAMES,
     MAX_EPISODE_TASKS,
     MAX_TASK_BYTES,
+    MIN_DIGEST_BYTES,
+    TEXT_EXPANSION,
 )
 from reader.format.manifest import Manifest
-from reader.format.parquet.bounded import Budget, expansion_budget, read_bounded
-from reader.format.parquet.pages import row_bytes
+from reader.format.parquet.bounded import BoundedColumns, Budget, read_bounded_columns
+from reader.format.parquet.pages import row_bytes, value_bytes
 
 # Tar headers precede every member: a member's data never starts before byte 512.
 _TAR_BLOCK = 512
@@ -169,21 +174,82 @@ def _parse_episodes_index(data: bytes, manifest: Manifest, where: str, with_task
     if episodes > MAX_DATASET_EPISODES:
         raise FormatError(f"{where}: the manifest records {episodes} episodes, more than the {MAX_DATASET_EPISODES} allowed")
     budget = episodes_index_budget(manifest.video_keys, rows=episodes, encoded=len(data))
-    table = read_bounded(data, where=where, columns=columns, rows=episodes, rows_expected=f"the manifest records {episodes} episodes",
-                         max_rows=MAX_DATASET_EPISODES, budget=budget)
-    wanted = pa.schema([expected.field(name) for name in columns])
-    if not table.schema.remove_metadata().equals(wanted):
-        found = {f.name: str(f.type) for f in table.schema}
-        want = {f.name: str(f.type) for f in wanted}
-        wrong = {k: (found.get(k), v) for k, v in want.items() if found.get(k) != v}
-        extra = sorted(set(found) - set(want))
+    reader = read_bounded_columns(data, where=where, rows=episodes, rows_expected=f"the manifest records {episodes} episodes",
+                                  max_rows=MAX_DATASET_EPISODES, budget=budget)
+    found = {f.name: f.type for f in reader.schema}
+    wrong = {k: (str(found[k]) if k in found else None, str(expected.field(k).type)) for k in columns
+             if found.get(k) != expected.field(k).type}
+    extra = sorted(set(found) - set(expected.names))
+    if wrong or extra:
         raise FormatError(f"{where}: columns differ from the format: expected/found {wrong}" + (f", unexpected {extra}" if extra else ""))
-    if table.num_rows and any(table[name].null_count for name in table.column_names):
-        nulls = [name for name in table.column_names if table[name].null_count]
-        raise FormatError(f"{where}: null values in {nulls}")
-    if with_tasks:
-        check_task_lists(table["tasks"], where=f"{where}: column tasks")
-    return _table(table, manifest, where)
+    return _table(_IndexColumns(reader, where), manifest, where, with_tasks=with_tasks)
+
+
+class _IndexColumns:
+    """The episodes index's columns, each read when asked for and held as arrays (not as the
+    decoded table): the peak is the arrays and one column. Digest and codec columns are read as
+    dictionaries where the writer made them so (a row group's digest repeats for each of its
+    episodes): only the distinct values are decoded."""
+
+    def __init__(self, reader: BoundedColumns, where: str):
+        self.reader, self.where = reader, where
+
+    def _read(self, name: str, *, plain: bool = False) -> pa.ChunkedArray:
+        column = self.reader.column(name, plain=plain)
+        if column.null_count:
+            raise FormatError(f"{self.where}: null values in {[name]}")
+        return column
+
+    def numbers(self, name: str) -> np.ndarray:
+        column = self._read(name)
+        return column.to_numpy() if column.num_chunks == 1 else np.concatenate([c.to_numpy() for c in column.chunks])
+
+    def strings(self, name: str) -> pa.ChunkedArray:
+        return self._read(name, plain=True)
+
+    def digests(self, name: str) -> tuple[np.ndarray, int]:
+        """``_hex_matrix`` of a digest column (the first bad row, or -1)."""
+        out, offset = [], 0
+        for chunk in self._read(name).chunks:
+            if pa.types.is_dictionary(chunk.type):
+                distinct, bad = _hex_matrix(chunk.dictionary, where=self.where)
+                indices = chunk.indices.to_numpy(zero_copy_only=False)
+                if bad >= 0:
+                    rows = np.flatnonzero(indices == bad)
+                    if len(rows):
+                        return np.zeros((0, 32), np.uint8), offset + int(rows[0])
+                out.append(distinct[indices])
+            else:
+                for start in range(0, len(chunk), _HEX_ROWS):  # in slices: the hex temporaries stay small
+                    matrix, bad = _hex_matrix(chunk.slice(start, _HEX_ROWS), where=self.where)
+                    if bad >= 0:
+                        return np.zeros((0, 32), np.uint8), offset + start + bad
+                    out.append(matrix)
+            offset += len(chunk)
+        return (np.concatenate(out) if out else np.zeros((0, 32), np.uint8)), -1
+
+    def codes(self, name: str, values: Sequence[str]) -> tuple[np.ndarray, int, str | None]:
+        """Each row's position in ``values`` (int8), the first row holding another value (-1:
+        none) and that value."""
+        out, offset = [], 0
+        known = pa.array(list(values), pa.string())
+        for chunk in self._read(name).chunks:
+            if pa.types.is_dictionary(chunk.type):
+                found = pc.index_in(chunk.dictionary, value_set=known).to_numpy(zero_copy_only=False)
+                per_row = found[chunk.indices.to_numpy(zero_copy_only=False)]
+            else:
+                per_row = pc.index_in(chunk, value_set=known).to_numpy(zero_copy_only=False)
+            unknown = np.isnan(per_row) if per_row.dtype.kind == "f" else np.zeros(len(per_row), bool)
+            if unknown.any():
+                i = int(np.argmax(unknown))
+                value = chunk[i].as_py()
+                return np.zeros(0, np.int8), offset + i, value
+            out.append(per_row.astype(np.int8))
+            offset += len(chunk)
+        return (np.concatenate(out) if out else np.zeros(0, np.int8)), -1, None
+
+
+_HEX_ROWS = 1 << 16
 
 
 # An honest episodes index: this much per episode, and this much per camera member.
@@ -196,13 +262,21 @@ MAX_EPISODES_INDEX_BYTES = MAX_DATASET_EPISODES * _EPISODE_ROW_BYTES + MAX_DATAS
 
 def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int) -> Budget:
     """What reading an episodes index of ``rows`` episodes may decode to: what an honest index
-    of that many episodes with these cameras can be, plus the expansion budget of its
-    ``encoded`` bytes (task lists, whose honest size has no per-row bound); the honest part at
-    most ``MAX_EPISODES_INDEX_BYTES``, the index at ``MAX_DATASET_EPISODES`` and
-    ``MAX_DATASET_MEMBERS``. An index of a million episodes compresses far better than the
-    64x the expansion budget alone allows (sorted integers, repeated digests)."""
+    of that many episodes with these cameras can be (at most ``MAX_EPISODES_INDEX_BYTES``, the
+    index at ``MAX_DATASET_EPISODES`` and ``MAX_DATASET_MEMBERS``) with a few task values per
+    episode, plus one writer-sized dictionary page per column chunk (never more than the
+    expansion budget of its ``encoded`` bytes), in row groups of the writer's size; every
+    member's digest backed by ``MIN_DIGEST_BYTES`` of the file (digests do not compress, so a
+    small file cannot claim many members). An index of a million episodes compresses far better
+    than any fixed expansion factor honest data would fit (sorted integers, repeated row-group
+    digests: 32x measured), so the rows are sized from the manifest's count, and what they may
+    cost is what an honest index of that count is."""
     honest = min(MAX_EPISODES_INDEX_BYTES, rows * (_EPISODE_ROW_BYTES + len(video_keys) * _MEMBER_ROW_BYTES))
-    return Budget(max_bytes=honest + expansion_budget(encoded), values_per_row={"tasks": MAX_EPISODE_TASKS})
+    tasks = rows * INDEX_TASKS_PER_EPISODE * value_bytes(0, 1, strings=True)
+    return Budget(max_bytes=honest + tasks, values_per_row={"tasks": MAX_EPISODE_TASKS},
+                  backed={video_column(key, "sha256"): MIN_DIGEST_BYTES for key in video_keys},
+                  dictionary_chunk_bytes=INDEX_DICTIONARY_CHUNK_BYTES, min_group_rows=INDEX_MIN_GROUP_ROWS,
+                  expanding={"tasks": TEXT_EXPANSION})
 
 
 def check_task_lists(tasks: pa.ChunkedArray, *, where: str) -> None:
@@ -356,27 +430,23 @@ class EpisodeTable(Sequence):
         return counts[inverse].astype(np.int64), rows[inverse]
 
 
-def _table(table: pa.Table, manifest: Manifest, where: str) -> EpisodeTable:
-    """Every rule of the episodes index, vectorized over its columns (no loop per episode)."""
-    col = {name: table[name].to_numpy(zero_copy_only=False) for name, _ in EPISODE_COLUMNS if name != "tasks"}
+def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks: bool) -> EpisodeTable:
+    """Every rule of the episodes index, vectorized over its columns (no loop per episode),
+    each checked as soon as its columns are read (a broken index stops early)."""
     shards = manifest.shards
-    n = table.num_rows
-    episode = col["episode_index"]
+    episode = columns.numbers("episode_index").astype(np.int64, copy=False)
+    n = len(episode)
     if n and (episode[0] < 0 or (np.diff(episode) <= 0).any()):
         raise FormatError(f"{where}: episode_index must be non-negative and strictly ascending")
-    shard = col["shard"].astype(np.int64)
+    shard = columns.numbers("shard").astype(np.int64)
     if n and (shard.min() < 0 or shard.max() >= len(shards) or (np.diff(shard) < 0).any()):
         raise FormatError(f"{where}: shard must be ascending in [0, {len(shards) - 1}]")
-    length = col["length"]
+    length = columns.numbers("length").astype(np.int64, copy=False)
     if n and (length < 0).any():
         raise FormatError(f"{where}: episode {int(episode[np.argmax(length < 0)])} has a negative length")
     if n and (length > MAX_EPISODE_FRAMES).any():
         bad = int(np.argmax(length > MAX_EPISODE_FRAMES))
         raise FormatError(f"{where}: episode {int(episode[bad])} has {int(length[bad])} frames; at most {MAX_EPISODE_FRAMES} are allowed")
-    wrong_range = ((col["dataset_to_index"] - col["dataset_from_index"]) != length) | (col["dataset_from_index"] < 0)
-    if wrong_range.any():
-        bad = int(episode[np.argmax(wrong_range)])
-        raise FormatError(f"{where}: episode {bad}: dataset_to_index - dataset_from_index must equal length, from >= 0")
     per_shard_counts = np.bincount(shard, minlength=len(shards))
     per_shard_frames = np.bincount(shard, weights=length, minlength=len(shards)).astype(np.int64)
     for s in shards:
@@ -385,16 +455,25 @@ def _table(table: pa.Table, manifest: Manifest, where: str) -> EpisodeTable:
                 f"{where}: shard {s.name} has {int(per_shard_counts[s.index])} episodes / {int(per_shard_frames[s.index])} "
                 f"frames, the manifest records {s.num_episodes} / {s.frames}"
             )
+    from_index = columns.numbers("dataset_from_index").astype(np.int64, copy=False)
+    wrong_range = ((columns.numbers("dataset_to_index") - from_index) != length) | (from_index < 0)
+    if wrong_range.any():
+        bad = int(episode[np.argmax(wrong_range)])
+        raise FormatError(f"{where}: episode {bad}: dataset_to_index - dataset_from_index must equal length, from >= 0")
     # Rows of a shard's episodes are consecutive in its parquet, in episode order: an episode
     # starts where the shard's earlier episodes end.
     before = np.cumsum(length) - length
     first_of_shard = np.searchsorted(shard, shard, side="left")
-    if (col["row_start"] != before - before[first_of_shard]).any():
-        bad = int(episode[np.argmax(col["row_start"] != before - before[first_of_shard])])
+    row_start = columns.numbers("row_start").astype(np.int64, copy=False)
+    if (row_start != before - before[first_of_shard]).any():
+        bad = int(episode[np.argmax(row_start != before - before[first_of_shard])])
         raise FormatError(f"{where}: episode {bad}: row_start is not where its rows begin in the shard parquet")
+    del before, first_of_shard
 
     footer_offset = np.array([s.parquet_footer.offset for s in shards], dtype=np.int64)[shard]
-    group, group_offset, group_bytes = col["row_group"].astype(np.int64), col["row_group_offset"], col["row_group_bytes"]
+    group = columns.numbers("row_group").astype(np.int64)
+    group_offset = columns.numbers("row_group_offset").astype(np.int64, copy=False)
+    group_bytes = columns.numbers("row_group_bytes").astype(np.int64, copy=False)
     outside = (group < 0) | (group_offset < 4) | (group_bytes < 0) | (group_offset + group_bytes > footer_offset)
     if outside.any():
         i = int(np.argmax(outside))
@@ -403,47 +482,52 @@ def _table(table: pa.Table, manifest: Manifest, where: str) -> EpisodeTable:
             f"{int(group_offset[i] + group_bytes[i])}) is not inside the row-group area [4, {int(footer_offset[i])}) of "
             f"{shards[int(shard[i])].name}.parquet"
         )
-    group_sha, bad = _hex_matrix(table["row_group_sha256"], where=f"{where}: row_group_sha256")
+    del footer_offset, outside
+    group_sha, bad = columns.digests("row_group_sha256")
     if bad >= 0:
         raise FormatError(f"{where}: episode {int(episode[bad])}: row_group_sha256 is not a sha256 hex digest")
 
     keys, c = manifest.video_keys, len(manifest.video_keys)
-
-    def members(name: str) -> np.ndarray:
-        return np.stack([table[video_column(key, name)].to_numpy(zero_copy_only=False) for key in keys], axis=1) if c else np.zeros((n, 0), np.int64)
-
-    offset, size, frames = members("offset"), members("size"), members("frames")
+    offset, size, frames = (np.zeros((n, c), np.int64) for _ in range(3))
     codec = np.zeros((n, c), np.int8)
     sha = np.zeros((n, c, 32), np.uint8)
-    tar_bytes = np.array([s.tar_bytes for s in shards], dtype=np.int64)[shard][:, None]
+    tar_bytes = np.array([s.tar_bytes for s in shards], dtype=np.int64)[shard]
     for k, key in enumerate(keys):
         label = f"{where}: episode %d camera {key}"
-        out = (offset[:, k] < _TAR_BLOCK) | (size[:, k] < 0) | (offset[:, k] + size[:, k] > tar_bytes[:, 0])
+        offset[:, k] = columns.numbers(video_column(key, "offset"))
+        size[:, k] = columns.numbers(video_column(key, "size"))
+        out = (offset[:, k] < _TAR_BLOCK) | (size[:, k] < 0) | (offset[:, k] + size[:, k] > tar_bytes)
         if out.any():
             i = int(np.argmax(out))
             raise FormatError(f"{label % int(episode[i])}: member [{int(offset[i, k])}, {int(offset[i, k] + size[i, k])}) lies "
-                              f"outside {shards[int(shard[i])].name}.tar ({int(tar_bytes[i, 0])} bytes)")
+                              f"outside {shards[int(shard[i])].name}.tar ({int(tar_bytes[i])} bytes)")
+        frames[:, k] = columns.numbers(video_column(key, "frames"))
         wrong = (frames[:, k] < np.minimum(1, length)) | (frames[:, k] > length)
         if wrong.any():
             i = int(np.argmax(wrong))
             raise FormatError(f"{label % int(episode[i])}: {int(frames[i, k])} frames for an episode of {int(length[i])} rows")
-        names = table[video_column(key, "codec")]
-        found = pc.index_in(names, value_set=pa.array(VIDEO_CODECS, pa.string())).to_numpy(zero_copy_only=False)
-        unknown = np.isnan(found) if found.dtype.kind == "f" else np.zeros(n, bool)
-        sha[:, k], bad_sha = _hex_matrix(table[video_column(key, "sha256")], where=where)
-        if unknown.any() or bad_sha >= 0:
-            i = min(int(np.argmax(unknown)) if unknown.any() else n, bad_sha if bad_sha >= 0 else n)
-            raise FormatError(f"{label % int(episode[i])}: codec {names[i].as_py()!r} / sha256 "
-                              f"{table[video_column(key, 'sha256')][i].as_py()!r} are not valid")
-        codec[:, k] = np.nan_to_num(found).astype(np.int8) if found.dtype.kind == "f" else found.astype(np.int8)
+        found, bad, value = columns.codes(video_column(key, "codec"), VIDEO_CODECS)
+        if bad >= 0:
+            raise FormatError(f"{label % int(episode[bad])}: codec {str(value)[:40]!r} is not one of {list(VIDEO_CODECS)}")
+        codec[:, k] = found
+        digests, bad = columns.digests(video_column(key, "sha256"))
+        if bad >= 0:
+            raise FormatError(f"{label % int(episode[bad])}: sha256 is not a sha256 hex digest")
+        sha[:, k] = digests
+        del digests
+        columns.numbers(video_column(key, "reencoded"))  # read for its nulls and type; no reader uses it
     _check_members_disjoint(shard, offset, size, episode, manifest, where)
+    tasks = None
+    if with_tasks:
+        tasks = columns.strings("tasks")
+        check_task_lists(tasks, where=f"{where}: column tasks")
+        tasks = tasks.combine_chunks()
     return EpisodeTable(
-        video_keys=tuple(keys), episode_index=episode.astype(np.int64), shard=shard, length=length.astype(np.int64),
-        dataset_from_index=col["dataset_from_index"].astype(np.int64), row_start=col["row_start"].astype(np.int64), row_group=group,
-        row_group_offset=group_offset.astype(np.int64), row_group_bytes=group_bytes.astype(np.int64), row_group_sha256=group_sha,
-        member_offset=offset.astype(np.int64), member_size=size.astype(np.int64), member_frames=frames.astype(np.int64),
-        member_codec=codec, member_sha256=sha,
-        tasks=table["tasks"].combine_chunks() if "tasks" in table.column_names else None,
+        video_keys=tuple(keys), episode_index=episode, shard=shard, length=length,
+        dataset_from_index=from_index, row_start=row_start, row_group=group,
+        row_group_offset=group_offset, row_group_bytes=group_bytes, row_group_sha256=group_sha,
+        member_offset=offset, member_size=size, member_frames=frames,
+        member_codec=codec, member_sha256=sha, tasks=tasks,
     )
 
 

@@ -72,6 +72,22 @@ MAX_DECODED_BYTES = 4 << 30
 EXPANSION_FLOOR_BYTES = 64 << 20
 # Files read whole into memory: the episodes and samples index, tasks, metadata.
 MAX_INDEX_FILE_BYTES = 4 << 30
+# The index files we write (a pack's episodes index, a compiled mixture's tables) are written by
+# pyarrow, whose dictionary pages stop at 1 MiB (it falls back to plain pages past that) and whose
+# row groups hold 1Mi rows: a reader allows each column chunk one such dictionary page (on top of
+# what the rows decode to) and row groups of at least 1/16 of that (all but the last), so the
+# dictionary pages a file may add are tied to its rows, not to how well its bytes compress.
+INDEX_DICTIONARY_CHUNK_BYTES = (1 << 20) + (64 << 10)
+INDEX_MIN_GROUP_ROWS = 1 << 16
+# Task values one episode of an honest episodes index lists (1 to a few): what its rows may add to
+# the index's decoded bytes beside the per-episode figures (``MAX_EPISODE_TASKS`` bounds a row);
+# the task strings themselves may decode to this many times the bytes of their column (text).
+INDEX_TASKS_PER_EPISODE = 4
+TEXT_EXPANSION = 16
+# A member's SHA-256 is 32 random bytes: in an index its digests take at least this many bytes
+# each (hex, dictionary or plain, compressed), half of them, so an honest index can repeat a
+# digest (byte-identical videos of a dead camera) for up to half its members.
+MIN_DIGEST_BYTES = 16
 
 # -- mixtures -----------------------------------------------------------------------------------
 MAX_MIXTURE_DATASETS = 100_000

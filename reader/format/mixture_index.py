@@ -21,6 +21,8 @@ from reader.errors import MixtureSpecError
 from reader.format.fields import is_int, is_sha256_hex
 from reader.format.layout import safe_relative_path
 from reader.format.limits import (
+    INDEX_DICTIONARY_CHUNK_BYTES,
+    INDEX_MIN_GROUP_ROWS,
     MAX_CAMERAS,
     MAX_CODEC_NAME_BYTES,
     MAX_DECODED_BYTES,
@@ -28,6 +30,7 @@ from reader.format.limits import (
     MAX_MIXTURE_DATASETS,
     MAX_MIXTURE_EPISODES,
     MAX_MIXTURE_MEMBERS,
+    MIN_DIGEST_BYTES,
 )
 from reader.format.parquet.bounded import Budget, expansion_budget
 from reader.format.parquet.pages import row_bytes
@@ -165,35 +168,39 @@ _SCHEMAS = {"episodes": EPISODES_SCHEMA, "shards": SHARDS_SCHEMA, "anchors": ANC
 # An honest episodes table: this much per episode, and this much per member (its list entries).
 EPISODE_ROW_BYTES = row_bytes((f for f in EPISODES_SCHEMA if not f.name.startswith("member_")), string_bytes=MAX_CODEC_NAME_BYTES)
 MEMBER_BYTES = row_bytes((f for f in EPISODES_SCHEMA if f.name.startswith("member_")), string_bytes=MAX_CODEC_NAME_BYTES)
-# The honest episodes table at the format's maxima, plus the expansion budget's most: the
-# most a compiled index may decode to.
-MAX_EPISODES_TABLE_BYTES = MAX_MIXTURE_EPISODES * EPISODE_ROW_BYTES + MAX_MIXTURE_MEMBERS * MEMBER_BYTES + MAX_DECODED_BYTES
+# The honest episodes table at the format's maxima: the most a compiled index's rows may decode to.
+MAX_EPISODES_TABLE_BYTES = MAX_MIXTURE_EPISODES * EPISODE_ROW_BYTES + MAX_MIXTURE_MEMBERS * MEMBER_BYTES
 
 
-def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: int) -> Budget:
+def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: int, duplicates: int = 1) -> Budget:
     """What reading a compiled table of ``rows`` rows may decode to.
 
     The episodes table: what an honest table of that many rows can be, ``EPISODE_ROW_BYTES``
     per row and ``MEMBER_BYTES`` per member (``members``: what the mixture's datasets declare,
-    episodes x cameras; an episode without members still decodes one list entry), plus the
-    expansion budget of its ``encoded`` bytes (dictionary pages, which the walker counts on top
-    of the values they encode); lists of at most ``cameras`` values. At
-    ``MAX_MIXTURE_EPISODES`` and ``MAX_MIXTURE_MEMBERS`` that is ``MAX_EPISODES_TABLE_BYTES``,
-    so the largest mixture the format allows opens, and no compiled index, however it was
-    written, makes a reader decode more. Other tables: their rows' honest size, never less than
-    the expansion budget, at most ``MAX_DECODED_BYTES``. The writer checks its own output
-    against this same budget (``packer.mixture.compile``), so nothing it writes is refused by a
-    reader.
+    episodes x cameras; an episode without members still decodes one list entry), plus one
+    writer-sized dictionary page per column chunk (never more than the expansion budget of its
+    ``encoded`` bytes) in row groups of the writer's size; lists of at most ``cameras`` values.
+    Each member's digest must be backed by ``MIN_DIGEST_BYTES`` of the file (divided by
+    ``duplicates``: the most times the mixture lists one pack), since digests do not compress:
+    a small file cannot claim millions of members, whatever ``mixture.json`` says. At
+    ``MAX_MIXTURE_EPISODES`` and ``MAX_MIXTURE_MEMBERS`` the honest part is
+    ``MAX_EPISODES_TABLE_BYTES``, so the largest mixture the format allows opens. Other
+    tables: their rows' honest size, never less than the expansion budget, at most
+    ``MAX_DECODED_BYTES``. The writer checks its own output against this same budget
+    (``packer.mixture.compile``), so nothing it writes is refused by a reader.
 
-    A compiled index compresses far better than the 64x the expansion budget allows (sorted
-    integer columns, repeated members): 2,100 packs of 106 episodes were refused by it.
+    A compiled index compresses far better than any fixed factor honest tables would all fit
+    (sorted integer columns, repeated row-group digests: up to 28x measured), so rows are sized
+    from the count ``mixture.json`` records, and their members from the digest bytes present.
     """
     cameras = max(0, min(cameras, MAX_CAMERAS))
     # An empty list still decodes one level entry: at least one value per row.
     per_list = {field.name: max(cameras, 1) for field in EPISODES_SCHEMA if field.name.startswith("member_")}
     if name == "episodes":
-        honest = rows * EPISODE_ROW_BYTES + max(members, rows) * MEMBER_BYTES
-        return Budget(max_bytes=min(MAX_EPISODES_TABLE_BYTES, honest + expansion_budget(encoded)), values_per_row=per_list)
+        honest = min(MAX_EPISODES_TABLE_BYTES, rows * EPISODE_ROW_BYTES + max(members, rows) * MEMBER_BYTES)
+        return Budget(max_bytes=honest, values_per_row=per_list,
+                      backed={"member_sha256": MIN_DIGEST_BYTES / max(duplicates, 1)},
+                      dictionary_chunk_bytes=INDEX_DICTIONARY_CHUNK_BYTES, min_group_rows=INDEX_MIN_GROUP_ROWS)
     schema = _SCHEMAS.get(name)
     if schema is None:
         return Budget(values_per_row=per_list)

@@ -259,7 +259,7 @@ class Storage:
                     return b""
                 raise
 
-        data = self._call(f"read of the first {limit} bytes", rel, prefix)
+        data = self._call(f"read of up to {_size_text(limit - 1)}", rel, prefix)
         self._count(bytes_read=len(data))
         return data
 
@@ -365,6 +365,11 @@ class Storage:
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists (an object, or for object stores also a non-empty prefix)."""
         return bool(self._fresh("exists", rel, self.fs.exists))
+
+    def missing_root(self) -> str | None:
+        """Why this root is missing when its system can say more than "not found" (a Hub repo or
+        revision that does not exist), else None."""
+        return self.backend.missing_root(self.fs, self.root)
 
     def list(self, prefix: str = "") -> list[str]:
         """Sorted paths (relative to the root) of every object under ``prefix``, recursively;
@@ -556,6 +561,14 @@ class _RangeFile(io.RawIOBase):
         return count
 
 
+def _size_text(size: int) -> str:
+    """``268435456`` as ``256 MiB`` (what an operation's description says it read)."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):g} {unit}"
+    return f"{size} bytes"
+
+
 __all__ = ["Storage", "StorageCounters"]
 
 
@@ -584,3 +597,4 @@ def _fix_hint(err: BaseException, url: str) -> str:
         bucket = bucket_of(url)
         return f"; the bucket {bucket} does not exist: create it first (e.g. `aws s3 mb s3://{bucket}`)"
     return ""
+

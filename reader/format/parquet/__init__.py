@@ -10,8 +10,8 @@ from reader.exports import lazy_exports
 
 _EXPORTS = {
     "reader.format.parquet.bounded": [
-        "Budget", "expansion_budget", "iter_bounded_batches", "open_bounded", "read_bounded", "read_parquet_schema",
-        "file_cost", "leaf_columns",
+        "Budget", "BoundedColumns", "expansion_budget", "iter_bounded_batches", "open_bounded", "read_bounded",
+        "read_bounded_columns", "read_parquet_schema", "file_cost", "leaf_columns",
     ],
     "reader.format.parquet.row_groups": [
         "check_row_group", "decode_row_group", "feature_budget", "footer_range", "parse_footer", "row_group_span",

@@ -52,6 +52,21 @@ class Budget:
 
     max_bytes: int | None = None
     values_per_row: Mapping[str, int] = field(default_factory=dict)
+    # Values that honest files back with bytes that do not compress (top-level column -> the
+    # fewest encoded bytes one of its values takes: a SHA-256 digest is 32 random bytes): a column
+    # holding more values than its chunks' bytes can back is refused before decoding.
+    backed: Mapping[str, float] = field(default_factory=dict)
+    # Dictionary pages, on top of ``max_bytes``: at most this many decoded bytes per column chunk
+    # (what the writer's dictionary page limit allows), and never more than the expansion
+    # budget of the bytes read. None: dictionary pages count against ``max_bytes`` itself.
+    dictionary_chunk_bytes: int | None = None
+    # Every row group but the last holds at least this many rows (what the writer does): a file
+    # cut into more groups (each adding dictionary pages) is refused. None: any.
+    min_group_rows: int | None = None
+    # Columns whose decoded size no row count gives (free text: task strings), on top of
+    # ``max_bytes``: at most this many times the bytes of their own chunks (text compresses a few
+    # times), so what they may add is paid for in the file's bytes.
+    expanding: Mapping[str, float] = field(default_factory=dict)
 
 
 def leaf_columns(metadata: pq.FileMetaData, *, where: str) -> list[tuple[str, str, int]]:
@@ -91,14 +106,30 @@ def check_costs(
             than the budget (names the column, the counts and the limit).
     """
     values = [0] * len(leaves)
+    encoded_of = [0] * len(leaves)
     for leaf, cost in costs:
         values[leaf] += cost.values
+        encoded_of[leaf] += cost.encoded_bytes
     for (path, owner, repeated), count in zip(leaves, values):
         per_row = budget.values_per_row.get(owner, MAX_FEATURE_ELEMENTS if repeated else 1)
         if count > rows * per_row:
             raise FormatError(f"{where}: column {path} holds {count} values in {rows} rows; at most {per_row} per row are allowed")
+    for owner, fewest in budget.backed.items():
+        held = sum(count for (_, leaf_owner, _), count in zip(leaves, values) if leaf_owner == owner)
+        backing = sum(size for (_, leaf_owner, _), size in zip(leaves, encoded_of) if leaf_owner == owner)
+        # An empty list still takes one level entry: up to one per row may hold no value.
+        free = rows if any(repeated for (_, leaf_owner, repeated) in leaves if leaf_owner == owner) else 0
+        if held - free > backing / fewest + 1:
+            raise FormatError(f"{where}: column {owner} holds {held} values in {backing} bytes; an honest one takes at least "
+                              f"{fewest:g} bytes per value (its values do not compress: digests)")
     total = sum(cost.decoded_bytes for _, cost in costs)
     limit = budget.max_bytes if budget.max_bytes is not None else expansion_budget(encoded)
+    if budget.max_bytes is not None:
+        extra = sum(factor * sum(size for (_, leaf_owner, _), size in zip(leaves, encoded_of) if leaf_owner == owner)
+                    for owner, factor in budget.expanding.items())
+        if budget.dictionary_chunk_bytes is not None:
+            extra += budget.dictionary_chunk_bytes * len(costs)
+        limit += min(expansion_budget(encoded), int(extra))
     if total > limit:
         worst = max((cost for _, cost in costs), key=lambda c: c.decoded_bytes)
         raise FormatError(
@@ -131,6 +162,11 @@ def file_cost(metadata: pq.FileMetaData, data: memoryview, *, budget: Budget, wh
 def _cost(metadata, groups, data, *, base: int, budget: Budget, encoded: int | None, where: str) -> tuple[int, list[str]]:
     check_writer(metadata, where=where)
     leaves = leaf_columns(metadata, where=where)
+    if budget.min_group_rows is not None and metadata.num_row_groups > 1:
+        short = [g for g in range(metadata.num_row_groups - 1) if metadata.row_group(g).num_rows < budget.min_group_rows]
+        if short:
+            raise FormatError(f"{where}: row group {short[0]} holds {metadata.row_group(short[0]).num_rows} rows; its writer's "
+                              f"groups hold at least {budget.min_group_rows} (all but the last)")
     costs = []
     rows = 0
     for group in groups:
@@ -291,6 +327,53 @@ def read_bounded(
         raise FormatError(f"{where}: does not decode ({type(err).__name__}: {str(err)[:300]})") from None
 
 
+class BoundedColumns:
+    """A parquet file checked by ``open_bounded``, read one column at a time: a caller that turns
+    each column into its own arrays before reading the next holds those arrays and one column,
+    not the whole decoded table beside them. Dictionary-encoded string columns come back as
+    dictionaries (indices and the distinct strings) unless ``plain`` asks for strings.
+
+    Attributes:
+        schema: the file's Arrow schema (strings as strings).
+        num_rows: rows of the file.
+    """
+
+    def __init__(self, checked: CheckedParquet, *, where: str):
+        self._checked, self._where = checked, where
+        self._file = pq.ParquetFile(pa.BufferReader(checked.buffer), read_dictionary=checked.dictionary_paths)
+        self.schema = checked.metadata.schema.to_arrow_schema()
+        self.num_rows = checked.metadata.num_rows
+        self._left = checked.limit
+
+    def column(self, name: str, *, plain: bool = False) -> pa.ChunkedArray:
+        """One column, decoded (within what the file's budget has left).
+
+        Raises:
+            FormatError: strings beyond the budget, or data that does not decode.
+        """
+        try:
+            table = self._file.read(columns=[name], use_threads=False)
+            if plain:
+                table = decode_dictionaries(table, self.schema, limit=self._left, where=self._where)
+            self._left -= table.nbytes
+            return table.column(0)
+        except (pa.ArrowException, OSError, MemoryError, UnicodeDecodeError) as err:
+            raise FormatError(f"{self._where}: column {name} does not decode ({type(err).__name__}: {str(err)[:300]})") from None
+
+
+def read_bounded_columns(
+    data: bytes | bytearray | memoryview, *, where: str, max_rows: int, rows: int | None = None, rows_expected: str = "",
+    budget: Budget = Budget(),
+) -> BoundedColumns:
+    """``open_bounded``'s checks, then a ``BoundedColumns`` to read the file column by column.
+
+    Raises:
+        FormatError: see ``open_bounded``.
+    """
+    return BoundedColumns(open_bounded(data, where=where, max_rows=max_rows, rows=rows, rows_expected=rows_expected,
+                                       budget=budget), where=where)
+
+
 def read_parquet_schema(data: bytes | bytearray | memoryview, *, where: str) -> pa.Schema:
     """The Arrow schema of the parquet file in ``data`` (its footer only).
 
@@ -336,6 +419,8 @@ def _batches(parquet: pq.ParquetFile, batch_rows: int, columns: list[str] | None
 
 
 __all__ = [
+    "BoundedColumns",
+    "read_bounded_columns",
     "Budget",
     "CheckedParquet",
     "check_costs",
