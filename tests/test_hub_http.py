@@ -261,3 +261,19 @@ def test_a_pack_on_the_hub_reads_the_same_samples_and_is_never_written_file_by_f
     with pytest.raises(StorageError, match="not written to"):
         Storage("hf://datasets/org/pack", {"endpoint": hub.url}).write_bytes("x.json", b"{}")
     assert not hub.counts, "nothing is sent for a refused write"
+
+
+def test_a_missing_repo_says_which_repo_not_a_probe_of_mixture_json(hub, tmp_path, monkeypatch):
+    """Issue 41 finding 5: a missing Hub repository was reported as ``.../mixture.json: not found
+    (exists)``, a probe the user never asked for. It now names the repo (and a token for a
+    private one), for a pack and for a mixture file."""
+    from reader import MixtureDataset, PackedDataset
+    from reader.errors import FormatError, MixtureSpecError
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    options = {"endpoint": hub.url}
+    with pytest.raises(FormatError, match=r"hf://datasets/user/nothing: no dataset repo 'user/nothing' on http://127\.0\.0\.1:\d+ "
+                                          r"\(or a private one: give a token"):
+        PackedDataset("hf://datasets/user/nothing", storage_options=options)
+    with pytest.raises(MixtureSpecError, match=r"mixture.json: no dataset repo 'user/nothing'"):
+        MixtureDataset("hf://datasets/user/nothing/mixture.json", storage_options=options)
