@@ -112,6 +112,7 @@ class PackedDataset(EpochStream):
         )
         self.catalog = EpisodeCatalog.from_packs([(info, self.index, self.tasks)])
         self._warn_windows_beyond_episodes([self.offsets], [self.fps])
+        self._check_decode_device()
 
     # -- public API -------------------------------------------------------------------------
     @property

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from reader.decode.frames import CpuDecoders
-from reader.errors import ResumeWarning, WindowWarning
+from reader.errors import ArgumentError, ResumeWarning, WindowWarning
 from reader.plan.consumer_draws import Segment
 from reader.plan.resume_state import EpochResume
 from reader.plan.windows import windows_beyond
@@ -66,6 +66,41 @@ class EpochStream(torch.utils.data.IterableDataset):
             if dataset_offsets and len(lengths):
                 for sentence in windows_beyond(dataset_offsets, int(lengths.max()), dataset_fps):
                     warnings.warn(f"{catalog.datasets[i].root}: {sentence}", WindowWarning, stacklevel=3)
+
+    def _check_decode_device(self) -> None:
+        """Refuse, when the dataset is made, a ``decode_device`` whose decoder cannot decode the
+        members it would be shipped (AV1 from a copy-mode pack on NVDEC): the first batch would
+        fail far from the cause. Depth cameras are decoded in the workers, never shipped.
+
+        Raises:
+            ArgumentError: names the dataset, camera and codec, and what to do.
+        """
+        device = self.options.decode_device
+        if device is None:
+            return
+        from reader.decode.backends.table import backend_class
+        from reader.format import VIDEO_CODECS, is_depth_feature
+
+        backend = backend_class("auto", "cuda" if device.startswith("cuda") else "cpu")
+        if backend.codecs is None:
+            return
+        catalog = self.catalog
+        for d, pack in enumerate(catalog.datasets):
+            first, stop = catalog.episode_range(d)
+            if first == stop:
+                continue
+            members = catalog.member_codec[catalog.member_start[first] : catalog.member_start[stop]]
+            cameras = len(pack.video_keys)
+            for k, key in enumerate(pack.video_keys):
+                if is_depth_feature(pack.features.get(key, {})):
+                    continue
+                found = {VIDEO_CODECS[c] for c in np.unique(members[k::cameras]).tolist()} - set(backend.codecs)
+                if found:
+                    raise ArgumentError(
+                        f"decode_device={device!r} decodes {'/'.join(backend.codecs)} members ({backend.name}); camera {key} of "
+                        f"{pack.name} holds {'/'.join(sorted(found))} (a copy-mode pack keeps LeRobot's AV1): repack it with "
+                        "`lerobot-shards pack --video hevc`, or decode it with decode_device='cpu' or in the workers (decode_device unset)"
+                    )
 
     @property
     def decoder_backend(self) -> str:

@@ -82,7 +82,8 @@ class BatchLoader:
         decode_stage: a ``DecodeStage`` for a dataset made with ``decode_device=``: workers ship
             compressed members, the stage decodes each batch (on its device, in a background
             thread, ``decode_ahead`` batches ahead), and ``samples_consumed`` counts only what
-            was yielded, so ``state_dict()`` never runs ahead of the training loop.
+            was yielded, so ``state_dict()`` never runs ahead of the training loop. Without one,
+            the loader makes ``DecodeStage(decode_device)`` itself (batches never lack frames).
         pin_memory, timeout, multiprocessing_context, worker_init_fn: passed to ``DataLoader``.
 
     Raises:
@@ -124,8 +125,15 @@ class BatchLoader:
             self._loader_options["prefetch_factor"] = prefetch_factor
         self.samples_consumed = 0
         self._loaded_epoch: int | None = None
-        if decode_stage is not None and getattr(getattr(dataset, "options", None), "decode_device", None) is None:
+        decode_device = getattr(getattr(dataset, "options", None), "decode_device", None)
+        if decode_stage is not None and decode_device is None:
             raise ArgumentError("decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers")
+        if decode_stage is None and decode_device is not None:
+            # The workers ship compressed members: without a stage the batches would hold no
+            # frames. The loader makes the stage the dataset names (its errors say what is missing).
+            from reader.decode.stage import DecodeStage
+
+            decode_stage = DecodeStage(decode_device)
         self.decode_stage, self.decode_ahead = decode_stage, decode_ahead
 
     # -- epochs and resume --------------------------------------------------------------------

@@ -233,6 +233,7 @@ class MixtureDataset(EpochStream):
         ]
         self.delta_timestamps = delta_timestamps or {}
         self._warn_windows_beyond_episodes(self._offsets, [d.fps for d in datasets])
+        self._check_decode_device()
         self.pad_keys = pad_keys
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
         self.pad_widths = dict(self.harmonizer.pad_widths)

@@ -24,6 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torch.utils.data import default_collate
+from torch.utils.data._utils.collate import default_collate_fn_map
+
+from reader.errors import ArgumentError
 
 ENCODED_KEY = "__encoded_video__"
 
@@ -42,6 +45,19 @@ class EncodedFrames:
     frames: int | None = None  # frames the index records for the member
     admits: bool = False  # first draw of an admission
     retires: bool = False  # last draw of an admission
+
+
+def _needs_a_stage(batch, *, collate_fn_map=None):
+    raise ArgumentError(
+        "a sample holds compressed video (the dataset was made with decode_device=...): a plain DataLoader "
+        "cannot batch it: iterate the dataset with lerobot_shards.BatchLoader (it decodes each batch on that "
+        "device), or leave decode_device unset to decode in the workers"
+    )
+
+
+# torch's default_collate looks a type up in this table before failing with "found
+# EncodedFrames": a plain DataLoader over a decode_device dataset then says what to use instead.
+default_collate_fn_map[EncodedFrames] = _needs_a_stage
 
 
 def collate(samples: list[dict]) -> dict:

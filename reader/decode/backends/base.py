@@ -62,6 +62,9 @@ class DecodeBackend(ABC):
 
     name: ClassVar[str]
     device_type: ClassVar[str]  # "cpu" or "cuda"
+    # The member codecs it decodes (None: any FFmpeg decodes); a dataset that ships another is
+    # refused when it is made, not at its first batch.
+    codecs: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, device: torch.device, **options):
         if options:

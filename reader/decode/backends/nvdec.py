@@ -300,6 +300,8 @@ class NvdecSession:
 class NvdecBackend(DecodeBackend):
     """NVDEC through PyNvVideoCodec (module docstring).
 
+    Decodes ``CODECS`` (H.264 and HEVC: NVDEC on A100/H100/H200 has no AV1).
+
     Options:
         colour: ``"exact"`` (default): NV12 converted with FFmpeg's arithmetic where the
             member's colour signalling allows it, else NVDEC's RGB; ``"nvdec"``: always
@@ -326,6 +328,8 @@ class NvdecBackend(DecodeBackend):
     def unavailable(cls) -> str | None:
         reason = nvdec_unavailable()
         return None if reason is None else f"NVDEC cannot decode here: {reason}"
+
+    codecs = CODECS
 
     def refuses(self, member: EncodedFrames) -> str | None:
         if member.codec not in CODECS:

@@ -19,6 +19,7 @@ from reader.format import check_mp4
 class TorchCodecCudaBackend(DecodeBackend):
     name = "torchcodec"
     device_type = "cuda"
+    codecs = ("hevc", "h264")  # torchcodec's CUDA decoder is NVDEC too
 
     @classmethod
     def unavailable(cls) -> str | None:
