@@ -240,6 +240,9 @@ class PackRunOptions:
     trust_destination: bool = option(False, help=(
         "Adopt shards this machine's journal does not record, after re-hashing them (only for a destination nobody "
         "else can write)."))
+    repair: bool = option(False, help=(
+        "Re-hash every kept shard against its receipt and rebuild the damaged ones (a re-run otherwise checks their "
+        "sizes only); what `verify` prints when it finds damage."))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_frames", dict(self.window_frames or {}))
@@ -253,6 +256,48 @@ class PackRunOptions:
             raise OptionsError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}", option="retry")
 
 
+def _episode_ranges_text(episodes: list[int]) -> str:
+    """Sorted episode indices as ``parse_episode_ranges`` reads them: ``0,3,10-20``."""
+    out, run_start = [], None
+    for i, e in enumerate(episodes):
+        if run_start is None:
+            run_start = e
+        if i + 1 == len(episodes) or episodes[i + 1] != e + 1:
+            out.append(str(e) if run_start == e else f"{run_start}-{e}")
+            run_start = None
+    return ",".join(out)
+
+
+def options_as_flags(recorded: dict) -> tuple[list[str], list[str]]:
+    """The ``lerobot-shards pack`` flags that shape a pack as ``recorded`` (a plan's or
+    manifest's ``options``): the flag of every option that differs from its default, whose text
+    parses back to the same value (``parse_pack_args(flags)`` gives these options).
+
+    Returns:
+        ``(flags, unflagged)``: the flags, and ``name=value`` of recorded options no flag can
+        give (``pack_dataset`` takes them).
+    """
+    flags: list[str] = []
+    unflagged: list[str] = []
+    defaults = PackOptions().to_json_dict()
+    for f in option_fields(PackOptions):
+        value = recorded.get(f.name, defaults[f.name])
+        if value == defaults[f.name]:
+            continue
+        if f.flag is None:
+            unflagged.append(f"{f.name}={value!r}")
+        elif f.name == "windows":
+            for name, window in sorted(value.items()):
+                flags += [f.flag, f"{name}={json.dumps(window, separators=(',', ':'))}"]
+        elif f.name == "episodes":
+            flags += [f.flag, _episode_ranges_text(sorted(value))]
+        elif f.name == "resize":
+            flags += [f.flag, f"{value[0]}x{value[1]}"]
+        else:
+            flags += [f.flag, str(value)]
+    return flags, unflagged
+
+
 def flag_of(name: str) -> str:
     """The command-line flag of a pack option: ``on_frame_mismatch`` -> ``--on-frame-mismatch``,
     ``windows`` -> ``--window`` (the flag the fields say; ``--<name>`` for others)."""
@@ -263,5 +308,5 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-__all__ = ["FrameMismatchPolicy", "PackOptions", "PackRunOptions", "VideoMode", "flag_of", "parse_episode_ranges",
+__all__ = ["FrameMismatchPolicy", "PackOptions", "PackRunOptions", "VideoMode", "flag_of", "options_as_flags", "parse_episode_ranges",
            "parse_part", "parse_resize", "parse_window_frames", "parse_windows"]

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from packer.cli import main as cli
+from packer.cli.pack import parse_pack_args
+from packer.options import PackOptions, options_as_flags
+from packer.run.pack import pack_dataset
+from packer.tools.verify import verify
 from reader import BatchLoader, PackedDataset
 from reader.errors import ArgumentError
 from tests.packed_fixtures import *  # noqa: F401,F403
@@ -38,3 +44,66 @@ def test_1_cuda_decoding_of_an_av1_pack_is_refused_when_the_dataset_is_made(pack
                                             r"av1.*--video hevc"):
         PackedDataset(str(packed_copy), decode_device="cuda")
     PackedDataset(str(packed_hevc), decode_device="cuda")  # HEVC is what NVDEC decodes: accepted
+
+
+# -- 2: re-running pack over a damaged finished pack repairs it; verify says how ----------------
+def _flip_byte(path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_2_pack_repair_rebuilds_a_damaged_shard_that_verify_names(sample_source, tmp_path):
+    """Was: ``0 written, 1 already done; nothing left to pack``, exit 0, verify still failing and
+    not saying what to do."""
+    dst = tmp_path / "pack"
+    args = ["pack", str(sample_source), str(dst), "--shard-size-mb", "0.03", "--window", 'chunk={"action":[0,0.1]}']
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    tars = sorted((dst / "shards").glob("*.tar"))
+    assert len(tars) >= 2
+    original = tars[1].read_bytes()
+    _flip_byte(tars[1], len(original) // 2)  # same size: only a digest finds it
+
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0 and "kept shards checked by size; --repair re-hashes them" in again.output, again.output
+    failed = CliRunner().invoke(cli, ["verify", str(dst)])
+    assert failed.exit_code == 1 and f"{tars[1].name[:-4]}.tar" in failed.output
+    last = failed.output.strip().splitlines()[-1]
+    # The command that repairs: the recorded options as flags, the local source by its name.
+    assert f"to repair it: lerobot-shards pack SRC {dst} --window 'chunk={{\"action\":[0,0.1]}}' --shard-size-mb 0.03 --repair" in last
+    assert f"(SRC: the LeRobot dataset folder {sample_source.name!r} it was packed from)" in last
+
+    repaired = CliRunner().invoke(cli, [*args, "--repair"])
+    assert repaired.exit_code == 0, repaired.output
+    assert "rebuilt 1 damaged shard (shard-000001: shards/shard-000001.tar does not match the sha256" in repaired.output
+    assert tars[1].read_bytes() == original  # rebuilt byte for byte
+    assert CliRunner().invoke(cli, ["verify", str(dst)]).exit_code == 0
+    intact = CliRunner().invoke(cli, [*args, "--repair"])
+    assert f"re-hashed {len(tars)} kept shards: intact" in intact.output, intact.output
+
+
+def test_2_a_shard_of_another_size_is_rebuilt_by_a_plain_rerun(sample_source, tmp_path):
+    dst = tmp_path / "pack"
+    pack_dataset(str(sample_source), str(dst), shard_size_mb=0.03)
+    parquet = sorted((dst / "shards").glob("*.parquet"))[0]
+    size = parquet.stat().st_size
+    parquet.write_bytes(parquet.read_bytes()[:-10])
+    report = pack_dataset(str(sample_source), str(dst), shard_size_mb=0.03)
+    assert report.shards_written == 1
+    assert report.shards_repaired == [f"{parquet.stem}: shards/{parquet.name} has {size - 10} bytes, its receipt records {size}"]
+    assert parquet.stat().st_size == size
+    assert verify(str(dst)).ok
+
+
+@pytest.mark.parametrize("options", [
+    dict(video="hevc", crf=30, preset="fast", gop=4, resize=(32, 48), episodes=(0, 2, 3, 4, 7),
+         on_frame_mismatch="pad", tolerance_s=0.001, shard_size_mb=0.5,
+         windows={"chunk": {"action": [0.0, 0.1, 0.2]}, "past": {"observation.state": [-0.1, 0.0]}}),
+    dict(),
+])
+def test_2_recorded_options_become_flags_that_parse_back_to_them(options):
+    recorded = PackOptions(**options).to_json_dict()
+    flags, unflagged = options_as_flags(recorded)
+    assert unflagged == []
+    parsed = parse_pack_args(flags)
+    assert PackOptions(**{k: v for k, v in parsed.items() if k in recorded}).to_json_dict() == recorded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 
 import click
@@ -11,7 +12,7 @@ import click
 from packer.cli.flags import PACK_FIELDS, storage_option, with_pack_flags
 from packer.cli.progress import ProgressLog, pack_progress
 from packer.cli.text import human_bytes, plural, printable, printable_lines
-from packer.options import flag_of
+from packer.options import flag_of, options_as_flags
 
 
 def pack_summary(report, video: str = "copy") -> str:
@@ -28,8 +29,13 @@ def pack_summary(report, video: str = "copy") -> str:
             f"; read {human_bytes(report.bytes_in)} (video and rows), wrote {human_bytes(report.bytes_out)} "
             f"in {report.seconds:.1f} s ({human_bytes(report.bytes_in / max(report.seconds, 1e-9))}/s)"
         )
+    elif report.shards_rehashed:
+        line += f"; nothing left to pack (re-hashed {plural(report.shards_rehashed, 'kept shard')}: intact)"
     else:
-        line += "; nothing left to pack"
+        line += "; nothing left to pack (kept shards checked by size; --repair re-hashes them)"
+    if report.shards_repaired:
+        line += f"; rebuilt {plural(len(report.shards_repaired), 'damaged shard')} ({report.shards_repaired[0]}"
+        line += f", and {len(report.shards_repaired) - 1} more)" if len(report.shards_repaired) > 1 else ")"
     why = f"--video {video}" if video != "copy" else "copy mode: where the source could not be cut at a keyframe"
     line += (
         f"; re-encoded {len(report.reencoded_episodes)} of {plural(report.episodes, 'episode')} ({why}), "
@@ -71,6 +77,34 @@ def parse_pack_args(args: list[str]) -> dict:
     command = click.Command("pack", params=options_only.__click_params__[::-1], add_help_option=False)
     with command.make_context("lerobot-shards pack", list(args)) as ctx:
         return pack_kwargs(ctx.params)
+
+
+_RECORDED_SCHEMES = ("s3://", "gs://", "gcs://", "az://", "abfs://", "hf://", "http://", "https://", "file://")
+
+
+def repair_hint(dst: str, source: dict, options: dict | None, storage_options: bool) -> str:
+    """What repairs a damaged pack: ``lerobot-shards pack SRC DST <its options> --repair``,
+    with the source and options the pack records (a local source is recorded by its folder's
+    name only: ``SRC`` then stands for it). The recorded text comes from the pack, so each
+    word is shell-quoted and shown printable; nothing of it is run."""
+    if options is None:
+        return "re-run the `lerobot-shards pack` command that made it, with --repair"
+    flags, unflagged = options_as_flags(options)
+    repo_id, uri = source.get("repo_id"), source.get("uri")
+    words, note = ["lerobot-shards", "pack"], ""
+    if isinstance(repo_id, str):
+        words += ["--repo-id", repo_id] + (["--revision", source["revision"]] if isinstance(source.get("revision"), str) else [])
+    elif isinstance(uri, str) and uri.startswith(_RECORDED_SCHEMES):
+        words.append(uri)
+    else:
+        words.append("SRC")
+        note = f" (SRC: the LeRobot dataset folder {uri!r} it was packed from)" if isinstance(uri, str) else " (SRC: its source)"
+    words += [dst, *flags, "--repair"]
+    if storage_options:
+        note += " with your --storage-options"
+    if unflagged:
+        note += f" (pack_dataset(..., {', '.join(unflagged)}, repair=True) from Python)"
+    return "to repair it: " + printable(" ".join(shlex.quote(str(w)) for w in words)) + printable(note)
 
 
 def library_error(err: Exception) -> click.ClickException:
@@ -209,7 +243,8 @@ def verify_command(dst, decode, pin, storage_options):
     if not report.ok:
         for problem in report.problems:
             click.echo(f"FAIL {printable(problem)}", err=True)
-        raise click.ClickException(f"{len(report.problems)} problem(s) in {printable(dst)}")
+        raise click.ClickException(f"{len(report.problems)} problem(s) in {printable(dst)}; "
+                                   + repair_hint(dst, report.source, report.options, storage_options is not None))
     click.echo(
         f"ok: {report.shards_checked} shards, {report.episodes_checked} episodes"
         + (f", {report.members_decoded} members decoded" if decode else "")

@@ -53,6 +53,10 @@ class PackReport:
     shards_skipped: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    # Shards of this plan found damaged (receipt unreadable, a file missing, of another size, or
+    # with --repair of another digest) and rebuilt: "shard-000001: why".
+    shards_repaired: list[str] = field(default_factory=list)
+    shards_rehashed: int = 0  # kept shards whose files --repair re-hashed
     reencoded_episodes: list[int] = field(default_factory=list)
     dropped_episodes: list[int] = field(default_factory=list)
     padded_episodes: list[int] = field(default_factory=list)
@@ -218,9 +222,11 @@ def pack_dataset(
                                                                  if len(report.metadata_left_out) > 20 else ""))
     todo = []
     for shard in shard_ids:
-        receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=run.trust_destination)
+        receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=run.trust_destination,
+                               repair=run.repair, damaged=report.shards_repaired)
         if receipt is not None:
             report.shards_skipped += 1
+            report.shards_rehashed += run.repair
             _account(report, receipt.to_dict(), written=False)
         else:
             todo.append(shard)

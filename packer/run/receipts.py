@@ -57,18 +57,26 @@ def _files_match(storage: Storage, receipt: ShardReceipt, *, rehash: bool) -> st
 
 
 def kept_receipt(storage: Storage, shard: int, plan: PackPlan, video_keys: list[str], journal: Journal,
-                 *, trust_destination: bool = False) -> ShardReceipt | None:
+                 *, trust_destination: bool = False, repair: bool = False,
+                 damaged: list[str] | None = None) -> ShardReceipt | None:
     """The receipt of a shard a resumed pack keeps, or None when the shard must be (re)built.
 
     Kept: a valid receipt of ``plan`` for the plan's episodes, whose bytes this machine's
-    journal records committing (so its digests are ours), with files of the recorded sizes.
-    A receipt the journal does not vouch for was written elsewhere: rebuilt (warned), unless
-    ``trust_destination``, where its files are re-hashed against it instead.
+    journal records committing (so its digests are ours), with files of the recorded sizes
+    (and digests, with ``repair``: the whole files are read). A receipt the journal does not
+    vouch for was written elsewhere: rebuilt (warned), unless ``trust_destination``, where its
+    files are re-hashed against it instead. A shard of this plan rebuilt because its receipt
+    or files are damaged is appended to ``damaged`` (``"shard-000001: why"``).
     """
+    def rebuild(why: str) -> None:
+        log.warning("%s: %s; rebuilding the shard", storage.describe(shard_receipt_path(shard)), why)
+        if damaged is not None:
+            damaged.append(f"{shard_name(shard)}: {why}")
+
     try:
         found = read_receipt(storage, shard, video_keys)
     except (FormatError, StorageError) as err:
-        log.warning("%s: %s; rebuilding the shard", storage.describe(shard_receipt_path(shard)), err)
+        rebuild(str(err))
         return None
     if found is None:
         return None
@@ -81,9 +89,9 @@ def kept_receipt(storage: Storage, shard: int, plan: PackPlan, video_keys: list[
                     "(--trust-destination adopts it after re-hashing its files)", storage.describe(shard_receipt_path(shard)),
                     journal.dir)
         return None
-    differs = _files_match(storage, receipt, rehash=not vouched)
+    differs = _files_match(storage, receipt, rehash=repair or not vouched)
     if differs is not None:
-        log.warning("%s: %s; rebuilding the shard", storage.describe(shard_receipt_path(shard)), differs)
+        rebuild(differs)
         return None
     return receipt
 

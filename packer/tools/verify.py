@@ -22,10 +22,12 @@ from reader.errors import FormatError, StorageError
 from reader.fetch.packed_index import load_tasks, read_manifest, verified_read
 from reader.format import (
     EPISODES_INDEX_PATH,
+    PLAN_PATH,
     SAMPLES_INDEX_PATH,
     TASKS_PATH,
     EpisodeTable,
     Manifest,
+    PackPlan,
     check_bytes,
     check_mp4,
     pad_column,
@@ -35,6 +37,7 @@ from reader.format import (
     shard_tar_path,
     video_member_name,
 )
+from reader.format.limits import MAX_RECORD_BYTES
 from reader.format.parquet import iter_bounded_batches
 from reader.format.parquet.bounded import read_parquet_schema
 from reader.format.parquet.row_groups import check_row_group, decode_row_group, feature_budget, parse_footer
@@ -53,6 +56,10 @@ class VerifyReport:
     episodes_checked: int = 0
     members_decoded: int = 0
     manifest_sha256: str = ""
+    # What the pack records about how it was made (the manifest's, else pack-plan.json's):
+    # the source and the options a repairing ``pack --repair`` must be given. Untrusted text.
+    source: dict = field(default_factory=dict)
+    options: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,7 +93,9 @@ def verify(
         manifest, report.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
     except (FormatError, StorageError) as err:
         report.problems.append(str(err))
+        _recorded_by_plan(storage, report)
         return report
+    report.source, report.options = manifest.source, manifest.options
     intact = _files(storage, manifest, report)
     # A file whose digest differs is reported, never parsed: its bytes are not the packed ones,
     # and nothing bounds what a parser of them would allocate.
@@ -112,6 +121,16 @@ def verify(
         if progress is not None:
             progress(report.shards_checked, len(manifest.shards), report.episodes_checked)
     return report
+
+
+def _recorded_by_plan(storage: Storage, report: VerifyReport) -> None:
+    """Without a readable manifest, how the pack was made as ``pack-plan.json`` records it."""
+    try:
+        data = storage.read_prefix(PLAN_PATH, MAX_RECORD_BYTES + 1)  # from_json refuses more than the bound
+        plan = PackPlan.from_json(data, where=storage.describe(PLAN_PATH))
+    except (FormatError, StorageError, FileNotFoundError):
+        return
+    report.source, report.options = plan.source, plan.options
 
 
 def _guarded(report: VerifyReport, rel: str, check) -> None:
