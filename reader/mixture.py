@@ -38,6 +38,7 @@ from reader.epoch_stream import EpochStream
 from reader.errors import (
     ArgumentError,
     FormatError,
+    HarmonizeError,
     MixtureFeatureWarning,
     MixtureSpecError,
     ObjectNotFoundError,
@@ -116,7 +117,8 @@ class MixtureDataset(EpochStream):
         weights: per-dataset weights (weighted mode; needs ``samples_per_epoch``).
         samples_per_epoch: samples per epoch over all ranks in weighted mode.
         delta_timestamps: windows in seconds, keyed by the *mapped* feature names.
-        key_map: ``{dataset name: {source key: mixture key}}`` renames.
+        key_map: ``{dataset name: {source key: mixture key}}`` renames, applied over those
+            ``mixture.json`` records (``mixture create --key-map``) for the same source keys.
         pad_keys: vector features zero-padded to a common width with ``<key>_mask``.
         allow_remote_paths: accept absolute paths and URLs in ``mixture.json`` (by default
             its dataset paths must be relative to the file: opening a mixture must not read or
@@ -160,6 +162,7 @@ class MixtureDataset(EpochStream):
         self._compiled: tuple[Storage, MixtureSpec] | None = None
         self._meta: PackedMeta | None = None
         self._pieces_cache: dict[int, EpochPieces] = {}
+        self._recorded_key_maps: list[dict[str, str | None]] = []
         names = self._open(sources, names, allow_remote_paths=allow_remote_paths)
         _check_names_and_mode(names, weights, samples_per_epoch)
         if not allow_duplicates:
@@ -187,6 +190,7 @@ class MixtureDataset(EpochStream):
             names = list(names or spec.names)
             if len(names) != len(spec.datasets):
                 raise ArgumentError(f"{len(names)} names for the {len(spec.datasets)} datasets of {sources}")
+            self._recorded_key_maps = [dict(entry.key_map) for entry in spec.datasets]
             if spec.index is None:
                 self.catalog = self._open_packs([e.path for e in spec.datasets], names, list(spec.datasets))
                 return names
@@ -215,7 +219,11 @@ class MixtureDataset(EpochStream):
         # One place derives the common layout (reader.runtime.harmonize, pure and unit-tested):
         # renames, padded vectors with masks, missing cameras, windows at each dataset's fps.
         datasets, tolerance_s = self.catalog.datasets, self.options.tolerance_s
-        self.key_map = {name: dict(key_map.get(name, {})) for name in self.names}
+        unknown = sorted(set(key_map) - set(self.names))
+        if unknown:  # a rename of no dataset would be dropped unseen
+            raise HarmonizeError(f"key_map names datasets {unknown} that are not in the mixture {self.names}")
+        recorded = self._recorded_key_maps or [{} for _ in self.names]
+        self.key_map = {name: {**recorded[i], **key_map.get(name, {})} for i, name in enumerate(self.names)}
         self.harmonizer = FeatureHarmonizer.build(
             [DatasetFeatures.from_manifest_features(d.name, d.fps, d.features) for d in datasets],
             key_map=self.key_map, pad_keys=pad_keys, delta_timestamps=delta_timestamps, return_uint8=self.options.return_uint8,

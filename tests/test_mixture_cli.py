@@ -59,8 +59,14 @@ def _invoke(*args):
 
 
 def test_create_writes_the_complete_datasets_and_lists_the_rest(root):
-    result = _invoke("mixture", "create", root)
+    # Datasets left out: exit 1, nothing written, each listed (issue 42: it exited 0).
+    refused = _invoke("mixture", "create", root)
+    assert refused.exit_code == 1 and not (root / "mixture.json").exists()
+    assert "2 datasets would be left out of the mixture: gamma (incomplete), delta (failed)" in refused.output, refused.output
+    assert "FAILED delta: SourceError: meta/info.json: missing" in refused.output
+    result = _invoke("mixture", "create", root, "--allow-partial")
     assert result.exit_code == 0, result.output
+    assert "2 dataset(s) left out (--allow-partial)" in result.output
     assert "mixture.json: 2 datasets, 20 anchors" in result.output  # 4+6 + 3+5+2 frames
     assert "2 dataset(s) not in the mixture:" in result.output
     assert "FAILED delta: SourceError: meta/info.json: missing" in result.output
@@ -71,14 +77,14 @@ def test_create_writes_the_complete_datasets_and_lists_the_rest(root):
     assert (beta.path, beta.anchors, beta.episodes, beta.fps, beta.weight) == ("beta", 10, 3, 15, 10.0)
     assert beta.features["observation.state"].shape == (4,) and beta.video_keys == ("observation.images.top", "observation.images.wrist")
     assert beta.features["observation.images.top"].dtype == "video"
-    strict = _invoke("mixture", "create", root, "--strict")
-    assert strict.exit_code == 1 and "2 dataset(s) failed, incomplete or missing (--strict)" in strict.output
+    strict = _invoke("mixture", "create", root, "--strict")  # the default now: kept for scripts that pass it
+    assert strict.exit_code == 1 and "2 datasets would be left out" in strict.output
 
 
 def test_the_reader_streams_the_written_mixture(root):
     from reader import MixtureDataset
 
-    _invoke("mixture", "create", root)
+    _invoke("mixture", "create", root, "--allow-partial")
     dataset = MixtureDataset(str(root / "mixture.json"), return_uint8=True)
     assert dataset.names == ["alpha", "beta"] and len(dataset) == 20
     assert len({(int(s["dataset_index"]), int(s["index"])) for s in dataset}) == 20
@@ -101,7 +107,7 @@ def test_report_lists_every_dataset_with_its_status(root):
 def test_sources_file_orders_the_mixture_and_reports_tasks_that_never_ran(root, tmp_path):
     sources = tmp_path / "sources.txt"
     sources.write_text("# in training order\n/data/beta\norg/never_ran@v1\n/data/alpha  # trailing comment\n/data/delta\n")
-    result = _invoke("mixture", "create", root, "--sources", sources)
+    result = _invoke("mixture", "create", root, "--sources", sources, "--allow-partial")
     assert result.exit_code == 0, result.output
     assert [d["name"] for d in json.loads((root / "mixture.json").read_text())["datasets"]] == ["beta", "alpha"]
     assert "MISSING org--never_ran: nothing at" in result.output and "its pack never ran" in result.output
@@ -124,7 +130,7 @@ def test_names_pick_datasets_anywhere(packed, tmp_path):
 
 
 def test_where_counts_matching_anchors_and_is_recorded(root):
-    result = _invoke("mixture", "create", root, "--where", "frame_index >= 2")
+    result = _invoke("mixture", "create", root, "--where", "frame_index >= 2", "--allow-partial")
     assert result.exit_code == 0, result.output
     spec = MixtureSpec.from_json((root / "mixture.json").read_text())
     assert [d.anchors for d in spec.datasets] == [(4 - 2) + (6 - 2), (3 - 2) + (5 - 2) + 0]
@@ -154,7 +160,9 @@ def test_create_on_a_bucket(packed, s3_bucket):
         for file in sorted(p for p in path.rglob("*") if p.is_file()):
             bucket.write_bytes(str(file.relative_to(path)), file.read_bytes())
     Storage(f"{url}/mix", options).write_bytes(failure_path("broken"), json.dumps({"error": "boom"}).encode())
-    report = create_mixture(f"{url}/mix", storage_options=options)
+    with pytest.raises(MixtureError, match=r"1 dataset would be left out of the mixture: broken \(failed\)"):
+        create_mixture(f"{url}/mix", storage_options=options)
+    report = create_mixture(f"{url}/mix", storage_options=options, allow_partial=True)
     assert [d["name"] for d in report.datasets] == ["alpha", "beta"] and report.failures == {"broken": "boom"}
     spec = MixtureSpec.from_json(Storage(f"{url}/mix", options).read_bytes("mixture.json"))
     assert spec.total_anchors == 20
@@ -182,7 +190,7 @@ def test_sources_file_lines_names_and_revisions():
 @pytest.mark.parametrize(
     "text,message",
     [
-        ("a/b c d\n", r"src:1: expected 'SOURCE \[NAME\]', got 3 fields"),
+        ("a/b c d\n", r"src:1: expected 'SOURCE \[NAME\] \[OLD=NEW \.\.\.\]', got 3 fields"),
         ("a/b\nc/b b\n\nx/b\n", None),
         ("/data/x\ns3://bucket/x\n", r"src:2: name 'x' \(from 's3://bucket/x'\) is already used on line 1; give one"),
         ("/data/_private\n", r"src:1: name '_private' \(from '/data/_private'\) is empty or starts with '_' or '.'"),
@@ -232,7 +240,7 @@ def test_scanning_in_processes_reports_what_one_process_does(root):
     assert one[1] == many[1]
     assert {r.status for r in many[0].rows} == {"ok", "duplicate", "invalid", "incomplete", "failed"}
     shutil.rmtree(root / "Bad Name")
-    create_mixture(str(root), processes=1)
+    create_mixture(str(root), processes=1, allow_partial=True)
     single = {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {"mixture.json": (root / "mixture.json").read_bytes()}
-    create_mixture(str(root), processes=3)
+    create_mixture(str(root), processes=3, allow_partial=True)
     assert {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {"mixture.json": (root / "mixture.json").read_bytes()} == single

@@ -116,7 +116,7 @@ def _broken(edit) -> dict:
     "edit,message",
     [
         (lambda d: d.update(format="lerobot-shards"), "expected format 'lerobot-shards-mixture', found 'lerobot-shards'"),
-        (lambda d: d.update(version=3), r"version 3 is not supported \(supported: \[1, 2\]\)"),
+        (lambda d: d.update(version=4), r"version 4 is not supported \(supported: \[1, 2, 3\]\)"),
         (lambda d: d.update(default_weights="uniform"), r"default_weights must be one of \['anchors', 'explicit'\], got 'uniform'"),
         (lambda d: d.update(datasets={}), "field 'datasets' must be a list, got dict"),
         (lambda d: d.update(datasets=[]), "a mixture needs at least one dataset"),

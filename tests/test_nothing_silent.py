@@ -4,17 +4,23 @@ reproduced as it was met."""
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 import torch
 from click.testing import CliRunner
 
 from packer.cli import main as cli
 from packer.cli.pack import parse_pack_args
+from packer.mixture.sources import parse_sources
 from packer.options import PackOptions, options_as_flags
 from packer.run.pack import pack_dataset
 from packer.tools.verify import verify
-from reader import BatchLoader, PackedDataset
-from reader.errors import ArgumentError
+from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from reader import BatchLoader, MixtureDataset, PackedDataset
+from reader.errors import ArgumentError, MixtureSpecError
+from reader.format.mixture import MixtureSpec
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 
@@ -107,3 +113,80 @@ def test_2_recorded_options_become_flags_that_parse_back_to_them(options):
     assert unflagged == []
     parsed = parse_pack_args(flags)
     assert PackOptions(**{k: v for k, v in parsed.items() if k in recorded}).to_json_dict() == recorded
+
+
+# -- 3: mixture create leaves no dataset out unless told to; key maps reach every reader -------
+@pytest.fixture(scope="module")
+def two_sizes(tmp_path_factory):
+    """Three packs: two with a 48x64 top camera, one ("wide") whose top camera is 32x48."""
+    root = tmp_path_factory.mktemp("two_sizes")
+    for name, size in (("a", (48, 64)), ("b", (48, 64)), ("wide", (32, 48))):
+        spec = SampleSpec(episodes=2, lengths=(5, 7), cameras=(CameraSpec("observation.images.top", *size),), seed=len(name))
+        write_sample_dataset(root / "src" / name, spec)
+        pack_dataset(str(root / "src" / name), str(root / "mix" / name))
+    return root
+
+
+def test_3_an_unmixable_dataset_fails_the_run_and_a_key_map_brings_it_back(two_sizes, tmp_path):
+    """Was: ``UNMIXABLE wide`` left out and exit 0; no key map could bring it back."""
+    mix = tmp_path / "mix"
+    shutil.copytree(two_sizes / "mix", mix)
+    refused = CliRunner().invoke(cli, ["mixture", "create", str(mix)])
+    assert refused.exit_code == 1 and not (mix / "mixture.json").exists()
+    assert "UNMIXABLE wide: camera 'observation.images.top' is 32x48 here" in refused.output
+    assert "--key-map wide:observation.images.top=observation.images.top_32x48" in refused.output
+    assert "1 dataset would be left out of the mixture: wide (unmixable)" in refused.output
+
+    mapped = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map",
+                                      "wide:observation.images.top=observation.images.top_32x48"])
+    assert mapped.exit_code == 0, mapped.output
+    assert "mixture.json: 3 datasets, 36 anchors, key maps for 1" in mapped.output
+    spec = json.loads((mix / "mixture.json").read_text())
+    assert spec["version"] == 3
+    assert [d.get("key_map") for d in spec["datasets"]] == [None, None, {"observation.images.top": "observation.images.top_32x48"}]
+    # Every reader of the file applies it: the wide camera is a camera of its own, masked elsewhere.
+    dataset = MixtureDataset(str(mix / "mixture.json"), return_uint8=True, shuffle=False)
+    samples = {(int(s["dataset_index"]), int(s["index"])): s for s in dataset}
+    assert len(samples) == 36
+    wide = next(s for (d, _), s in samples.items() if d == 2)
+    other = next(s for (d, _), s in samples.items() if d == 0)
+    assert wide["observation.images.top_32x48"].shape == (3, 32, 48) and bool(wide["observation.images.top_32x48_mask"])
+    assert not bool(wide["observation.images.top_mask"])
+    assert other["observation.images.top"].shape == (3, 48, 64) and not bool(other["observation.images.top_32x48_mask"])
+
+
+def test_3_key_maps_from_the_sources_file_and_their_errors(two_sizes, tmp_path):
+    mix = tmp_path / "mix"
+    shutil.copytree(two_sizes / "mix", mix)
+    sources = tmp_path / "sources.txt"
+    sources.write_text(f"{two_sizes}/src/a\n{two_sizes}/src/b\n"
+                       f"{two_sizes}/src/wide wide observation.images.top=observation.images.top_32x48\n")
+    assert parse_sources(sources.read_text())[2].key_map == {"observation.images.top": "observation.images.top_32x48"}
+    result = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--sources", str(sources)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((mix / "mixture.json").read_text())["datasets"][2]["key_map"] == {
+        "observation.images.top": "observation.images.top_32x48"}
+    # OLD= leaves the camera out; a key the dataset lacks, or a dataset not listed, is named.
+    dropped = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "wide:observation.images.top="])
+    assert dropped.exit_code == 0, dropped.output
+    assert json.loads((mix / "mixture.json").read_text())["datasets"][2]["key_map"] == {"observation.images.top": None}
+    lacks = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "wide:observation.images.side=x"])
+    assert lacks.exit_code == 1 and "INVALID wide: key map of wide: key_map renames 'observation.images.side', which the " \
+                                    "dataset lacks" in lacks.output, lacks.output
+    unknown = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "nope:observation.images.top=x"])
+    assert unknown.exit_code == 1 and "key maps name dataset(s) ['nope'] that are not listed" in unknown.output
+    bad = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "wide-observation.images.top"])
+    assert bad.exit_code == 2 and "expected DATASET:OLD=NEW" in bad.output
+    assert CliRunner().invoke(cli, ["mixture", "create", str(mix), "--allow-partial"]).exit_code == 0  # said, and allowed
+
+
+def test_3_a_version_2_reader_could_not_ignore_a_key_map():
+    """A key map makes the file version 3 (a version-2 reader refuses it instead of batching the
+    dataset under its own keys), and a version-2 file may not carry one."""
+    entry = {"name": "a", "path": "a", "anchors": 1, "episodes": 1, "fps": 30, "video_keys": [],
+             "features": {"action": {"dtype": "float32", "shape": [2]}}, "manifest_sha256": "sha256:" + "0" * 64,
+             "key_map": {"action": "actions"}}
+    with pytest.raises(MixtureSpecError, match=r"field 'key_map' needs version 3"):
+        MixtureSpec.from_dict({"format": "lerobot-shards-mixture", "version": 2, "datasets": [entry]})
+    spec = MixtureSpec.from_dict({"format": "lerobot-shards-mixture", "version": 3, "datasets": [entry]})
+    assert spec.datasets[0].mapped_features().keys() == {"actions"}

@@ -36,7 +36,8 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     failure = json.loads((dst / "_failures" / "broken.json").read_text())
     assert "meta/info.json: missing" in failure["error"]
     runner = CliRunner()
-    result = runner.invoke(cli, ["mixture", "create", str(dst)])
+    assert runner.invoke(cli, ["mixture", "create", str(dst)]).exit_code == 1  # broken is left out
+    result = runner.invoke(cli, ["mixture", "create", str(dst), "--allow-partial"])
     assert result.exit_code == 0 and "2 datasets" in result.output
     assert "FAILED broken" in result.output
     spec = json.loads((dst / "mixture.json").read_text())

@@ -69,7 +69,9 @@ def test_mixture_array_packs_the_good_datasets_and_reports_the_broken_one(tmp_pa
         verified = subprocess.run([sys.executable, "-m", "packer.cli", "verify", str(dst / name)], capture_output=True, text=True, env=_env())
         assert verified.returncode == 0, verified.stderr
 
-    final = _sbatch("mixture_create.sbatch", cwd=tmp_path, SOURCES=sources, DST=dst)  # --dependency=afterany
+    assert _sbatch("mixture_create.sbatch", cwd=tmp_path, SOURCES=sources, DST=dst).returncode == 1  # a dataset failed
+    assert not (dst / "mixture.json").exists()
+    final = _sbatch("mixture_create.sbatch", "--allow-partial", cwd=tmp_path, SOURCES=sources, DST=dst)  # --dependency=afterany
     assert final.returncode == 0, final.stderr
     assert "mixture.json: 2 datasets" in final.stdout
     assert "FAILED broken: SourceError:" in final.stderr and "meta/info.json" in final.stderr

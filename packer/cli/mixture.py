@@ -49,25 +49,55 @@ def mixture() -> None:
     """Build and inspect mixtures of packed datasets (DST/mixture.json)."""
 
 
+def _key_maps(items: tuple[str, ...]) -> dict[str, dict[str, str | None]]:
+    """``--key-map DATASET:OLD=NEW`` items as ``{DATASET: {OLD: NEW}}`` (``OLD=``: None)."""
+    from packer.errors import SourcesError
+    from packer.mixture.sources import parse_key_maps
+
+    out: dict[str, dict[str, str | None]] = {}
+    for item in items:
+        name, sep, mapping = item.partition(":")
+        if not sep or not name or "=" not in mapping:
+            raise click.BadParameter(f"expected DATASET:OLD=NEW, got {item!r}", param_hint="--key-map")
+        try:
+            parsed = parse_key_maps([mapping], where=name)
+        except SourcesError as err:
+            raise click.BadParameter(printable(str(err)), param_hint="--key-map") from None
+        if set(parsed) & set(out.get(name, {})):
+            raise click.BadParameter(f"{item!r}: {name}'s key {next(iter(parsed))!r} is mapped twice", param_hint="--key-map")
+        out.setdefault(name, {}).update(parsed)
+    return out
+
+
 @mixture.command("create")
 @click.argument("dst")
 @_with_datasets_options
 @click.option("--where", default=None, help="DuckDB predicate over index/samples.parquet: anchors are the matching rows.")
+@click.option("--key-map", "key_map_items", multiple=True, metavar="DATASET:OLD=NEW",
+              help="Rename a dataset's feature in the mixture (repeatable; OLD= leaves it out): a camera recorded under "
+                   "another name, or at another size under the same one. Recorded in mixture.json for every reader.")
+@click.option("--allow-partial", is_flag=True,
+              help="Write the mixture even when datasets are left out (failed, incomplete, missing, invalid, unmixable).")
 @click.option("--verify", "verify_datasets", is_flag=True, help="Also run `verify` on every dataset (reads all shards).")
-@click.option("--strict", is_flag=True, help="Exit non-zero when any dataset failed, is incomplete or missing.")
+@click.option("--strict", is_flag=True, hidden=True, help="The default: exit non-zero when any dataset is left out.")
 @click.option("--allow-duplicates", is_flag=True,
               help="Keep a pack that is listed twice (same manifest) under two names: it is then drawn twice as often.")
 @storage_option
-def create(dst, name_items, sources_file, where, verify_datasets, strict, allow_duplicates, storage_options):
-    """Write DST/mixture.json from the complete packed datasets; list the others with their errors."""
+def create(dst, name_items, sources_file, where, key_map_items, allow_partial, verify_datasets, strict, allow_duplicates,
+           storage_options):
+    """Write DST/mixture.json from the packed datasets; exit 1, writing nothing, when any would be
+    left out (each listed with its error) unless --allow-partial."""
     from packer.errors import MixtureError, SourcesError
     from packer.mixture.create import create_mixture
     from reader.errors import PredicateError
 
+    if strict and allow_partial:
+        raise click.UsageError("--strict (the default) and --allow-partial contradict each other")
     try:
         report = create_mixture(
             dst, names=_names(name_items), sources_file=sources_file, where=where, verify=verify_datasets,
-            storage_options=storage_options, allow_duplicates=allow_duplicates,
+            storage_options=storage_options, allow_duplicates=allow_duplicates, key_map=_key_maps(key_map_items),
+            allow_partial=allow_partial,
         )
     except MixtureError as err:
         if err.report is not None:
@@ -78,10 +108,12 @@ def create(dst, name_items, sources_file, where, verify_datasets, strict, allow_
     except PredicateError as err:  # the user's own SQL: DuckDB's lines and ^ pointer kept
         raise click.ClickException(printable_lines(str(err))) from None
     spec = report.spec
-    click.echo(f"mixture.json: {len(spec.datasets)} datasets, {spec.total_anchors} anchors -> {report.written_to}")
+    mapped = sum(bool(d.key_map) for d in spec.datasets)
+    click.echo(f"mixture.json: {len(spec.datasets)} datasets, {spec.total_anchors} anchors"
+               + (f", key maps for {mapped}" if mapped else "") + f" -> {report.written_to}")
     _echo_problems(report)
-    if strict and not report.ok:
-        raise click.ClickException(f"{len(report.failures)} dataset(s) failed, incomplete or missing (--strict)")
+    if not report.ok:  # --allow-partial: written, and said so
+        click.echo(f"{len(report.failures)} dataset(s) left out (--allow-partial)", err=True)
 
 
 @mixture.command("report")

@@ -19,7 +19,11 @@ with ``_`` or ``.`` are skipped). Each is read through fsspec (local or ``s3://`
 * ``invalid``: the manifest is unreadable, the where filter fails, or (``verify=True``)
   ``lerobot-shards verify`` finds a problem.
 
-Only ``ok`` datasets enter the mixture; the others are reported. Packs are opened in parallel
+Key maps (``key_map``, a sources file's ``OLD=NEW`` fields) rename a dataset's features for the
+mixture (a camera recorded under another name, or at another size under the same one): checked
+against the dataset's features, applied before the checks above, and recorded in its entry so
+every reader applies them. Only ``ok`` datasets enter the mixture; the others are reported,
+and unless ``allow_partial`` a mixture that would leave any out is not written. Packs are opened in parallel
 threads (``workers``): a mixture of thousands of packs in a bucket is mostly waiting.
 """
 
@@ -29,18 +33,28 @@ import multiprocessing
 import os
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from packer.errors import MixtureError
 from packer.mixture.compile import OpenedPack, compile_mixture
 from packer.mixture.sources import read_sources
-from reader.errors import LeRobotShardsError
+from reader.errors import LeRobotShardsError, MixtureSpecError
 from reader.fetch.packed_index import PackedIndex, check_predicate, read_stats
 from reader.format import MANIFEST_PATH, FormatError, check_key
 from reader.format.fields import load_json
 from reader.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
-from reader.format.mixture import DEFAULT_PAD_KEYS, MIXTURE_FILE, FeatureInfo, MixtureEntry, MixtureSpec, partial_features
+from reader.format.mixture import (
+    DEFAULT_PAD_KEYS,
+    KEY_MAP_VERSION,
+    MIXTURE_FILE,
+    MIXTURE_VERSION,
+    FeatureInfo,
+    MixtureEntry,
+    MixtureSpec,
+    check_key_map,
+    partial_features,
+)
 from reader.storage import Storage
 
 MIXTURE_PATH = MIXTURE_FILE
@@ -102,6 +116,7 @@ def scan_datasets(
     verify: bool = False,
     storage_options: dict | None = None,
     allow_duplicates: bool = False,
+    key_map: Mapping[str, Mapping[str, str | None]] | None = None,
     workers: int = 8,
     processes: int | None = None,
 ) -> tuple[MixtureReport, list[MixtureEntry]]:
@@ -121,22 +136,31 @@ def scan_datasets(
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
     """
     report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
-                           storage_options=storage_options, allow_duplicates=allow_duplicates, workers=workers, processes=processes)
+                           storage_options=storage_options, allow_duplicates=allow_duplicates, key_map=key_map,
+                           workers=workers, processes=processes)
     return report, [entry for entry, _ in opened]
 
 
-def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_duplicates, workers, processes=None):
+def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_duplicates, key_map=None, workers=8, processes=None):
     if where is not None:
         check_predicate(where)  # a syntax error is every dataset's: said once, before any is read
     if names and sources_file:
         raise MixtureError("give dataset names (NAME=PATH) or a sources file, not both")
     root = Storage(dst, storage_options)
+    key_maps: dict[str, dict[str, str | None]] = {}
     if names:
         listed = dict(names)
     elif sources_file:
-        listed = {s.name: s.name for s in read_sources(sources_file)}
+        sources = read_sources(sources_file)
+        listed = {s.name: s.name for s in sources}
+        key_maps = {s.name: dict(s.key_map) for s in sources if s.key_map}
     else:
         listed = {n: n for n in root.list_dirs() if not n.startswith(("_", "."))}
+    for name, mapping in (key_map or {}).items():  # the command line's over the sources file's
+        key_maps[name] = {**key_maps.get(name, {}), **mapping}
+    unknown = sorted(set(key_maps) - set(listed))
+    if unknown:
+        raise MixtureError(f"key maps name dataset(s) {unknown[:20]} that are not listed; the datasets are {sorted(listed)[:20]}")
     failures = _failure_records(root)
     job = _ScanJob(root.url, storage_options, where, verify, failures, max(1, workers))
     results = _open_packs(job, list(listed.items()), processes)
@@ -146,6 +170,12 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
         report.rows.append(row)
         if entry is None:
             continue
+        if row.name in key_maps:
+            try:
+                entry = replace(entry, key_map=check_key_map(key_maps[row.name], entry.features, where=f"key map of {row.name}"))
+            except MixtureSpecError as err:
+                row.status, row.error = "invalid", str(err)
+                continue
         earlier = first_of.setdefault(entry.manifest_sha256, entry.name)
         if earlier != entry.name and not allow_duplicates:
             row.status, row.error = "duplicate", f"the same pack as {earlier!r} (manifest {entry.manifest_sha256})"
@@ -271,7 +301,7 @@ def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
     """
     sizes: dict[str, dict[tuple[int, ...], list[str]]] = {}
     for entry in entries:
-        for key, feature in entry.features.items():
+        for key, feature in entry.mapped_features().items():  # as a reader of the mixture names them
             if feature.dtype in ("video", "image"):  # pictures batch with the cameras too
                 sizes.setdefault(key, {}).setdefault(tuple(feature.shape), []).append(entry.name)
     errors: dict[str, str] = {}
@@ -286,8 +316,9 @@ def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
             for name in names:
                 errors.setdefault(name, (
                     f"camera {key!r} is {shape[0]}x{shape[1]} here and {height}x{width} in {len(by_shape[common])} other "
-                    f"dataset(s), so they cannot share a batch; repack it with `--video hevc --resize {height}x{width}` "
-                    "(or leave it out)"))
+                    f"dataset(s), so they cannot share a batch; map it to a camera of its own (`--key-map "
+                    f"{name}:{key}={key}_{shape[0]}x{shape[1]}`, or OLD= to leave it out) or repack it with "
+                    f"`--video hevc --resize {height}x{width}`"))
     return errors
 
 
@@ -300,6 +331,8 @@ def create_mixture(
     verify: bool = False,
     storage_options: dict | None = None,
     allow_duplicates: bool = False,
+    key_map: Mapping[str, Mapping[str, str | None]] | None = None,
+    allow_partial: bool = False,
     workers: int = 8,
     processes: int | None = None,
 ) -> MixtureReport:
@@ -307,29 +340,43 @@ def create_mixture(
     (``DST/_mixture/``) for the complete datasets.
 
     ``names`` maps dataset names to paths (relative to ``dst``, or absolute/URLs); paths
-    are recorded as given, so relative ones resolve against the mixture file. ``workers`` and
-    ``processes``: see ``scan_datasets``.
+    are recorded as given, so relative ones resolve against the mixture file. ``key_map``:
+    ``{dataset name: {source key: mixture key, or None to leave it out}}``, over a sources
+    file's; recorded per entry (``mixture.json`` version 3). ``workers`` and ``processes``:
+    see ``scan_datasets``.
 
     Returns:
-        The ``MixtureReport`` (``report.failures`` lists the datasets left out).
+        The ``MixtureReport`` (``report.failures`` lists the datasets left out, which only
+        ``allow_partial`` allows).
 
     Raises:
-        MixtureError: no dataset is complete (nothing is written), or bad arguments.
+        MixtureError: no dataset is complete, datasets would be left out without
+            ``allow_partial`` (``err.report`` lists them; nothing is written), or bad arguments
+            (a key map of a dataset not listed).
         MixtureSpecError: more episodes or members than a mixture may hold (nothing is written).
         SourcesError: a malformed sources file.
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
     """
     report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
-                           storage_options=storage_options, allow_duplicates=allow_duplicates, workers=workers, processes=processes)
+                           storage_options=storage_options, allow_duplicates=allow_duplicates, key_map=key_map,
+                           workers=workers, processes=processes)
     if not opened:
         looked = f"{len(report.rows)} dataset(s)" if report.rows else "no dataset directories"
         raise MixtureError(f"no complete packed dataset under {dst} ({looked} found); mixture.json not written", report)
+    if not report.ok and not allow_partial:
+        left = [f"{r.name} ({r.status})" for r in report.rows if r.status != "ok"]
+        named = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        raise MixtureError(
+            f"{plural_datasets(len(left))} would be left out of the mixture: {named}; mixture.json not written: fix "
+            "them and re-run, or allow a partial mixture (--allow-partial, allow_partial=True)", report)
+    entries = tuple(entry for entry, _ in opened)
+    version = KEY_MAP_VERSION if any(e.key_map for e in entries) else MIXTURE_VERSION
     # Beyond the format's mixture bounds (episodes, members): refused by name before anything is written.
-    MixtureSpec(datasets=tuple(entry for entry, _ in opened), default_weights="anchors")
-    _describe_partial_features(report, [entry for entry, _ in opened])
+    MixtureSpec(datasets=entries, default_weights="anchors", version=version)
+    _describe_partial_features(report, list(entries))
     root = Storage(dst, storage_options)
     index = compile_mixture(root, [pack for _, pack in opened])
-    report.spec = MixtureSpec(datasets=tuple(entry for entry, _ in opened), default_weights="anchors", index=index)
+    report.spec = MixtureSpec(datasets=entries, default_weights="anchors", version=version, index=index)
     # mixture.json last: it is the commit point that names the compiled files and their digests.
     root.write_bytes(MIXTURE_PATH, report.spec.to_json().encode())
     report.written_to = f"{root.url}/{MIXTURE_PATH}"
@@ -339,8 +386,8 @@ def create_mixture(
 def _describe_partial_features(report: MixtureReport, entries: list[MixtureEntry]) -> None:
     """Name the features only some datasets have, as a reader of the mixture will treat them
     (``reader.format.mixture.partial_features``: cameras and padded vectors have their own rules)."""
-    named = [(entry.name, entry.features) for entry in entries]
-    cameras = {k for entry in entries for k, f in entry.features.items() if f.dtype in ("video", "image")}
+    named = [(entry.name, entry.mapped_features()) for entry in entries]
+    cameras = {k for _, features in named for k, f in features.items() if f.dtype in ("video", "image")}
     filled, dropped = partial_features(named, exclude=cameras | set(DEFAULT_PAD_KEYS))
     having = {key: [name for name, features in named if key in features] for key in (*filled, *dropped)}
     report.filled_features = {key: having[key] for key in filled}
@@ -361,6 +408,10 @@ def format_report(report: MixtureReport) -> list[str]:
         lines.append(f"FEATURE {key}: only in {', '.join(names)} and not numeric of one shape: left out of every sample "
                      "(MixtureDataset warns; drop or rename it with key_map)")
     return lines
+
+
+def plural_datasets(count: int) -> str:
+    return f"{count} dataset" + ("" if count == 1 else "s")
 
 
 def _failure_records(root: Storage) -> dict[str, str]:

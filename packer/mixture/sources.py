@@ -6,8 +6,12 @@
     lerobot/aloha_sim@main  aloha    an explicit name (second field)
     s3://bucket/raw/ds_a             an fsspec URL -> DST/ds_a/
     /data/lerobot/ds_b               a local path (relative ones start with ./)
+    org/ds_c  ds_c  observation.images.cam=observation.images.top
+                                     key maps: mixture create renames the camera (OLD=, no
+                                     name, leaves the feature out of the mixture)
 
-A line is ``SOURCE [NAME]``. ``ORG/NAME[@REVISION]`` (no scheme, exactly one slash, not
+A line is ``SOURCE [NAME] [OLD=NEW ...]``: key maps are applied by ``mixture create`` and
+recorded in ``mixture.json`` (``--key-map NAME:OLD=NEW`` does the same from the command line). ``ORG/NAME[@REVISION]`` (no scheme, exactly one slash, not
 starting with ``/`` or ``.``) is a Hub repo id; anything else is a path or URL. Names are
 derived from the source (``org/name`` -> ``org--name``, a path or URL -> its last part),
 with characters outside ``[A-Za-z0-9_.-]`` replaced by ``_``; they must be unique and may not
@@ -17,10 +21,11 @@ start with ``_`` or ``.`` (``DST/_failures`` is reserved).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packer.errors import SourcesError
+from reader.format import FormatError, check_key
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -34,6 +39,8 @@ class MixtureSource:
         name: the directory under DST it is packed into.
         line: 1-based line number in the file.
         repo_id, revision: set for Hub sources (revision None = default branch).
+        key_map: ``{source key: mixture key, or None to leave it out}`` (the line's
+            ``OLD=NEW`` fields).
     """
 
     source: str
@@ -41,6 +48,7 @@ class MixtureSource:
     line: int
     repo_id: str | None = None
     revision: str | None = None
+    key_map: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def is_hub(self) -> bool:
@@ -81,11 +89,15 @@ def parse_sources(text: str, *, where: str = "sources") -> list[MixtureSource]:
         fields = raw.split("#", 1)[0].split()
         if not fields:
             continue
-        if len(fields) > 2:
-            raise SourcesError(f"{where}:{number}: expected 'SOURCE [NAME]', got {len(fields)} fields: {raw.strip()!r}")
-        source = fields[0]
-        if len(fields) == 2:
-            name = fields[1]
+        source, rest = fields[0], fields[1:]
+        names = []
+        while rest and "=" not in rest[0]:
+            names.append(rest.pop(0))
+        if len(names) > 1 or any("=" not in f for f in rest):
+            raise SourcesError(f"{where}:{number}: expected 'SOURCE [NAME] [OLD=NEW ...]', got {len(fields)} fields: {raw.strip()!r}")
+        key_map = parse_key_maps(rest, where=f"{where}:{number}")
+        if names:
+            name = names[0]
             if _UNSAFE.search(name):
                 raise SourcesError(f"{where}:{number}: name {name!r} may only use [A-Za-z0-9_.-]")
         else:
@@ -105,8 +117,29 @@ def parse_sources(text: str, *, where: str = "sources") -> list[MixtureSource]:
         if is_hub_source(source):
             repo_id, _, rev = source.partition("@")
             revision = rev or None
-        sources.append(MixtureSource(source=source, name=name, line=number, repo_id=repo_id, revision=revision))
+        sources.append(MixtureSource(source=source, name=name, line=number, repo_id=repo_id, revision=revision, key_map=key_map))
     return sources
+
+
+def parse_key_maps(items: list[str], *, where: str) -> dict[str, str | None]:
+    """``OLD=NEW`` items as ``{OLD: NEW}`` (``OLD=``: ``{OLD: None}``, left out of the mixture).
+
+    Raises:
+        SourcesError: an item that is not ``OLD=NEW`` over safe keys, or a key given twice.
+    """
+    out: dict[str, str | None] = {}
+    for item in items:
+        old, _, new = item.partition("=")
+        try:
+            check_key(old, what="key map source key")
+            if new:
+                check_key(new, what="key map mixture key")
+        except FormatError as err:
+            raise SourcesError(f"{where}: {item!r}: {err}") from None
+        if old in out:
+            raise SourcesError(f"{where}: key {old!r} mapped twice")
+        out[old] = new or None
+    return out
 
 
 def read_sources(path: str | Path) -> list[MixtureSource]:

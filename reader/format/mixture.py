@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,10 +34,13 @@ from reader.format.mixture_index import IndexFile, parse_index_block
 
 MIXTURE_FORMAT = "lerobot-shards-mixture"
 MIXTURE_VERSION = 2
-SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2})
+KEY_MAP_VERSION = 3
+SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2, 3})
 # Version 2: each entry's manifest_sha256 (the pack it describes) and tolerance_s, and the
 # compiled index (``index``, reader.format.mixture_index). Version 1 files are still read: a
-# reader then opens every pack itself.
+# reader then opens every pack itself. Version 3 (written only when an entry has one): an
+# entry's ``key_map``, which every reader must apply (a version-2 reader would ignore it and
+# batch the dataset under its own keys, so such files say version 3 and older readers refuse).
 MIXTURE_FILE = "mixture.json"
 DEFAULT_WEIGHT_MODES = ("anchors", "explicit")
 DEFAULT_PAD_KEYS = ("observation.state", "action")
@@ -170,7 +174,18 @@ class MixtureEntry:
     where: str | None = None
     manifest_sha256: str | None = None
     tolerance_s: float | None = None
+    key_map: Mapping[str, str | None] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def mapped_features(self) -> dict[str, FeatureInfo]:
+        """``features`` under the keys a reader of the mixture gives them (``key_map``
+        applied: renamed, or left out where it maps a key to None), in manifest order."""
+        out = {}
+        for key, feature in self.features.items():
+            target = self.key_map.get(key, key)
+            if target is not None:
+                out[target] = feature
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -189,11 +204,44 @@ class MixtureEntry:
             out["manifest_sha256"] = self.manifest_sha256
         if self.tolerance_s is not None:
             out["tolerance_s"] = self.tolerance_s
+        if self.key_map:
+            out["key_map"] = dict(self.key_map)
         return {**out, **dict(self.extra)}
 
 
 _ENTRY_FIELDS = ("name", "path", "anchors", "episodes", "fps", "features", "video_keys", "weight", "where", "manifest_sha256",
-                 "tolerance_s")
+                 "tolerance_s", "key_map")
+
+
+def check_key_map(key_map: Any, features: Collection[str], *, where: str) -> dict[str, str | None]:
+    """A dataset's key map, validated: ``{source key: mixture key, or None to leave it out}``,
+    every source key one of the dataset's ``features``, every name a safe key, no two source
+    keys mapped to one name, and no mapped name left to another feature it would shadow.
+
+    Raises:
+        MixtureSpecError: names the entry and what is wrong.
+    """
+    if not isinstance(key_map, Mapping):
+        raise MixtureSpecError(f"{where}: field 'key_map' must be an object {{source key: mixture key or null}}, "
+                               f"got {type(key_map).__name__}")
+    if len(key_map) > len(features):
+        raise MixtureSpecError(f"{where}: key_map has {len(key_map)} entries for {len(features)} features")
+    out: dict[str, str | None] = {}
+    for source, target in key_map.items():
+        try:
+            check_key(source, what="key_map source key")
+            if target is not None:
+                check_key(target, what="key_map mixture key")
+        except FormatError as err:
+            raise MixtureSpecError(f"{where}: {err}") from None
+        if source not in features:
+            raise MixtureSpecError(f"{where}: key_map renames {source!r}, which the dataset lacks; it has {sorted(features)}")
+        out[source] = target
+    names = Counter(out.get(key, key) for key in features)
+    clashes = sorted(n for n, count in names.items() if n is not None and count > 1)
+    if clashes:
+        raise MixtureSpecError(f"{where}: key_map gives two features the name(s) {clashes}; map the other one too")
+    return out
 
 
 @dataclass(frozen=True)
@@ -225,6 +273,9 @@ class MixtureSpec:
             )
         if not self.datasets:
             raise MixtureSpecError(f"{MIXTURE_FILE}: a mixture needs at least one dataset")
+        if self.version < KEY_MAP_VERSION and any(d.key_map for d in self.datasets):
+            raise MixtureSpecError(f"{MIXTURE_FILE}: key maps need version {KEY_MAP_VERSION} (a version-{self.version} reader "
+                                   "would ignore them)")
         if len(self.datasets) > MAX_MIXTURE_DATASETS:
             raise MixtureSpecError(f"{MIXTURE_FILE}: {len(self.datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
         episodes, members = sum(d.episodes for d in self.datasets), self.members
@@ -373,11 +424,16 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
               "'sha256:' and 64 hex digits")
     tolerance = item.get("tolerance_s")
     check("tolerance_s", tolerance is None or (_is_number(tolerance) and 0 <= tolerance < 1), "a number in [0, 1) or absent")
+    key_map = {}
+    if "key_map" in item:
+        if version < KEY_MAP_VERSION:
+            raise MixtureSpecError(f"{label}: field 'key_map' needs version {KEY_MAP_VERSION}")
+        key_map = check_key_map(item["key_map"], features, where=label)
     extra = {k: v for k, v in item.items() if k not in _ENTRY_FIELDS}
     return MixtureEntry(
         name=name, path=path, anchors=int(anchors), episodes=int(episodes), fps=int(fps), features=features,
         video_keys=tuple(video_keys), weight=float(weight), where=where_filter, manifest_sha256=pin,
-        tolerance_s=None if tolerance is None else float(tolerance), extra=extra,
+        tolerance_s=None if tolerance is None else float(tolerance), key_map=key_map, extra=extra,
     )
 
 
