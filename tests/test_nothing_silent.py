@@ -16,8 +16,8 @@ from packer.cli.pack import parse_pack_args
 from packer.mixture.sources import parse_sources
 from packer.options import PackOptions, options_as_flags
 from packer.run.pack import pack_dataset
-from packer.tools.verify import verify
 from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
+from packer.tools.verify import verify
 from reader import BatchLoader, MixtureDataset, PackedDataset
 from reader.errors import ArgumentError, MixtureSpecError
 from reader.format.mixture import MixtureSpec
