@@ -21,7 +21,7 @@ _EXPORTS = {
         "LeRobotShardsError", "FormatError", "BoundExceededError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
         "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
         "ResumeStateError", "ResumeWarning", "WindowWarning", "MixtureFeatureWarning", "WindowError", "PredicateError", "LeRobotTrainError", "DecodeError", "DecodeStageError", "PrefetchError",
-        "ResourceLimitError",
+        "ResourceLimitError", "AccessDeniedError", "ShortReadError", "HarmonizeError", "ArgumentError",
     ],
 }
 

@@ -184,3 +184,13 @@ class ResumeWarning(UserWarning):
 
 class MixtureFeatureWarning(UserWarning):
     """A mixture leaves out features only some of its datasets have (named in the message)."""
+
+
+# Tracebacks and reprs name each error where users import it (``lerobot_shards.FormatError``),
+# not this internal module; pickling (errors raised in DataLoader workers) resolves that name
+# too, since the package exports every one (tests/test_nothing_silent.py checks both).
+PUBLIC_MODULE = "lerobot_shards"
+for _cls in [c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, Warning | Exception)
+             and c.__module__ == __name__]:
+    _cls.__module__ = PUBLIC_MODULE
+del _cls

@@ -49,9 +49,8 @@ class ReadOptions:
         "Threads decoding a sample's cameras at once, per consumer. None: the cores this process may use divided "
         "among the DataLoader workers and the node's ranks (LOCAL_WORLD_SIZE), at least 1. Same bytes either way."))
     decode_device: str | None = option(None, help=(
-        "None decodes in the workers. cuda/cpu: workers ship compressed members and frame indices; give "
-        "BatchLoader decode_stage=DecodeStage(device) (or a DataLoader collate_fn=reader.decode.stage.collate and "
-        "apply the stage to each batch): NVDEC for hevc/h264 packs."))
+        "None decodes in the workers. cuda/cpu: workers ship compressed members and frame indices, which "
+        "BatchLoader decodes with DecodeStage(device) (its own, or decode_stage=): NVDEC for hevc/h264 packs."))
     # -- fetch
     prefetch_episodes: int = option(4, minimum=0, help="Episodes fetched ahead of need per consumer (background threads).")
     prefetch_bytes: int | None = option(256 * 1024 * 1024, minimum=0, help=(

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import torch
 
-from packer import CameraSpec, SampleSpec, pack_dataset, run_sql, verify, write_sample_dataset
-from reader import PackedDataset
+from lerobot_shards import CameraSpec, PackedDataset, SampleSpec, pack_dataset, run_sql, verify, write_sample_dataset
 
 
 def main() -> None:

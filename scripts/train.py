@@ -36,8 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from reader import BatchLoader, LeRobotShardsError, MixtureDataset, PackedDataset, to_device
-from reader.decode import DecodeStage
+from lerobot_shards import BatchLoader, DecodeStage, LeRobotShardsError, MixtureDataset, PackedDataset, to_device
 
 ACTION_KEY = "action"
 STATE_KEY = "observation.state"

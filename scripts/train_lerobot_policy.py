@@ -35,7 +35,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reader import BatchLoader, PackedDataset, to_device  # noqa: E402
+from lerobot_shards import BatchLoader, PackedDataset, to_device  # noqa: E402
 
 
 def policy_config(name: str, device: str):

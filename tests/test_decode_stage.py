@@ -6,7 +6,7 @@ import torch
 
 from reader import PackedDataset
 from reader.decode import ENCODED_KEY, DecodeStage, DecodeStageError, collate
-from reader.decode.backends.nvdec import NvdecBackend
+from reader.decode.backends import NvdecBackend
 from reader.errors import ArgumentError
 from tests.packed_fixtures import *  # noqa: F401,F403
 

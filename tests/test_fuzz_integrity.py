@@ -185,6 +185,6 @@ def test_expansion_mutations_give_a_named_error_within_the_memory_bound(small_pa
 
     for (name, _), record in zip(mutations, records):
         print(f"{name}: {record['reader'][:160]} (verify ok: {record['verify_ok']}, peak {record['peak_kb'] // 1024} MiB)")
-        assert record["reader"].startswith("reader.errors."), f"{name}: {record['reader']}"
+        assert record["reader"].startswith("lerobot_shards."), f"{name}: {record['reader']}"
         assert record["verify_ok"] is False, f"{name}: verify said {record['verify_ok']}"
         assert record["peak_kb"] * 1024 < HOSTILE_PEAK_BYTES, f"{name}: peak {record['peak_kb']} KB"

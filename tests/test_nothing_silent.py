@@ -5,22 +5,22 @@ reproduced as it was met."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import traceback
+from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 
+from packer import CameraSpec, SampleSpec, pack_dataset, parse_sources, verify, write_sample_dataset
 from packer.cli import main as cli
-from packer.cli.pack import parse_pack_args
-from packer.mixture.sources import parse_sources
+from packer.cli import parse_pack_args
 from packer.options import PackOptions, options_as_flags
-from packer.run.pack import pack_dataset
-from packer.synthetic.dataset import CameraSpec, SampleSpec, write_sample_dataset
-from packer.tools.verify import verify
 from reader import BatchLoader, MixtureDataset, PackedDataset
 from reader.errors import ArgumentError, MixtureSpecError
-from reader.format.mixture import MixtureSpec
+from reader.format import MixtureSpec
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 
@@ -190,3 +190,66 @@ def test_3_a_version_2_reader_could_not_ignore_a_key_map():
         MixtureSpec.from_dict({"format": "lerobot-shards-mixture", "version": 2, "datasets": [entry]})
     spec = MixtureSpec.from_dict({"format": "lerobot-shards-mixture", "version": 3, "datasets": [entry]})
     assert spec.datasets[0].mapped_features().keys() == {"actions"}
+
+
+# -- 4: no message names the internal packages ---------------------------------------------------
+def test_4_errors_are_named_where_users_import_them_and_survive_workers():
+    """Was: tracebacks and messages named ``reader.errors.FormatError``, ``reader.MixtureDataset``
+    (top-level names other PyPI distributions own)."""
+    import pickle
+
+    import lerobot_shards
+    import packer.errors
+    import reader.errors
+
+    classes = [c for m in (reader.errors, packer.errors) for c in vars(m).values()
+               if isinstance(c, type) and issubclass(c, Warning | Exception) and c.__name__ != "Exception"
+               and c.__module__ != "builtins"]
+    assert len(classes) >= 35
+    for cls in classes:
+        assert cls.__module__ == "lerobot_shards" and getattr(lerobot_shards, cls.__name__) is cls, cls
+        assert pickle.loads(pickle.dumps(cls)) is cls  # by name: what a DataLoader worker's error goes through
+    # A worker's error reaches the training loop under the public name.
+    with pytest.raises(reader.errors.FormatError) as raised:
+        next(iter(torch.utils.data.DataLoader(_Raises(), num_workers=1)))
+    assert "lerobot_shards.FormatError" in "".join(traceback.format_exception(raised.value))
+
+
+class _Raises(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        from reader.errors import FormatError
+
+        raise FormatError("damaged")
+
+
+def test_4_messages_and_docs_name_the_public_package(tmp_path, packed_copy):
+    (tmp_path / "mixture.json").write_text("{}")
+    with pytest.raises(Exception, match="open it with lerobot_shards.MixtureDataset"):
+        PackedDataset(str(tmp_path))
+    # User-facing docs import from lerobot_shards only (the internal layers are not an API).
+    root = Path(__file__).resolve().parents[1]
+    for doc in ["README.md", *sorted(str(p.relative_to(root)) for p in (root / "docs").glob("*.md")), "slurm/README.md"]:
+        text = (root / doc).read_text()
+        found = re.findall(r"^\s*(?:from (?:reader|packer)\b[^\n]*import|import (?:reader|packer)\b)", text, re.M)
+        found += re.findall(r"`(?:reader|packer)\.[A-Z]\w+", text)
+        assert not found, f"{doc}: {found}"
+
+
+# -- 5: every SLURM snippet in the docs makes the log folder first --------------------------------
+def test_5_sbatch_snippets_create_the_log_folder_their_scripts_write():
+    """Was: README's snippets called ``sbatch`` with no ``mkdir -p logs``: every script writes
+    ``logs/...`` and SLURM fails a job whose output folder is missing."""
+    root = Path(__file__).resolve().parents[1]
+    writes_logs = {p.name for p in (root / "slurm").glob("*.sbatch") if "#SBATCH --output=logs/" in p.read_text()}
+    assert writes_logs >= {"pack.sbatch", "finalize.sbatch", "pack_mixture.sbatch", "mixture_create.sbatch", "train.sbatch"}
+    checked = 0
+    for doc in ("README.md", "slurm/README.md", "docs/RESUME.md"):
+        for block in re.findall(r"```bash\n(.*?)```", (root / doc).read_text(), re.S):
+            lines = block.splitlines()
+            for i, line in enumerate(lines):
+                if re.search(r"\bsbatch\b.*slurm/(\S+\.sbatch)", line) and not line.lstrip().startswith("#"):
+                    checked += 1
+                    assert any("mkdir -p logs" in earlier for earlier in lines[:i]), f"{doc}: {line.strip()}"
+    assert checked >= 4
+    for script in ("submit_mixture.sh", "submit_pack.sh"):  # the one-line forms make it themselves
+        assert "mkdir -p logs" in (root / "slurm" / script).read_text()

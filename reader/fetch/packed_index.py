@@ -78,7 +78,7 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
     """
     where = storage.describe(MANIFEST_PATH)
     if storage.url.rstrip("/").endswith("/mixture.json") or storage.url == "mixture.json":
-        raise FormatError(f"{storage.url} is a mixture file, not a packed dataset: open it with reader.MixtureDataset")
+        raise FormatError(f"{storage.url} is a mixture file, not a packed dataset: open it with lerobot_shards.MixtureDataset")
     if storage.is_local and os.path.isfile(storage.path("")):
         raise FormatError(f"{storage.url} is a file; a packed dataset is the directory that holds manifest.json")
     try:
@@ -94,7 +94,7 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
         if missing:
             raise FormatError(f"{storage.url}: {missing}") from None
         if storage.exists("mixture.json"):
-            raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with reader.MixtureDataset") from None
+            raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with lerobot_shards.MixtureDataset") from None
         raise FormatError(f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished") from None
     if len(data) > MAX_MANIFEST_BYTES:
         raise FormatError(f"{where}: more than the {MAX_MANIFEST_BYTES} bytes a manifest may have")
