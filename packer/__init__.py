@@ -28,7 +28,7 @@ _EXPORTS = {
     "packer.source.lerobot": ["LeRobotSource"],
     "packer.tools.verify": ["verify", "VerifyReport"],
     "packer.tools.summary": ["summarize"],
-    "packer.tools.sql": ["run_sql", "connect"],
+    "packer.tools.sql": ["run_sql", "run_statements", "SqlResult", "connect"],
     "packer.tools.preview": ["render_preview"],
     "packer.mixture.create": ["create_mixture", "scan_datasets", "MixtureReport", "failure_path", "format_report"],
     "packer.mixture.sources": ["parse_sources", "read_sources", "dataset_name"],

@@ -231,7 +231,7 @@ class PackRunOptions:
     follow_symlinks: bool = option(False, help=(
         "Read symbolic links inside a local SRC (refused by default: they may point outside the dataset)."))
     storage_options: dict | None = option(None, parse=_json_object_parser("storage_options"), metavar="JSON", help=(
-        'fsspec options for DST as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'.'))
+        'fsspec options for DST as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'))
     retry: RetryPolicy = option(RetryPolicy(), flag=False, help=(
         "Bounds every read and write at the destination (and a bucket source)."))
     journal: str | None = option(None, metavar="DIR", help=(

@@ -142,6 +142,22 @@ class EpochStream(torch.utils.data.IterableDataset):
         point after ``load_state_dict`` (equal on every rank)."""
         return self._resume.per_rank(self.epoch, self._world().world_size, self._consumer_counts)
 
+    def __getitem__(self, index: Any) -> Any:
+        # torch's Dataset.__getitem__ raises a bare NotImplementedError: say what works instead.
+        raise TypeError(
+            f"{type(self).__name__} streams whole episodes and has no random access by index: iterate it "
+            "(for sample in ds, or a BatchLoader/DataLoader), or query rows with `lerobot-shards sql` / lerobot_shards.connect()"
+        )
+
+    def __repr__(self) -> str:
+        catalog = self.catalog
+        names = ", ".join(d.name for d in catalog.datasets[:3]) + (f" and {len(catalog.datasets) - 3} more" if len(catalog.datasets) > 3 else "")
+        cameras = sorted({k for d in catalog.datasets for k in d.video_keys})
+        world = self._world()
+        return (f"{type(self).__name__}({names}: {int(catalog.anchor_counts.sum())} anchors, "
+                f"{len(catalog.episode_index)} episodes, cameras {cameras}, epoch {self.epoch}, "
+                f"{len(self)} samples for rank {world.rank} of {world.world_size})")
+
     def worker_counts(self, num_workers: int) -> np.ndarray:
         """(max(1, num_workers),) samples each DataLoader worker of this rank yields until the
         epoch ends (from the resume point after ``load_state_dict``)."""

@@ -441,13 +441,43 @@ def install(options: ShardsOptions) -> None:
     accelerate.Accelerator.prepare_data_loader = prepare_data_loader
 
 
+def shards_help() -> str:
+    """The ``--shards.*`` flags with their defaults and help, as ``--help`` prints them."""
+    import textwrap
+
+    lines = ["lerobot-shards train: LeRobot's lerobot-train on a pack (--dataset.root=PACK) or a mixture "
+             "(--dataset.root=MIXTURE.json); every lerobot-train flag as is, and these of our own:", ""]
+    for name, f in known_flags().items():
+        value = f.spec.metavar or ("true|false" if f.base_type is bool else "|".join(map(str, f.choices)) if f.choices
+                                   else f.base_type.__name__.upper())
+        lines.append(f"  {_PREFIX}{name}={value}")
+        lines += textwrap.wrap(f"{f.spec.help} (default: {f.default!r})", width=96, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run ``lerobot-train`` with ``argv`` (default: this process's arguments) on packed data.
+    ``--help`` prints the ``--shards.*`` flags, then lerobot-train's own help (or why there is
+    none: LeRobot not installed).
 
     Raises:
         LeRobotTrainError / ArgumentError: see ``check_lerobot``, ``split_args``, ``make_train_data``.
     """
-    given, rest = split_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in argv or "-h" in argv:
+        print(shards_help())
+        try:
+            check_lerobot(allow_untested=True)
+        except LeRobotTrainError as err:
+            print(f"\nlerobot-train's own flags are not shown: {err}")
+            return
+        print("\nlerobot-train's own flags:", flush=True)
+        from lerobot.scripts.lerobot_train import main as lerobot_main
+
+        sys.argv = [sys.argv[0], "--help"]
+        lerobot_main()
+        return
+    given, rest = split_args(argv)
     check_lerobot(bool(given.get("allow_untested_lerobot")))
     resuming = any(a.startswith("--config_path") for a in rest)
     # A resume reads as the run it continues did (pool, prefetch...), unless told otherwise; hosts,

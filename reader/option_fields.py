@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import inspect
 import json
 import textwrap
@@ -220,8 +221,20 @@ def keyword_signature(*classes: type) -> Callable[[Callable], Callable]:
 
 
 def describe_options(cls: type[T]) -> type[T]:
-    """Class decorator: append an "Attributes" section made from the fields' help to the
-    docstring (so the help is written once, on the field). Returns the class."""
+    """Class decorator (over ``@dataclass``): append an "Attributes" section made from the
+    fields' help to the docstring (so the help is written once, on the field), and make the
+    constructor name the closest option for a misspelt keyword (``ArgumentError``, where the
+    dataclass's would say only "unexpected keyword argument"). Returns the class."""
+    init, names = cls.__init__, {f.name for f in dataclasses.fields(cls)}
+
+    @functools.wraps(init)
+    def checked_init(self, *args: Any, **kwargs: Any) -> None:
+        unknown = {k: v for k, v in kwargs.items() if k not in names}
+        if unknown:
+            split_options((cls,), unknown, caller=cls.__name__)  # raises, naming the closest option
+        init(self, *args, **kwargs)
+
+    cls.__init__ = checked_init
     lines = ["", "    Attributes:"]
     for f in option_fields(cls):
         default = "required" if f.default is MISSING else repr(f.default)

@@ -32,6 +32,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -79,6 +80,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-batches", type=Path, default=None, help="append each batch's sample indices (JSONL)")
     parser.add_argument("--log-every", type=int, default=10)
     return parser.parse_args(argv)
+
+
+def normalizer(stats: dict, key: str, width: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, std)`` of ``key`` from the dataset's stats (LeRobot's MEAN_STD normalization):
+    unnormalized actions of a synthetic dataset reach 5,000, and a loss in those units climbs to
+    millions. A key without stats of its width is left as it is (mean 0, std 1)."""
+    found = stats.get(key) or {}
+    mean = np.asarray(found.get("mean", []), dtype=np.float32).reshape(-1)
+    std = np.asarray(found.get("std", []), dtype=np.float32).reshape(-1)
+    if mean.shape != (width,) or std.shape != (width,):
+        mean, std = np.zeros(width, np.float32), np.ones(width, np.float32)
+    return torch.from_numpy(mean).to(device), torch.from_numpy(np.maximum(std, 1e-8)).to(device)
 
 
 def open_dataset(data: list[str], *, horizon: int, seed: int, decode_device: str | None = None,
@@ -134,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     cameras = [key for key, feature in features.items() if feature["dtype"] == "video"]
     sample_state = features[STATE_KEY]["shape"][0]
     action_dim = features[ACTION_KEY]["shape"][0]
+    state_mean, state_std = normalizer(dataset.meta.stats, STATE_KEY, sample_state, device)
+    action_mean, action_std = normalizer(dataset.meta.stats, ACTION_KEY, action_dim, device)
 
     if args.policy == "act":
         from act_sized import ActSizedPolicy
@@ -182,8 +197,8 @@ def main(argv: list[str] | None = None) -> None:
         loader.set_epoch(epoch)  # a loaded state applies to its own epoch only
         for batch in wait.batches(loader):
             batch = to_device(batch, device)  # frames travel as uint8, become float32 in [0, 1] here
-            state_in = batch[STATE_KEY]
-            target = batch[ACTION_KEY]
+            state_in = (batch[STATE_KEY] - state_mean) / state_std  # normalized, as LeRobot's policies train
+            target = (batch[ACTION_KEY] - action_mean) / action_std
             prediction = model(state_in, [batch[k] for k in cameras])
             weights = (~batch[f"{ACTION_KEY}_is_pad"]).unsqueeze(-1).float().expand_as(target)
             if f"{ACTION_KEY}_mask" in batch:  # a mixture's padded action dimensions do not count

@@ -20,7 +20,7 @@ PYTHON=${PYTHON:-.venv/bin/python}
 THROTTLE=${THROTTLE:-64}
 MAX_ARRAY=${MAX_ARRAY:-1000}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-n=$("$PYTHON" -m lerobot_shards mixture sources "$SOURCES")   # exits 2 with line numbers on a bad file
+n=$("$PYTHON" -m lerobot_shards mixture sources --count "$SOURCES")   # exits 2 with line numbers on a bad file
 if (( n == 0 )); then
     echo "$SOURCES lists no dataset" >&2
     exit 2

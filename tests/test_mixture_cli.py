@@ -136,7 +136,11 @@ def test_where_counts_matching_anchors_and_is_recorded(root):
     assert [d.anchors for d in spec.datasets] == [(4 - 2) + (6 - 2), (3 - 2) + (5 - 2) + 0]
     assert all(d.where == "frame_index >= 2" for d in spec.datasets)
     bad = _invoke("mixture", "create", root, "--where", "no_such_column = 1")
-    assert bad.exit_code == 1 and "INVALID alpha: ArgumentError: where='no_such_column = 1' is not a valid predicate" in bad.output
+    # Said once (issue 42: every pack INVALID, then "no complete packed dataset"), DuckDB's lines kept.
+    assert bad.exit_code == 1 and "INVALID" not in bad.output, bad.output
+    assert "2 dataset(s) opened and the where predicate applies to none of them; alpha: where='no_such_column = 1' is not a " \
+           "valid predicate over index/samples.parquet: Binder Error: Referenced column \"no_such_column\" not found" in bad.output
+    assert "\\x0a" not in bad.output and "\nLINE 1:" in bad.output
 
 
 def test_invalid_manifest_and_nothing_complete(root, tmp_path):
@@ -208,7 +212,10 @@ def test_sources_file_errors_name_the_line(text, message):
 def test_sources_module_validates_and_counts(tmp_path):
     (tmp_path / "s.txt").write_text("a/b\n# c\n/x/y\n")
     ok = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
-    assert ok.returncode == 0 and ok.stdout == "2\n"
+    assert ok.returncode == 0 and ok.stdout == f"{tmp_path / 's.txt'}: 2 dataset(s) (1 from the Hub, 1 paths or URLs); valid\n"
+    count = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", "--count", str(tmp_path / "s.txt")],
+                           capture_output=True, text=True)
+    assert count.returncode == 0 and count.stdout == "2\n"  # what submit_mixture.sh reads
     listing = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert listing.stdout == "0\ta--b\ta/b\n1\ty\t/x/y\n"
     (tmp_path / "s.txt").write_text("a/b\nc/b b\nb\n")

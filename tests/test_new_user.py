@@ -143,7 +143,9 @@ def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_sourc
                      AWS_EC2_METADATA_DISABLED="true")
     no_keys = subprocess.run(command, env=anonymous, capture_output=True, text=True, timeout=120)
     assert no_keys.returncode == 1 and len(no_keys.stderr.strip().splitlines()) == 1, no_keys.stderr
-    assert "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in no_keys.stderr
+    # The cause first (issue 42: the line began "read of the first 268435457 bytes failed").
+    assert no_keys.stderr.startswith("Error: s3://no-such-bucket/x/") and ": no credentials (" in no_keys.stderr, no_keys.stderr
+    assert "): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in no_keys.stderr
 
     dst = tmp_path / "interrupted"
     pack = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), str(dst), "--video", "hevc", "--shard-size-mb", "0.001"]

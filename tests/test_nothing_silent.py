@@ -253,3 +253,139 @@ def test_5_sbatch_snippets_create_the_log_folder_their_scripts_write():
     assert checked >= 4
     for script in ("submit_mixture.sh", "submit_pack.sh"):  # the one-line forms make it themselves
         assert "mkdir -p logs" in (root / "slurm" / script).read_text()
+
+
+# -- 6: train --help shows our flags, with or without LeRobot ------------------------------------
+def test_6_train_help_lists_every_shards_flag():
+    """Was: without LeRobot only "LeRobot is not installed"; with it, LeRobot's parser alone."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    from reader.lerobot_train import known_flags
+
+    result = subprocess.run([sys.executable, "-m", "packer.cli", "train", "--help"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for name in known_flags():
+        assert f"--shards.{name}=" in result.stdout, name
+    assert "--shards.depth_unit=mm|m" in result.stdout
+    if importlib.util.find_spec("lerobot") is None:
+        assert "lerobot-train's own flags are not shown: lerobot-shards train runs LeRobot's trainer, and LeRobot is not " \
+               "installed" in result.stdout
+    else:  # (the parity venv): LeRobot's own help follows ours
+        assert "lerobot-train's own flags:" in result.stdout and "--policy.type" in result.stdout
+
+
+# -- 7: the smaller rows ------------------------------------------------------------------------
+def test_7_sql_shows_every_statement_a_limited_table_and_duckdb_lines(packed_copy):
+
+    many = CliRunner().invoke(cli, ["sql", str(packed_copy), "SELECT count(*) AS n FROM samples; SELECT 7 AS seven"])
+    assert many.exit_code == 0 and "-- statement 1 of 2: SELECT count(*) AS n FROM samples;" in many.output
+    assert "-- statement 2 of 2: SELECT 7 AS seven" in many.output and "│ 7 " in many.output
+    limited = CliRunner().invoke(cli, ["sql", str(packed_copy), "SELECT index FROM samples", "--limit", "5"])
+    assert "... 136 more rows (141 in all; --limit 0 shows all)" in limited.output, limited.output
+    assert limited.output.count("│") == 2 * 5  # five rows, two borders each (the header has its own)
+    every = CliRunner().invoke(cli, ["sql", str(packed_copy), "SELECT index FROM samples", "--format", "csv"])
+    assert len(every.output.strip().splitlines()) == 142  # machines get every row
+    wrong = CliRunner().invoke(cli, ["sql", str(packed_copy), "SELECT nope FROM samples"])
+    assert wrong.exit_code == 1 and "\\x0a" not in wrong.output and "Binder Error" in wrong.output
+    assert "\nLINE 1: SELECT nope FROM samples\n" in wrong.output
+    wide = CliRunner().invoke(cli, ["sql", str(packed_copy), "SELECT * FROM episodes LIMIT 1"], env={"COLUMNS": "60"})
+    assert "-[ row 1 ]" in wide.output and "\ndataset_from_index " in wide.output  # names whole, one per line
+
+
+def test_7_a_failed_name_lookup_is_not_retried():
+    """Was: an offline Hub pack retried a DNS failure 8 times (33 s)."""
+    import socket
+
+    import requests
+
+    from reader.storage import is_transient, name_resolution_failed
+
+    def chained():
+        try:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        except socket.gaierror as err:
+            raise requests.ConnectionError("Max retries exceeded (Failed to resolve 'huggingface.co')") from err
+
+    with pytest.raises(requests.ConnectionError) as raised:
+        chained()
+    assert name_resolution_failed(raised.value) and not is_transient(raised.value)
+    assert is_transient(requests.ConnectionError("Connection reset by peer"))  # other connection errors still are
+
+
+def test_7_info_shows_codecs_widths_tasks_and_full_windows(packed_copy, packed_hevc):
+    copy = CliRunner().invoke(cli, ["info", str(packed_copy)], env={"COLUMNS": "240"})
+    assert "copy: observation.images.top 48x64 av1, observation.images.wrist 32x32 av1; NVDEC: no (repack with --video hevc)" \
+        in copy.output, copy.output
+    assert "state / action widths" in copy.output and "│ 6 / 6 " in copy.output
+    assert "full window on" in copy.output and "anchors (" in copy.output
+    hevc = json.loads(CliRunner().invoke(cli, ["info", str(packed_hevc), "--format", "json"]).output)
+    assert set(hevc["codecs"].values()) == {"hevc"} and hevc["tasks"] >= 1
+    assert all(0 < w["full"] < w["anchors"] == 141 for w in hevc["windows_full"].values())
+    assert "NVDEC: yes" in CliRunner().invoke(cli, ["info", str(packed_hevc)], env={"COLUMNS": "240"}).output
+
+
+def test_7_indexing_a_stream_says_how_to_read_it_and_repr_says_what_it_is(packed_copy):
+    ds = PackedDataset(str(packed_copy))
+    with pytest.raises(TypeError, match="streams whole episodes and has no random access by index: iterate it"):
+        ds[0]
+    assert repr(ds) == ("PackedDataset(copy: 141 anchors, 9 episodes, cameras ['observation.images.top', "
+                        "'observation.images.wrist'], epoch 0, 141 samples for rank 0 of 1)")
+
+
+def test_7_connect_is_documented_and_works_as_shown(packed_copy):
+    import lerobot_shards
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert 'lerobot_shards.connect("/tmp/packed")' in readme and 'connect(root).sql("SELECT ...").fetchall()' in readme
+    assert lerobot_shards.connect(str(packed_copy)).sql("SELECT count(*) FROM samples").fetchall() == [(141,)]
+
+
+def test_7_docs_say_what_the_code_does():
+    root = Path(__file__).resolve().parents[1]
+    resume = (root / "docs" / "RESUME.md").read_text()
+    assert "loader.state_dict()" in resume and "`scripts/train.py` does exactly this" not in resume  # it uses the loader's
+    train = (root / "scripts" / "train.py").read_text()
+    assert "loader.state_dict()" in train
+    readme = (root / "README.md").read_text()
+    local = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "/tmp/packed" in block]
+    workers = [int(n) for block in local for n in re.findall(r"num_workers=(\d+)", block)]
+    assert len(workers) >= 2 and max(workers) <= 2  # the snippets on local packs run without a warning on 2 cores
+    # One spelling of a bucket endpoint in every help text and doc.
+    texts = [readme, (root / "packer" / "options.py").read_text(), (root / "packer" / "cli" / "flags.py").read_text(),
+             (root / "reader" / "read_options.py").read_text(), train]
+    assert not any("client_kwargs" in t for t in texts)
+    import tomllib
+
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "Apache-2.0"  # an SPDX expression: no deprecation warnings at install
+    assert "setuptools>=77" in project["build-system"]["requires"]
+
+
+def test_7_normalized_training_keeps_the_loss_in_normalized_units(packed_copy, tmp_path):
+    """Was: the README's mixture example showed the loss climbing to 1.7M (actions up to 5,023)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    log = tmp_path / "batches.jsonl"
+    run = subprocess.run([sys.executable, str(root / "scripts" / "train.py"), "--data", str(packed_copy), "--ckpt", str(tmp_path / "c.pt"),
+                          "--steps", "20", "--batch-size", "8", "--num-workers", "0", "--log-batches", str(log)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    losses = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
+    actions = PackedDataset(str(packed_copy)).meta.stats["action"]
+    assert float(abs(actions["mean"]).max()) > 100  # the raw actions are large
+    assert len(losses) == 20 and max(losses) < 10, losses
+
+
+def test_7_option_typos_and_episode_lists_say_enough(sample_source, tmp_path):
+    from reader import ReadOptions
+
+    with pytest.raises(ArgumentError, match=r"ReadOptions got an unexpected option 'retrun_uint8'; did you mean 'return_uint8'\?"):
+        ReadOptions(retrun_uint8=True)
+    with pytest.raises(ArgumentError, match=r"PackOptions got an unexpected option 'vidoe'; did you mean 'video'\?"):
+        PackOptions(vidoe="hevc")
+    with pytest.raises(ArgumentError, match=r"episodes \[9, 10, .*, 28\] and 99972 more are not in the source \(9 episodes, 0-8\)"):
+        pack_dataset(str(sample_source), str(tmp_path / "p"), episodes=range(0, 100001))

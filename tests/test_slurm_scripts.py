@@ -54,7 +54,7 @@ def test_mixture_array_packs_the_good_datasets_and_reports_the_broken_one(tmp_pa
     sources = tmp_path / "sources.txt"
     sources.write_text(f"# a mixture\n{tmp_path / 'src' / 'alpha'}\n\n{broken}   # deliberately broken\n{tmp_path / 'src' / 'beta'}\n")
     dst = tmp_path / "mix"
-    count = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", str(sources)], capture_output=True, text=True, env=_env())
+    count = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", "--count", str(sources)], capture_output=True, text=True, env=_env())
     assert count.stdout.strip() == "3"
 
     for task in range(3):  # sbatch --array=0-2 slurm/pack_mixture.sbatch

@@ -62,7 +62,7 @@ def with_pack_flags(*names: str) -> Callable:
 
 
 storage_option = click_option(PACK_FIELDS["storage_options"], help=(
-    'fsspec options for the pack\'s bucket as JSON, e.g. \'{"client_kwargs": {"endpoint_url": "http://..."}}\'.'))
+    'fsspec options for the pack\'s bucket as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'))
 """``--storage-options`` for commands over a pack (parsed: a dict or None)."""
 
 

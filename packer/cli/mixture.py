@@ -166,9 +166,10 @@ def _mixture_anchors(dst: str, storage_options: dict | None) -> dict[str, int] |
 
 @mixture.command("sources")
 @click.argument("sources_file", type=click.Path(dir_okay=False))
-@click.option("--list", "listing", is_flag=True, help="Print INDEX<TAB>NAME<TAB>SOURCE per dataset instead of the count.")
-def sources_command(sources_file, listing):
-    """Validate a sources file (one dataset per line) and print how many datasets it lists.
+@click.option("--list", "listing", is_flag=True, help="Print INDEX<TAB>NAME<TAB>SOURCE[<TAB>KEY MAPS] per dataset.")
+@click.option("--count", "count_only", is_flag=True, help="Print only the number of datasets (for scripts).")
+def sources_command(sources_file, listing, count_only):
+    """Validate a sources file (one dataset per line) and say how many datasets it lists.
 
     Exit 2 with the file and line on a malformed file: submit_mixture.sh runs this first.
     """
@@ -181,9 +182,15 @@ def sources_command(sources_file, listing):
         raise click.BadParameter(printable(str(err)), param_hint="SOURCES_FILE") from None
     if listing:
         for i, source in enumerate(sources):
-            click.echo(f"{i}\t{printable(source.name)}\t{printable(source.source)}")
-    else:
+            maps = " ".join(f"{old}={new or ''}" for old, new in source.key_map.items())
+            click.echo(f"{i}\t{printable(source.name)}\t{printable(source.source)}" + (f"\t{printable(maps)}" if maps else ""))
+    elif count_only:
         click.echo(len(sources))
+    else:
+        hub = sum(s.is_hub for s in sources)
+        mapped = sum(bool(s.key_map) for s in sources)
+        click.echo(printable(f"{sources_file}: {len(sources)} dataset(s) ({hub} from the Hub, {len(sources) - hub} paths or URLs"
+                             + (f", {mapped} with key maps" if mapped else "") + "); valid"))
 
 
 @mixture.command("task")

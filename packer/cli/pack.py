@@ -36,11 +36,15 @@ def pack_summary(report, video: str = "copy") -> str:
     if report.shards_repaired:
         line += f"; rebuilt {plural(len(report.shards_repaired), 'damaged shard')} ({report.shards_repaired[0]}"
         line += f", and {len(report.shards_repaired) - 1} more)" if len(report.shards_repaired) > 1 else ")"
-    why = f"--video {video}" if video != "copy" else "copy mode: where the source could not be cut at a keyframe"
-    line += (
-        f"; re-encoded {len(report.reencoded_episodes)} of {plural(report.episodes, 'episode')} ({why}), "
-        f"dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
-    )
+    reencoded = len(report.reencoded_episodes)
+    if video != "copy":
+        line += f"; re-encoded {reencoded} of {plural(report.episodes, 'episode')} (--video {video})"
+    elif reencoded:
+        line += (f"; kept the source video of {report.episodes - reencoded} of {plural(report.episodes, 'episode')}, "
+                 f"re-encoded {reencoded} that could not be cut at a keyframe")
+    else:
+        line += f"; kept the source video of all {plural(report.episodes, 'episode')} (copy mode)"
+    line += f", dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
     if report.metadata_left_out:
         line += f"; left out {plural(len(report.metadata_left_out), 'metadata file')} LeRobot does not read"
     return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
@@ -287,36 +291,60 @@ def info_command(dst, storage_options, fmt):
 @click.argument("dst")
 @click.argument("query")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
-              help="table for reading; csv, or json (an array of one object per row), for other tools.")
+              help="table for reading; csv, or json (an array of one object per row), for other tools (every row).")
+@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Rows of each statement the table shows (the rest are counted); 0 shows all.")
 @storage_option
-def sql_command(dst, query, fmt, storage_options):
-    """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames`."""
+def sql_command(dst, query, fmt, limit, storage_options):
+    """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames` (every statement given)."""
     from packer.errors import InspectError, SqlSyntaxError
-    from packer.tools.sql import run_sql
+    from packer.tools.sql import run_statements
 
     try:
-        columns, rows = run_sql(dst, query, storage_options=storage_options)
-    except SqlSyntaxError as err:
+        results = run_statements(dst, query, storage_options=storage_options, max_rows=limit or None if fmt == "table" else None)
+    except SqlSyntaxError as err:  # the user's own query: DuckDB's lines and ^ pointer kept
         raise click.ClickException(printable_lines(str(err))) from None
     except InspectError as err:
         raise click.ClickException(printable(str(err))) from None
-    if fmt == "json":
-        # json.dumps escapes control characters itself (ensure_ascii): safe for a terminal.
-        click.echo(json.dumps([dict(zip(columns, row)) for row in rows], default=str))
-    elif fmt == "csv":
-        import csv
+    for number, result in enumerate(results):
+        if len(results) > 1 and fmt == "table":
+            click.echo(printable(f"-- statement {number + 1} of {len(results)}: {result.statement}"))
+        if fmt == "json":
+            # json.dumps escapes control characters itself (ensure_ascii): safe for a terminal.
+            click.echo(json.dumps([dict(zip(result.columns, row)) for row in result.rows], default=str))
+        elif fmt == "csv":
+            import csv
 
-        writer = csv.writer(sys.stdout)
-        writer.writerow([printable(c) for c in columns])
-        writer.writerows([[printable(str(v)) if isinstance(v, str) else v for v in row] for row in rows])
-    else:
-        from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
+            writer = csv.writer(sys.stdout)
+            writer.writerow([printable(c) for c in result.columns])
+            writer.writerows([[printable(str(v)) if isinstance(v, str) else v for v in row] for row in result.rows])
+        elif result.columns:
+            _print_rows(result.columns, result.rows)
+            if result.total_rows > len(result.rows):
+                click.echo(f"... {result.total_rows - len(result.rows):,} more rows ({result.total_rows:,} in all; --limit 0 shows all)")
 
+
+def _print_rows(columns: list[str], rows: list[tuple]) -> None:
+    """A table when it fits the terminal; else one block per row (``column  value`` lines), so
+    no column name is split mid-word and no value is cut."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    cells = [[printable(str(v)) for v in row] for row in rows]
+    names = [printable(c) for c in columns]
+    widths = [max([len(n), *(len(r[i]) for r in cells)]) for i, n in enumerate(names)]
+    if sum(widths) + 3 * len(widths) + 1 <= console.width:
         table = Table()
-        for column in columns:
-            table.add_column(Text(printable(column)), overflow="fold")
-        for row in rows:
-            table.add_row(*(Text(printable(str(v))) for v in row))
-        Console().print(table)
+        for name in names:
+            table.add_column(Text(name), no_wrap=True)
+        for row in cells:
+            table.add_row(*(Text(v) for v in row))
+        console.print(table)
+        return
+    pad = max(len(n) for n in names)
+    for number, row in enumerate(cells):
+        click.echo(f"-[ row {number + 1} ]" + "-" * max(0, min(console.width, 60) - 12))
+        for name, value in zip(names, row):
+            click.echo(f"{name:<{pad}}  {value}")

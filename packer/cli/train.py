@@ -20,7 +20,7 @@ def train_command(ctx):
     the exact sample sequence. Runs where LeRobot is installed (tested: 0.6.1). Options of our
     own: --shards.storage_options='{"endpoint_url": ...}' (a bucket), --shards.decode_device=cuda,
     --shards.episode_pool_size, --shards.log_samples=PATH, ... (README, "Train with lerobot-train").
-    `lerobot-shards train --help` shows lerobot-train's own help.
+    `lerobot-shards train --help` lists every --shards.* flag, then lerobot-train's own help.
     """
     if not ctx.args:
         click.echo(ctx.get_help())

@@ -39,7 +39,7 @@ from typing import Literal
 from packer.errors import MixtureError
 from packer.mixture.compile import OpenedPack, compile_mixture
 from packer.mixture.sources import read_sources
-from reader.errors import LeRobotShardsError, MixtureSpecError
+from reader.errors import LeRobotShardsError, MixtureSpecError, PredicateError
 from reader.fetch.packed_index import PackedIndex, check_predicate, read_stats
 from reader.format import MANIFEST_PATH, FormatError, check_key
 from reader.format.fields import load_json
@@ -73,6 +73,7 @@ class DatasetStatus:
     status: Status
     error: str = ""
     anchors: int = 0
+    predicate_error: bool = False  # invalid because the where predicate does not apply to it
 
 
 @dataclass
@@ -164,6 +165,11 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
     failures = _failure_records(root)
     job = _ScanJob(root.url, storage_options, where, verify, failures, max(1, workers))
     results = _open_packs(job, list(listed.items()), processes)
+    misapplied = [row for row, _, _ in results if row.predicate_error]
+    if misapplied and not any(entry is not None for _, entry, _ in results):
+        # The predicate fits no dataset (a misspelt column): one error, not one row per pack.
+        raise PredicateError(f"{len(misapplied)} dataset(s) opened and the where predicate applies to none of them; "
+                             f"{misapplied[0].name}: {misapplied[0].error.removeprefix('PredicateError: ')}")
     report, opened = MixtureReport(), []
     first_of: dict[str, str] = {}
     for row, entry, pack in results:
@@ -269,6 +275,9 @@ def _open_pack(job: _ScanJob, item: tuple[str, str]) -> tuple[DatasetStatus, Mix
             problems = verify_dataset(storage.url, storage_options=job.storage_options).problems
             if problems:
                 raise FormatError(f"verify found {len(problems)} problem(s), first: {problems[0]}")
+    except PredicateError as err:
+        row.status, row.error, row.predicate_error = "invalid", f"{type(err).__name__}: {err}", True
+        return row, None, None
     except (LeRobotShardsError, ValueError, KeyError) as err:
         row.status, row.error = "invalid", f"{type(err).__name__}: {err}"
         return row, None, None

@@ -43,7 +43,7 @@ from pathlib import Path
 from packer.errors import SourceError
 from packer.source.lerobot import LeRobotSource, metadata_bound
 from reader.format import safe_relative_path
-from reader.storage import RetryPolicy, is_transient, retry_after_s
+from reader.storage import RetryPolicy, is_transient, name_resolution_failed, retry_after_s
 
 # The Hub's rate limit is minutes long (about 3,000 requests per 5 minutes): more attempts and
 # longer waits than a bucket's policy, same classification and backoff (reader.storage.retry).
@@ -71,6 +71,9 @@ def _with_retries(what: str, call, *, retry: RetryPolicy = HUB_RETRY):
         except SourceError:
             raise
         except Exception as err:  # huggingface_hub raises HfHubHTTPError subclasses and httpx/requests errors
+            if name_resolution_failed(err):
+                raise SourceError(f"Hub download of {what}: cannot look up the Hub's host ({err}); this machine has no "
+                                  "network or DNS: check the connection (HF_ENDPOINT), or pack from a local copy") from err
             if not is_transient(err) or attempt == retry.max_attempts:
                 raise SourceError(f"Hub download of {what} failed after {attempt} attempt(s): {err}") from err
             wait = retry_after_s(err, cap_s=retry.cap_s)

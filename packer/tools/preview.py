@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from packer.tools.summary import full_windows
 from reader.decode.frames import CpuDecoders, FrameSpec
 from reader.fetch.episode_pool import EpisodeFetcher
-from reader.fetch.packed_index import PackedIndex, verified_read
-from reader.format import SAMPLES_INDEX_PATH, VIDEO_CODECS
-from reader.format.layout import pad_column
-from reader.format.parquet import iter_bounded_batches
+from reader.fetch.packed_index import PackedIndex
+from reader.format import VIDEO_CODECS
 from reader.storage import Storage
 
 _THUMB_WIDTH = 160
@@ -93,7 +92,7 @@ def render_preview(
         sections.append(_episode_html(entry, picks, sheets, plots, manifest.fps))
         if progress is not None:
             progress(done, len(shown))
-    page = _page(root, manifest, index, _window_validity(storage, manifest), sections, len(shown))
+    page = _page(root, manifest, index, full_windows(storage, manifest), sections, len(shown))
     report = PreviewReport(len(shown), len(index.episodes), decoded, len(page.encode()), time.perf_counter() - started)
     return page, report
 
@@ -180,26 +179,6 @@ def svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, h
     if values.shape[1] > _MAX_LINES:
         legend += f'<span class="key">(first {_MAX_LINES} of {values.shape[1]} dimensions)</span>'
     return svg + f'<div class="legend">{legend}</div>'
-
-
-def _window_validity(storage: Storage, manifest) -> list[tuple[str, int, int]]:
-    """Per packed window: anchors whose every key has no padded slot, and all anchors."""
-    if not manifest.windows:
-        return []
-    frames = manifest.totals["frames"]
-    data = verified_read(storage, manifest, SAMPLES_INDEX_PATH)
-    full = {window: 0 for window in manifest.windows}
-    columns = [pad_column(window, key, side) for window, keys in manifest.windows.items() for key in keys for side in ("before", "after")]
-    # A row per frame: streamed in batches, never decoded whole.
-    for batch in iter_bounded_batches(data, where=storage.describe(SAMPLES_INDEX_PATH), columns=columns, rows=frames,
-                                      rows_expected=f"the manifest records {frames} frames"):
-        for window, keys in manifest.windows.items():
-            ok = np.ones(batch.num_rows, dtype=bool)
-            for key in keys:
-                for side in ("before", "after"):
-                    ok &= batch.column(pad_column(window, key, side)).to_numpy(zero_copy_only=False) == 0
-            full[window] += int(ok.sum())
-    return [(window, full[window], frames) for window in manifest.windows]
 
 
 def _e(value) -> str:

@@ -18,6 +18,7 @@ import re
 import shutil
 import tempfile
 import weakref
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -130,24 +131,59 @@ def _check_shard_parquet(storage: Storage, manifest: Manifest, shard) -> None:
         group_cost(metadata, group, memoryview(data), base=offset, budget=budget, where=f"{where}: row group {group}")
 
 
-def run_sql(dst: str, query: str, *, storage_options: dict | None = None):
-    """Run ``query`` against the views; returns ``(column names, rows)``. Shard parquets are
-    checked (and the ``frames`` view made) only when the query names ``frames``.
+@dataclass(frozen=True)
+class SqlResult:
+    """One statement's result: its text, column names (empty for a statement without rows),
+    the rows kept (at most ``max_rows`` of ``run_statements``) and how many it returned."""
+
+    statement: str
+    columns: list[str]
+    rows: list[tuple]
+    total_rows: int
+
+
+def run_statements(dst: str, query: str, *, storage_options: dict | None = None, max_rows: int | None = None) -> list[SqlResult]:
+    """Run every statement of ``query`` against the views, in order; returns one ``SqlResult``
+    each, keeping at most ``max_rows`` rows of each (the rest are counted, not held). Shard
+    parquets are checked (and the ``frames`` view made) only when the query names ``frames``.
 
     Raises:
-        InspectError: the dataset is incomplete, a file fails its checks, or the query fails
-            (DuckDB's message kept).
+        SqlSyntaxError: a statement does not parse or names what does not exist (DuckDB's
+            message, its lines and ``^`` pointer kept: the user's own query).
+        InspectError: the dataset is incomplete, a file fails its checks, or a statement fails
+            otherwise (DuckDB's message kept).
     """
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="lerobot-shards-sql-") as workdir:
         con = connect(dst, storage_options=storage_options, frames=_FRAMES.search(query) is not None, workdir=workdir)
         try:
-            result = con.execute(query)
-            return [d[0] for d in result.description], result.fetchall()
-        except duckdb.ParserException as err:  # the user's own query: its lines and ^ pointer are safe to keep
+            statements = con.extract_statements(query)
+            if not statements:
+                raise SqlSyntaxError("SQL failed: no statement given")
+            results = []
+            for statement in statements:
+                cursor = con.execute(statement)
+                if cursor.description is None:
+                    results.append(SqlResult(statement.query.strip(), [], [], 0))
+                    continue
+                rows = cursor.fetchall() if max_rows is None else cursor.fetchmany(max_rows)
+                total = len(rows)
+                if max_rows is not None:
+                    while chunk := cursor.fetchmany(65536):
+                        total += len(chunk)
+                results.append(SqlResult(statement.query.strip(), [d[0] for d in cursor.description], rows, total))
+            return results
+        except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as err:
             raise SqlSyntaxError(f"SQL failed: {err}") from None
         except duckdb.Error as err:
             raise InspectError(f"SQL failed: {err}") from None
         finally:
             con.close()
+
+
+def run_sql(dst: str, query: str, *, storage_options: dict | None = None):
+    """Run ``query`` against the views; returns ``(column names, rows)`` of its last statement
+    (``run_statements`` returns each one's). Raises as ``run_statements``."""
+    last = run_statements(dst, query, storage_options=storage_options)[-1]
+    return last.columns, last.rows

@@ -348,6 +348,9 @@ class PackedIndex:
                 selected = con.execute(
                     f"SELECT episode_index, frame_index FROM samples WHERE ({where}) ORDER BY episode_index, frame_index"
                 ).fetchnumpy()
+            except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as err:
+                # The predicate itself is wrong (a column this index lacks, a typo): DuckDB's lines kept.
+                raise PredicateError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
             except duckdb.Error as err:
                 raise ArgumentError(f"where={where!r} is not a valid predicate over {SAMPLES_INDEX_PATH}: {err}") from None
             finally:

@@ -16,7 +16,7 @@ _EXPORTS = {
     "reader.storage.ranges": [
         "DEFAULT_MAX_GAP_BYTES", "DEFAULT_MAX_REQUEST_BYTES", "CoalescedRange", "coalesce_ranges",
     ],
-    "reader.storage.retry": ["RetryPolicy", "http_status", "is_transient", "retry_after_s"],
+    "reader.storage.retry": ["RetryPolicy", "http_status", "is_transient", "name_resolution_failed", "retry_after_s"],
     "reader.storage.storage": ["Storage", "StorageCounters", "bucket_of"],
     "reader.storage.clients": ["clients_created"],
 }

@@ -88,7 +88,7 @@ class Storage:
     Args:
         root: the dataset root.
         storage_options: fsspec options for remote roots (for S3: ``key``, ``secret``,
-            ``client_kwargs={"endpoint_url": ...}``, ``config_kwargs``, ...). Copied.
+            ``endpoint_url``, ``config_kwargs``, ...). Copied.
         retry: attempts, backoff and timeouts (see ``RetryPolicy``).
     """
 
@@ -201,6 +201,10 @@ class Storage:
                                                   attempts=attempts)
                     missing.missing_bucket = _missing_bucket(err)
                     raise missing from err
+                if _no_credentials(err):
+                    # Said first: the operation and its byte range are not what the user must fix.
+                    raise AccessDeniedError(f"{url}: no credentials ({operation}){_fix_hint(err, url).removeprefix('; no credentials')}",
+                                            url=url, operation=operation, attempts=attempts) from err
                 if is_access_denied(err):
                     raise AccessDeniedError(
                         f"{url}: access denied ({operation}): {brief(err)}", url=url, operation=operation, attempts=attempts
@@ -583,11 +587,18 @@ def _missing_bucket(err: BaseException) -> bool:
     return "NoSuchBucket" in text or "bucket does not exist" in text.lower()
 
 
+def _no_credentials(err: BaseException) -> bool:
+    """Whether the client found no credentials to sign with (botocore's NoCredentialsError)."""
+    text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
+    names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
+    return "NoCredentialsError" in names or "Unable to locate credentials" in text
+
+
 def _fix_hint(err: BaseException, url: str) -> str:
     """What to do about the two errors every first bucket run meets, or ""."""
     text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
     names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
-    if "NoCredentialsError" in names or "Unable to locate credentials" in text:
+    if _no_credentials(err):
         return ("; no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or pass "
                 "--storage-options '{\"key\": \"...\", \"secret\": \"...\"}'")
     if names & {"EndpointConnectionError", "ClientConnectorError", "ConnectTimeoutError"} or "Could not connect to the endpoint" in text:
