@@ -6,7 +6,9 @@
 #
 # Environment: THROTTLE (max tasks running at once, default 64), MAX_ARRAY (default 1000,
 # keep below the cluster's MaxArraySize), SBATCH_ARGS (extra sbatch options for the array,
-# word-split, e.g. "--partition=cpu --time=04:00:00"), PYTHON, VIDEO.
+# word-split, e.g. "--partition=cpu --time=04:00:00"), MIXTURE_CREATE_ARGS (options of the final
+# `mixture create`, word-split, e.g. "--allow-partial" to write the mixture without the datasets
+# that failed: without it the final job fails and writes nothing when any is left out), PYTHON, VIDEO.
 # Prints the array job ids and the final job id.
 set -euo pipefail
 if (( $# < 2 )); then
@@ -46,5 +48,7 @@ for (( i = 0; i < ${#args[@]}; i++ )); do
         --storage-options=*) create_args+=("${args[i]}") ;;
     esac
 done
+# shellcheck disable=SC2206  # MIXTURE_CREATE_ARGS is word-split on purpose
+create_args+=(${MIXTURE_CREATE_ARGS:-})
 final=$(sbatch --parsable --dependency="afterany:${deps}" "$here/mixture_create.sbatch" ${create_args[@]+"${create_args[@]}"})
 echo "mixture create: job ${final%%;*} (after ${deps})"

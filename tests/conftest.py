@@ -46,14 +46,6 @@ def _starts_processes(item) -> bool:
     return any(call in source for call in SYSTEM_CALLS)
 
 
-def pytest_configure(config):
-    # Only the controlling process (xdist workers are its descendants): see tests/rt_guard.py.
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        from tests import rt_guard
-
-        rt_guard.start()
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""

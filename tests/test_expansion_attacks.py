@@ -165,7 +165,7 @@ def test_5_a_samples_index_of_millions_of_rows_is_refused_by_its_row_count(packe
     mixture.mkdir()
     shutil.move(str(root), mixture / "hostile")
     shutil.copytree(packed_copy, mixture / "honest")
-    result = CliRunner().invoke(cli, ["mixture", "create", str(mixture), "--where", "frame_index >= 0"])
+    result = CliRunner().invoke(cli, ["mixture", "create", str(mixture), "--where", "frame_index >= 0", "--allow-partial"])
     assert result.exit_code == 0, result.output
     spec = json.loads((mixture / "mixture.json").read_text())
     assert [d["name"] for d in spec["datasets"]] == ["honest"]
@@ -233,7 +233,7 @@ def test_12_mixture_create_reports_bad_records_and_names_instead_of_crashing(pac
     shutil.copytree(packed_copy, root / "bad name")
     (root / "_failures").mkdir()
     (root / "_failures" / "x.json").write_text("[1, 2, 3]")
-    for command in (["mixture", "create", str(root)], ["mixture", "report", str(root)]):
+    for command in (["mixture", "create", str(root), "--allow-partial"], ["mixture", "report", str(root)]):
         result = CliRunner().invoke(cli, command)
         assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
         assert "unreadable failure record" in result.output, result.output

@@ -46,9 +46,10 @@ def test_filter_anchors_by_window_padding(packed_copy):
 def test_info_summarizes_the_manifest(packed_copy):
     rows = dict(summarize(str(packed_copy)).rows())
     assert rows["episodes / frames"] == "9 / 141"
-    assert rows["windows"] == ("chunk: action 8 frames (0.27 s); "
-                               "obs: observation.images.top 2 frames (0.07 s), observation.state 3 frames (0.10 s)")
-    assert rows["video"].startswith("copy observation.images.top [48, 64, 3]")
+    assert rows["windows"] == ("chunk: action 8 frames (0.27 s); full window on 91 of 141 anchors (65%); "
+                               "obs: observation.images.top 2 frames (0.07 s), observation.state 3 frames (0.10 s); "
+                               "full window on 124 of 141 anchors (88%)")
+    assert rows["cameras"].startswith("copy: observation.images.top 48x64 av1")
     result = CliRunner().invoke(cli, ["info", str(packed_copy)])
     assert result.exit_code == 0 and "9 / 141" in result.output
 

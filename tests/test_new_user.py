@@ -111,7 +111,7 @@ def test_6_unmixable_camera_sizes_are_reported_at_create_and_report_shows_the_mi
         write_sample_dataset(tmp_path / "src" / name, SampleSpec(episodes=2, lengths=(6, 8), seed=len(name),
                                                                  cameras=(CameraSpec("observation.images.top", height, width),)))
         pack_dataset(str(tmp_path / "src" / name), str(tmp_path / "mix" / name))
-    result = CliRunner().invoke(cli, ["mixture", "create", str(tmp_path / "mix"), "--where", "frame_index >= 2"])
+    result = CliRunner().invoke(cli, ["mixture", "create", str(tmp_path / "mix"), "--where", "frame_index >= 2", "--allow-partial"])
     assert result.exit_code == 0, result.output
     assert "UNMIXABLE small: camera 'observation.images.top' is 24x32 here and 48x64 in 2 other dataset(s)" in result.output
     assert "--resize 48x64" in result.output

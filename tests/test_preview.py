@@ -62,9 +62,10 @@ _BROWSER_GUARD_S = 600
 def _run_browser(args: list[str], tmp_path: Path, name: str) -> str:
     """Run Chromium in its own session with output to a file; returns its stdout.
 
-    On the guard's expiry the whole session gets SIGTERM, never SIGKILL: on this kernel a
-    SIGKILLed process tree was boosted to SCHED_FIFO 99 while dying and livelocked the cores
-    (which is what ``subprocess.run(timeout=...)`` does to a browser's zygotes).
+    On the guard's expiry the whole session gets SIGTERM, never SIGKILL (what
+    ``subprocess.run(timeout=...)`` sends), so the zygotes shut down rather than linger. (The
+    SCHED_FIFO 99 browsers once seen here had inherited it from a test process that libsvtav1
+    had made real-time: ``packer.synthetic.video`` now puts such threads back.)
     """
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:

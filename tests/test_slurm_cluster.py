@@ -72,20 +72,24 @@ def test_a_mixture_of_21_sources_with_one_broken_then_resubmitted(cluster, tmp_p
     dst = tmp_path / "mix"
     arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), str(dst)], tmp_path)
     states = cluster.wait(arrays + [final])
-    assert set(states.values()) == {"COMPLETED"}, states  # a broken dataset never fails its task
     assert len(states) == 22
-    spec = json.loads((dst / "mixture.json").read_text())
-    assert [d["name"] for d in spec["datasets"]] == [f"ds{i:02d}" for i in range(20)]
+    # A broken dataset never fails its task; the final job fails, writing nothing, because the
+    # mixture would leave it out (issue 42), and its log says which and why.
+    assert {state for job, state in states.items() if job != final} == {"COMPLETED"} and states[final] == "FAILED", states
+    assert not (dst / "mixture.json").exists()
     report = _log(tmp_path, f"lerobot-shards-mixture-create-{final}.out")
     assert "FAILED broken" in report and "meta/info.json: missing" in report, report
-    first = (dst / "mixture.json").read_bytes()
+    assert "1 dataset would be left out of the mixture: broken (failed)" in report, report
 
-    # Re-submitting the finished array does nothing and says so.
-    arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), str(dst)], tmp_path)
+    # Re-submitting does no packing again and says so; --allow-partial writes the mixture without it.
+    arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), str(dst)], tmp_path,
+                            env={"MIXTURE_CREATE_ARGS": "--allow-partial"})
     assert set(cluster.wait(arrays + [final]).values()) == {"COMPLETED"}
     task_logs = _log(tmp_path, f"lerobot-shards-mixture-{arrays[0]}_*.out")
     assert task_logs.count("already packed and verified") == 20, task_logs[-2000:]
-    assert (dst / "mixture.json").read_bytes() == first
+    spec = json.loads((dst / "mixture.json").read_text())
+    assert [d["name"] for d in spec["datasets"]] == [f"ds{i:02d}" for i in range(20)]
+    assert "1 dataset(s) left out (--allow-partial)" in _log(tmp_path, f"lerobot-shards-mixture-create-{final}.out")
 
 
 

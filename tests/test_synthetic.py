@@ -235,3 +235,20 @@ def test_data_parquet_carries_datasets_feature_metadata(source):
     assert described["observation.state"] == {"feature": {"dtype": "float32", "_type": "Value"}, "length": 6, "_type": "List"}
     assert described["timestamp"] == {"dtype": "float32", "_type": "Value"}
     assert list(described) == pq.read_schema(path).names
+
+
+def test_writing_av1_leaves_no_thread_real_time(tmp_path):
+    """Run as root (CI, containers), libsvtav1 sets the thread that opens an encoder, and the
+    threads it starts, to SCHED_FIFO 99 and never sets them back: the test process, and the
+    DataLoader workers, torchrun ranks and browsers it then forked, ran real-time and livelocked
+    a 2-core machine. The writer puts them back; in a fresh process, so nothing else has."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys\nfrom packer import SampleSpec, write_sample_dataset\n"
+            "write_sample_dataset(sys.argv[1], SampleSpec(episodes=2, lengths=(3, 4)))\n"
+            "realtime = {os.SCHED_FIFO, os.SCHED_RR}\n"
+            "print(sorted(t for t in os.listdir('/proc/self/task') if os.sched_getscheduler(int(t)) in realtime))\n")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "src")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -3,6 +3,7 @@ files by stream copy into LeRobot's per-camera files."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import warnings
@@ -41,7 +42,47 @@ def encode_episode_video(frames: np.ndarray, path: Path, fps: int, *, crf: int, 
             warnings.warn(f"{path.name}: the muxer refused a packet ({err}); encoding it again", RuntimeWarning, stacklevel=2)
 
 
+_REALTIME = {getattr(os, "SCHED_FIFO", -1), getattr(os, "SCHED_RR", -1)}
+
+
+def _realtime_threads() -> set[int]:
+    """This process's threads on a real-time scheduling policy (Linux; empty elsewhere)."""
+    found = set()
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            if os.sched_getscheduler(tid) in _REALTIME:
+                found.add(tid)
+        except OSError:  # the thread ended
+            continue
+    return found
+
+
+def _restore_scheduling(before: set[int]) -> None:
+    """Put threads libsvtav1 moved to SCHED_FIFO back on SCHED_OTHER. Run as root, SVT-AV1 sets
+    the thread that opens an encoder, and every thread it starts, to SCHED_FIFO at priority 99,
+    and never sets the caller back: the process (and everything it forks: DataLoader workers,
+    a browser, torchrun ranks) then ran real-time, and two busy such threads livelocked a
+    2-core machine (found with strace: pthread_setschedparam in svt_av1_enc_init_handle)."""
+    for tid in _realtime_threads() - before:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        except OSError:
+            continue
+
+
 def _encode_once(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int) -> None:
+    before = _realtime_threads()
+    try:
+        _encode_svtav1(frames, path, fps, crf=crf, gop=gop, preset=preset, opened=lambda: _restore_scheduling(before))
+    finally:
+        _restore_scheduling(before)
+
+
+def _encode_svtav1(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int, opened) -> None:
     with av.open(str(path), "w") as container:
         stream = container.add_stream(
             "libsvtav1", fps, options={"g": str(gop), "crf": str(crf), "preset": str(preset), "svtav1-params": "fast-decode=0"}
@@ -55,6 +96,8 @@ def _encode_once(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int
             picture.pts, picture.time_base = index, Fraction(1, fps)
             for packet in stream.encode(picture):
                 container.mux(packet)
+            if index == 0:
+                opened()  # the encoder (and its threads) exist from the first frame on
         for packet in stream.encode():
             container.mux(packet)
 
