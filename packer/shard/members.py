@@ -22,6 +22,13 @@ from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLoca
 from reader.format import gop_within_bound, longest_gop
 
 
+# Frames whose shorter side is below this are encoded on one thread: the encoders' frame
+# threads bring nothing on a few macroblock rows, and x264 on 32x32 and 48x64 frames was seen
+# to give bytes that depended on the process and the machine's load (1 run in 10 on a loaded
+# 2-core machine; a parallel pack then differed from a sequential one). Real cameras are larger.
+SMALL_FRAME_SIDE = 128
+
+
 def x265_ctu(height: int, width: int) -> int:
     """x265's CTU size for frames of ``height`` x ``width``: the largest of 64, 32 and 16 that fits
     twice into the shorter side (see ``EncodeSettings.options``)."""
@@ -91,10 +98,14 @@ class EncodeSettings:
             ctu = x265_ctu(height if height is not None else width, width)
             params = (f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:cutree=0"
                       ":log-level=error")
+            if min(height if height is not None else width, width) < SMALL_FRAME_SIDE:
+                params += ":pools=none:frame-threads=1"
             if self.depth:
                 return {"preset": preset, "x265-params": params + ":lossless=1"}
             return {"crf": crf, "preset": preset, "x265-params": params}
+        single = {"threads": "1"} if min(height if height is not None else width, width) < SMALL_FRAME_SIDE else {}
         return {
+            **single,
             "crf": crf,
             "preset": preset,
             "bf": "0",
