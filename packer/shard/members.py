@@ -21,7 +21,6 @@ from packer.source.samples import SourceSampleReader
 from packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
 from reader.format import gop_within_bound, longest_gop
 
-
 # Frames whose shorter side is below this are encoded on one thread: the encoders' frame
 # threads bring nothing on a few macroblock rows, and x264 on 32x32 and 48x64 frames was seen
 # to give bytes that depended on the process and the machine's load (1 run in 10 on a loaded
