@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     source_bytes = sum(p.stat().st_size for p in args.source.rglob("*") if p.is_file())
     systems: dict[str, tuple[list[str], dict | None, Path | None]] = {
-        "pack": ([sys.executable, "-m", "packer.cli", "pack", "--video", "copy"], None, ROOT),
-        "pack --workers 2": ([sys.executable, "-m", "packer.cli", "pack", "--video", "copy", "--workers", "2"], None, ROOT),
+        "pack": ([sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy"], None, ROOT),
+        "pack --workers 2": ([sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy", "--workers", "2"], None, ROOT),
     }
     worktree = None
     if args.checkout:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.checkout], check=True,
                        capture_output=True)
         env = {**os.environ, "PYTHONPATH": str(worktree)}
-        systems[f"pack @{args.checkout}"] = ([sys.executable, "-m", "packer.cli", "pack", "--video", "copy"], env, worktree)
+        systems[f"pack @{args.checkout}"] = ([sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy"], env, worktree)
     results: dict[str, dict[str, list[float]]] = {name: {"seconds": [], "sync": []} for name in ["cp -r", *systems]}
     scratch = Path(tempfile.mkdtemp(prefix="bench-copy-")).resolve()
     try:

@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.loader_measure import delta_for, measure_loader, tree_cpu_seconds  # noqa: E402
-from reader import BatchLoader, MixtureDataset, PackedDataset  # noqa: E402
-from reader.decode import ENCODED_KEY, DecodeStage  # noqa: E402
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset
+from lerobot_shards.reader.decode import ENCODED_KEY, DecodeStage  # noqa: E402
 
 NEIGHBOURS = 5
 BATCH = 64
@@ -90,7 +90,7 @@ def env(device: str) -> dict:
             info["libnvcuvid"] = "loads"
         except OSError as err:
             info["libnvcuvid"] = f"missing: {err}"
-        from reader.decode.backends import nvdec_unavailable
+        from lerobot_shards.reader.decode.backends import nvdec_unavailable
 
         info["nvdec_unavailable"] = nvdec_unavailable()
         try:

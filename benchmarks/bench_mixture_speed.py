@@ -35,9 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.loader_measure import measure_loader  # noqa: E402
-from packer import create_mixture, pack_dataset  # noqa: E402
-from packer.source import LeRobotSource  # noqa: E402
-from reader import BatchLoader, MixtureDataset, PackedDataset  # noqa: E402
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, create_mixture, pack_dataset
+from lerobot_shards.packer.source import LeRobotSource  # noqa: E402
 
 
 def _prepare(source: Path, out: Path) -> tuple[Path, Path]:
@@ -63,7 +62,7 @@ def main() -> None:
     parser.add_argument("--latencies-ms", type=float, nargs="+", default=[30.0])
     parser.add_argument("--pool-size", type=int, default=16, help="episode_pool_size (16: every episode of the shared set fits)")
     args = parser.parse_args()
-    from reader.storage import Storage
+    from lerobot_shards.core.storage import Storage
     from tests.fault_proxy import FaultProxy
     from tests.s3_server import make_bucket, running_s3_server
 

@@ -42,8 +42,8 @@ def hook(event, args):
     if event == "open" and isinstance(args[0], str) and args[0].startswith(root):
         opened[0] += 1
 sys.addaudithook(hook)
-from reader import BatchLoader, MixtureDataset
-import reader.mixture, reader.loader, fsspec  # first imports are not construction
+from lerobot_shards.reader import BatchLoader, MixtureDataset
+import lerobot_shards.reader.mixture, lerobot_shards.reader.loader, fsspec  # first imports are not construction
 try:
     import torchcodec.decoders  # the decoder's first import is a per-process constant (~1.6 s)
 except ImportError:
@@ -92,9 +92,9 @@ os._exit(0)
 COMPILE = r'''
 import sys
 try:
-    from packer import create_mixture
+    from lerobot_shards.packer import create_mixture
 except ImportError:  # checkouts from before the packer's public face
-    from packer.mixture import create_mixture
+    from lerobot_shards.packer.mixture import create_mixture
 create_mixture(sys.argv[1])
 '''
 
@@ -116,7 +116,7 @@ def _measure(root: Path, mixture: str, options: dict, checkout: Path) -> dict:
 
 
 def _make_packs(directory: Path, count: int) -> None:
-    from packer import tiny_member, write_tabular_pack
+    from lerobot_shards.testing import tiny_member, write_tabular_pack
 
     member = tiny_member(3)
     for i in range(count):
@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose reader is measured (default: this one)")
     parser.add_argument("--no-s3", action="store_true", help="local only")
     args = parser.parse_args()
-    from reader.storage import Storage
+    from lerobot_shards.core.storage import Storage
     from tests.fault_proxy import FaultProxy
     from tests.s3_server import make_bucket, running_s3_server
 

@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer import pack_dataset  # noqa: E402
-from packer.shard import EncodeSettings  # noqa: E402
-from packer.source import LeRobotSource  # noqa: E402
+from lerobot_shards import pack_dataset
+from lerobot_shards.packer.shard import EncodeSettings  # noqa: E402
+from lerobot_shards.packer.source import LeRobotSource  # noqa: E402
 
 
 def _timed(function) -> float:

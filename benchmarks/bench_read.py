@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchmarks.decode_ceiling import decode_ceiling  # noqa: E402
 from benchmarks.lerobot_baseline import run_lerobot  # noqa: E402
 from benchmarks.loader_measure import measure_loader  # noqa: E402
-from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset  # noqa: E402
-from reader import BatchLoader, PackedDataset  # noqa: E402
+from lerobot_shards import BatchLoader, PackedDataset, pack_dataset
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
 MODES = {
     "single": None,

@@ -49,8 +49,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchmarks.decode_ceiling import decode_ceiling  # noqa: E402
 from benchmarks.lerobot_baseline import run_lerobot  # noqa: E402
 from benchmarks.loader_measure import delta_for, measure_loader  # noqa: E402
-from packer import pack_dataset  # noqa: E402
-from reader import BatchLoader, PackedDataset, to_device  # noqa: E402
+from lerobot_shards import BatchLoader, PackedDataset, pack_dataset, to_device
 
 SYSTEMS = ("lerobot-map", "lance", "lance-uint8", "float32", "uint8", "batchloader", "batchloader-serial", "batchloader-float32",
            "batchloader+to-float",

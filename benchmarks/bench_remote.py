@@ -31,7 +31,7 @@ MEASURE = r'''
 import json, sys, time
 url, kind, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 import torch  # first imports are not what is measured
-from reader import BatchLoader, MixtureDataset, PackedDataset
+from lerobot_shards.reader import BatchLoader, MixtureDataset, PackedDataset
 try:
     import torchcodec.decoders  # noqa: F401
 except ImportError:
@@ -59,8 +59,8 @@ def _measure(checkout: Path, url: str, kind: str, options: dict) -> dict:
 
 
 def _prepare(source: Path, out: Path) -> tuple[Path, Path]:
-    from packer import create_mixture, pack_dataset
-    from packer.source import LeRobotSource
+    from lerobot_shards import create_mixture, pack_dataset
+    from lerobot_shards.packer.source import LeRobotSource
 
     one, mix = out / "one-pack", out / "mixture"
     if not (one / "manifest.json").exists():
@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose reader is measured (default: this one)")
     parser.add_argument("--latencies-ms", type=float, nargs="+", default=[0, 30, 100])
     args = parser.parse_args()
-    from reader.storage import Storage
+    from lerobot_shards.core.storage import Storage
     from tests.fault_proxy import FaultProxy
     from tests.s3_server import make_bucket, running_s3_server
 

@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--shard-size-mb", type=float, default=4)
     args = parser.parse_args()
 
-    from packer import pack_dataset
+    from lerobot_shards import pack_dataset
     from tests.s3_server import make_bucket, running_s3_server
 
     work = Path(tempfile.mkdtemp(prefix="bench-repair-"))

@@ -21,8 +21,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer import write_tabular_pack  # noqa: E402
-from reader import PackedDataset  # noqa: E402
+from lerobot_shards import PackedDataset
+from lerobot_shards.testing import write_tabular_pack
 
 
 def main() -> None:

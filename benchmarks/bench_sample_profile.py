@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.loader_measure import delta_for  # noqa: E402
-from reader import BatchLoader, PackedDataset  # noqa: E402
+from lerobot_shards import BatchLoader, PackedDataset
 
 
 def profile(packed: Path, mode: str, threads: int, batches: int, warmup: int, batch_size: int) -> dict:

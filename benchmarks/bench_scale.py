@@ -41,7 +41,7 @@ def measure(url: str, kind: str, batches: int) -> dict:
     """Run in a fresh process: open, first batch, steady batches, memory, state, resume."""
     import torch  # noqa: F401  (first imports are not what is measured)
 
-    from reader import BatchLoader, MixtureDataset, PackedDataset
+    from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset
 
     try:
         import torchcodec.decoders  # noqa: F401  (the decoder's first import is a per-process constant)
@@ -103,11 +103,11 @@ def _timed(command: list[str]) -> dict:
 
 
 def _cli() -> list[str]:
-    return [sys.executable, "-m", "packer.cli"]
+    return [sys.executable, "-m", "lerobot_shards.cli"]
 
 
 def bench_pack(out: Path, episodes: int, length: int, batches: int) -> dict:
-    from packer import write_tabular_pack
+    from lerobot_shards.testing import write_tabular_pack
 
     root = out / f"pack-{episodes}x{length}"
     started = time.perf_counter()
@@ -119,7 +119,7 @@ def bench_pack(out: Path, episodes: int, length: int, batches: int) -> dict:
 
 
 def bench_mixture(out: Path, packs: int, per_pack: int, batches: int, create_only: list[int]) -> list[dict]:
-    from packer import write_tabular_pack
+    from lerobot_shards.testing import write_tabular_pack
 
     root = out / f"mixture-{per_pack}"
     started = time.perf_counter()
@@ -138,7 +138,7 @@ def bench_mixture(out: Path, packs: int, per_pack: int, batches: int, create_onl
 
 def _create(root: Path, count: int) -> dict:
     """``mixture create`` over the first ``count`` packs under ``root``, timed in its own process."""
-    code = ("import sys; from packer import create_mixture; n = int(sys.argv[2]); "
+    code = ("import sys; from lerobot_shards import create_mixture; n = int(sys.argv[2]); "
             "create_mixture(sys.argv[1], names={f'ds-{i:05d}': f'ds-{i:05d}' for i in range(n)})")
     return _timed([sys.executable, "-c", code, str(root), str(count)])
 

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer.shard import EncodeSettings  # noqa: E402
+from lerobot_shards.packer.shard import EncodeSettings  # noqa: E402
 
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium")
 FLOOR_DB = 35.0

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import torch
 
-from reader import PackedDataset
+from lerobot_shards import PackedDataset
 
 
 def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
     """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
-    from reader.decode import CpuDecoders
-    from reader.fetch import PackedIndex
-    from reader.plan import query_frames, resolve_delta_timestamps
-    from reader.storage import Storage
+    from lerobot_shards.core.storage import Storage
+    from lerobot_shards.reader.decode import CpuDecoders
+    from lerobot_shards.reader.fetch import PackedIndex
+    from lerobot_shards.reader.plan import query_frames, resolve_delta_timestamps
 
     storage = Storage(packed)
     index = PackedIndex(storage)

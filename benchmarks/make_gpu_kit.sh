@@ -29,6 +29,6 @@ if [ ! -f "$KIT/kit.tar.xz" ]; then
     rm -rf "$tmp"
 fi
 PY=${PY:-.venv/bin/python}
-[ -f "$KIT/aloha6-hevc/manifest.json" ] || "$PY" -m packer.cli pack "$SOURCE" "$KIT/aloha6-hevc" --episodes "$EPISODES" --video hevc
-[ -f "$KIT/aloha6-av1/manifest.json" ] || "$PY" -m packer.cli pack "$SOURCE" "$KIT/aloha6-av1" --episodes "$EPISODES"
+[ -f "$KIT/aloha6-hevc/manifest.json" ] || "$PY" -m lerobot_shards.cli pack "$SOURCE" "$KIT/aloha6-hevc" --episodes "$EPISODES" --video hevc
+[ -f "$KIT/aloha6-av1/manifest.json" ] || "$PY" -m lerobot_shards.cli pack "$SOURCE" "$KIT/aloha6-av1" --episodes "$EPISODES"
 du -sh "$KIT"/*

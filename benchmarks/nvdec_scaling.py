@@ -37,8 +37,8 @@ def _run(pack: str, threads: int, batch: int, seconds: float, copy: bool, seed: 
     import torch
 
     from benchmarks.bench_gpu_decode import _batch
-    from reader.decode import DecodeStage
-    from reader.decode.backends import nvdec
+    from lerobot_shards.reader.decode import DecodeStage
+    from lerobot_shards.reader.decode.backends import nvdec
 
     if not copy:
         nvdec._copy_function = lambda *args: 0  # frames decoded, not copied out

@@ -6,9 +6,9 @@ Feeds random 64-frame sets of the member (GOP runs, as the decode stage does) th
 PyNvVideoCodec's core decoder for 3 s per variant: output RGBP or NV12 (``NATIVE``), display
 latency NATIVE/LOW/ZERO, each frame handed to torch (``from_dlpack`` + ``copy_``) or not, 1-8
 threads; prints frames fed per second and CPU cores, then a cProfile of one thread. Results:
-benchmarks/results/h100-nvdec-variants.txt (what led to the driver copy in reader/decode/backends/nvdec.py),
+benchmarks/results/h100-nvdec-variants.txt (what led to the driver copy in lerobot_shards/reader/decode/backends/nvdec.py),
 measured when the parameter sets were still inside the stream buffer before every keyframe;
-the loop now sends them in each run's first packet, as reader/decode/backends/nvdec.py does.
+the loop now sends them in each run's first packet, as lerobot_shards/reader/decode/backends/nvdec.py does.
 """
 import cProfile
 import io
@@ -22,8 +22,8 @@ import numpy as np
 import PyNvVideoCodec as nvc
 import torch
 
-from reader.decode import elementary_stream, packets, stream_config
-from reader.format import check_mp4
+from lerobot_shards.core.format import check_mp4
+from lerobot_shards.reader.decode import elementary_stream, packets, stream_config
 
 path = sys.argv[1]
 data = open(path, "rb").read()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from lerobot_shards import CameraSpec, PackedDataset, SampleSpec, pack_dataset, run_sql, verify, write_sample_dataset
+from lerobot_shards import PackedDataset, pack_dataset, run_sql, verify
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
 
 def main() -> None:

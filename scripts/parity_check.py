@@ -3,7 +3,7 @@
 Runs in ``.venv-parity`` (Python 3.12, ``lerobot[dataset]==0.6.1``), never in CI. Checks:
 1. our test oracle (``tests/lerobot_reference.py``) equals ``LeRobotDataset`` on a dataset
    written by our generator, sample for sample, with and without windows;
-2. ``reader.PackedDataset`` over a copy-mode pack equals ``LeRobotDataset`` on a dataset
+2. ``PackedDataset`` over a copy-mode pack equals ``LeRobotDataset`` on a dataset
    written by *LeRobot's own writer* (``LeRobotDataset.create`` / ``add_frame`` /
    ``save_episode``), and on the generator's dataset, for every anchor;
 3. ``PackedDataset.meta`` equals ``LeRobotDatasetMetadata`` built from the same pack (its
@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
 
-from packer import pack_dataset, rollover_spec, write_sample_dataset  # noqa: E402
-from reader import PackedDataset  # noqa: E402
+from lerobot_shards import PackedDataset, pack_dataset
+from lerobot_shards.testing import rollover_spec, write_sample_dataset
 from tests.lerobot_reference import reference_item  # noqa: E402
 
 WINDOWS = [
@@ -65,7 +65,7 @@ def write_with_lerobot(root: Path) -> None:
     }
     ds = LeRobotDataset.create("local/parity", fps=30, features=features, root=root, use_videos=True)
     rng = np.random.default_rng(0)
-    from packer import identity_frame
+    from lerobot_shards.testing import identity_frame
 
     for episode, length in enumerate([5, 1, 23, 2, 11]):
         for j in range(length):

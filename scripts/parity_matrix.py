@@ -50,8 +50,8 @@ from lerobot.configs.video import DepthEncoderConfig, RGBEncoderConfig  # noqa: 
 from lerobot.datasets import dataset_tools  # noqa: E402
 from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
 
-from packer import identity_frame  # noqa: E402
-from reader import PackedDataset  # noqa: E402
+from lerobot_shards import PackedDataset
+from lerobot_shards.testing import identity_frame
 
 MIN_PSNR_DB = 35.0
 STATE, ACTION = "observation.state", "action"
@@ -319,7 +319,7 @@ def main() -> int:
                 pack = work / f"{name}.{mode}"
                 shutil.rmtree(pack, ignore_errors=True)
                 # The CLI in its own process, as a user runs it (a crash of one layout ends only it).
-                done = subprocess.run([sys.executable, "-m", "packer.cli", "pack", str(source), str(pack), "--video", mode],
+                done = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "pack", str(source), str(pack), "--video", mode],
                                       cwd=ROOT, capture_output=True, text=True)
                 if done.returncode:
                     raise RuntimeError(f"pack --video {mode} exited {done.returncode}: {(done.stderr or done.stdout)[-600:]}")

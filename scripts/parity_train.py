@@ -1,5 +1,5 @@
 """Opt-in (``make parity``): LeRobot's own trainer, ``lerobot-train`` (LeRobot 0.6.1), through
-``lerobot-shards train`` (``reader/lerobot_train.py``), on the shared ALOHA set and on a 2-pack
+``lerobot-shards train`` (``lerobot_shards/train/lerobot_train.py``), on the shared ALOHA set and on a 2-pack
 mixture of it, on the CPU, with a small ACT (no downloaded weights).
 
 Runs in ``.venv-parity``; packs the shared set (h264, 96x128: small frames keep ACT's steps
@@ -36,8 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from packer import create_mixture, pack_dataset  # noqa: E402
-from reader import BatchLoader, MixtureDataset, PackedDataset  # noqa: E402
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, create_mixture, pack_dataset
 
 BATCH, WORKERS, CHUNK, SEED = 8, 1, 10, 1000  # SEED: lerobot-train's default --seed
 POLICY = [

@@ -7,7 +7,7 @@ feature, predicting an action chunk): the point is the data path, the recommende
 float32 on the training device. Checkpoints hold the model, the optimizer and
 ``loader.state_dict()``: resuming on the same shape continues the
 exact sample sequence of the uninterrupted run, and on any other number of ranks or workers
-serves the rest of the epoch exactly once (reader.plan.resume_state).
+serves the rest of the epoch exactly once (lerobot_shards.reader.plan.resume_state).
 
     torchrun --nproc_per_node=2 scripts/train.py --data /path/packed --steps 200 --ckpt run/ckpt.pt
     torchrun --nproc_per_node=8 scripts/train.py --data s3://bucket/mix/mixture.json --ckpt run/ckpt.pt

@@ -5,7 +5,7 @@ import os
 import shutil
 import tempfile
 
-# The pack journal (packer.run.journal) lives outside the destination, by default in the
+# The pack journal (lerobot_shards.packer.run.journal) lives outside the destination, by default in the
 # user's cache. Tests (and the CLI, SLURM and torchrun processes they start, which inherit
 # the environment) get one private journal for the session, so no run reads or leaves
 # records in ~/.cache.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reader.format import (
+from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     content_sha256,
     episodes_index_schema,
@@ -26,7 +26,7 @@ from reader.format import (
     shard_tar_path,
     video_column,
 )
-from reader.format.parquet import footer_range, row_group_span
+from lerobot_shards.core.format.parquet import footer_range, row_group_span
 
 
 def sha256(data: bytes) -> str:

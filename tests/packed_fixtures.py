@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer import pack_dataset, rollover_spec, write_sample_dataset
+from lerobot_shards import pack_dataset
+from lerobot_shards.testing import rollover_spec, write_sample_dataset
 
 # Windows precomputed at pack time (LeRobot delta_timestamps, seconds at 30 fps).
 PACK_WINDOWS = {

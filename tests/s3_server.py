@@ -83,7 +83,7 @@ class S3Server:
 def make_storage_options(endpoint_url: str) -> StorageOptions:
     """Options for s3fs against ``endpoint_url``: dummy keys, short timeouts.
 
-    No ``retries`` in ``config_kwargs``: ``reader.storage.Storage`` turns botocore's retries off
+    No ``retries`` in ``config_kwargs``: ``lerobot_shards.core.storage.Storage`` turns botocore's retries off
     and counts attempts itself; other users of these options get botocore's defaults.
     """
     return StorageOptions(

@@ -1,6 +1,6 @@
 """The GPU decode stage's feed, on CPU: what NVDEC is sent must decode to exactly the frames asked.
 
-``reader/decode/annexb.py`` turns a member into an Annex-B elementary stream and plans, per
+``lerobot_shards/reader/decode/annexb.py`` turns a member into an Annex-B elementary stream and plans, per
 batch, the runs of samples that reach the wanted frames; ``NvdecSession`` sends exactly those
 packets, one picture each, members back to back, one end of stream per batch. The same packets
 decoded here by FFmpeg (PyAV's H.264/HEVC decoders, no demuxer) must give frames bit-identical
@@ -21,7 +21,9 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from reader.decode import (
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import MAX_PARAMETER_SETS, check_mp4
+from lerobot_shards.reader.decode import (
     START_CODE,
     decode_runs,
     elementary_stream,
@@ -29,8 +31,6 @@ from reader.decode import (
     stream_config,
     to_annexb,
 )
-from reader.errors import FormatError
-from reader.format import MAX_PARAMETER_SETS, check_mp4
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, episodes_index, h264_mp4, member_bytes
 

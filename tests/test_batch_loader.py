@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reader import BatchLoader, MixtureDataset, PackedDataset, to_device
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, to_device
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 TOTAL = 141

@@ -18,9 +18,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer import CameraSpec, SampleSpec, create_mixture, pack_dataset, tiny_member, write_sample_dataset, write_tabular_pack
-from reader.format import EPISODES_INDEX_PATH, EPISODES_SCHEMA, episodes_index_budget, episodes_index_schema, table_budget
-from reader.format.parquet import read_bounded
+from lerobot_shards import create_mixture, pack_dataset
+from lerobot_shards.core.format import (
+    EPISODES_INDEX_PATH,
+    EPISODES_SCHEMA,
+    episodes_index_budget,
+    episodes_index_schema,
+    table_budget,
+)
+from lerobot_shards.core.format.parquet import read_bounded
+from lerobot_shards.testing import CameraSpec, SampleSpec, tiny_member, write_sample_dataset, write_tabular_pack
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 from tests.pack_tamper import seal_files
 
@@ -61,7 +68,7 @@ def test_1_a_compiled_mixture_claiming_a_million_episodes_is_refused_by_its_dige
     spec["index"]["episodes"].update(bytes=len(data), rows=1_000_000, sha256=hashlib.sha256(data).hexdigest())
     spec["datasets"][0].update(episodes=1_000_000, anchors=3_000_000, weight=3_000_000)
     (tmp_path / "mix" / "mixture.json").write_text(json.dumps(spec))
-    measured = run_measured("from reader import MixtureDataset\nMixtureDataset(sys.argv[1])", str(tmp_path / "mix" / "mixture.json"))
+    measured = run_measured("from lerobot_shards import MixtureDataset\nMixtureDataset(sys.argv[1])", str(tmp_path / "mix" / "mixture.json"))
     assert measured.outcome.startswith("FormatError: ") and "column member_sha256 holds 4000000 values in" in measured.outcome, measured.outcome
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured.peak_bytes
 
@@ -88,7 +95,7 @@ def test_2_a_resealed_pack_index_claiming_1_5_million_episodes_stays_small(tmp_p
         pq.write_table(pa.table(columns, schema=schema), root / EPISODES_INDEX_PATH, compression="zstd")
         manifest["totals"]["episodes"] = manifest["shards"][0]["num_episodes"] = rows
         seal_files(root, manifest)
-        measured = run_measured("from reader import PackedDataset\nPackedDataset(sys.argv[1])", str(root))
+        measured = run_measured("from lerobot_shards import PackedDataset\nPackedDataset(sys.argv[1])", str(root))
         expected = "column video/cam/sha256 holds 1500000 values" if camera else "episode_index must be non-negative and strictly ascending"
         assert measured.outcome.startswith("FormatError: ") and expected in measured.outcome, measured.outcome
         assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured.peak_bytes
@@ -122,7 +129,7 @@ def _honest_compiled(rows: int, cameras: int, per_group: int, constant: bool, rn
 def test_honest_compiled_tables_of_every_shape_open(cameras, per_group, constant):
     """Compiled episodes tables as ``mixture create`` writes them (its own writer), with real
     digests: every shape is within the budget a reader applies."""
-    from packer.mixture import table_to_parquet
+    from lerobot_shards.packer.mixture import table_to_parquet
 
     rows = 20_000
     data = table_to_parquet(_honest_compiled(rows, cameras, per_group, constant, np.random.default_rng(cameras * 7 + per_group)))
@@ -134,7 +141,7 @@ def test_honest_compiled_tables_of_every_shape_open(cameras, per_group, constant
 def test_the_scale_benchmarks_honest_pack_indexes_open(tmp_path, camera):
     """The packs the scale benchmark writes (a million episodes of 2 frames: the most regular
     index there is, 32x its bytes) open within the episodes index budget."""
-    from reader import PackedDataset
+    from lerobot_shards import PackedDataset
 
     episodes = 200_000 if camera else 1_000_000
     write_tabular_pack(tmp_path / "p", episodes=episodes, length=2, samples_index=False,

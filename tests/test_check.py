@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from packer import FrameMismatchError, check_dataset, pack_dataset
-from packer.cli import main
+from lerobot_shards import FrameMismatchError, check_dataset, pack_dataset
+from lerobot_shards.cli import main
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, copy_source, shift_video_window
 

@@ -3,7 +3,7 @@
 pyarrow readers over memory Python owns made interpreter shutdown abort with "terminate
 called without an active exception": the job had succeeded and its exit status said it
 crashed (a SLURM array task counted as failed, a trainer's wrapper restarted). Every parquet
-read from bytes now goes through ``reader.format.parquet.arrow_io``. These tests run the reading paths
+read from bytes now goes through ``lerobot_shards.core.format.parquet.arrow_io``. These tests run the reading paths
 in real subprocesses and require every one to exit 0, and keep new code from reading parquet
 out of Python memory again.
 """
@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
+from lerobot_shards import pack_dataset
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
@@ -93,9 +94,9 @@ def test_parquet_is_read_from_paths_or_arrow_owned_memory_only():
     """Outside ``arrow_io`` (and the row-group decoder built on it), pyarrow reads parquet
     only from filesystem paths, which Arrow opens natively."""
     offenders = []
-    for file in sorted([*(ROOT / "reader").rglob("*.py"), *(ROOT / "packer").rglob("*.py")]):
+    for file in sorted((ROOT / "lerobot_shards").rglob("*.py")):
         rel = file.relative_to(ROOT).as_posix()
-        if rel in ("reader/format/parquet/arrow_io.py", "reader/format/parquet/row_groups.py", "reader/format/parquet/bounded.py"):
+        if rel in ("lerobot_shards/core/format/parquet/arrow_io.py", "lerobot_shards/core/format/parquet/row_groups.py", "lerobot_shards/core/format/parquet/bounded.py"):
             continue
         for node in ast.walk(ast.parse(file.read_text(), filename=rel)):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)):
@@ -105,4 +106,4 @@ def test_parquet_is_read_from_paths_or_arrow_owned_memory_only():
             first = node.args[0] if node.args else None
             if not (isinstance(first, ast.Name) and first.id == "path"):
                 offenders.append(f"{rel}:{node.lineno} {ast.unparse(node)[:80]}")
-    assert not offenders, "read parquet bytes through reader.format.parquet.arrow_io instead:\n" + "\n".join(offenders)
+    assert not offenders, "read parquet bytes through lerobot_shards.core.format.parquet.arrow_io instead:\n" + "\n".join(offenders)

@@ -8,10 +8,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from packer import CameraSpec, SampleSpec, write_sample_dataset
-from packer.cli import main as cli
-from reader import PackedDataset
-from reader.errors import FormatError, WindowError
+from lerobot_shards import PackedDataset
+from lerobot_shards.cli import main as cli
+from lerobot_shards.core.errors import FormatError, WindowError
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_pack_logs_progress_lines_when_output_is_not_a_terminal(source, tmp_path
 
 
 def test_progress_line_rate_and_eta_come_from_this_runs_episodes():
-    from packer.cli import progress_line
+    from lerobot_shards.cli import progress_line
 
     assert progress_line(30, 40, 20_000_000, 10.0, started_done=20) == "30/40 episodes (75%), 20.0 MB in, 2.0 MB/s, ETA 0:00:10"
     assert progress_line(20, 40, 0, 5.0, started_done=20) == "20/40 episodes (50%), 0.0 MB in"
@@ -121,7 +121,7 @@ def test_bench_help_lists_each_benchmarks_options(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)  # not the checkout: the benchmarks come from the installed package
     for which, option in (([], "--max-batches"), (["real"], "--source")):
-        shown = subprocess.run([sys.executable, "-m", "packer.cli", "bench", *which, "--help"], capture_output=True, text=True, timeout=120)
+        shown = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "bench", *which, "--help"], capture_output=True, text=True, timeout=120)
         assert shown.returncode == 0 and option in shown.stdout, shown.stdout[-500:] + shown.stderr[-500:]
 
 

@@ -1,6 +1,6 @@
 """GPU frames are the CPU path's bytes: NVDEC's NV12 converted with FFmpeg's arithmetic
-(``reader.decode.colour``), the matrix and range read from the stream as FFmpeg reads them
-(``reader.decode.sps``). Checked here without a GPU: HEVC/H.264 decoding is bit-exact by the
+(``lerobot_shards.reader.decode.colour``), the matrix and range read from the stream as FFmpeg reads them
+(``lerobot_shards.reader.decode.sps``). Checked here without a GPU: HEVC/H.264 decoding is bit-exact by the
 standards, so FFmpeg's own decoded YUV stands in for NVDEC's; the references are torchcodec
 (LeRobot's decoder) and PyAV converting the same frames."""
 
@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from reader.decode import (
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import check_mp4
+from lerobot_shards.reader.decode import (
     ColourSpec,
     SignalType,
     colr_signal,
@@ -25,8 +27,6 @@ from reader.decode import (
     stream_config,
     yuv420p_to_nv12,
 )
-from reader.errors import FormatError
-from reader.format import check_mp4
 
 SPECS = [ColourSpec(2, False), ColourSpec(1, False), ColourSpec(5, True), ColourSpec(1, True), ColourSpec(6, False), ColourSpec(2, True)]
 
@@ -213,7 +213,7 @@ def test_hevc_reference_picture_sets_predicted_from_each_other_are_walked_to_the
 
 def test_conversion_in_chunks_gives_the_same_bytes(monkeypatch):
     """Large batches convert a few frames at a time (bounded temporaries): the same output."""
-    from reader.decode import colour
+    from lerobot_shards.reader.decode import colour
 
     rng = np.random.default_rng(7)
     nv12 = torch.from_numpy(rng.integers(0, 256, (5, 72, 64), dtype=np.uint8))
@@ -228,7 +228,7 @@ def test_h264_profiles_ffmpeg_reads_otherwise_than_the_standard_are_not_claimed(
     FFmpeg's h264_ps.c does not (and the reverse for 144), so the two read different bits as the
     colour signalling. Those profiles are now refused by name (the GPU stage then takes NVDEC's
     own conversion and counts the member as inexact); FFmpeg's own list parses as before."""
-    from reader.decode import h264_signal
+    from lerobot_shards.reader.decode import h264_signal
 
     sps = _BitWriter().u(profile, 8).u(0, 16).ue(0).nal(b"\x67")
     with pytest.raises(FormatError, match=rf"H.264 profile {profile}, whose sequence parameter set the standard and FFmpeg"):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from reader.plan import Admission, Block, Draw, Segment, SegmentDraws, plan_epoch, segment_blocks
+from lerobot_shards.reader.plan import Admission, Block, Draw, Segment, SegmentDraws, plan_epoch, segment_blocks
 
 
 def test_draws_cover_the_segment_once_and_flag_last_draws():

@@ -12,11 +12,11 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from packer import pack_dataset
-from packer.shard import build, cut_episode, write_member
-from packer.source import LeRobotSource, SourceSampleReader, SourceVideoReader, UnsupportedTiming, read_moov
-from reader.errors import FormatError
-from reader.format import check_mp4, read_track
+from lerobot_shards import pack_dataset
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import check_mp4, read_track
+from lerobot_shards.packer.shard import build, cut_episode, write_member
+from lerobot_shards.packer.source import LeRobotSource, SourceSampleReader, SourceVideoReader, UnsupportedTiming, read_moov
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, episodes_index, h264_mp4, member_bytes
 from tests.shared_data import shared_dataset

@@ -13,13 +13,13 @@ from pathlib import Path
 import av
 import pytest
 
-from packer import CameraSpec, SampleSpec, tiny_member, write_sample_dataset
-from packer.errors import SourceError, VideoCutError
-from packer.shard import build, cut_episode, write_member
-from packer.source import SourceSampleReader, SourceVideoReader, VideoLocation
-from reader.decode import CpuDecoders
-from reader.errors import BoundExceededError, DecodeError, FormatError
-from reader.format import check_mp4, read_track
+from lerobot_shards.core.errors import BoundExceededError, DecodeError, FormatError
+from lerobot_shards.core.format import check_mp4, read_track
+from lerobot_shards.packer.errors import SourceError, VideoCutError
+from lerobot_shards.packer.shard import build, cut_episode, write_member
+from lerobot_shards.packer.source import SourceSampleReader, SourceVideoReader, VideoLocation
+from lerobot_shards.reader.decode import CpuDecoders
+from lerobot_shards.testing import CameraSpec, SampleSpec, tiny_member, write_sample_dataset
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 from tests.mp4_surgery import box, full_box, get, insert, locate, replace
 from tests.shared_data import shared_dataset
@@ -145,7 +145,7 @@ def _hostile_source(tmp_path: Path, make) -> Path:
 
 
 PACK_CHILD = """
-from packer import pack_dataset
+from lerobot_shards.packer import pack_dataset
 pack_dataset(sys.argv[1], sys.argv[2], video="copy")
 """
 
@@ -164,7 +164,7 @@ def test_3_a_tiny_moov_claiming_10m_samples_is_refused_by_name_in_little_memory(
         in measured.outcome, measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured
     # Read without the episodes' bound (10M is within MAX_TRACK_SAMPLES): compact tables, still small.
-    probe = run_measured("from packer.source.samples import SourceSampleReader\nSourceSampleReader(Path(sys.argv[1]))\n"
+    probe = run_measured("from lerobot_shards.packer.source.samples import SourceSampleReader\nSourceSampleReader(Path(sys.argv[1]))\n"
                          .replace("Path(", "__import__('pathlib').Path("), str(next((source / "videos").rglob("*.mp4"))))
     assert probe.peak_bytes < HOSTILE_PEAK_BYTES, probe
 

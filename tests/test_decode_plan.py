@@ -5,8 +5,8 @@ and the wire's collate (bytes once, admissions and retirements counted)."""
 import pytest
 import torch
 
-from reader.decode import ENCODED_KEY, EncodedFrames, MemberCache, balance, collate, plan_camera
-from reader.errors import DecodeStageError
+from lerobot_shards.core.errors import DecodeStageError
+from lerobot_shards.reader.decode import ENCODED_KEY, EncodedFrames, MemberCache, balance, collate, plan_camera
 
 
 def _frames(member: str, indices, *, data=b"x", admits=False, retires=False, frames=10):

@@ -4,10 +4,10 @@ in-worker path, members deduplicated per batch, clear errors for what NVDEC cann
 import pytest
 import torch
 
-from reader import PackedDataset
-from reader.decode import ENCODED_KEY, DecodeStage, DecodeStageError, collate
-from reader.decode.backends import NvdecBackend
-from reader.errors import ArgumentError
+from lerobot_shards import PackedDataset
+from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.reader.decode import ENCODED_KEY, DecodeStage, DecodeStageError, collate
+from lerobot_shards.reader.decode.backends import NvdecBackend
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 DELTA = {"observation.images.top": [-1 / 30, 0.0, 1 / 30], "action": [0.0, 1 / 30]}
@@ -112,7 +112,7 @@ def test_bad_batches_are_refused_before_decoding(packed_hevc):
 
 
 def test_backends_and_devices_are_checked():
-    from reader.decode.backends import nvdec_unavailable
+    from lerobot_shards.reader.decode.backends import nvdec_unavailable
 
     with pytest.raises(ValueError, match="backend 'nvdec' decodes on a CUDA device, not the CPU; on the CPU use 'pyav' or 'torchcodec'"):
         DecodeStage("cpu", backend="nvdec")
@@ -136,8 +136,8 @@ def test_each_member_opens_at_most_once_per_admission_on_a_mixture(tmp_path):
     of 40 x 2 workers (80 live): every member opens at most once per admission, its bytes
     cross the process boundary once per admission, nothing stays held after the epoch, and
     the frames equal the in-worker path's."""
-    from packer import tiny_member, write_tabular_pack
-    from reader import MixtureDataset
+    from lerobot_shards import MixtureDataset
+    from lerobot_shards.testing import tiny_member, write_tabular_pack
 
     camera = "observation.images.top"
     member = tiny_member(6)
@@ -170,8 +170,8 @@ def test_each_member_opens_at_most_once_per_admission_on_a_mixture(tmp_path):
 def test_a_new_backend_is_one_class_and_one_row(packed_hevc, monkeypatch):
     """The seam: a backend the stage has never heard of, registered in the table, decodes
     through the same scheduler (here: PyAV under another name, counting what it opens)."""
-    from reader.decode import backends
-    from reader.decode.backends import PyAVBackend
+    from lerobot_shards.reader.decode import backends
+    from lerobot_shards.reader.decode.backends import PyAVBackend
 
     class CountingBackend(PyAVBackend):
         name = "counting"
@@ -202,7 +202,7 @@ def test_a_member_without_its_bytes_is_refused_not_guessed(packed_hevc):
 def test_batch_loader_with_a_stage_resumes_where_training_stood(packed_hevc):
     """The stage decodes ahead in a thread; the loader's state counts only what it yielded, so
     resuming from a checkpoint taken after k batches continues with batch k + 1, exactly."""
-    from reader import BatchLoader
+    from lerobot_shards import BatchLoader
 
     def loader(stage=None):
         dataset = PackedDataset(str(packed_hevc), delta_timestamps=DELTA, seed=4, return_uint8=True, decode_device="cpu")

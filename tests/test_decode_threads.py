@@ -8,11 +8,11 @@ import threading
 import pytest
 import torch
 
-from reader import PackedDataset
-from reader.decode import CpuDecoders
-from reader.errors import ArgumentError
-from reader.plan import World
-from reader.runtime import decode_threads_for, environment
+from lerobot_shards import PackedDataset
+from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.reader.decode import CpuDecoders
+from lerobot_shards.reader.plan import World
+from lerobot_shards.reader.runtime import decode_threads_for, environment
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 TOP = "observation.images.top"

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from reader import PackedDataset
-from reader.fetch import DiskCache, range_key
+from lerobot_shards import PackedDataset
+from lerobot_shards.reader.fetch import DiskCache, range_key
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 HEADER = 16  # bytes each entry adds on disk

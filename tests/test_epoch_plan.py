@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from reader.plan import EpochPlan, PlanError, plan_epoch, split_stream
+from lerobot_shards.reader.plan import EpochPlan, PlanError, plan_epoch, split_stream
 from tests.work_counter import lines_executed
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import inspect
 
-import packer.errors
-import reader.errors
-from packer.errors import PackError, ShardPlanError, SourceError, VideoCutError
-from reader.errors import DecodeError, DecodeStageError, LeRobotShardsError
+import lerobot_shards.core.errors
+import lerobot_shards.packer.errors
+from lerobot_shards.core.errors import DecodeError, DecodeStageError, LeRobotShardsError
+from lerobot_shards.packer.errors import PackError, ShardPlanError, SourceError, VideoCutError
 
 
 def _errors(module) -> list[type]:
@@ -17,7 +17,7 @@ def _errors(module) -> list[type]:
 
 
 def test_every_error_of_the_project_is_in_one_hierarchy():
-    for error in _errors(reader.errors) + _errors(packer.errors):
+    for error in _errors(lerobot_shards.core.errors) + _errors(lerobot_shards.packer.errors):
         if issubclass(error, Warning):
             continue
         assert issubclass(error, LeRobotShardsError), error
@@ -32,10 +32,10 @@ def test_errors_of_packing_are_pack_errors_and_keep_their_builtin_bases():
 def test_bad_arguments_are_argument_errors_in_both_packages(tmp_path):
     import pytest
 
-    from packer.errors import OptionsError
-    from reader import PackedDataset
-    from reader.errors import ArgumentError
-    from reader.storage import RetryPolicy
+    from lerobot_shards import PackedDataset
+    from lerobot_shards.core.errors import ArgumentError
+    from lerobot_shards.core.storage import RetryPolicy
+    from lerobot_shards.packer.errors import OptionsError
 
     assert issubclass(OptionsError, ArgumentError) and issubclass(OptionsError, PackError)
     with pytest.raises(ArgumentError, match="max_attempts must be >= 1, got 0"):

@@ -19,10 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from packer import SourceError, pack_dataset
-from packer.cli import main as cli
-from packer.cli import printable
-from reader.format import (
+from lerobot_shards import SourceError, pack_dataset
+from lerobot_shards.cli import main as cli, printable
+from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     MAX_EPISODE_FRAMES,
     MAX_FEATURE_ELEMENTS,
@@ -39,11 +38,11 @@ from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB, copy_source, edit
 ENTRY_POINTS = """
 import json, sys
 from click.testing import CliRunner
-from packer.cli import main
+from lerobot_shards.cli import main
 root, output = sys.argv[1], sys.argv[2]
 said = {}
 try:
-    from reader import PackedDataset
+    from lerobot_shards.reader import PackedDataset
     next(iter(PackedDataset(root, shuffle=False, return_uint8=True, prefetch_episodes=0)))
     said["reader"] = "ok"
 except Exception as err:
@@ -158,7 +157,7 @@ def test_5_a_samples_index_of_millions_of_rows_is_refused_by_its_row_count(packe
     assert said["preview"]["exit"] != 0 and SAMPLES_INDEX_PATH in said["preview"]["output"]
     # A reader with where= and `mixture create --where` read the samples index: refused by count.
     measured = run_measured(
-        "import sys\nfrom reader import PackedDataset\nPackedDataset(sys.argv[1], where='frame_index >= 0')", str(root))
+        "import sys\nfrom lerobot_shards import PackedDataset\nPackedDataset(sys.argv[1], where='frame_index >= 0')", str(root))
     assert SAMPLES_INDEX_PATH in measured.outcome and "3000000 rows" in measured.outcome, measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES
     mixture = tmp_path / "mix"
@@ -206,7 +205,7 @@ def test_10_a_source_episodes_metadata_bomb_is_refused_and_nothing_is_written(sa
         table = table.set_column(table.schema.get_field_index("tasks"), "tasks", _repeated_strings(table.num_rows, 3_000_000, "x" * 40))
         pq.write_table(table, path, use_dictionary=True)
     measured = run_measured(
-        "import sys\nfrom packer import pack_dataset\npack_dataset(sys.argv[1], sys.argv[2])", str(source), str(tmp_path / "dst"))
+        "import sys\nfrom lerobot_shards import pack_dataset\npack_dataset(sys.argv[1], sys.argv[2])", str(source), str(tmp_path / "dst"))
     assert measured.outcome.startswith("SourceError: ") and "cannot read episodes metadata: column tasks" in measured.outcome, measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured
     assert not (tmp_path / "dst").exists() or not list((tmp_path / "dst").rglob("shard-*"))
@@ -283,10 +282,10 @@ def test_printable_escapes_newlines_and_bidi_controls():
 
 
 def test_security_md_lists_every_bound_with_its_value():
-    """docs/SECURITY.md's table names every constant of reader/format/limits.py and its value."""
+    """docs/SECURITY.md's table names every constant of lerobot_shards/core/format/limits.py and its value."""
     import re
 
-    from reader.format import limits
+    from lerobot_shards.core.format import limits
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "SECURITY.md").read_text()
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([A-Z0-9_]+)` \| ([^|]+) \|", text, re.M)}

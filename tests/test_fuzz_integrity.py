@@ -22,8 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
-from reader.format import EPISODES_INDEX_PATH, video_column
+from lerobot_shards import pack_dataset
+from lerobot_shards.core.format import EPISODES_INDEX_PATH, video_column
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("LEROBOT_SHARDS_FUZZ_SEED", "20261123"))
@@ -108,8 +109,8 @@ def test_single_byte_flips_give_the_clean_samples_or_an_error_naming_the_file(sm
 # -- expansion mutations (issue 21): small files that claim or decode to much more -------------
 EXPANSION_CHILD = """
 import json, sys
-from packer import verify
-from reader import PackedDataset
+from lerobot_shards.packer import verify
+from lerobot_shards.reader import PackedDataset
 for root in sys.argv[1:]:
     record = {"root": root}
     try:

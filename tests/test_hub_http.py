@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from packer import CameraSpec, SampleSpec, write_sample_dataset
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +28,8 @@ CAMERA = (CameraSpec("observation.images.top", 24, 32),)
 
 PACK = """
 import json, sys
-from packer import pack_dataset
-from reader.errors import LeRobotShardsError
+from lerobot_shards.packer import pack_dataset
+from lerobot_shards.core.errors import LeRobotShardsError
 jobs = json.loads(sys.argv[1])
 for job in jobs:
     try:
@@ -229,16 +229,15 @@ def test_a_repo_cannot_plant_what_the_stager_relies_on(hub, tmp_path):
 
 
 def test_a_pack_on_the_hub_reads_the_same_samples_and_is_never_written_file_by_file(hub, tmp_path, monkeypatch):
-    """hf:// is one row of the storage table (reader.storage.backends.HUB): a pack uploaded to a
+    """hf:// is one row of the storage table (lerobot_shards.core.storage.backends.HUB): a pack uploaded to a
     dataset repo streams through huggingface_hub's HfFileSystem with every byte checked against
     the pinned manifest; writing a pack there is refused before the source is read."""
     import torch
 
-    from packer import pack_dataset
-    from reader import PackedDataset
-    from reader.errors import StorageError
-    from reader.format import manifest_sha256
-    from reader.storage import Storage
+    from lerobot_shards import PackedDataset, pack_dataset
+    from lerobot_shards.core.errors import StorageError
+    from lerobot_shards.core.format import manifest_sha256
+    from lerobot_shards.core.storage import Storage
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
@@ -267,8 +266,8 @@ def test_a_missing_repo_says_which_repo_not_a_probe_of_mixture_json(hub, tmp_pat
     """Issue 41 finding 5: a missing Hub repository was reported as ``.../mixture.json: not found
     (exists)``, a probe the user never asked for. It now names the repo (and a token for a
     private one), for a pack and for a mixture file."""
-    from reader import MixtureDataset, PackedDataset
-    from reader.errors import FormatError, MixtureSpecError
+    from lerobot_shards import MixtureDataset, PackedDataset
+    from lerobot_shards.core.errors import FormatError, MixtureSpecError
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     options = {"endpoint": hub.url}

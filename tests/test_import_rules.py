@@ -15,71 +15,83 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The layer of a module: the longest prefix in this table that names it.
+# The layer of a module: the longest prefix in this table that names it. The package's folders
+# are its layers: core (what both halves share), reader, packer, train (LeRobot's trainer),
+# cli, testing (synthetic data); a layer's sub-packages are layers of their own.
+P = "lerobot_shards"
 LAYERS = {
-    "reader.errors": "reader.errors",
-    "reader.exports": "reader.exports",
-    "reader.option_fields": "reader.option_fields",
-    "reader.read_options": "reader.read_options",
-    "reader.format": "reader.format",
-    "reader.plan": "reader.plan",
-    "reader.storage": "reader.storage",
-    "reader.fetch": "reader.fetch",
-    "reader.decode": "reader.decode",
-    "reader.runtime": "reader.runtime",
-    "reader": "reader.api",  # reader/__init__, dataset, mixture, loader, epoch_stream, lerobot_meta
-    "packer.errors": "packer.base",
-    "packer.version": "packer.base",
-    "packer.options": "packer.options",
-    "packer.plan": "packer.plan",
-    "packer.source": "packer.source",
-    "packer.shard": "packer.shard",
-    "packer.run": "packer.run",
-    "packer.tools": "packer.tools",
-    "packer.mixture": "packer.mixture",
-    "packer.synthetic": "packer.synthetic",
-    "packer.cli": "packer.cli",
-    "packer": "packer.face",  # packer/__init__: lazy names only
+    f"{P}.core.errors": "core.errors",
+    f"{P}.core.exports": "core.exports",
+    f"{P}.core.option_fields": "core.option_fields",
+    f"{P}.core.format": "core.format",
+    f"{P}.core.storage": "core.storage",
+    f"{P}.core": "core.face",
+    f"{P}.reader.read_options": "reader.read_options",
+    f"{P}.reader.plan": "reader.plan",
+    f"{P}.reader.fetch": "reader.fetch",
+    f"{P}.reader.decode": "reader.decode",
+    f"{P}.reader.runtime": "reader.runtime",
+    f"{P}.reader": "reader.api",  # reader/__init__, dataset, mixture, loader, epoch_stream, lerobot_meta
+    f"{P}.packer.errors": "packer.base",
+    f"{P}.packer.version": "packer.base",
+    f"{P}.packer.options": "packer.options",
+    f"{P}.packer.plan": "packer.plan",
+    f"{P}.packer.source": "packer.source",
+    f"{P}.packer.shard": "packer.shard",
+    f"{P}.packer.run": "packer.run",
+    f"{P}.packer.tools": "packer.tools",
+    f"{P}.packer.mixture": "packer.mixture",
+    f"{P}.packer": "packer.face",  # packer/__init__: lazy names only
+    f"{P}.testing": "testing",
+    f"{P}.train": "train",
+    f"{P}.cli": "cli",
+    P: "face",  # lerobot_shards/__init__ and __main__
 }
+
+CORE = {"core.errors", "core.exports", "core.option_fields", "core.format", "core.storage"}
+READER = {"reader.read_options", "reader.plan", "reader.fetch", "reader.decode", "reader.runtime", "reader.api"}
+PACKER = {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "packer.run", "packer.tools",
+          "packer.mixture"}
 
 # What each layer may import (besides its own modules). Everything else of ours is an arrow
-# against the layering. The table is a DAG (checked below): no layer reaches back up.
+# against the layering. The table is a DAG (checked below): no layer reaches back up, the core
+# imports neither half, and the reader never the packer.
 RULES: dict[str, set[str]] = {
-    "reader.errors": set(),
-    "reader.exports": set(),
-    "reader.option_fields": {"reader.errors"},
-    "reader.read_options": {"reader.errors", "reader.option_fields", "reader.storage"},
-    "reader.format": {"reader.errors"},
-    "reader.plan": {"reader.errors"},
-    "reader.storage": {"reader.errors", "reader.format"},
-    "reader.fetch": {"reader.errors", "reader.format", "reader.storage", "reader.exports"},
-    "reader.decode": {"reader.errors", "reader.format"},
-    "reader.runtime": {"reader.errors", "reader.format", "reader.plan", "reader.storage", "reader.fetch", "reader.decode",
+    "core.errors": set(),
+    "core.exports": set(),
+    "core.option_fields": {"core.errors"},
+    "core.format": {"core.errors"},
+    "core.storage": {"core.errors", "core.format"},
+    "core.face": set(),
+    "reader.read_options": {"core.errors", "core.option_fields", "core.storage"},
+    "reader.plan": {"core.errors"},
+    "reader.fetch": {"core.errors", "core.format", "core.storage"},
+    "reader.decode": {"core.errors", "core.format"},
+    "reader.runtime": {"core.errors", "core.format", "core.storage", "reader.plan", "reader.fetch", "reader.decode",
                        "reader.read_options"},
-    "reader.api": {"reader.errors", "reader.exports", "reader.option_fields", "reader.read_options", "reader.format",
-                   "reader.plan", "reader.storage", "reader.fetch", "reader.decode", "reader.runtime"},
-    "packer.base": {"reader.errors"},
-    "packer.options": {"packer.base", "reader.errors", "reader.option_fields", "reader.format", "reader.plan", "reader.storage"},
-    "packer.plan": {"packer.base", "packer.options", "reader.errors", "reader.format"},
-    "packer.source": {"packer.base", "reader.errors", "reader.exports", "reader.format", "reader.storage"},
-    "packer.shard": {"packer.base", "packer.options", "packer.source", "reader.errors", "reader.exports", "reader.format"},
-    "packer.run": {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "reader.errors",
-                   "reader.option_fields", "reader.format", "reader.plan", "reader.storage", "reader.fetch"},
-    "packer.tools": {"packer.base", "reader.errors", "reader.format", "reader.plan", "reader.storage", "reader.fetch",
+    "reader.api": CORE | {"reader.read_options", "reader.plan", "reader.fetch", "reader.decode", "reader.runtime"},
+    "packer.base": {"core.errors"},
+    "packer.options": {"packer.base", "core.errors", "core.option_fields", "core.format", "core.storage", "reader.plan"},
+    "packer.plan": {"packer.base", "packer.options", "core.errors", "core.format"},
+    "packer.source": {"packer.base", "core.errors", "core.format", "core.storage"},
+    "packer.shard": {"packer.base", "packer.options", "packer.source", "core.errors", "core.format"},
+    "packer.run": {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "core.errors",
+                   "core.option_fields", "core.format", "core.storage", "reader.plan", "reader.fetch"},
+    "packer.tools": {"packer.base", "core.errors", "core.format", "core.storage", "reader.plan", "reader.fetch",
                      "reader.decode"},
-    "packer.mixture": {"packer.base", "packer.options", "packer.run", "packer.tools", "reader.errors", "reader.format",
-                       "reader.storage", "reader.fetch"},
-    "packer.synthetic": {"packer.base", "packer.source", "packer.shard", "reader.errors", "reader.format"},
-    "packer.cli": {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "packer.run",
-                   "packer.tools", "packer.mixture", "packer.synthetic", "reader.errors", "reader.option_fields",
-                   "reader.format", "reader.storage", "reader.fetch"},
-    "packer.face": {"reader.exports"},
+    "packer.mixture": {"packer.base", "packer.options", "packer.run", "packer.tools", "core.errors", "core.format",
+                       "core.storage", "reader.fetch"},
+    "packer.face": set(),
+    "testing": {"packer.base", "packer.source", "packer.shard", "core.errors", "core.format"},
+    "train": CORE | READER,
+    "cli": CORE | PACKER | {"testing", "train", "reader.fetch"},
+    "face": CORE | READER | PACKER | {"cli"},  # __init__ names the public face (statically too); __main__ runs the CLI
 }
 
-# Every package face is a lazy table (``reader.exports.lazy_exports``): any layer may use it.
+# Every package face is a lazy table (``core.exports.lazy_exports``): any layer may use it.
 for _layer, _allowed in RULES.items():
-    if _layer != "reader.exports":
-        _allowed.add("reader.exports")
+    if _layer != "core.exports":
+        _allowed.add("core.exports")
 
 # Libraries a layer may not import: planning is pure (no I/O, no processes, no torch); shard
 # building has no storage and no processes; packing nodes never load torch.
@@ -87,14 +99,17 @@ _IO = {"fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp", "boto3", "av", "t
        "requests", "socket", "subprocess", "multiprocessing", "concurrent", "threading", "pyarrow.parquet", "tempfile"}
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "reader.plan": _IO | {"torch", "pyarrow"},
+    "core.errors": _IO | {"torch", "pyarrow"},
+    "core.option_fields": _IO | {"torch", "pyarrow"},
+    "cli": {"torch"},
     "packer.plan": _IO | {"torch", "pyarrow"},
     "packer.options": _IO | {"torch"},
     "packer.shard": {"fsspec", "s3fs", "botocore", "aiohttp", "multiprocessing", "concurrent", "subprocess", "torch"},
     "packer.source": {"torch"},
     "packer.run": {"torch"},
     "packer.mixture": {"torch"},
-    "reader.format": {"torch", "fsspec", "av", "torchcodec"},
-    "reader.storage": {"torch", "av", "torchcodec", "pyarrow"},
+    "core.format": {"torch", "fsspec", "av", "torchcodec"},
+    "core.storage": {"torch", "av", "torchcodec", "pyarrow"},
 }
 
 
@@ -151,7 +166,7 @@ def violations(files: dict[str, str]) -> list[str]:
     problems = []
     for arrow in read_arrows(files, known):
         source_layer = layer_of(arrow.source)
-        if arrow.target.split(".")[0] in ("reader", "packer"):
+        if arrow.target.split(".")[0] == P:
             target_layer = layer_of(arrow.target)
             own_face = arrow.target == arrow.source.rpartition(".")[0] and _is_package(arrow.target, known)
             if own_face and not arrow.source.endswith(".__main__"):
@@ -196,9 +211,8 @@ def cycles(files: dict[str, str]) -> list[list[str]]:
 
 def project_files() -> dict[str, str]:
     files = {}
-    for package in ("reader", "packer"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            files[module_name(path, ROOT)] = path.read_text()
+    for path in sorted((ROOT / P).rglob("*.py")):
+        files[module_name(path, ROOT)] = path.read_text()
     return files
 
 
@@ -237,7 +251,8 @@ def test_no_module_circles():
 def test_reader_never_imports_packer():
     files = project_files()
     arrows = read_arrows(files, set(files))
-    bad = [f"{a.source}:{a.line} imports {a.target}" for a in arrows if a.source.startswith("reader") and a.target.startswith("packer")]
+    bad = [f"{a.source}:{a.line} imports {a.target}" for a in arrows if a.source.startswith(f"{P}.reader")
+           and a.target.startswith(f"{P}.packer")]
     assert not bad, bad
 
 
@@ -245,28 +260,28 @@ def test_the_checker_reports_an_arrow_against_the_rules():
     """The checks above can fail: an upward arrow, a banned library, a circle and a face
     import in a copy of the tree are each reported."""
     files = project_files()
-    files["packer.plan.shard_plan"] += "\nfrom packer.run.pack import pack_dataset\nimport fsspec\n"
-    files["reader.plan.world"] += "\ndef later():\n    from reader.dataset import PackedDataset\n"
-    files["reader.fetch.prefetch"] += "\nfrom packer.errors import PackError\n"
-    files["packer.shard.build"] += "\nfrom packer.shard import cut_episode\n"
+    files["lerobot_shards.packer.plan.shard_plan"] += "\nfrom lerobot_shards.packer.run.pack import pack_dataset\nimport fsspec\n"
+    files["lerobot_shards.reader.plan.world"] += "\ndef later():\n    from lerobot_shards.reader.dataset import PackedDataset\n"
+    files["lerobot_shards.reader.fetch.prefetch"] += "\nfrom lerobot_shards.packer.errors import PackError\n"
+    files["lerobot_shards.packer.shard.build"] += "\nfrom lerobot_shards.packer.shard import cut_episode\n"
     problems = "\n".join(violations(files))
-    assert "packer.plan.shard_plan" in problems and "imports packer.run.pack (packer.run)" in problems
+    assert "lerobot_shards.packer.plan.shard_plan" in problems and "imports lerobot_shards.packer.run.pack (packer.run)" in problems
     assert "imports fsspec, which this layer may not" in problems
-    assert "reader.plan.world" in problems and "imports reader.dataset (reader.api)" in problems
-    assert "reader.fetch.prefetch" in problems and "imports packer.errors (packer.base)" in problems
-    assert "packer.shard.build" in problems and "imports its own package's face packer.shard" in problems
+    assert "lerobot_shards.reader.plan.world" in problems and "imports lerobot_shards.reader.dataset (reader.api)" in problems
+    assert "lerobot_shards.reader.fetch.prefetch" in problems and "imports lerobot_shards.packer.errors (packer.base)" in problems
+    assert "lerobot_shards.packer.shard.build" in problems and "imports its own package's face lerobot_shards.packer.shard" in problems
     files = project_files()
-    files["reader.format.layout"] += "\nfrom reader.format.manifest import Manifest\n"
-    assert any("reader.format.layout" in c and "reader.format.manifest" in c for c in cycles(files))
+    files["lerobot_shards.core.format.layout"] += "\nfrom lerobot_shards.core.format.manifest import Manifest\n"
+    assert any("lerobot_shards.core.format.layout" in c and "lerobot_shards.core.format.manifest" in c for c in cycles(files))
 
 
 # -- public faces: what tests, scripts and benchmarks may import -------------------------------
 # A face is a package's ``__init__`` (a lazy ``_EXPORTS`` table) or the one module of a
 # one-module layer (errors, options, the trainer integration). Tests, scripts and benchmarks
 # import names a face lists, or a face's submodule as a module object (to patch its globals).
-MODULE_FACES = {"reader.errors", "reader.option_fields", "reader.read_options", "reader.lerobot_train", "packer.errors",
-                "packer.version", "packer.options"}
-OURS = ("reader", "packer", "lerobot_shards")
+MODULE_FACES = {"lerobot_shards.core.errors", "lerobot_shards.core.option_fields", "lerobot_shards.reader.read_options", "lerobot_shards.train.lerobot_train", "lerobot_shards.packer.errors",
+                "lerobot_shards.packer.version", "lerobot_shards.packer.options"}
+OURS = (P,)
 
 
 def face_names(files: dict[str, str]) -> dict[str, set[str]]:
@@ -280,7 +295,7 @@ def face_names(files: dict[str, str]) -> dict[str, set[str]]:
             names: set[str] = set()
             for node in tree.body:
                 if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets):
-                    if isinstance(node.value, ast.Dict):  # (lerobot_shards merges the two faces' tables)
+                    if isinstance(node.value, ast.Dict):
                         names |= {e.value for v in node.value.values if isinstance(v, ast.List) for e in v.elts}
             faces[module] = names
         elif module in MODULE_FACES:
@@ -296,7 +311,6 @@ def face_names(files: dict[str, str]) -> dict[str, set[str]]:
 def face_violations(users: dict[str, str], files: dict[str, str]) -> list[str]:
     """Imports of ours in ``users`` (``{path: source}``) that go past a face."""
     faces, known = face_names(files), set(files)
-    faces["lerobot_shards"] = faces["reader"] | faces["packer"]
     problems = []
     for path, source in users.items():
         for node in ast.walk(ast.parse(source)):
@@ -316,13 +330,12 @@ def face_violations(users: dict[str, str], files: dict[str, str]) -> list[str]:
 
 def test_tests_scripts_and_benchmarks_import_public_faces_only():
     files = project_files()
-    files.update({module_name(p, ROOT): p.read_text() for p in sorted((ROOT / "lerobot_shards").rglob("*.py"))})
     users = {str(p.relative_to(ROOT)): p.read_text() for folder in ("tests", "scripts", "benchmarks")
              for p in sorted((ROOT / folder).rglob("*.py"))}
     problems = face_violations(users, files)
     assert not problems, "imports past a public face:\n" + "\n".join(problems)
     # The check can fail: a deep module path, a name a face does not list, a module import.
-    bad = {"t.py": "from reader.plan.epoch_plan import plan_epoch\nfrom reader.plan import EpochPlanX\nimport reader.dataset\n"}
+    bad = {"t.py": "from lerobot_shards.reader.plan.epoch_plan import plan_epoch\nfrom lerobot_shards.reader.plan import EpochPlanX\nimport lerobot_shards.reader.dataset\n"}
     assert len(face_violations(bad, files)) == 3
 
 
@@ -332,8 +345,7 @@ def test_every_package_face_is_one_lazy_table():
     name of one of its submodules."""
     import importlib
 
-    for path in sorted([*(ROOT / "reader").rglob("__init__.py"), *(ROOT / "packer").rglob("__init__.py"),
-                        ROOT / "lerobot_shards" / "__init__.py"]):
+    for path in sorted((ROOT / P).rglob("__init__.py")):
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{path}: say what the package is"
         kinds = [type(node).__name__ for node in tree.body[1:]]

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from packer import write_tabular_pack
-from reader import MixtureDataset, PackedDataset
-from reader.errors import FormatError
-from reader.fetch import CatalogPack, EpisodeCatalog, PackedIndex
-from reader.format import VIDEO_CODECS, EpisodeTable, hex_digests, video_column
-from reader.storage import Storage
+from lerobot_shards import MixtureDataset, PackedDataset
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import VIDEO_CODECS, EpisodeTable, hex_digests, video_column
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.reader.fetch import CatalogPack, EpisodeCatalog, PackedIndex
+from lerobot_shards.testing import write_tabular_pack
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.work_counter import lines_executed
 
@@ -30,7 +30,7 @@ FEW, MANY = 100, 10_000
 # parquet page walker is left out of the count: it runs per page of the index files (20,000
 # rows a page), a cost of their bytes that tests/test_parquet_bounds.py covers.
 PER_EPISODE = 0.05
-PAGE_WALKER = ("reader/format/parquet/",)
+PAGE_WALKER = ("lerobot_shards/core/format/parquet/",)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_hex_digests_refuse_what_is_not_a_lowercase_digest():
 def test_a_compiled_mixture_opens_columnar(sized_packs, tmp_path):
     """The same packs through ``mixture create``: the catalog read from the compiled tables
     equals the one built from the opened packs."""
-    from packer import create_mixture
+    from lerobot_shards import create_mixture
 
     root = tmp_path / "mix"
     names = {f"ds-{n}": str(path) for n, path in sorted(sized_packs.items())}
@@ -162,7 +162,7 @@ def _walked_bytes(table: pa.Table, values_per_row: dict[str, int]) -> int:
     the budgets' expansion term covers, and would hide the per-row figure)."""
     import io
 
-    from reader.format.parquet import Budget, file_cost
+    from lerobot_shards.core.format.parquet import Budget, file_cost
 
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd", use_dictionary=False)
@@ -174,7 +174,7 @@ def _walked_bytes(table: pa.Table, values_per_row: dict[str, int]) -> int:
 def _honest_compiled_episodes(rows: int, cameras: int) -> pa.Table:
     """A compiled episodes table as ``mixture create`` writes it, with nothing to compress:
     every value distinct, random digests, the longest codec name the format has."""
-    from reader.format import EPISODES_SCHEMA
+    from lerobot_shards.core.format import EPISODES_SCHEMA
 
     rng = np.random.default_rng(rows + cameras)
     ints = lambda: pa.array(rng.integers(0, 1 << 62, rows))  # noqa: E731
@@ -199,7 +199,7 @@ def test_the_largest_honest_compiled_mixture_the_format_allows_opens():
     to compress, it is within the budget's per-row figures, and the budget at the format's
     maxima is exactly the honest table there (not clamped by another limit). By linearity the
     largest mixture the format allows opens; a mixture file claiming more is refused by name."""
-    from reader.format import (
+    from lerobot_shards.core.format import (
         EPISODE_ROW_BYTES,
         MAX_DECODED_BYTES,
         MAX_EPISODES_TABLE_BYTES,
@@ -208,7 +208,7 @@ def test_the_largest_honest_compiled_mixture_the_format_allows_opens():
         MEMBER_BYTES,
         table_budget,
     )
-    from reader.format.parquet import read_bounded
+    from lerobot_shards.core.format.parquet import read_bounded
 
     rows = 4_000
     lists = {name: 4 for name in ("member_offset", "member_size", "member_frames", "member_codec", "member_sha256")}
@@ -219,7 +219,7 @@ def test_the_largest_honest_compiled_mixture_the_format_allows_opens():
     assert four - no_members >= 0.8 * 3 * rows * MEMBER_BYTES, "the per-member figure should be tight, not a guess"
     assert no_members >= 0.8 * rows * EPISODE_ROW_BYTES, "the per-episode figure should be tight"
     # What a reader applies: this table opens within it.
-    from packer.mixture import table_to_parquet
+    from lerobot_shards.packer.mixture import table_to_parquet
 
     data = table_to_parquet(_honest_compiled_episodes(rows, 4))
     budget = table_budget("episodes", rows=rows, members=4 * rows, cameras=4, encoded=len(data))
@@ -237,8 +237,8 @@ def test_the_largest_honest_pack_index_the_format_allows_opens(tmp_path):
     measured by the page walker without its task lists, is within the per-row figures of
     ``episodes_index_budget``, whose honest part at ``MAX_DATASET_EPISODES`` and
     ``MAX_DATASET_MEMBERS`` is ``MAX_EPISODES_INDEX_BYTES``."""
-    from packer import tiny_member
-    from reader.format import MAX_DATASET_EPISODES, MAX_DATASET_MEMBERS, indexes
+    from lerobot_shards.core.format import MAX_DATASET_EPISODES, MAX_DATASET_MEMBERS, indexes
+    from lerobot_shards.testing import tiny_member
 
     episodes = 3_000
     write_tabular_pack(tmp_path / "p", episodes=episodes, length=2, seed=3, camera=("cam", tiny_member(2), 16, 16))
@@ -256,7 +256,7 @@ def test_the_largest_honest_pack_index_the_format_allows_opens(tmp_path):
 def test_a_manifest_claiming_more_members_than_a_dataset_may_hold_is_refused_by_name(tmp_path):
     """2,000,000 episodes (the episode bound) x 5 cameras: 10M members, beyond what an episodes
     index may be sized for; refused from the manifest, before any index byte is read."""
-    from packer import tiny_member
+    from lerobot_shards.testing import tiny_member
     from tests.pack_tamper import edit_manifest
 
     root = tmp_path / "p"

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from packer import InspectError, run_sql, summarize
-from packer.cli import main as cli
+from lerobot_shards import InspectError, run_sql, summarize
+from lerobot_shards.cli import main as cli
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import source_episodes
 

@@ -16,8 +16,8 @@ import math
 import pytest
 import torch
 
-from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
-from reader import PackedDataset
+from lerobot_shards import PackedDataset, pack_dataset
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.lerobot_reference import reference_item
 
 TOP, WRIST, DEPTH, DEPTH_IMG = "observation.images.top", "observation.images.wrist", "observation.depth", "observation.depth_image"
@@ -143,7 +143,7 @@ def test_extension_typed_columns_read_as_their_storage():
     there (found by ``make parity``); it reads the storage instead, a (rows, 2, 3) float32 tensor."""
     import pyarrow as pa
 
-    from reader.fetch import column_values
+    from lerobot_shards.reader.fetch import column_values
 
     class Array2DLike(pa.ExtensionType):
         def __init__(self):
@@ -196,7 +196,7 @@ def _replace_picture(root, key: str, cell) -> None:
 def test_hostile_pictures_are_refused_by_name_before_decoding(tmp_path, cell, message):
     """A picture's header is held to its feature's shape before a pixel is decoded; foreign
     formats and path-only cells (a file the dataset would have a reader open) are refused."""
-    from packer import SourceError
+    from lerobot_shards import SourceError
 
     root = tmp_path / "src"
     write_sample_dataset(root, SampleSpec(episodes=1, lengths=(3,), cameras=(CameraSpec(WRIST, 32, 40, kind="image"),)))
@@ -207,7 +207,7 @@ def test_hostile_pictures_are_refused_by_name_before_decoding(tmp_path, cell, me
 
 
 def test_a_depth_quantizer_lerobot_cannot_read_is_refused_at_the_start(tmp_path):
-    from packer import SourceError
+    from lerobot_shards import SourceError
 
     root = tmp_path / "src"
     write_sample_dataset(root, SampleSpec(episodes=1, lengths=(3,), cameras=(CameraSpec(DEPTH, 48, 64, kind="depth_video"),)))
@@ -223,8 +223,8 @@ def test_a_decode_stage_leaves_pictures_and_depth_to_the_workers_and_counts_them
     """With ``decode_device`` only colour video travels to the stage: pictures and depth are
     decoded in the workers (a GPU stage has no depth or picture path), counted in
     ``ds.stats()``, and the batches equal the in-worker path's."""
-    from reader import BatchLoader
-    from reader.decode import DecodeStage
+    from lerobot_shards import BatchLoader
+    from lerobot_shards.reader.decode import DecodeStage
 
     root = tmp_path / "src"
     write_sample_dataset(root, LAYOUTS["images-depth-language"])

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 import s3fs
 
-from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
-from reader import PackedDataset
-from reader.errors import FormatError
+from lerobot_shards import PackedDataset, pack_dataset
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.pack_tamper import reseal
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
@@ -100,7 +100,7 @@ def _stats_of(values: np.ndarray) -> dict:
 
 
 def test_aggregated_stats_equal_the_stats_of_the_pooled_data_per_element():
-    from reader import aggregate_stats
+    from lerobot_shards import aggregate_stats
 
     rng = np.random.default_rng(0)
     narrow, wide = rng.normal(1.0, 2.0, size=(300, 3)), rng.normal(-4.0, 0.5, size=(500, 5))
@@ -120,7 +120,7 @@ def test_aggregated_stats_equal_the_stats_of_the_pooled_data_per_element():
 
 
 def test_mixture_meta_describes_the_harmonized_samples(tmp_path):
-    from reader import MixtureDataset
+    from lerobot_shards import MixtureDataset
 
     roots = []
     for name, state_dim in (("narrow", 3), ("wide", 5)):

@@ -1,4 +1,4 @@
-"""The lerobot-train integration's own parts (reader/lerobot_train.py), without LeRobot: its
+"""The lerobot-train integration's own parts (lerobot_shards/train/lerobot_train.py), without LeRobot: its
 flags, the version gate, and the loader the trainer receives: epochs through LeRobot's
 ``cycle()``, the state written beside a checkpoint and a resume from it. ``make parity``
 runs the whole thing through LeRobot 0.6.1's real trainer (scripts/parity_train.py)."""
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from reader import BatchLoader, PackedDataset
-from reader.errors import ArgumentError
-from reader.lerobot_train import (
+from lerobot_shards import BatchLoader, PackedDataset
+from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.train.lerobot_train import (
     STATE_FILE,
     LeRobotTrainError,
     ShardsOptions,
@@ -151,7 +151,7 @@ def test_a_checkpoint_cannot_choose_where_credentials_go(packed_copy, tmp_path, 
     credential, path or pin comes only from this run's flags; a recorded one that differs refuses
     the resume by name, before anything is read. Two loopback Hub servers: the user's (A, serving
     the pack) and the one a handed-over checkpoint names (B): B receives nothing, ever."""
-    from reader.lerobot_train import resume_options
+    from lerobot_shards.train.lerobot_train import resume_options
     from tests.hub_server import HubServer
 
     monkeypatch.setenv("HF_TOKEN", "hf_the_users_own_token")
@@ -187,7 +187,7 @@ def test_a_checkpoint_cannot_choose_where_credentials_go(packed_copy, tmp_path, 
     ('{"format": 1, "step": 3, "loader": {}, "options": {"episode_pool_size": "many"}}', r"episode_pool_size='many'"),
 ])
 def test_a_malformed_loader_state_is_one_named_line(tmp_path, content, why):
-    from reader.lerobot_train import resume_options
+    from lerobot_shards.train.lerobot_train import resume_options
 
     path = tmp_path / "ckpt" / "training_state" / STATE_FILE
     path.parent.mkdir(parents=True)

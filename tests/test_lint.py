@@ -20,7 +20,7 @@ def test_no_undefined_names_or_unused_imports():
     # F811/F403/F405: pytest fixtures are imported by name and star-imported on purpose.
     result = subprocess.run(
         [ruff, "check", "--no-cache", "--select", "F,I", "--ignore", "F811,F403,F405", "--output-format", "concise",
-         "packer", "reader", "scripts", "benchmarks", "tests"],
+         "lerobot_shards", "scripts", "benchmarks", "tests"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from packer import CameraSpec, SampleSpec, create_mixture, pack_dataset, write_sample_dataset
-from reader import MixtureDataset, PackedDataset
-from reader.errors import MixtureSpecError, ResumeStateError
-from reader.plan import PlanError
+from lerobot_shards import MixtureDataset, PackedDataset, create_mixture, pack_dataset
+from lerobot_shards.core.errors import MixtureSpecError, ResumeStateError
+from lerobot_shards.reader.plan import PlanError
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
 TOP = CameraSpec("observation.images.top", 32, 48)
 
@@ -207,7 +207,7 @@ def test_features_only_some_datasets_have_are_filled_or_named(mixture_root, tmp_
     A numeric one is kept, zeros and ``<key>_mask = False`` where it is missing (as a camera);
     one that cannot be (language lists) is left out and named, at open and by mixture create.
     A picture camera batches with the same camera stored as video elsewhere."""
-    from reader.errors import MixtureFeatureWarning
+    from lerobot_shards.core.errors import MixtureFeatureWarning
 
     talk_source = tmp_path / "src" / "talk"
     write_sample_dataset(talk_source, SampleSpec(episodes=2, lengths=(4, 6), language=True, seed=7,
@@ -232,6 +232,6 @@ def test_features_only_some_datasets_have_are_filled_or_named(mixture_root, tmp_
     report = create_mixture(str(root), names={"arm": str(mixture_root / "arm"), "talk": str(tmp_path / "talk")})
     assert report.dropped_features == {"language_events": ["talk"], "language_persistent": ["talk"]}
     assert report.filled_features == {}
-    from packer import format_report
+    from lerobot_shards.packer import format_report
 
     assert any(line.startswith("FEATURE language_events: only in talk") for line in format_report(report))

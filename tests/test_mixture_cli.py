@@ -12,19 +12,11 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from packer import (
-    MixtureError,
-    SampleSpec,
-    SourcesError,
-    create_mixture,
-    dataset_name,
-    failure_path,
-    pack_dataset,
-    parse_sources,
-    write_sample_dataset,
-)
-from packer.cli import main as cli
-from reader.format import MixtureSpec
+from lerobot_shards import MixtureError, SourcesError, create_mixture, pack_dataset, parse_sources
+from lerobot_shards.cli import main as cli
+from lerobot_shards.core.format import MixtureSpec
+from lerobot_shards.packer import dataset_name, failure_path
+from lerobot_shards.testing import SampleSpec, write_sample_dataset
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 SPECS = {"alpha": SampleSpec(episodes=2, lengths=(4, 6)), "beta": SampleSpec(episodes=3, lengths=(3, 5, 2), fps=15, state_dim=4)}
@@ -82,7 +74,7 @@ def test_create_writes_the_complete_datasets_and_lists_the_rest(root):
 
 
 def test_the_reader_streams_the_written_mixture(root):
-    from reader import MixtureDataset
+    from lerobot_shards import MixtureDataset
 
     _invoke("mixture", "create", root, "--allow-partial")
     dataset = MixtureDataset(str(root / "mixture.json"), return_uint8=True)
@@ -157,7 +149,7 @@ def test_invalid_manifest_and_nothing_complete(root, tmp_path):
 
 def test_create_on_a_bucket(packed, s3_bucket):
     url, options = s3_bucket
-    from reader.storage import Storage
+    from lerobot_shards.core.storage import Storage
 
     for name, path in packed.items():
         bucket = Storage(f"{url}/mix/{name}", options)
@@ -211,23 +203,23 @@ def test_sources_file_errors_name_the_line(text, message):
 
 def test_sources_module_validates_and_counts(tmp_path):
     (tmp_path / "s.txt").write_text("a/b\n# c\n/x/y\n")
-    ok = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout == f"{tmp_path / 's.txt'}: 2 dataset(s) (1 from the Hub, 1 paths or URLs); valid\n"
-    count = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", "--count", str(tmp_path / "s.txt")],
+    count = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--count", str(tmp_path / "s.txt")],
                            capture_output=True, text=True)
     assert count.returncode == 0 and count.stdout == "2\n"  # what submit_mixture.sh reads
-    listing = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    listing = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert listing.stdout == "0\ta--b\ta/b\n1\ty\t/x/y\n"
     (tmp_path / "s.txt").write_text("a/b\nc/b b\nb\n")
-    bad = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
     assert bad.returncode == 2 and "s.txt:3: name 'b'" in bad.stderr
 
 
 def test_packer_modules_do_not_import_torch():
     # Packing nodes are CPU nodes: torch is seconds of start-up per process for nothing.
     code = (
-        "import sys, packer, packer.cli; from packer import pack_dataset, finalize, verify, summarize, create_mixture, read_sources; "
-        "import packer.mixture.task, packer.cli.mixture, reader.format, reader.storage; "
+        "import sys, lerobot_shards, lerobot_shards.cli; from lerobot_shards import pack_dataset, finalize, verify, summarize, create_mixture, read_sources; "
+        "import lerobot_shards.packer.mixture.task, lerobot_shards.cli.mixture, lerobot_shards.core.format, lerobot_shards.core.storage; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -237,7 +229,7 @@ def test_packer_modules_do_not_import_torch():
 def test_scanning_in_processes_reports_what_one_process_does(root):
     """Many packs are opened in processes (issue 31); the report and entries, statuses and
     order included, are the same as one process's, and so is the compiled mixture."""
-    from packer.mixture import create_mixture, scan_datasets
+    from lerobot_shards.packer.mixture import create_mixture, scan_datasets
 
     shutil.copytree(root / "alpha", root / "alpha-again")  # a duplicate
     (root / "Bad Name").mkdir()  # an invalid name

@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from packer import create_mixture, tiny_member, write_tabular_pack
-from reader import MixtureDataset
-from reader.decode import DecodeStage, collate
-from reader.errors import FormatError, IntegrityError, MixtureSpecError, PinMismatchError
-from reader.format import sha256_hex
+from lerobot_shards import MixtureDataset, create_mixture
+from lerobot_shards.core.errors import FormatError, IntegrityError, MixtureSpecError, PinMismatchError
+from lerobot_shards.core.format import sha256_hex
+from lerobot_shards.reader.decode import DecodeStage, collate
+from lerobot_shards.testing import tiny_member, write_tabular_pack
 
 CAMERA = "observation.images.top"
 LENGTHS = {"a": 4, "b": 5, "c": 3}
@@ -168,7 +168,7 @@ def test_a_process_limit_is_named_and_never_retried(mixture, tmp_path):
     script.write_text(textwrap.dedent(f"""
         import os, resource, sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-        from reader import MixtureDataset, ResourceLimitError
+        from lerobot_shards.reader import MixtureDataset, ResourceLimitError
         dataset = MixtureDataset({str(mixture / "mixture.json")!r}, return_uint8=True, prefetch_episodes=0)
         samples = iter(dataset)
         next(samples)
@@ -228,9 +228,9 @@ def test_an_honest_compiled_index_of_300k_episodes_opens(tmp_path):
     rows: what an honest table of that many rows can be; the writer checks the same."""
     import pyarrow as pa
 
-    from packer.mixture import table_to_parquet
-    from reader.format import EPISODES_SCHEMA, table_budget
-    from reader.format.parquet import Budget, read_bounded
+    from lerobot_shards.core.format import EPISODES_SCHEMA, table_budget
+    from lerobot_shards.core.format.parquet import Budget, read_bounded
+    from lerobot_shards.packer.mixture import table_to_parquet
 
     rows = 300_000
     per_group = 100  # episodes of one row group share its digest

@@ -10,7 +10,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from reader.plan import (
+from lerobot_shards.reader.plan import (
     MixtureLayout,
     PieceMap,
     PlanError,

@@ -21,9 +21,9 @@ from urllib.parse import urlparse
 import pytest
 import torch
 
-from packer import create_mixture, tiny_member, write_tabular_pack
-from reader import BatchLoader, MixtureDataset
-from reader.storage import Storage, clients_created
+from lerobot_shards import BatchLoader, MixtureDataset, create_mixture
+from lerobot_shards.core.storage import Storage, clients_created
+from lerobot_shards.testing import tiny_member, write_tabular_pack
 from tests.fault_proxy import FaultProxy
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from reader.errors import HarmonizeError, MixtureSpecError
-from reader.format import FeatureInfo, MixtureSpec, resolve_dataset_path
-from reader.runtime import DatasetFeatures, FeatureHarmonizer
+from lerobot_shards.core.errors import HarmonizeError, MixtureSpecError
+from lerobot_shards.core.format import FeatureInfo, MixtureSpec, resolve_dataset_path
+from lerobot_shards.reader.runtime import DatasetFeatures, FeatureHarmonizer
 
 SCALARS = {k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")}
 SCALARS["timestamp"] = {"dtype": "float32", "shape": [1]}
@@ -284,6 +284,6 @@ def test_spec_module_imports_without_torch():
     import subprocess
     import sys
 
-    code = "import sys, reader.format.mixture, reader.runtime.harmonize, reader.plan.mixture_plan; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, lerobot_shards.core.format.mixture, lerobot_shards.reader.runtime.harmonize, lerobot_shards.reader.plan.mixture_plan; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
     json.dumps(_spec_dict())  # the fixture itself is plain JSON

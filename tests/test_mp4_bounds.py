@@ -1,7 +1,7 @@
 """A member's mp4 boxes are checked before any decoder opens it (issue 21, findings 8 and 9).
 
 FFmpeg sizes its sample index by what a member's tables claim, and decoding frame j of a
-member whose only keyframe is frame 0 costs j decodes. ``reader.format.check_mp4`` bounds
+member whose only keyframe is frame 0 costs j decodes. ``lerobot_shards.core.format.check_mp4`` bounds
 both from the boxes. These tests edit real members box by box (honest ones from every codec
 the packer writes must pass), encode a real 8192x8192 single-keyframe H.264 member, and put a
 hostile member into a re-sealed pack to measure the reader and ``verify --decode``.
@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from packer.cli import main as cli
-from packer.shard import cut_episode
-from packer.source import VideoLocation
-from reader.decode import CpuDecoders, FrameSpec
-from reader.errors import EpisodeDataError, FormatError
-from reader.format import EPISODES_INDEX_PATH, MAX_GOP_PIXELS, check_gop, check_mp4, longest_gop, video_column
+from lerobot_shards.cli import main as cli
+from lerobot_shards.core.errors import EpisodeDataError, FormatError
+from lerobot_shards.core.format import EPISODES_INDEX_PATH, MAX_GOP_PIXELS, check_gop, check_mp4, longest_gop, video_column
+from lerobot_shards.packer.shard import cut_episode
+from lerobot_shards.packer.source import VideoLocation
+from lerobot_shards.reader.decode import CpuDecoders, FrameSpec
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 from tests.pack_tamper import replace_member
 from tests.packed_fixtures import *  # noqa: F401,F403
@@ -215,7 +215,7 @@ def _count_decoded(data: bytes, j: int) -> int:
 
 HOSTILE_READ = """
 import sys
-from reader import PackedDataset
+from lerobot_shards.reader import PackedDataset
 dataset = PackedDataset(sys.argv[1], shuffle=False, return_uint8=True, prefetch_episodes=0)
 for sample in dataset:
     pass

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from packer.cli import main as cli
+from lerobot_shards.cli import main as cli
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import episodes_index
 from tests.s3_server import s3_server  # noqa: F401 (fixture)
@@ -46,7 +46,7 @@ def test_3_set_epoch_of_another_epoch_after_load_state_dict_warns_and_the_readme
 
     import pytest
 
-    from reader import BatchLoader, PackedDataset, ResumeWarning
+    from lerobot_shards import BatchLoader, PackedDataset, ResumeWarning
 
     def loader():
         return BatchLoader(PackedDataset(str(packed_copy), return_uint8=True, seed=1), batch_size=16, num_workers=0)
@@ -86,7 +86,8 @@ def test_3_set_epoch_of_another_epoch_after_load_state_dict_warns_and_the_readme
 def test_5_preview_plots_every_dimension_with_names_and_seconds(tmp_path):
     import re
 
-    from packer import CameraSpec, SampleSpec, pack_dataset, render_preview, write_sample_dataset
+    from lerobot_shards import pack_dataset, render_preview
+    from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
     # ALOHA's shape: 14-dim state and action with joint names, 50 fps (the report lost 4 dims).
     write_sample_dataset(tmp_path / "src", SampleSpec(episodes=1, lengths=(251,), fps=50, state_dim=14, action_dim=14,
@@ -104,8 +105,8 @@ def test_5_preview_plots_every_dimension_with_names_and_seconds(tmp_path):
 def test_6_unmixable_camera_sizes_are_reported_at_create_and_report_shows_the_mixture_anchors(tmp_path):
     import json
 
-    from packer import CameraSpec, SampleSpec, pack_dataset, write_sample_dataset
-    from reader import MixtureDataset
+    from lerobot_shards import MixtureDataset, pack_dataset
+    from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
     for name, (height, width) in {"big": (48, 64), "big2": (48, 64), "small": (24, 32)}.items():
         write_sample_dataset(tmp_path / "src" / name, SampleSpec(episodes=2, lengths=(6, 8), seed=len(name),
@@ -134,7 +135,7 @@ def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_sourc
     import time
 
     env = {**os.environ, "AWS_ENDPOINT_URL": s3_server.endpoint_url, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), "s3://no-such-bucket/x"]
+    command = [sys.executable, "-m", "lerobot_shards.cli", "pack", str(sample_source), "s3://no-such-bucket/x"]
     missing = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
     assert "the bucket no-such-bucket does not exist: create it first" in missing.stderr
@@ -148,7 +149,7 @@ def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_sourc
     assert "): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in no_keys.stderr
 
     dst = tmp_path / "interrupted"
-    pack = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), str(dst), "--video", "hevc", "--shard-size-mb", "0.001"]
+    pack = [sys.executable, "-m", "lerobot_shards.cli", "pack", str(sample_source), str(dst), "--video", "hevc", "--shard-size-mb", "0.001"]
     # SIGINT as a terminal's Ctrl-C finds it: a test run started as a background job of a
     # non-interactive shell ignores SIGINT, and the pack would inherit that and never stop.
     process = subprocess.Popen(pack, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -217,7 +218,8 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
     import logging
     from dataclasses import replace
 
-    from packer import CameraSpec, pack_dataset, rollover_spec, write_sample_dataset
+    from lerobot_shards import pack_dataset
+    from lerobot_shards.testing import CameraSpec, rollover_spec, write_sample_dataset
     from tests.packed_fixtures import assert_same_tree
 
     # Cameras of at least 48x64: x264's output for the session source's 32x32 camera (2x2
@@ -227,7 +229,7 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
     source = tmp_path / "source"
     write_sample_dataset(source, replace(rollover_spec(), cameras=(CameraSpec("observation.images.top", 48, 64),
                                                                    CameraSpec("observation.images.wrist", 64, 64))))
-    with caplog.at_level(logging.INFO, logger="packer.run"):
+    with caplog.at_level(logging.INFO, logger="lerobot_shards.packer.run"):
         pack_dataset(str(source), str(tmp_path / "parallel"), video="h264", workers=2)
     assert any("re-encoding" in r.message and "members in 2 processes" in r.message for r in caplog.records), caplog.text
     pack_dataset(str(source), str(tmp_path / "sequential"), video="h264", workers=1)
@@ -235,12 +237,12 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
     _same_episodes_index(tmp_path / "sequential", tmp_path / "parallel")
     assert_same_tree(tmp_path / "sequential", tmp_path / "parallel")  # the same bytes
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="packer.run.pack"):
+    with caplog.at_level(logging.WARNING, logger="lerobot_shards.packer.run.pack"):
         pack_dataset(str(sample_source), str(tmp_path / "one"), workers=2)
     assert any("--workers 2, but only 1 shard(s) to build" in r.message and "--shard-size-mb" in r.message
                for r in caplog.records), caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="packer.run.pack"):
+    with caplog.at_level(logging.WARNING, logger="lerobot_shards.packer.run.pack"):
         report = pack_dataset(str(sample_source), str(tmp_path / "many"), workers=2, shard_size_mb=0.01)
     assert report.shards >= 2 and "only" not in caplog.text
 
@@ -249,7 +251,7 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
 def test_10_info_prints_a_copyable_pin_and_json(packed_copy):
     import json
 
-    from reader.format import manifest_sha256
+    from lerobot_shards.core.format import manifest_sha256
 
     pin = manifest_sha256((packed_copy / "manifest.json").read_bytes())
     narrow = CliRunner().invoke(cli, ["info", str(packed_copy)], terminal_width=80)
@@ -263,7 +265,7 @@ def test_10_info_prints_a_copyable_pin_and_json(packed_copy):
 def test_10_to_device_on_cpu_gives_lerobots_values_contiguous(packed_copy):
     import torch
 
-    from reader import BatchLoader, PackedDataset, to_device
+    from lerobot_shards import BatchLoader, PackedDataset, to_device
 
     batch = next(iter(BatchLoader(PackedDataset(str(packed_copy), return_uint8=True, shuffle=False), batch_size=8, num_workers=1)))
     key = "observation.images.top"
@@ -322,7 +324,7 @@ def test_34_3_windows_longer_than_every_episode_are_said(sample_source, packed_c
 
     import pytest
 
-    from reader import PackedDataset, WindowWarning
+    from lerobot_shards import PackedDataset, WindowWarning
 
     longest = max(row["length"] for row in episodes_index(packed_copy))
     window = json.dumps({"action": list(range(longest + 10))})
@@ -366,8 +368,8 @@ def test_34_4_sql_errors_keep_their_lines_and_a_bad_where_is_said_once(packed_co
 def test_34_6_progress_eta_counts_from_the_start_of_the_work():
     import io
 
-    from packer.cli import PackProgressLog
-    from packer.run import PackProgress
+    from lerobot_shards.cli import PackProgressLog
+    from lerobot_shards.packer.run import PackProgress
 
     stream = io.StringIO()
     log = PackProgressLog(stream=stream)
@@ -401,7 +403,7 @@ def test_34_7_pack_help_window_example_runs_on_a_50_fps_dataset(tmp_path):
 
 # -- row 10: a pack as the source, a missing bucket, the tasks view ------------------------------------
 def test_34_10_a_pack_as_source_a_missing_bucket_and_the_tasks_view(packed_copy, s3_server, tmp_path):
-    from reader import FormatError, PackedDataset
+    from lerobot_shards import FormatError, PackedDataset
 
     result = CliRunner().invoke(cli, ["pack", str(packed_copy), str(tmp_path / "again")])
     assert result.exit_code == 1 and "is a packed dataset (manifest.json, shards/), not a LeRobot v3 dataset" in result.output
@@ -421,7 +423,7 @@ def test_34_9_preview_lines_are_all_distinct_and_the_last_label_fits():
 
     import numpy as np
 
-    from packer.tools import line_colours, svg_plot
+    from lerobot_shards.packer.tools import line_colours, svg_plot
 
     for count in (3, 10, 14, 32):
         assert len(set(line_colours(count))) == count

@@ -14,13 +14,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from packer import CameraSpec, SampleSpec, pack_dataset, parse_sources, verify, write_sample_dataset
-from packer.cli import main as cli
-from packer.cli import parse_pack_args
-from packer.options import PackOptions, options_as_flags
-from reader import BatchLoader, MixtureDataset, PackedDataset
-from reader.errors import ArgumentError, MixtureSpecError
-from reader.format import MixtureSpec
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, pack_dataset, parse_sources, verify
+from lerobot_shards.cli import main as cli, parse_pack_args
+from lerobot_shards.core.errors import ArgumentError, MixtureSpecError
+from lerobot_shards.core.format import MixtureSpec
+from lerobot_shards.packer.options import PackOptions, options_as_flags
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 
@@ -194,15 +193,15 @@ def test_3_a_version_2_reader_could_not_ignore_a_key_map():
 
 # -- 4: no message names the internal packages ---------------------------------------------------
 def test_4_errors_are_named_where_users_import_them_and_survive_workers():
-    """Was: tracebacks and messages named ``reader.errors.FormatError``, ``reader.MixtureDataset``
+    """Was: tracebacks and messages named ``lerobot_shards.core.errors.FormatError``, ``reader.MixtureDataset``
     (top-level names other PyPI distributions own)."""
     import pickle
 
     import lerobot_shards
-    import packer.errors
-    import reader.errors
+    import lerobot_shards.core.errors
+    import lerobot_shards.packer.errors
 
-    classes = [c for m in (reader.errors, packer.errors) for c in vars(m).values()
+    classes = [c for m in (lerobot_shards.core.errors, lerobot_shards.packer.errors) for c in vars(m).values()
                if isinstance(c, type) and issubclass(c, Warning | Exception) and c.__name__ != "Exception"
                and c.__module__ != "builtins"]
     assert len(classes) >= 35
@@ -210,14 +209,14 @@ def test_4_errors_are_named_where_users_import_them_and_survive_workers():
         assert cls.__module__ == "lerobot_shards" and getattr(lerobot_shards, cls.__name__) is cls, cls
         assert pickle.loads(pickle.dumps(cls)) is cls  # by name: what a DataLoader worker's error goes through
     # A worker's error reaches the training loop under the public name.
-    with pytest.raises(reader.errors.FormatError) as raised:
+    with pytest.raises(lerobot_shards.core.errors.FormatError) as raised:
         next(iter(torch.utils.data.DataLoader(_Raises(), num_workers=1)))
     assert "lerobot_shards.FormatError" in "".join(traceback.format_exception(raised.value))
 
 
 class _Raises(torch.utils.data.IterableDataset):
     def __iter__(self):
-        from reader.errors import FormatError
+        from lerobot_shards.core.errors import FormatError
 
         raise FormatError("damaged")
 
@@ -262,9 +261,9 @@ def test_6_train_help_lists_every_shards_flag():
     import subprocess
     import sys
 
-    from reader.lerobot_train import known_flags
+    from lerobot_shards.train.lerobot_train import known_flags
 
-    result = subprocess.run([sys.executable, "-m", "packer.cli", "train", "--help"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "train", "--help"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     for name in known_flags():
         assert f"--shards.{name}=" in result.stdout, name
@@ -300,7 +299,7 @@ def test_7_a_failed_name_lookup_is_not_retried():
 
     import requests
 
-    from reader.storage import is_transient, name_resolution_failed
+    from lerobot_shards.core.storage import is_transient, name_resolution_failed
 
     def chained():
         try:
@@ -353,8 +352,9 @@ def test_7_docs_say_what_the_code_does():
     workers = [int(n) for block in local for n in re.findall(r"num_workers=(\d+)", block)]
     assert len(workers) >= 2 and max(workers) <= 2  # the snippets on local packs run without a warning on 2 cores
     # One spelling of a bucket endpoint in every help text and doc.
-    texts = [readme, (root / "packer" / "options.py").read_text(), (root / "packer" / "cli" / "flags.py").read_text(),
-             (root / "reader" / "read_options.py").read_text(), train]
+    texts = [readme, (root / "lerobot_shards" / "packer" / "options.py").read_text(),
+             (root / "lerobot_shards" / "cli" / "flags.py").read_text(),
+             (root / "lerobot_shards" / "reader" / "read_options.py").read_text(), train]
     assert not any("client_kwargs" in t for t in texts)
     import tomllib
 
@@ -381,7 +381,7 @@ def test_7_normalized_training_keeps_the_loss_in_normalized_units(packed_copy, t
 
 
 def test_7_option_typos_and_episode_lists_say_enough(sample_source, tmp_path):
-    from reader import ReadOptions
+    from lerobot_shards import ReadOptions
 
     with pytest.raises(ArgumentError, match=r"ReadOptions got an unexpected option 'retrun_uint8'; did you mean 'return_uint8'\?"):
         ReadOptions(retrun_uint8=True)

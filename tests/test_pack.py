@@ -18,9 +18,10 @@ import webdataset
 from click.testing import CliRunner
 from torchcodec.decoders import VideoDecoder
 
-from packer import FrameMismatchError, PackError, SourceError, pack_dataset, read_identity, verify
-from packer.cli import main as cli
-from reader.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
+from lerobot_shards import FrameMismatchError, PackError, SourceError, pack_dataset, verify
+from lerobot_shards.cli import main as cli
+from lerobot_shards.core.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
+from lerobot_shards.testing import read_identity
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
     CAMERAS,
@@ -187,7 +188,7 @@ def test_a_pack_killed_with_sigkill_resumes_and_ends_identical(sample_source, tm
     reference = tmp_path / "reference"
     pack_dataset(str(sample_source), str(reference), video="hevc", shard_size_mb=0.001)
     killed = tmp_path / "killed"
-    command = [sys.executable, "-m", "packer.cli", "pack", str(sample_source), str(killed), "--video", "hevc", "--shard-size-mb", "0.001"]
+    command = [sys.executable, "-m", "lerobot_shards.cli", "pack", str(sample_source), str(killed), "--video", "hevc", "--shard-size-mb", "0.001"]
     process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     deadline = time.time() + 120
     while not (killed / "shards" / "shard-000000.json").exists():

@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from torchcodec.decoders import VideoDecoder
 
-from packer import FrameMismatchError, PackError, SourceError, pack_dataset, read_identity, verify
-from reader.format import Manifest
+from lerobot_shards import FrameMismatchError, PackError, SourceError, pack_dataset, verify
+from lerobot_shards.core.format import Manifest
+from lerobot_shards.testing import read_identity
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
     CAMERAS,

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from packer import PackError, finalize, pack_dataset
-from packer.cli import main as cli
+from lerobot_shards import PackError, finalize, pack_dataset
+from lerobot_shards.cli import main as cli
 from tests.pack_tamper import fill_column, plant_shard
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB, assert_same_tree

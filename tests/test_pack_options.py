@@ -11,12 +11,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from packer import OptionsError, PackOptions, PackRunOptions, pack_dataset
-from packer.cli import main as cli
-from packer.cli import parse_pack_args
-from packer.options import flag_of
-from reader.errors import ArgumentError
-from reader.option_fields import option_fields
+from lerobot_shards import OptionsError, PackOptions, PackRunOptions, pack_dataset
+from lerobot_shards.cli import main as cli, parse_pack_args
+from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.core.option_fields import option_fields
+from lerobot_shards.packer.options import flag_of
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 

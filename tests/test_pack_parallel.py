@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from packer import FrameMismatchError, pack_dataset
+from lerobot_shards import FrameMismatchError, pack_dataset
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
     CAMERAS,
@@ -67,9 +67,9 @@ def test_a_part_that_finds_the_plan_written_after_it_looked_joins_it(sample_sour
     (read and compared), not foreign content: part 1 packs its shards and the finalized pack
     equals one run. Before the fix part 1 failed with "is not empty" and the finalize job
     waited forever on its dependency."""
-    from packer import finalize
-    from reader.format import PLAN_PATH
-    from reader.storage import Storage
+    from lerobot_shards import finalize
+    from lerobot_shards.core.format import PLAN_PATH
+    from lerobot_shards.core.storage import Storage
 
     dst = tmp_path / "parts"
     options = dict(video="copy", windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB)

@@ -16,9 +16,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reader.errors import FormatError
-from reader.format import MAX_PAGE_BYTES
-from reader.format.parquet import Budget, CompactReader, check_writer, chunk_cost, file_cost, leaf_columns, read_bounded
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import MAX_PAGE_BYTES
+from lerobot_shards.core.format.parquet import (
+    Budget,
+    CompactReader,
+    check_writer,
+    chunk_cost,
+    file_cost,
+    leaf_columns,
+    read_bounded,
+)
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 
 
@@ -195,7 +203,7 @@ def test_a_string_bomb_is_measured_as_a_dictionary_and_never_decoded(tmp_path):
     assert path.stat().st_size < 10_000
     measured = run_measured(
         """
-        from reader.format.parquet import Budget, read_bounded
+        from lerobot_shards.core.format.parquet import Budget, read_bounded
         data = open(sys.argv[1], "rb").read()
         read_bounded(data, where="f", max_rows=6, budget=Budget(max_bytes=1 << 30, values_per_row={"tasks": 3_000_000}))
         """,

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from reader.plan import PlanError, PoolSchedule, plan_epoch
+from lerobot_shards.reader.plan import PlanError, PoolSchedule, plan_epoch
 from tests.work_counter import lines_executed
 
 

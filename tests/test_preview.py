@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from packer import CameraSpec, SampleSpec, pack_dataset, render_preview, write_sample_dataset
-from packer.cli import main as cli
+from lerobot_shards import pack_dataset, render_preview
+from lerobot_shards.cli import main as cli
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
 HOSTILE_TASK = '<img src=x onerror="document.title=1">pick & place'
 
@@ -65,7 +66,7 @@ def _run_browser(args: list[str], tmp_path: Path, name: str) -> str:
     On the guard's expiry the whole session gets SIGTERM, never SIGKILL (what
     ``subprocess.run(timeout=...)`` sends), so the zygotes shut down rather than linger. (The
     SCHED_FIFO 99 browsers once seen here had inherited it from a test process that libsvtav1
-    had made real-time: ``packer.synthetic.video`` now puts such threads back.)
+    had made real-time: ``lerobot_shards.testing.video`` now puts such threads back.)
     """
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:

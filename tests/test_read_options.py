@@ -10,8 +10,8 @@ import inspect
 import pytest
 
 from lerobot_shards import MixtureDataset, PackedDataset, ReadOptions, RetryPolicy
-from reader.errors import ArgumentError
-from reader.lerobot_train import TRAINER_SETS, ShardsOptions, known_flags
+from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.train.lerobot_train import TRAINER_SETS, ShardsOptions, known_flags
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 
@@ -81,7 +81,7 @@ def test_the_trainers_flags_are_the_read_options_it_does_not_set_itself():
 
 
 def test_an_empty_trainer_flag_is_unset_for_optional_options_and_refused_for_others():
-    from reader.lerobot_train import split_args
+    from lerobot_shards.train.lerobot_train import split_args
 
     given, _ = split_args(["--shards.decode_device=", "--shards.manifest_sha256=none", "--shards.storage_options="])
     assert given == {"decode_device": None, "manifest_sha256": None, "storage_options": None}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reader.plan import MAX_LOOKAHEAD_DRAWS, PoolSchedule, SegmentDraws, plan_epoch
+from lerobot_shards.reader.plan import MAX_LOOKAHEAD_DRAWS, PoolSchedule, SegmentDraws, plan_epoch
 from tests.work_counter import lines_executed
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from packer import read_identity
-from reader import PackedDataset
+from lerobot_shards import PackedDataset
+from lerobot_shards.testing import read_identity
 from tests.lerobot_reference import reference_item
 from tests.packed_fixtures import *  # noqa: F401,F403
 

@@ -16,11 +16,11 @@ import time
 import pytest
 import torch
 
-from reader import PackedDataset
-from reader.decode import DecodeError
-from reader.errors import FormatError
-from reader.fetch import EpisodeFetcher, Prefetcher, PrefetchError
-from reader.format import video_column
+from lerobot_shards import PackedDataset
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import video_column
+from lerobot_shards.reader.decode import DecodeError
+from lerobot_shards.reader.fetch import EpisodeFetcher, Prefetcher, PrefetchError
 from tests.hang_guard import hang_guard
 from tests.pack_tamper import replace_member
 from tests.packed_fixtures import *  # noqa: F401,F403
@@ -153,7 +153,7 @@ def test_decoder_errors_name_shard_episode_and_camera(packed_copy, tmp_path, dec
     dst = tmp_path / "corrupt"
     _corrupt_member_keep_digest(packed_copy, dst, episode=2, camera=TOP)
     dataset = PackedDataset(str(dst), episodes=[2], decoder=decoder, shuffle=False, decode_threads=decode_threads)
-    # Refused by the mp4 box check (reader/format/mp4.py) or by the decoder, whichever the
+    # Refused by the mp4 box check (lerobot_shards/core/format/mp4.py) or by the decoder, whichever the
     # damaged bytes reach first: either way the error names shard, episode and camera.
     with pytest.raises((DecodeError, FormatError), match=rf"shard-\d{{6}} episode 2 camera {TOP}: (cannot (open video|decode frames)|mp4 )"):
         next(iter(dataset))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import s3fs
 import torch
 
-from reader import PackedDataset
+from lerobot_shards import PackedDataset
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from packer import write_tabular_pack
-from reader import PackedDataset
+from lerobot_shards import PackedDataset
+from lerobot_shards.testing import write_tabular_pack
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.work_counter import lines_executed
 
@@ -115,8 +115,8 @@ def test_upcoming_anchors_costs_what_it_lists(tmp_path, monkeypatch):
     anchor per distinct episode (400k anchors: 19.5 s), and the default listed the whole
     epoch. Now the work is counted: draws planned == anchors listed, one frame lookup per
     distinct episode, and the default stops at 10,000."""
-    from packer import write_tabular_pack
-    from reader import dataset as dataset_module
+    from lerobot_shards.reader import dataset as dataset_module
+    from lerobot_shards.testing import write_tabular_pack
 
     write_tabular_pack(tmp_path / "big", episodes=3_000, length=8, seed=1)
     dataset = PackedDataset(str(tmp_path / "big"), seed=2, where="frame_index % 2 = 0")  # 12,000 anchors

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reader import PackedDataset, ResumeStateError
+from lerobot_shards import PackedDataset, ResumeStateError
 from tests.packed_fixtures import *  # noqa: F401,F403
 
 TOTAL = 141

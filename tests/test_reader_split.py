@@ -10,14 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from reader import (
-    FormatError,
-    IntegrityError,
-    PackedDataset,
-    ResumeStateError,
-    UnsupportedFormatVersionError,
-)
-from reader.runtime import detect_world
+from lerobot_shards import FormatError, IntegrityError, PackedDataset, ResumeStateError, UnsupportedFormatVersionError
+from lerobot_shards.reader.runtime import detect_world
 from tests.pack_tamper import edit_manifest
 from tests.packed_fixtures import *  # noqa: F401,F403
 

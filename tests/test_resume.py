@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch.utils.data
 
-from reader.plan import PlanError, ResumedStreams, assign_resumed_streams, worker_progress
+from lerobot_shards.reader.plan import PlanError, ResumedStreams, assign_resumed_streams, worker_progress
 from tests.work_counter import lines_executed
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reader.plan import Phase, plan_epoch, resume_streams, worker_progress
+from lerobot_shards.reader.plan import Phase, plan_epoch, resume_streams, worker_progress
 
 CHAINS = 240
 
@@ -118,7 +118,7 @@ def test_an_unchanged_shape_continues_the_same_streams():
 
 
 def test_phases_out_of_order_are_refused():
-    from reader.plan import PlanError
+    from lerobot_shards.reader.plan import PlanError
 
     with pytest.raises(PlanError, match="phases must start at 0 and ascend"):
         resume_streams(np.array([4, 4]), [Phase(3, 1, 2, 2)], resumed_at=4, world_size=1, workers_per_rank=2)

@@ -13,11 +13,10 @@ import s3fs
 import torch
 from click.testing import CliRunner
 
-from packer import pack_dataset, run_sql, verify
-from packer.cli import main as cli
-from reader import FormatError, IntegrityError, PackedDataset, RetryPolicy, StorageError
-from reader.errors import ObjectNotFoundError
-from reader.storage import Storage, is_transient
+from lerobot_shards import FormatError, IntegrityError, PackedDataset, RetryPolicy, StorageError, pack_dataset, run_sql, verify
+from lerobot_shards.cli import main as cli
+from lerobot_shards.core.errors import ObjectNotFoundError
+from lerobot_shards.core.storage import Storage, is_transient
 from tests.fault_proxy import FaultProxy, faulty_s3  # noqa: F401
 from tests.hang_guard import hang_guard
 from tests.packed_fixtures import *  # noqa: F401,F403

@@ -2,9 +2,9 @@
 
 import pytest
 
-from packer import OptionsError, ShardPlanError
-from packer.options import parse_episode_ranges, parse_part
-from packer.plan import plan_shards, shards_of_part
+from lerobot_shards import OptionsError, ShardPlanError
+from lerobot_shards.packer.options import parse_episode_ranges, parse_part
+from lerobot_shards.packer.plan import plan_shards, shards_of_part
 
 
 def test_consecutive_shards_close_at_the_target():

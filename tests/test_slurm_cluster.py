@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from packer import CameraSpec, SampleSpec, pack_dataset, verify, write_sample_dataset
-from reader.storage import Storage
+from lerobot_shards import pack_dataset, verify
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.fault_proxy import faulty_s3  # noqa: F401 (fixture)
 from tests.packed_fixtures import assert_same_tree
 from tests.s3_server import DUMMY_ENV, s3_bucket, s3_server  # noqa: F401 (fixtures)

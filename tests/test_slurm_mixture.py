@@ -11,8 +11,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from packer import SampleSpec, write_sample_dataset
-from packer.cli import main as cli
+from lerobot_shards.cli import main as cli
+from lerobot_shards.testing import SampleSpec, write_sample_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for task in range(3):
         result = subprocess.run(
-            [sys.executable, "-m", "packer.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", str(task)],
+            [sys.executable, "-m", "lerobot_shards.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", str(task)],
             env=env, capture_output=True, text=True, timeout=300,
         )
         assert result.returncode == 0, result.stderr  # a failure never fails the array task
@@ -45,11 +45,11 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     assert runner.invoke(cli, ["mixture", "create", str(dst), "--strict"]).exit_code != 0
     # Re-running a finished task skips the verified dataset.
     rerun = subprocess.run(
-        [sys.executable, "-m", "packer.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", "0"],
+        [sys.executable, "-m", "lerobot_shards.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", "0"],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert "already packed and verified" in rerun.stdout
-    from reader import MixtureDataset
+    from lerobot_shards import MixtureDataset
 
     assert len(MixtureDataset(str(dst / "mixture.json"))) == sum(d["anchors"] for d in spec["datasets"])
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from packer import SampleSpec, write_sample_dataset
+from lerobot_shards.testing import SampleSpec, write_sample_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "slurm"
@@ -54,7 +54,7 @@ def test_mixture_array_packs_the_good_datasets_and_reports_the_broken_one(tmp_pa
     sources = tmp_path / "sources.txt"
     sources.write_text(f"# a mixture\n{tmp_path / 'src' / 'alpha'}\n\n{broken}   # deliberately broken\n{tmp_path / 'src' / 'beta'}\n")
     dst = tmp_path / "mix"
-    count = subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "sources", "--count", str(sources)], capture_output=True, text=True, env=_env())
+    count = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--count", str(sources)], capture_output=True, text=True, env=_env())
     assert count.stdout.strip() == "3"
 
     for task in range(3):  # sbatch --array=0-2 slurm/pack_mixture.sbatch
@@ -66,7 +66,7 @@ def test_mixture_array_packs_the_good_datasets_and_reports_the_broken_one(tmp_pa
     assert failure["slurm"]["SLURM_ARRAY_TASK_ID"] == "1" and failure["slurm"]["SLURM_ARRAY_JOB_ID"] == "77"
 
     for name in ("alpha", "beta"):
-        verified = subprocess.run([sys.executable, "-m", "packer.cli", "verify", str(dst / name)], capture_output=True, text=True, env=_env())
+        verified = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "verify", str(dst / name)], capture_output=True, text=True, env=_env())
         assert verified.returncode == 0, verified.stderr
 
     assert _sbatch("mixture_create.sbatch", cwd=tmp_path, SOURCES=sources, DST=dst).returncode == 1  # a dataset failed
@@ -176,7 +176,7 @@ def test_task_records_termination_and_config_errors(tmp_path):
     (tmp_path / "sources.txt").write_text("org/slow\n")
     ready = tmp_path / "ready"
     code = (
-        "import sys, time, pathlib, packer.mixture.task as t\nfrom packer.cli import main\n"
+        "import sys, time, pathlib, lerobot_shards.packer.mixture.task as t\nfrom lerobot_shards.cli import main\n"
         # Python runs a signal handler in the main thread between bytecodes; the kernel may
         # deliver SIGTERM to another thread (numpy's BLAS pool), so one long sleep would not
         # return early. Packing works in short C calls (a frame, a packet): so does this.
@@ -195,7 +195,7 @@ def test_task_records_termination_and_config_errors(tmp_path):
     assert failure["error_type"] == "TaskTerminated" and "SIGTERM" in failure["error"]
 
     def run(*args, **env):
-        return subprocess.run([sys.executable, "-m", "packer.cli", "mixture", "task", str(tmp_path / "mix"), *args], env=_env(**env),
+        return subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "task", str(tmp_path / "mix"), *args], env=_env(**env),
                               capture_output=True, text=True)
 
     outside = run("--sources", str(tmp_path / "sources.txt"), "--index", "1")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from packer import pack_dataset
-from packer.source import SOURCE_FORMATS, LeRobotSource, Source, SourceFormat, base, open_dataset_source
+from lerobot_shards import pack_dataset
+from lerobot_shards.packer.source import SOURCE_FORMATS, LeRobotSource, Source, SourceFormat, base, open_dataset_source
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import assert_same_tree, copy_source
 

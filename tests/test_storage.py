@@ -25,8 +25,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from reader.errors import AccessDeniedError, ObjectNotFoundError, ShortReadError, StorageError
-from reader.storage import RetryPolicy, Storage, coalesce_ranges, is_transient
+from lerobot_shards.core.errors import AccessDeniedError, ObjectNotFoundError, ShortReadError, StorageError
+from lerobot_shards.core.storage import RetryPolicy, Storage, coalesce_ranges, is_transient
 from tests.fault_proxy import faulty_s3  # noqa: F401
 from tests.hang_guard import hang_guard
 from tests.loopback import free_port
@@ -372,8 +372,8 @@ def test_fork_while_a_parent_thread_holds_the_lock(s3_bucket):
 def test_process_limits_are_named_and_never_retried(tmp_path):
     """aiohttp reports an exhausted descriptor table as a connection error (which alone reads
     as transient): the reader names the limit at once instead of retrying it as the network."""
-    from reader.errors import ResourceLimitError
-    from reader.fetch import Prefetcher
+    from lerobot_shards.core.errors import ResourceLimitError
+    from lerobot_shards.reader.fetch import Prefetcher
 
     class ClientOSError(OSError):  # aiohttp's, matched by name like the real one
         pass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from reader.storage import BACKENDS, GENERIC, LOCAL, S3, RetryPolicy, Storage, StorageBackend, backend_for
+from lerobot_shards.core.storage import BACKENDS, GENERIC, LOCAL, S3, RetryPolicy, Storage, StorageBackend, backend_for
 
 
 def test_each_protocol_has_its_row_and_others_get_the_generic_one(tmp_path):
@@ -52,7 +52,7 @@ def test_http_client_failures_are_classified_by_their_client_not_their_name():
     import httpx2
     import requests
 
-    from reader.storage import is_transient
+    from lerobot_shards.core.storage import is_transient
 
     request = httpx2.Request("GET", "http://127.0.0.1/x")
     for error in (httpx2.ConnectError("refused", request=request), httpx2.ReadTimeout("slow", request=request),
@@ -70,9 +70,9 @@ def test_a_destination_that_takes_no_writes_is_refused_before_work(tmp_path, cap
     source is read, and a mixture's SLURM task says so as a configuration error (exit 2)."""
     import pytest
 
-    from packer import pack_dataset
-    from packer.mixture import task
-    from reader.errors import StorageError
+    from lerobot_shards import pack_dataset
+    from lerobot_shards.core.errors import StorageError
+    from lerobot_shards.packer.mixture import task
 
     with pytest.raises(StorageError, match=r"hf://datasets/org/x: not written to \(the Hugging Face Hub\)"):
         pack_dataset(str(tmp_path / "no-such-source"), "hf://datasets/org/x")

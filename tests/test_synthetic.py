@@ -14,7 +14,7 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from packer import SampleSpec, identity_frame, read_identity, rollover_spec, write_sample_dataset
+from lerobot_shards.testing import SampleSpec, identity_frame, read_identity, rollover_spec, write_sample_dataset
 from tests.lerobot_reference import reference_item
 
 
@@ -215,7 +215,7 @@ def test_oracle_reads_the_sample_like_lerobot(source):
 def test_make_sample_cli(tmp_path):
     from click.testing import CliRunner
 
-    from packer.cli import main
+    from lerobot_shards.cli import main
 
     out = tmp_path / "cli"
     result = CliRunner().invoke(main, ["make-sample", str(out), "--episodes", "2", "--cameras", "cam:32x48", "--max-length", "9"])
@@ -245,7 +245,7 @@ def test_writing_av1_leaves_no_thread_real_time(tmp_path):
     import subprocess
     import sys
 
-    code = ("import os, sys\nfrom packer import SampleSpec, write_sample_dataset\n"
+    code = ("import os, sys\nfrom lerobot_shards.testing import SampleSpec, write_sample_dataset\n"
             "write_sample_dataset(sys.argv[1], SampleSpec(episodes=2, lengths=(3, 4)))\n"
             "realtime = {os.SCHED_FIFO, os.SCHED_RR}\n"
             "print(sorted(t for t in os.listdir('/proc/self/task') if os.sched_getscheduler(int(t)) in realtime))\n")

@@ -55,7 +55,8 @@ def test_killed_run_resumes_with_the_same_batches_and_learns(packed_copy, tmp_pa
 def test_the_example_trains_on_a_compiled_mixture_and_resumes(tmp_path):
     """Two datasets of different state and action widths: the harmonized meta sizes the
     policy, padded action dimensions do not count in the loss, and a resume continues."""
-    from packer import SampleSpec, create_mixture, pack_dataset, write_sample_dataset
+    from lerobot_shards import create_mixture, pack_dataset
+    from lerobot_shards.testing import SampleSpec, write_sample_dataset
 
     for name, spec in {"arm": SampleSpec(episodes=3, lengths=(9, 7, 8)),
                        "wide": SampleSpec(episodes=2, lengths=(6, 10), state_dim=8, action_dim=8, seed=4)}.items():

@@ -22,22 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from packer import (
-    CameraSpec,
-    FrameMismatchError,
-    InspectError,
-    PackError,
-    SampleSpec,
-    SourceError,
-    pack_dataset,
-    run_sql,
-    verify,
-    write_sample_dataset,
-)
-from packer.cli import main as cli
-from reader import PackedDataset
-from reader.errors import DecodeError, EpisodeDataError, FormatError, IntegrityError, PinMismatchError
-from reader.format import EPISODES_INDEX_PATH, manifest_sha256, video_column
+from lerobot_shards import FrameMismatchError, InspectError, PackedDataset, PackError, SourceError, pack_dataset, run_sql, verify
+from lerobot_shards.cli import main as cli
+from lerobot_shards.core.errors import DecodeError, EpisodeDataError, FormatError, IntegrityError, PinMismatchError
+from lerobot_shards.core.format import EPISODES_INDEX_PATH, manifest_sha256, video_column
+from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.pack_tamper import edit_episodes_index, edit_manifest, replace_member, reseal
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import (
@@ -206,7 +195,7 @@ def test_4_an_index_with_more_rows_than_the_manifest_fails_before_reading_them(p
     pq.write_table(pa.concat_tables([table] * 100_000).combine_chunks(), dst / EPISODES_INDEX_PATH)
     reseal(dst)  # the manifest still says 9 episodes
     code = (
-        "import resource, sys\nfrom reader import PackedDataset\n"
+        "import resource, sys\nfrom lerobot_shards import PackedDataset\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         f"try:\n    PackedDataset({str(dst)!r})\nexcept Exception as err:\n    print(type(err).__name__, err)\n"
         "print('grew_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
@@ -269,7 +258,7 @@ def test_6_a_pinned_manifest_refuses_any_other(packed_copy, tmp_path):
 # -- 8. file modes ---------------------------------------------------------------------------------
 def test_8_packed_files_are_readable_by_others_under_umask_022(sample_source, tmp_path):
     code = (
-        "import os; os.umask(0o022)\nfrom packer import pack_dataset\n"
+        "import os; os.umask(0o022)\nfrom lerobot_shards import pack_dataset\n"
         f"pack_dataset({str(sample_source)!r}, {str(tmp_path / 'out')!r}, shard_size_mb=0.03)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=_env(), timeout=300)
@@ -300,7 +289,7 @@ def _alive(pid: int) -> bool:
 
 def test_9_workers_die_with_a_killed_pack(tmp_path):
     write_sample_dataset(tmp_path / "src", SampleSpec(episodes=8, min_length=60, max_length=80, cameras=(CameraSpec(TOP, 64, 96),)))
-    command = [sys.executable, "-m", "packer.cli", "pack", str(tmp_path / "src"), str(tmp_path / "out"),
+    command = [sys.executable, "-m", "lerobot_shards.cli", "pack", str(tmp_path / "src"), str(tmp_path / "out"),
                "--video", "hevc", "--workers", "2", "--shard-size-mb", "0.001"]
     pack = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     workers: set[int] = set()
@@ -473,7 +462,7 @@ def test_19_open_files_stay_bounded_with_many_shards(tmp_path):
     pack_dataset(str(tmp_path / "src"), str(tmp_path / "out"), shard_size_mb=0.0001)
     code = (
         "import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
-        "from reader import PackedDataset\n"
+        "from lerobot_shards import PackedDataset\n"
         f"ds = PackedDataset({str(tmp_path / 'out')!r}, return_uint8=True)\n"
         "print(len(ds.index.manifest.shards), sum(1 for _ in ds))\n"
     )
@@ -516,7 +505,7 @@ def test_meta_files_are_the_known_ones_bounded_and_streamed(sample_source, tmp_p
     with open(root / "meta" / "notes.bin", "wb") as handle:
         handle.truncate(3 << 29)  # 1.5 GiB of holes
     code = """
-from packer import pack_dataset
+from lerobot_shards.packer import pack_dataset
 report = pack_dataset(sys.argv[1], sys.argv[2])
 print("LEFT", report.metadata_left_out)
 """

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from packer import verify
-from packer.cli import main as cli
+from lerobot_shards import verify
+from lerobot_shards.cli import main as cli
 from tests.pack_tamper import edit_episodes_index
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, episodes_index

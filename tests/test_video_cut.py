@@ -12,9 +12,10 @@ import pytest
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from packer import VideoCutError, read_identity
-from packer.shard import EncodeSettings, cut_episode, reencode_episode
-from packer.source import LeRobotSource, SourceFrameDecoder, SourceVideoReader, VideoLocation
+from lerobot_shards import VideoCutError
+from lerobot_shards.packer.shard import EncodeSettings, cut_episode, reencode_episode
+from lerobot_shards.packer.source import LeRobotSource, SourceFrameDecoder, SourceVideoReader, VideoLocation
+from lerobot_shards.testing import read_identity
 from tests.packed_fixtures import *  # noqa: F401,F403
 from tests.packed_fixtures import CAMERAS, source_episodes, source_frames
 
@@ -171,7 +172,7 @@ def _bframe_file(tmp_path, episodes: int = 3, length: int = 13):
     long GOP, 3 B-frames, then joined by stream copy) and each episode's window."""
     import numpy as np
 
-    from packer import concatenate_by_stream_copy, encode_episode_video, identity_frame
+    from lerobot_shards.testing import concatenate_by_stream_copy, encode_episode_video, identity_frame
 
     parts, windows, start = [], [], 0.0
     for episode in range(episodes):
@@ -236,7 +237,7 @@ def test_hevc_reencodes_small_frames_without_corrupting_x265s_heap(height, width
     import sys
 
     script = (
-        "import av, sys; from packer import identity_frame; from packer.shard import EncodeSettings, encode_frames\n"
+        "import av, sys; from lerobot_shards.testing import identity_frame; from lerobot_shards.packer.shard import EncodeSettings, encode_frames\n"
         f"frames = [av.VideoFrame.from_ndarray(identity_frame(0, j, {height}, {width}), format='rgb24') for j in range(9)]\n"
         "video = encode_frames(iter(frames), 30, EncodeSettings('hevc'))\n"
         "sys.stdout.buffer.write(video.data)\n"

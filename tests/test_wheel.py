@@ -7,13 +7,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 STREAM = """
 import lerobot_shards
-from lerobot_shards import BatchLoader, PackedDataset, write_tabular_pack, LeRobotShardsError, PackError
+from lerobot_shards import BatchLoader, PackedDataset, LeRobotShardsError, PackError
+from lerobot_shards.testing import write_tabular_pack
 assert "site-packages" in lerobot_shards.__file__, lerobot_shards.__file__
 assert issubclass(PackError, LeRobotShardsError)
 write_tabular_pack("pack", episodes=6, length=5)
@@ -31,6 +33,10 @@ def test_a_wheel_installs_and_streams_outside_the_checkout(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
                    check=True, capture_output=True, timeout=600)
     (wheel,) = wheels.glob("lerobot_shards-*.whl")
+    # One top-level package: `reader` and `packer` are other PyPI projects' names.
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"lerobot_shards"}, tops
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
     python = venv / "bin" / "python"
@@ -49,3 +55,5 @@ def test_a_wheel_installs_and_streams_outside_the_checkout(tmp_path):
     run = subprocess.run([str(python), "-c", STREAM], cwd=outside, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "batch 8" in run.stdout and "no benchmarks" in run.stdout, run.stdout
+    installed = {p.name for p in Path(site).iterdir() if not p.name.endswith((".dist-info", ".pth")) and p.name != "__pycache__"}
+    assert "lerobot_shards" in installed and not {"reader", "packer"} & installed, installed

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from reader.plan import PlanError, World
-from reader.runtime import detect_world
+from lerobot_shards.reader.plan import PlanError, World
+from lerobot_shards.reader.runtime import detect_world
 
 
 def test_consumer_numbering_is_rank_major():

@@ -15,8 +15,8 @@ import sys
 
 import torch
 
-from reader import PackedDataset
-from reader.decode import DecodeStage, collate
+from lerobot_shards import PackedDataset
+from lerobot_shards.reader.decode import DecodeStage, collate
 
 KEPT = []
 

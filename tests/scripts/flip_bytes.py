@@ -20,9 +20,8 @@ from pathlib import Path
 
 import torch
 
-from packer import verify
-from reader import PackedDataset
-from reader.errors import LeRobotShardsError
+from lerobot_shards import PackedDataset, verify
+from lerobot_shards.core.errors import LeRobotShardsError
 
 WHERE = "chunk_action_pad_before >= 0"  # every anchor: makes the reader read the sample index
 

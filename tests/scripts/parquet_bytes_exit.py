@@ -2,7 +2,7 @@
 
     python tests/scripts/parquet_bytes_exit.py FILE.parquet [--python-owned]
 
-Four threads each read ``FILE`` several times through ``reader.format.parquet.arrow_io`` (whole
+Four threads each read ``FILE`` several times through ``lerobot_shards.core.format.parquet.arrow_io`` (whole
 table, metadata) and ``decode_row_group`` (every row group from its own bytes), then the
 interpreter shuts down normally. ``--python-owned`` reads through ``pa.BufferReader(bytes)``
 instead, the pattern ``arrow_io`` replaced: it aborts at exit in roughly one run in five, which
@@ -17,8 +17,8 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reader.format import sha256_hex
-from reader.format.parquet import decode_row_group, read_parquet_bytes, read_parquet_metadata, row_group_span
+from lerobot_shards.core.format import sha256_hex
+from lerobot_shards.core.format.parquet import decode_row_group, read_parquet_bytes, read_parquet_metadata, row_group_span
 
 
 def read_all(data: bytes, python_owned: bool) -> int:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from packer import verify
-from reader import PackedDataset
+from lerobot_shards import PackedDataset, verify
 
 
 def main(root: str) -> None:

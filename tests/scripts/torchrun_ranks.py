@@ -10,7 +10,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from reader import PackedDataset
+from lerobot_shards import PackedDataset
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from reader import PackedDataset
+from lerobot_shards import PackedDataset
 
 
 def main() -> None:

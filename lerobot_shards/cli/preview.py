@@ -1,0 +1,37 @@
+"""``preview``: a self-contained HTML page of a packed dataset (lerobot_shards/packer/tools/preview.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lerobot_shards.cli.flags import storage_option
+from lerobot_shards.cli.text import printable
+
+
+@click.command("preview")
+@click.argument("packed")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write.")
+@click.option("--episodes", "max_episodes", type=click.IntRange(min=0), default=12, show_default=True,
+              help="Episodes shown with frames and plots (the first ones; the summary covers all).")
+@click.option("--frames", "frames_per_episode", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Frames per camera in each episode's contact sheet, evenly spaced.")
+@storage_option
+def preview_command(packed, output, max_episodes, frames_per_episode, storage_options):
+    """Write one HTML file (images inlined) to look at PACKED: summary, cameras, tasks, window
+    validity, and per episode a contact sheet and state/action plots."""
+    from lerobot_shards.core.errors import LeRobotShardsError
+    from lerobot_shards.packer.tools.preview import render_preview
+
+    def progress(done: int, total: int) -> None:
+        click.echo(f"preview: episode {done}/{total}", err=True)
+
+    try:
+        page, report = render_preview(packed, storage_options=storage_options, max_episodes=max_episodes,
+                                      frames_per_episode=frames_per_episode, progress=progress)
+    except LeRobotShardsError as err:
+        raise click.ClickException(printable(str(err))) from None
+    output.write_text(page, encoding="utf-8")
+    click.echo(f"wrote {output} ({report.html_bytes / 1e6:.2f} MB): {report.episodes_shown} of {report.episodes_total} episodes, "
+               f"{report.frames_decoded} frames decoded, {report.seconds:.1f} s")

@@ -1,0 +1,473 @@
+"""``mixture.json``: the schema of a mixture of packed datasets, and its validating parser.
+
+Pure (no I/O, no torch): the packer writes it with ``lerobot-shards mixture create`` and the
+reader reads it. ``docs/FORMAT.md`` ("Mixtures") is its prose twin. A mixture file is as
+untrusted as a dataset: dataset paths must stay under the mixture's directory unless the
+caller allows absolute paths and URLs (``resolve_dataset_path(..., allow_remote=True)``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from lerobot_shards.core.errors import FormatError, MixtureSpecError
+from lerobot_shards.core.format.features import is_depth_feature
+from lerobot_shards.core.format.fields import is_sha256_hex, load_json
+from lerobot_shards.core.format.layout import check_key, safe_relative_path
+from lerobot_shards.core.format.limits import (
+    MAX_FEATURE_DIMS,
+    MAX_JSON_DEPTH,
+    MAX_MIXTURE_DATASETS,
+    MAX_MIXTURE_EPISODES,
+    MAX_MIXTURE_MEMBERS,
+    MAX_RECORD_BYTES,
+)
+from lerobot_shards.core.format.manifest import check_feature_shape
+from lerobot_shards.core.format.mixture_index import IndexFile, parse_index_block
+
+MIXTURE_FORMAT = "lerobot-shards-mixture"
+MIXTURE_VERSION = 2
+KEY_MAP_VERSION = 3
+SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2, 3})
+# Version 2: each entry's manifest_sha256 (the pack it describes) and tolerance_s, and the
+# compiled index (``index``, lerobot_shards.core.format.mixture_index). Version 1 files are still read: a
+# reader then opens every pack itself. Version 3 (written only when an entry has one): an
+# entry's ``key_map``, which every reader must apply (a version-2 reader would ignore it and
+# batch the dataset under its own keys, so such files say version 3 and older readers refuse).
+MIXTURE_FILE = "mixture.json"
+DEFAULT_WEIGHT_MODES = ("anchors", "explicit")
+DEFAULT_PAD_KEYS = ("observation.state", "action")
+MASK_SUFFIX = "_mask"
+PAD_SUFFIX = "_is_pad"
+
+
+@dataclass(frozen=True)
+class FeatureInfo:
+    """One feature as ``mixture.json`` records it (a subset of the manifest's feature).
+
+    Attributes:
+        dtype: LeRobot dtype (``float32``, ``int64``, ``bool``, ``video``, ``image``, ...).
+        shape: LeRobot shape; cameras are (H, W, C).
+        names: per-dimension names when the source has them (joint names), else None.
+        depth: a camera holding depth maps (float32 in a unit, not colour); written only when
+            true (files without it: read from the manifest feature's ``is_depth_map``).
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    names: tuple[str, ...] | None = None
+    depth: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
+        if self.names is not None:
+            out["names"] = list(self.names)
+        if self.depth:
+            out["depth"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str) -> FeatureInfo:
+        if not isinstance(data, Mapping):
+            raise MixtureSpecError(f"{where}: expected an object with dtype and shape, got {data!r}")
+        dtype, shape = data.get("dtype"), data.get("shape")
+        if not isinstance(dtype, str) or not dtype:
+            raise MixtureSpecError(f"{where}: field 'dtype' must be a non-empty string, got {dtype!r}")
+        if not isinstance(shape, (list, tuple)) or len(shape) > MAX_FEATURE_DIMS or not all(_is_int(s) and s >= 0 for s in shape):
+            raise MixtureSpecError(f"{where}: field 'shape' must be a list of at most {MAX_FEATURE_DIMS} ints >= 0, got {str(shape)[:200]}")
+        try:
+            check_feature_shape(dtype, list(shape), where=where)
+        except FormatError as err:
+            raise MixtureSpecError(str(err)) from None
+        names = data.get("names")
+        if isinstance(names, Mapping):  # LeRobot sometimes nests names ({"motors": [...]})
+            names = next(iter(names.values()), None) if len(names) == 1 else None
+        if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
+            names = None
+        depth = data.get("depth") is True or is_depth_feature(data)
+        return cls(dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None, depth=depth)
+
+
+def _reader_dtype(kinds: set[str]) -> str | None:
+    """The dtype a reader yields for a numeric feature of these LeRobot dtypes (``torch.tensor``
+    of Python values: bool, int64 or float32), or None when one is not numeric."""
+    try:
+        found = {np.dtype(kind).kind for kind in kinds}
+    except TypeError:
+        return None
+    if not found <= set("biuf"):
+        return None
+    return "bool" if found == {"b"} else "int64" if found <= {"i", "u"} else "float32"
+
+
+def partial_features(
+    datasets: Sequence[tuple[str, Mapping[str, FeatureInfo]]], *, exclude: Collection[str] = ()
+) -> tuple[dict[str, tuple[tuple[int, ...], str]], dict[str, tuple[str, ...]]]:
+    """The features only some datasets of a mixture have (besides ``exclude``: cameras and padded
+    vectors, which have their own rules), split by what a batch can do with them.
+
+    Returns:
+        ``(filled, dropped)``: ``filled`` maps a numeric key of one sample shape to that shape
+        and the dtype a reader yields for it (datasets without it get zeros and a mask);
+        ``dropped`` maps every other key (strings, language, shapes that differ) to the names
+        of the datasets that have it (left out of every sample, and said so).
+    """
+    present = [frozenset(features) for _, features in datasets]
+    if not present:
+        return {}, {}
+    common = frozenset.intersection(*present)
+    filled: dict[str, tuple[tuple[int, ...], str]] = {}
+    dropped: dict[str, tuple[str, ...]] = {}
+    for key in sorted(frozenset.union(*present) - common - set(exclude)):
+        having = [(name, features[key]) for name, features in datasets if key in features]
+        shapes = {sample_shape(f.shape) for _, f in having}
+        dtype = _reader_dtype({f.dtype for _, f in having})
+        if dtype is not None and len(shapes) == 1:
+            filled[key] = (shapes.pop(), dtype)
+        else:
+            dropped[key] = tuple(name for name, _ in having)
+    return filled, dropped
+
+
+def sample_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    """A feature's shape as a sample holds it: LeRobot declares scalars as ``(1,)`` and readers
+    yield them 0-d, so the two are one."""
+    return () if tuple(shape) == (1,) else tuple(shape)
+
+
+@dataclass(frozen=True)
+class MixtureEntry:
+    """One packed dataset of a mixture.
+
+    Attributes:
+        name: unique name (``org--repo`` for a Hub dataset).
+        path: the packed root, relative to the mixture file's directory, or absolute/URL.
+        anchors: anchors (samples per exactly-once epoch): the frames, or those matching
+            ``where``.
+        episodes: episodes of the packed dataset.
+        fps: frames per second.
+        features: ``{key: FeatureInfo}`` in manifest order.
+        video_keys: camera keys, a subset of ``features`` with dtype ``video``.
+        weight: sampling weight; equals ``anchors`` when the spec's default is "anchors".
+        where: DuckDB predicate over ``index/samples.parquet`` that selected the anchors.
+        manifest_sha256: ``sha256:<hex>`` of the pack's ``manifest.json`` when the mixture was
+            created (version 2): the pack this entry describes.
+        tolerance_s: the pack's timestamp tolerance (version 2).
+        extra: unknown fields, kept for round trips.
+    """
+
+    name: str
+    path: str
+    anchors: int
+    episodes: int
+    fps: int
+    features: Mapping[str, FeatureInfo]
+    video_keys: tuple[str, ...]
+    weight: float
+    where: str | None = None
+    manifest_sha256: str | None = None
+    tolerance_s: float | None = None
+    key_map: Mapping[str, str | None] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def mapped_features(self) -> dict[str, FeatureInfo]:
+        """``features`` under the keys a reader of the mixture gives them (``key_map``
+        applied: renamed, or left out where it maps a key to None), in manifest order."""
+        out = {}
+        for key, feature in self.features.items():
+            target = self.key_map.get(key, key)
+            if target is not None:
+                out[target] = feature
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "path": self.path,
+            "anchors": self.anchors,
+            "episodes": self.episodes,
+            "fps": self.fps,
+            "video_keys": list(self.video_keys),
+            "features": {k: f.to_dict() for k, f in self.features.items()},
+            "weight": int(self.weight) if float(self.weight).is_integer() else self.weight,
+        }
+        if self.where is not None:
+            out["where"] = self.where
+        if self.manifest_sha256 is not None:
+            out["manifest_sha256"] = self.manifest_sha256
+        if self.tolerance_s is not None:
+            out["tolerance_s"] = self.tolerance_s
+        if self.key_map:
+            out["key_map"] = dict(self.key_map)
+        return {**out, **dict(self.extra)}
+
+
+_ENTRY_FIELDS = ("name", "path", "anchors", "episodes", "fps", "features", "video_keys", "weight", "where", "manifest_sha256",
+                 "tolerance_s", "key_map")
+
+
+def check_key_map(key_map: Any, features: Collection[str], *, where: str) -> dict[str, str | None]:
+    """A dataset's key map, validated: ``{source key: mixture key, or None to leave it out}``,
+    every source key one of the dataset's ``features``, every name a safe key, no two source
+    keys mapped to one name, and no mapped name left to another feature it would shadow.
+
+    Raises:
+        MixtureSpecError: names the entry and what is wrong.
+    """
+    if not isinstance(key_map, Mapping):
+        raise MixtureSpecError(f"{where}: field 'key_map' must be an object {{source key: mixture key or null}}, "
+                               f"got {type(key_map).__name__}")
+    if len(key_map) > len(features):
+        raise MixtureSpecError(f"{where}: key_map has {len(key_map)} entries for {len(features)} features")
+    out: dict[str, str | None] = {}
+    for source, target in key_map.items():
+        try:
+            check_key(source, what="key_map source key")
+            if target is not None:
+                check_key(target, what="key_map mixture key")
+        except FormatError as err:
+            raise MixtureSpecError(f"{where}: {err}") from None
+        if source not in features:
+            raise MixtureSpecError(f"{where}: key_map renames {source!r}, which the dataset lacks; it has {sorted(features)}")
+        out[source] = target
+    names = Counter(out.get(key, key) for key in features)
+    clashes = sorted(n for n, count in names.items() if n is not None and count > 1)
+    if clashes:
+        raise MixtureSpecError(f"{where}: key_map gives two features the name(s) {clashes}; map the other one too")
+    return out
+
+
+@dataclass(frozen=True)
+class MixtureSpec:
+    """A validated ``mixture.json``.
+
+    Attributes:
+        datasets: the entries, in mixture order (this order defines ``dataset_index``).
+        default_weights: ``"anchors"`` (proportional: an epoch is exactly once over the
+            union) or ``"explicit"`` (each entry's ``weight``; the reader then needs
+            ``samples_per_epoch``).
+        version: the mixture format version.
+        index: the compiled index files (version 2), or None: a reader then opens every pack.
+    """
+
+    datasets: tuple[MixtureEntry, ...]
+    default_weights: Literal["anchors", "explicit"] = "anchors"
+    version: int = MIXTURE_VERSION
+    index: Mapping[str, IndexFile] | None = None
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        duplicates = sorted({d.name for d in self.datasets if d.name in seen or seen.add(d.name)})
+        if duplicates:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: dataset names must be unique, found {duplicates} more than once")
+        if self.default_weights not in DEFAULT_WEIGHT_MODES:
+            raise MixtureSpecError(
+                f"{MIXTURE_FILE}: default_weights must be one of {list(DEFAULT_WEIGHT_MODES)}, got {self.default_weights!r}"
+            )
+        if not self.datasets:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: a mixture needs at least one dataset")
+        if self.version < KEY_MAP_VERSION and any(d.key_map for d in self.datasets):
+            raise MixtureSpecError(f"{MIXTURE_FILE}: key maps need version {KEY_MAP_VERSION} (a version-{self.version} reader "
+                                   "would ignore them)")
+        if len(self.datasets) > MAX_MIXTURE_DATASETS:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: {len(self.datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
+        episodes, members = sum(d.episodes for d in self.datasets), self.members
+        if episodes > MAX_MIXTURE_EPISODES or members > MAX_MIXTURE_MEMBERS:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: {episodes} episodes with {members} camera members; a mixture holds at most "
+                                   f"{MAX_MIXTURE_EPISODES} episodes and {MAX_MIXTURE_MEMBERS} members (split it into several)")
+        if sum(self.weights()) <= 0:
+            raise MixtureSpecError(f"{MIXTURE_FILE}: the weights sum to 0; at least one dataset needs a positive weight")
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.datasets]
+
+    @property
+    def members(self) -> int:
+        """Camera members of every episode (episodes x cameras, summed over datasets)."""
+        return sum(d.episodes * len(d.video_keys) for d in self.datasets)
+
+    @property
+    def total_anchors(self) -> int:
+        return sum(d.anchors for d in self.datasets)
+
+    def weights(self) -> list[float]:
+        """Per-dataset weights: anchor counts (``"anchors"``) or the entries' ``weight``."""
+        if self.default_weights == "anchors":
+            return [float(d.anchors) for d in self.datasets]
+        return [float(d.weight) for d in self.datasets]
+
+    def entry(self, name: str) -> MixtureEntry:
+        """Return the entry named ``name``. Raises ``KeyError`` naming the known names."""
+        for dataset in self.datasets:
+            if dataset.name == name:
+                return dataset
+        raise KeyError(f"no dataset {name!r} in the mixture; known: {self.names}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "format": MIXTURE_FORMAT,
+            "version": self.version,
+            "default_weights": self.default_weights,
+            "datasets": [d.to_dict() for d in self.datasets],
+        }
+        if self.index is not None:
+            out["index"] = {name: entry.to_dict() for name, entry in self.index.items()}
+        return out
+
+    def to_json(self) -> str:
+        """Serialize deterministically (one space indent, entries in mixture order)."""
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, where: str = MIXTURE_FILE) -> MixtureSpec:
+        """Parse ``mixture.json`` text. Raises ``MixtureSpecError`` (see ``from_dict``)."""
+        try:
+            data = load_json(text, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+        except MixtureSpecError:
+            raise
+        except Exception as err:  # FormatError from load_json: report it as a spec error
+            raise MixtureSpecError(str(err)) from None
+        return cls.from_dict(data, where=where)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str = MIXTURE_FILE) -> MixtureSpec:
+        """Validate and build a spec.
+
+        Raises:
+            MixtureSpecError: wrong format name or version, or a dataset entry with a missing
+                or malformed field (the message names the entry and the field).
+        """
+        if not isinstance(data, Mapping) or data.get("format") != MIXTURE_FORMAT:
+            found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
+            raise MixtureSpecError(f"{where}: expected format {MIXTURE_FORMAT!r}, found {found!r}")
+        version = data.get("version")
+        if version not in SUPPORTED_MIXTURE_VERSIONS:
+            raise MixtureSpecError(
+                f"{where}: version {version!r} is not supported (supported: {sorted(SUPPORTED_MIXTURE_VERSIONS)}); "
+                f"upgrade lerobot-shards or re-run `lerobot-shards mixture create`"
+            )
+        mode = data.get("default_weights", "anchors")
+        if mode not in DEFAULT_WEIGHT_MODES:
+            raise MixtureSpecError(f"{where}: default_weights must be one of {list(DEFAULT_WEIGHT_MODES)}, got {mode!r}")
+        datasets = data.get("datasets")
+        if not isinstance(datasets, list):
+            raise MixtureSpecError(f"{where}: field 'datasets' must be a list, got {type(datasets).__name__}")
+        if len(datasets) > MAX_MIXTURE_DATASETS:
+            raise MixtureSpecError(f"{where}: {len(datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
+        entries = tuple(_entry_from_dict(item, i, mode, where, int(version)) for i, item in enumerate(datasets))
+        index = parse_index_block(data["index"], where=where) if data.get("index") is not None else None
+        if index is not None and version < 2:
+            raise MixtureSpecError(f"{where}: a compiled 'index' needs version 2")
+        try:
+            return cls(datasets=entries, default_weights=mode, version=int(version), index=index)
+        except MixtureSpecError as err:
+            raise MixtureSpecError(str(err).replace(MIXTURE_FILE, where, 1)) from None
+
+
+def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> MixtureEntry:
+    label = f"{where}: datasets[{i}]"
+    if not isinstance(item, Mapping):
+        raise MixtureSpecError(f"{label}: expected an object, got {type(item).__name__}")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise MixtureSpecError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
+    try:
+        check_key(name, what="dataset name")
+    except ValueError as err:
+        raise MixtureSpecError(f"{label}: {err}") from None
+    label = f"{where}: datasets[{i}] ({name!r})"
+    missing = [f for f in ("path", "anchors", "episodes", "fps", "features", "video_keys") if f not in item]
+    if missing:
+        raise MixtureSpecError(
+            f"{label}: missing field(s) {missing}; write the file with `lerobot-shards mixture create`"
+        )
+
+    def check(field_name: str, ok: bool, expected: str) -> Any:
+        if not ok:
+            raise MixtureSpecError(f"{label}: field {field_name!r} must be {expected}, got {item.get(field_name)!r}")
+        return item.get(field_name)
+
+    path = check("path", isinstance(item["path"], str) and item["path"] != "", "a non-empty string")
+    anchors = check("anchors", _is_int(item["anchors"]) and item["anchors"] >= 0, "an int >= 0")
+    episodes = check("episodes", _is_int(item["episodes"]) and item["episodes"] >= 0, "an int >= 0")
+    fps = check("fps", _is_int(item["fps"]) and item["fps"] > 0, "a positive int")
+    raw_features = check("features", isinstance(item["features"], Mapping), "an object {key: {dtype, shape}}")
+    features = {str(k): FeatureInfo.from_dict(v, where=f"{label}: features[{k!r}]") for k, v in raw_features.items()}
+    video_keys = check(
+        "video_keys",
+        isinstance(item["video_keys"], list) and all(isinstance(k, str) for k in item["video_keys"]),
+        "a list of strings",
+    )
+    not_video = [k for k in video_keys if k not in features or features[k].dtype != "video"]
+    if not_video:
+        raise MixtureSpecError(f"{label}: field 'video_keys' lists {not_video}, which are not video features")
+    weight = item.get("weight", anchors)
+    check("weight", _is_number(weight) and weight >= 0, "a finite number >= 0")
+    if mode == "anchors" and weight != anchors:
+        raise MixtureSpecError(
+            f"{label}: field 'weight' is {weight} but default_weights is 'anchors' (weight = anchors = {anchors}); "
+            f"set default_weights to 'explicit' to sample with these weights"
+        )
+    where_filter = item.get("where")
+    check("where", where_filter is None or isinstance(where_filter, str), "a SQL predicate string or absent")
+    pin = item.get("manifest_sha256")
+    if version >= 2 or pin is not None:
+        check("manifest_sha256", isinstance(pin, str) and pin.startswith("sha256:") and is_sha256_hex(pin[7:]),
+              "'sha256:' and 64 hex digits")
+    tolerance = item.get("tolerance_s")
+    check("tolerance_s", tolerance is None or (_is_number(tolerance) and 0 <= tolerance < 1), "a number in [0, 1) or absent")
+    key_map = {}
+    if "key_map" in item:
+        if version < KEY_MAP_VERSION:
+            raise MixtureSpecError(f"{label}: field 'key_map' needs version {KEY_MAP_VERSION}")
+        key_map = check_key_map(item["key_map"], features, where=label)
+    extra = {k: v for k, v in item.items() if k not in _ENTRY_FIELDS}
+    return MixtureEntry(
+        name=name, path=path, anchors=int(anchors), episodes=int(episodes), fps=int(fps), features=features,
+        video_keys=tuple(video_keys), weight=float(weight), where=where_filter, manifest_sha256=pin,
+        tolerance_s=None if tolerance is None else float(tolerance), key_map=key_map, extra=extra,
+    )
+
+
+def resolve_dataset_path(mixture_path: str, path: str, *, allow_remote: bool = False) -> str:
+    """Return a dataset's root from its ``path`` in the mixture file at ``mixture_path``.
+
+    A relative path (``org--a``, ``group/ds``) resolves under the mixture file's directory:
+    ``resolve_dataset_path("s3://b/mix/mixture.json", "org--a") == "s3://b/mix/org--a"``.
+    Absolute paths and URLs are taken as they are only with ``allow_remote=True``: a mixture
+    file comes from wherever the mixture was shared, and opening it must not read (or send
+    requests to) places its author chose.
+
+    Raises:
+        MixtureSpecError: a path that leaves the mixture's directory (``..``), or an absolute
+            path or URL without ``allow_remote``.
+    """
+    if "://" in path or path.startswith("/") or path.startswith("~"):
+        if not allow_remote:
+            raise MixtureSpecError(
+                f"{mixture_path}: dataset path {path[:200]!r} is absolute or a URL; mixture paths must be relative to "
+                "the mixture file (pass allow_remote_paths=True to MixtureDataset, or --allow-remote-paths, to trust it)"
+            )
+        return path
+    try:
+        safe_relative_path(path)
+    except ValueError as err:
+        raise MixtureSpecError(f"{mixture_path}: dataset {err}") from None
+    base = str(mixture_path).rstrip("/").rsplit("/", 1)[0] if "/" in str(mixture_path) else ""
+    return f"{base}/{path}" if base else path
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)

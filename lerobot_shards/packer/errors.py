@@ -1,0 +1,98 @@
+"""The packer's errors: part of the one hierarchy rooted at ``lerobot_shards.core.errors.LeRobotShardsError``.
+
+Catch ``LeRobotShardsError`` for every error of ours (reader and packer alike), ``PackError``
+for every error of packing (its source, cutting video, planning shards included). Messages name
+the file, episode, shard or option value involved; option errors also carry the option's
+name (``OptionsError.option``) so a command line can name its flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lerobot_shards.core.errors import ArgumentError, LeRobotShardsError
+
+
+class PackError(LeRobotShardsError, RuntimeError):
+    """Packing failed; the message names the episode(s), file or shard involved."""
+
+
+class FrameMismatchError(PackError):
+    """A video holds a different number of frames than its episode has rows."""
+
+
+class PackInterrupted(PackError):
+    """A pack stopped on a signal (SIGTERM from ``scancel`` or a job's time limit, SIGINT);
+    finished shards are kept and re-running the same command resumes."""
+
+
+class OptionsError(PackError, ArgumentError):
+    """An option value that cannot be packed with (a ``PackError`` and a ``ValueError``).
+
+    Attributes:
+        option: the option's name as ``pack_dataset`` spells it (``"resize"``, ``"windows"``).
+    """
+
+    def __init__(self, message: str, *, option: str):
+        super().__init__(message)
+        self.option = option
+
+
+class SourceError(PackError, ValueError):
+    """The source dataset is missing files, has an unsupported version or is inconsistent."""
+
+
+class VideoCutError(PackError, ValueError):
+    """A source video cannot be cut or decoded for an episode."""
+
+
+class ShardPlanError(PackError, ValueError):
+    """Invalid planning input (sizes, targets or part specification)."""
+
+
+class InspectError(LeRobotShardsError, ValueError):
+    """The destination is not a complete packed dataset, or the SQL failed."""
+
+
+class SqlSyntaxError(InspectError):
+    """The user's SQL does not parse (DuckDB's message, multi-line with its ``^`` pointer)."""
+
+
+class SourcesError(LeRobotShardsError, ValueError):
+    """The sources file of a mixture is malformed; the message names the file and line."""
+
+
+class MixtureError(LeRobotShardsError, ValueError):
+    """No complete dataset to describe, or bad arguments; names what was looked at.
+
+    Attributes:
+        report: the ``lerobot_shards.packer.mixture.create.MixtureReport`` of what was found, when the scan ran.
+    """
+
+    def __init__(self, message: str, report: Any = None):
+        super().__init__(message)
+        self.report = report
+
+
+__all__ = [
+    "FrameMismatchError",
+    "InspectError",
+    "MixtureError",
+    "OptionsError",
+    "PackError",
+    "PackInterrupted",
+    "ShardPlanError",
+    "SourceError",
+    "SourcesError",
+    "VideoCutError",
+]
+
+
+# Tracebacks and reprs name each error where users import it (``lerobot_shards.FormatError``),
+# not this internal module; pickling (errors raised in DataLoader workers) resolves that name
+# too, since the package exports every one (tests/test_nothing_silent.py checks both).
+PUBLIC_MODULE = "lerobot_shards"
+for _cls in [c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, Warning | Exception)
+             and c.__module__ == __name__]:
+    _cls.__module__ = PUBLIC_MODULE
+del _cls

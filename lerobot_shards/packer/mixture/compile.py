@@ -1,0 +1,101 @@
+"""Compiling a mixture: one index of every pack, so training opens a handful of files.
+
+``mixture create`` has opened every pack (its checked manifest, episodes index, the anchors a
+``where`` keeps, tasks, stats); this writes what training needs of all of them into
+``_mixture/`` beside ``mixture.json`` (``lerobot_shards.core.format.mixture_index``) and returns each file's
+size, rows and SHA-256 for ``mixture.json``. The tables come from the reader's own catalog
+(``EpisodeCatalog.to_tables``), the inverse of what a reader checks when it opens them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import sha256_hex
+from lerobot_shards.core.format.mixture_index import INDEX_PATHS, IndexFile, table_budget
+from lerobot_shards.core.format.parquet import read_bounded
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.packer.errors import MixtureError
+from lerobot_shards.reader.fetch.catalog import CatalogPack, EpisodeCatalog
+from lerobot_shards.reader.fetch.packed_index import PackedIndex
+
+
+@dataclass(frozen=True)
+class OpenedPack:
+    """A pack as ``mixture create`` opened it: name, storage, checked index (with the
+    mixture's ``where`` applied), tasks and ``meta/stats.json``."""
+
+    name: str
+    storage: Storage
+    index: PackedIndex
+    tasks: dict[int, str]
+    where: str | None
+    stats: dict
+
+
+def table_to_parquet(table: pa.Table) -> bytes:
+    """The table as the compiled index stores it: zstd parquet bytes."""
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    return buffer.getvalue()
+
+
+def meta_record(pack: OpenedPack) -> dict:
+    """What ``MixtureDataset.meta`` needs of one pack (``lerobot_shards.reader.lerobot_meta.meta_from_record``)."""
+    manifest = pack.index.manifest
+    stats = pack.stats
+    source = manifest.source if isinstance(manifest.source, dict) else {}
+    return {
+        "repo_id": str(source.get("repo_id") or source.get("uri") or pack.name),
+        "robot_type": pack.index.info.get("robot_type"),
+        "total_episodes": int(manifest.totals["episodes"]),
+        "total_frames": int(manifest.totals["frames"]),
+        "features": manifest.features,
+        "stats": stats,
+    }
+
+
+def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, IndexFile]:
+    """Write ``_mixture/`` under ``root`` for ``packs`` (in mixture order).
+
+    Returns:
+        ``{name: IndexFile}`` for ``mixture.json``'s ``index`` block.
+
+    Raises:
+        StorageError: writing failed beyond the retry policy.
+        FormatError, IntegrityError: a pack's stats.json is damaged or altered.
+        MixtureError: a compiled table a reader would refuse (beyond the bounds both share).
+    """
+    datasets = [
+        CatalogPack(name=p.name, root=p.storage.url, manifest_sha256=p.index.manifest_sha256, fps=p.index.manifest.fps,
+                       features=p.index.manifest.features, video_keys=tuple(p.index.manifest.video_keys),
+                       tolerance_s=p.index.manifest.tolerance_s, where=p.where)
+        for p in packs
+    ]
+    catalog = EpisodeCatalog.from_packs([(d, p.index, p.tasks) for d, p in zip(datasets, packs)])
+    files: dict[str, IndexFile] = {}
+    cameras = max((len(d.video_keys) for d in datasets), default=0)
+    duplicates = max(Counter(p.index.manifest_sha256 for p in packs).values(), default=1)
+    for name, table in catalog.to_tables().items():
+        data = table_to_parquet(table)
+        # Read back within the budget a reader applies: never write what a reader refuses.
+        try:
+            read_bounded(data, where=INDEX_PATHS[name], rows=table.num_rows, max_rows=table.num_rows,
+                         budget=table_budget(name, rows=table.num_rows, members=len(catalog.member_offset), cameras=cameras,
+                                             encoded=len(data), duplicates=duplicates))
+        except FormatError as err:
+            raise MixtureError(f"the compiled {INDEX_PATHS[name]} would be refused by a reader: {err}") from None
+        root.write_bytes(INDEX_PATHS[name], data)
+        files[name] = IndexFile(path=INDEX_PATHS[name], bytes=len(data), rows=table.num_rows, sha256=sha256_hex(data))
+    meta = (json.dumps({"datasets": [meta_record(p) for p in packs]}, sort_keys=True) + "\n").encode()
+    root.write_bytes(INDEX_PATHS["meta"], meta)
+    files["meta"] = IndexFile(path=INDEX_PATHS["meta"], bytes=len(meta), rows=len(packs), sha256=sha256_hex(meta))
+    return files

@@ -1,0 +1,312 @@
+"""The options of a pack, as values, each written once (name, type, default, help, flag).
+
+``PackOptions`` shape the output and are recorded in the pack's plan and manifest;
+``PackRunOptions`` say how one run reads, writes and spreads its work, and are not recorded.
+``pack_dataset`` takes both whole or their fields as keywords; the ``lerobot-shards pack``
+flags (and ``mixture task``'s, after ``--``) are made from the same fields
+(``lerobot_shards/cli/pack.py``), so a new option is one field here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Literal, get_args
+
+from lerobot_shards.core.format import FRAME_MISMATCH_POLICIES, ROW_GROUP_TARGET_BYTES, VIDEO_MODES
+from lerobot_shards.core.option_fields import describe_options, option, option_fields
+from lerobot_shards.core.storage import RetryPolicy
+from lerobot_shards.packer.errors import OptionsError
+from lerobot_shards.reader.plan.windows import DEFAULT_TOLERANCE_S
+
+VideoMode = Literal["copy", "hevc", "h264"]
+FrameMismatchPolicy = Literal["error", "pad", "drop-episode"]
+
+# The Literals above and the format's tuples must name the same values.
+assert get_args(VideoMode) == VIDEO_MODES and get_args(FrameMismatchPolicy) == FRAME_MISMATCH_POLICIES
+
+
+# -- text forms of the options that have one (command-line flags) ---------------------------
+def parse_episode_ranges(text: str) -> tuple[int, ...]:
+    """``0,3,10-20`` (inclusive ranges) as sorted unique episode indices.
+
+    Raises:
+        OptionsError: malformed items, negative numbers, reversed ranges or no episode.
+    """
+    episodes: set[int] = set()
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            low_text, _, high_text = item.partition("-")
+            low, high = int(low_text), int(high_text or low_text)
+        except ValueError:
+            raise OptionsError(f"--episodes: cannot parse {item!r}; expected e.g. 0,3,10-20", option="episodes") from None
+        if low > high:
+            raise OptionsError(f"--episodes: reversed episode range {item!r}", option="episodes")
+        episodes.update(range(low, high + 1))
+    if any(e < 0 for e in episodes):
+        raise OptionsError("--episodes: episode indices must be >= 0", option="episodes")
+    if not episodes:
+        raise OptionsError(f"--episodes {text!r} selects no episode", option="episodes")
+    return tuple(sorted(episodes))
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    """``I/N`` (0 <= I < N), as ``--part`` takes it.
+
+    Raises:
+        OptionsError: not of the form ``I/N`` or out of range.
+    """
+    try:
+        index_text, count_text = text.split("/")
+        index, count = int(index_text), int(count_text)
+    except ValueError:
+        raise OptionsError(f"--part must look like I/N (e.g. 0/4), got {text!r}", option="part") from None
+    if count < 1 or not 0 <= index < count:
+        raise OptionsError(f"--part {text!r}: need 0 <= I < N and N >= 1", option="part")
+    return index, count
+
+
+def parse_resize(text: str) -> tuple[int, int]:
+    """``HxW`` (``224x224``) as ``(height, width)``.
+
+    Raises:
+        OptionsError: not two integers joined by ``x``.
+    """
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise OptionsError(f"expected HxW, e.g. 224x224, got {text!r}", option="resize") from None
+    return height, width
+
+
+def _parse_windows(items: tuple[str, ...], *, option_name: str, unit: str) -> dict:
+    windows = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise OptionsError(f"expected NAME=JSON, got {item!r}", option=option_name)
+        try:
+            window = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise OptionsError(f"{name}: not JSON ({err})", option=option_name) from None
+        if not isinstance(window, dict) or not all(isinstance(v, list) for v in window.values()):
+            raise OptionsError(f"{name}: expected {{key: [{unit}, ...]}}", option=option_name)
+        if unit == "frames" and not all(isinstance(o, int) and not isinstance(o, bool) for v in window.values() for o in v):
+            raise OptionsError(f"{name}: frame offsets must be integers", option=option_name)
+        windows[name] = window
+    return windows
+
+
+def parse_windows(items: tuple[str, ...]) -> dict:
+    """``NAME=JSON`` items (``chunk={"action": [0, 0.02]}``) as ``{name: {key: [seconds]}}``.
+
+    Raises:
+        OptionsError: an item that is not ``NAME=`` and a JSON object of lists.
+    """
+    return _parse_windows(items, option_name="windows", unit="seconds")
+
+
+def parse_window_frames(items: tuple[str, ...]) -> dict:
+    """As ``parse_windows``, in integer frame offsets.
+
+    Raises:
+        OptionsError: as ``parse_windows``, or an offset that is not an integer.
+    """
+    return _parse_windows(items, option_name="window_frames", unit="frames")
+
+
+def _json_object_parser(option_name: str):
+    def parse_json_object(text: str) -> dict:
+        """A JSON object (``--storage-options``).
+
+        Raises:
+            OptionsError: not JSON, or not an object.
+        """
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise OptionsError(f"not JSON: {err}", option=option_name) from None
+        if not isinstance(value, dict):
+            raise OptionsError("must be a JSON object", option=option_name)
+        return value
+
+    return parse_json_object
+
+
+# -- the options ------------------------------------------------------------------------------
+@describe_options
+@dataclass(frozen=True)
+class PackOptions:
+    """Options that shape the packed output (recorded in the manifest and the plan).
+
+    Raises (from the constructor):
+        OptionsError: a value outside its allowed set or range; the message names the value
+            and what is allowed, ``error.option`` the option.
+    """
+
+    video: VideoMode = option("copy", help=(
+        "copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
+        "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study)."))
+    episodes: tuple[int, ...] | None = option(None, parse=parse_episode_ranges, metavar="0,3,10-20", help=(
+        "Subset of episodes packed, e.g. 0,3,10-20 (default: all)."))
+    gop: int = option(2, minimum=1, help=(
+        "Keyframe interval of re-encodes: 1-2 for random access; longer GOPs are smaller but a random frame costs "
+        "up to GOP-1 extra decodes."))
+    crf: int | None = option(None, minimum=0, maximum=51, help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20).")
+    preset: str | None = option(None, help="Encoder preset (default: hevc ultrafast, h264 veryfast).")
+    resize: tuple[int, int] | None = option(None, parse=parse_resize, metavar="HxW", help="HxW downscale during re-encode.")
+    on_frame_mismatch: FrameMismatchPolicy = option("error", help=(
+        "When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short video "
+        "with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."))
+    windows: dict = option(flag="--window", default_factory=dict, parse=parse_windows, multiple=True, metavar="NAME=JSON", help=(
+        "NAME=JSON delta_timestamps window in seconds, multiples of 1/fps of YOUR dataset (see `info`'s fps; at 50 fps "
+        "chunk='{\"action\": [0, 0.02, 0.04]}'); --window-frames is the same in frames, at any fps."))
+    tolerance_s: float = option(DEFAULT_TOLERANCE_S, minimum=0, help=(
+        "How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s)."))
+    shard_size_mb: float = option(512, minimum=0, exclusive_minimum=True, help=(
+        "Target shard size; shards hold whole episodes, so one long episode may exceed it."))
+    row_group_max_bytes: int = option(ROW_GROUP_TARGET_BYTES, flag=False, help="The parquet row-group size the packer aims for.")
+
+    def __post_init__(self) -> None:
+        # Normal forms, so equal options compare (and record) equal: sorted unique episodes,
+        # a (height, width) tuple, a private windows dict.
+        if self.episodes is not None:
+            object.__setattr__(self, "episodes", tuple(sorted({int(e) for e in self.episodes})))
+        if self.resize is not None:
+            object.__setattr__(self, "resize", tuple(self.resize))
+        object.__setattr__(self, "windows", dict(self.windows or {}))
+        if self.video not in VIDEO_MODES:
+            raise OptionsError(f"video {self.video!r} is not one of {list(VIDEO_MODES)}", option="video")
+        if self.on_frame_mismatch not in FRAME_MISMATCH_POLICIES:
+            raise OptionsError(
+                f"on_frame_mismatch {self.on_frame_mismatch!r} is not one of {list(FRAME_MISMATCH_POLICIES)}",
+                option="on_frame_mismatch",
+            )
+        if self.gop < 1:
+            raise OptionsError(f"gop {self.gop} must be >= 1", option="gop")
+        if self.crf is not None and not 0 <= self.crf <= 51:
+            raise OptionsError(f"crf {self.crf} must be in 0..51", option="crf")
+        if self.shard_size_mb <= 0:
+            raise OptionsError(f"shard_size_mb {self.shard_size_mb} must be positive", option="shard_size_mb")
+        if self.resize is not None and self.video == "copy":
+            raise OptionsError(
+                f"resize {tuple(self.resize)} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source bytes",
+                option="resize",
+            )
+        if self.resize is not None and (len(self.resize) != 2 or self.resize[0] % 2 or self.resize[1] % 2 or min(self.resize) <= 0):
+            raise OptionsError(f"resize {tuple(self.resize)} needs positive even sizes (height, width) for yuv420p", option="resize")
+        if self.episodes is not None and any(e < 0 for e in self.episodes):
+            raise OptionsError(f"episodes {[e for e in self.episodes if e < 0][:10]} are negative", option="episodes")
+        if self.tolerance_s < 0:
+            raise OptionsError(f"tolerance_s {self.tolerance_s} must be >= 0", option="tolerance_s")
+        if self.row_group_max_bytes < 1:
+            raise OptionsError(f"row_group_max_bytes {self.row_group_max_bytes} must be positive", option="row_group_max_bytes")
+
+    def to_json_dict(self) -> dict:
+        """The options as the plan and manifest record them (lists, not tuples)."""
+        data = asdict(self)
+        data["resize"] = list(self.resize) if self.resize else None
+        data["episodes"] = list(self.episodes) if self.episodes is not None else None
+        return data
+
+
+@describe_options
+@dataclass(frozen=True)
+class PackRunOptions:
+    """How one pack run reads its source, writes its destination and spreads its work; not
+    recorded (a re-run with other run options resumes the same pack).
+
+    Raises (from the constructor):
+        OptionsError: a value out of range (``error.option`` names it).
+    """
+
+    window_frames: dict = option(default_factory=dict, parse=parse_window_frames, multiple=True, metavar="NAME=JSON", help=(
+        'NAME=JSON window in frames, whatever the fps: chunk=\'{"action": [0, 1, 2]}\' is [0, 1/fps, 2/fps] s '
+        "(recorded in seconds, as --window)."))
+    workers: int = option(1, minimum=1, help="Parallel packing processes (one shard each); up to the cores you have.")
+    part: tuple[int, int] | None = option(None, parse=parse_part, metavar="I/N", help=(
+        "Pack only part I/N of the plan (then run finalize)."))
+    cache_dir: str | None = option(None, help="Where remote/Hub sources are staged.")
+    src_storage_options: dict | None = option(None, parse=_json_object_parser("src_storage_options"), metavar="JSON", help="fsspec options for SRC as JSON.")
+    follow_symlinks: bool = option(False, help=(
+        "Read symbolic links inside a local SRC (refused by default: they may point outside the dataset)."))
+    storage_options: dict | None = option(None, parse=_json_object_parser("storage_options"), metavar="JSON", help=(
+        'fsspec options for DST as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'))
+    retry: RetryPolicy = option(RetryPolicy(), flag=False, help=(
+        "Bounds every read and write at the destination (and a bucket source)."))
+    journal: str | None = option(None, metavar="DIR", help=(
+        "Pack journal: what this machine wrote to DST (default $LEROBOT_SHARDS_JOURNAL or "
+        "~/.cache/lerobot-shards/journal). --part tasks and finalize must share it."))
+    trust_destination: bool = option(False, help=(
+        "Adopt shards this machine's journal does not record, after re-hashing them (only for a destination nobody "
+        "else can write)."))
+    repair: bool = option(False, help=(
+        "Re-hash every kept shard against its receipt and rebuild the damaged ones (a re-run otherwise checks their "
+        "sizes only); what `verify` prints when it finds damage."))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "window_frames", dict(self.window_frames or {}))
+        if self.part is not None:
+            object.__setattr__(self, "part", tuple(self.part))
+        if self.workers < 1:
+            raise OptionsError(f"workers {self.workers} must be >= 1", option="workers")
+        if self.part is not None and (len(self.part) != 2 or self.part[1] < 1 or not 0 <= self.part[0] < self.part[1]):
+            raise OptionsError(f"part {self.part} must be (I, N) with 0 <= I < N", option="part")
+        if not isinstance(self.retry, RetryPolicy):
+            raise OptionsError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}", option="retry")
+
+
+def _episode_ranges_text(episodes: list[int]) -> str:
+    """Sorted episode indices as ``parse_episode_ranges`` reads them: ``0,3,10-20``."""
+    out, run_start = [], None
+    for i, e in enumerate(episodes):
+        if run_start is None:
+            run_start = e
+        if i + 1 == len(episodes) or episodes[i + 1] != e + 1:
+            out.append(str(e) if run_start == e else f"{run_start}-{e}")
+            run_start = None
+    return ",".join(out)
+
+
+def options_as_flags(recorded: dict) -> tuple[list[str], list[str]]:
+    """The ``lerobot-shards pack`` flags that shape a pack as ``recorded`` (a plan's or
+    manifest's ``options``): the flag of every option that differs from its default, whose text
+    parses back to the same value (``parse_pack_args(flags)`` gives these options).
+
+    Returns:
+        ``(flags, unflagged)``: the flags, and ``name=value`` of recorded options no flag can
+        give (``pack_dataset`` takes them).
+    """
+    flags: list[str] = []
+    unflagged: list[str] = []
+    defaults = PackOptions().to_json_dict()
+    for f in option_fields(PackOptions):
+        value = recorded.get(f.name, defaults[f.name])
+        if value == defaults[f.name]:
+            continue
+        if f.flag is None:
+            unflagged.append(f"{f.name}={value!r}")
+        elif f.name == "windows":
+            for name, window in sorted(value.items()):
+                flags += [f.flag, f"{name}={json.dumps(window, separators=(',', ':'))}"]
+        elif f.name == "episodes":
+            flags += [f.flag, _episode_ranges_text(sorted(value))]
+        elif f.name == "resize":
+            flags += [f.flag, f"{value[0]}x{value[1]}"]
+        else:
+            flags += [f.flag, str(value)]
+    return flags, unflagged
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of a pack option: ``on_frame_mismatch`` -> ``--on-frame-mismatch``,
+    ``windows`` -> ``--window`` (the flag the fields say; ``--<name>`` for others)."""
+    for cls in (PackOptions, PackRunOptions):
+        for f in option_fields(cls):
+            if f.name == name and f.flag:
+                return f.flag
+    return "--" + name.replace("_", "-")
+
+
+__all__ = ["FrameMismatchPolicy", "PackOptions", "PackRunOptions", "VideoMode", "flag_of", "options_as_flags", "parse_episode_ranges",
+           "parse_part", "parse_resize", "parse_window_frames", "parse_windows"]

@@ -1,0 +1,61 @@
+"""The shard plan: which episodes go to which shard, and which shards a ``--part`` packs.
+
+Pure arithmetic over episode indices and size estimates (no I/O), so every SLURM array task
+computes the same plan from the same source and options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lerobot_shards.packer.errors import ShardPlanError
+
+
+def plan_shards(episode_indices: Sequence[int], estimated_bytes: Sequence[int], target_bytes: int) -> list[list[int]]:
+    """Group episodes, in the given (ascending) order, into consecutive shards.
+
+    A shard is closed when adding the next episode would push its estimated size over
+    ``target_bytes``; an episode larger than the target gets a shard of its own. Episodes
+    are never split.
+
+    Returns:
+        One list of episode indices per shard, in shard order.
+
+    Raises:
+        ShardPlanError: mismatched lengths, unsorted or duplicate episodes, negative sizes
+            or a non-positive target.
+    """
+    if len(episode_indices) != len(estimated_bytes):
+        raise ShardPlanError(
+            f"{len(episode_indices)} episodes but {len(estimated_bytes)} size estimates"
+        )
+    if target_bytes <= 0:
+        raise ShardPlanError(f"target_bytes must be positive, got {target_bytes}")
+    if any(b < 0 for b in estimated_bytes):
+        raise ShardPlanError("estimated sizes must be >= 0")
+    if any(a >= b for a, b in zip(episode_indices, list(episode_indices)[1:])):
+        raise ShardPlanError("episode indices must be strictly ascending")
+    shards: list[list[int]] = []
+    current: list[int] = []
+    current_bytes = 0
+    for episode, size in zip(episode_indices, estimated_bytes):
+        if current and current_bytes + size > target_bytes:
+            shards.append(current)
+            current, current_bytes = [], 0
+        current.append(int(episode))
+        current_bytes += int(size)
+    if current:
+        shards.append(current)
+    return shards
+
+
+def shards_of_part(num_shards: int, part_index: int, num_parts: int) -> list[int]:
+    """Return the shard numbers part ``part_index`` of ``num_parts`` packs.
+
+    Shards are dealt round-robin (shard i goes to part i mod N): neighbouring shards have
+    similar sizes, so round-robin balances the parts without any size information. A part
+    may get no shard when there are more parts than shards.
+    """
+    if num_parts < 1 or not 0 <= part_index < num_parts:
+        raise ShardPlanError(f"part {part_index}/{num_parts} is out of range")
+    return list(range(part_index, num_shards, num_parts))

@@ -1,0 +1,61 @@
+"""``check_dataset``: a source checked as a pack of it would read it, nothing written
+(``lerobot-shards check`` / ``pack --check``; the checks are ``lerobot_shards.packer.shard.check``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
+from lerobot_shards.packer.errors import SourceError
+from lerobot_shards.packer.options import PackOptions, PackRunOptions
+from lerobot_shards.packer.plan.pack_plan import select_episodes
+from lerobot_shards.packer.shard.check import Finding, SourceCheck, check_source
+from lerobot_shards.packer.source.base import open_dataset_source
+from lerobot_shards.packer.source.staging import stage_source
+
+
+@keyword_signature(PackOptions, PackRunOptions)
+def check_dataset(
+    src: str | None,
+    *,
+    repo_id: str | None = None,
+    revision: str | None = None,
+    options: PackOptions | None = None,
+    run: PackRunOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **overrides: Any,
+) -> SourceCheck:
+    """Every problem packing ``src`` (or ``repo_id``) with these options would meet, found by
+    reading it as the pack reads it, without writing (a bucket or Hub source is staged into the
+    cache as for a pack). ``progress(episodes checked, episodes)`` after each episode.
+
+    Returns:
+        The ``SourceCheck``: a source that does not open is one error finding.
+
+    Raises:
+        OptionsError: a bad option value; ArgumentError: a keyword that is no option.
+        StorageError: a remote source failed beyond the retry policy.
+    """
+    shaping, running = split_options((PackOptions, PackRunOptions), overrides, caller="check_dataset")
+    options = merge_options(PackOptions, options, shaping, caller="check_dataset")
+    run = merge_options(PackRunOptions, run, running, caller="check_dataset")
+    episodes = list(options.episodes) if options.episodes is not None else None
+    try:
+        root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
+                            storage_options=run.src_storage_options, cache_dir=run.cache_dir)
+        source = open_dataset_source(root, follow_symlinks=run.follow_symlinks)
+        selected = select_episodes(source.episode_indices, options.episodes)
+    except (SourceError, FormatError) as err:
+        return SourceCheck(findings=[Finding("error", str(err))])
+    drift = source.schema_drift(selected)
+    report = check_source(source, options, selected, progress=progress)
+    if drift:
+        report.findings.insert(0, Finding("warning", f"the data parquet and meta/info.json disagree (only in info.json: "
+                                                      f"{drift.only_in_info}; only in the parquet: {drift.only_in_parquet}): "
+                                                      "the pack keeps what the parquet holds"))
+    return report
+
+
+__all__ = ["check_dataset"]

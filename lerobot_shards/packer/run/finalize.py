@@ -1,0 +1,291 @@
+"""``finalize``: build ``index/`` and ``manifest.json`` from the shard receipts.
+
+Needs only the destination (plan, receipts, shard parquet, ``meta/``), so a dependent SLURM
+job can run it after the array of ``--part`` tasks. The manifest is written last.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import (
+    EPISODES_INDEX_PATH,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INFO_PATH,
+    MANIFEST_PATH,
+    META_DIR,
+    PLAN_PATH,
+    SAMPLES_INDEX_PATH,
+    FileEntry,
+    Manifest,
+    PackPlan,
+    ShardEntry,
+    episodes_index_schema,
+    is_depth_feature,
+    pad_column,
+    samples_index_schema,
+    sha256_hex,
+    shard_name,
+    shard_parquet_path,
+    video_keys_of,
+)
+from lerobot_shards.core.format.parquet.arrow_io import parquet_file
+from lerobot_shards.core.option_fields import keyword_signature, merge_options
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.packer.errors import PackError, SourceError
+from lerobot_shards.packer.options import PackRunOptions
+from lerobot_shards.packer.run.journal import Journal
+from lerobot_shards.packer.run.receipts import finished_receipts
+from lerobot_shards.packer.shard import reencode_pixel_format
+from lerobot_shards.packer.source.info import parse_info
+from lerobot_shards.packer.version import packer_version
+from lerobot_shards.reader.plan.windows import pad_counts, resolve_delta_timestamps
+
+
+def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
+    schema = episodes_index_schema(video_keys)
+    return pa.table({name: pa.array([r[name] for r in rows], schema.field(name).type) for name in schema.names}, schema=schema)
+
+
+def _write_parquet(storage: Storage, rel: str, table: pa.Table) -> FileEntry:
+    """Write ``table`` to ``rel``; returns its size and digest for the manifest's ``files``."""
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd", write_page_index=True)
+    data = buffer.getvalue()
+    storage.write_bytes(rel, data)
+    return FileEntry(len(data), sha256_hex(data))
+
+
+def _meta_files(storage: Storage, plan: PackPlan, journal: Journal, trust_destination: bool) -> dict[str, FileEntry]:
+    """Size and digest of every file in ``meta/``, hashed here and checked against what the
+    pack journal records the pack copying (temp files of interrupted writes are not part of
+    the dataset: ``Storage.list`` leaves them out).
+
+    Raises:
+        PackError: a ``meta/`` file that differs from what the pack wrote, or (unless
+            ``trust_destination``) no journal record of the pack's ``meta/``.
+    """
+    entries = {}
+    for rel in storage.list(META_DIR):
+        digest, size = storage.digest(rel)
+        entries[rel] = FileEntry(size, digest)
+    recorded = journal.meta_files(plan.sha256)
+    if recorded is None:
+        if not trust_destination:
+            raise PackError(f"{storage.url}: no record of this plan's meta/ in this machine's pack journal ({journal.dir}); "
+                            "finalize where the pack ran, or pass --trust-destination if only you can write this destination")
+        return entries
+    if entries != recorded:
+        changed = sorted(rel for rel in set(entries) | set(recorded) if entries.get(rel) != recorded.get(rel))
+        raise PackError(f"{storage.url}: meta/ differs from what the pack wrote ({changed[:10]}); "
+                        "re-run `lerobot-shards pack` to copy it again")
+    return entries
+
+
+def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
+    features = json.loads(json.dumps(info["features"]))
+    if options["video"] == "copy":
+        return features
+    for key in video_keys:
+        feature = features[key]
+        if is_depth_feature(feature):
+            continue  # depth is cut as in copy mode (re-encoded losslessly where it cannot be)
+        feature_info = dict(feature.get("info") or {})
+        if options.get("resize"):
+            height, width = options["resize"]
+            feature["shape"] = [height, width, feature["shape"][2]]
+            feature_info["video.height"], feature_info["video.width"] = height, width
+        source_format = feature_info.get("video.pix_fmt")
+        feature_info["video.codec"] = options["video"]
+        feature_info["video.pix_fmt"] = reencode_pixel_format(source_format if isinstance(source_format, str) else None,
+                                                              int(feature["shape"][0]), int(feature["shape"][1]))
+        feature_info["video.g"] = options["gop"]
+        feature_info["video.crf"] = options["crf"]
+        feature_info["video.preset"] = options["preset"]
+        feature["info"] = feature_info
+    return features
+
+
+def _features_of_what_was_packed(features: dict, parquet_fields: dict[str, pa.Field]) -> tuple[dict, dict | None]:
+    """Make the manifest's tabular features describe the shard parquet when info.json and the
+    data parquet disagree (the packer packs what the parquet holds).
+
+    Returns:
+        ``(features, drift)``: ``drift`` is None when they agree, else
+        ``{"only_in_info": [...], "only_in_parquet": [...]}``.
+    """
+    if not parquet_fields:
+        return features, None
+    tabular = [k for k, f in features.items() if f.get("dtype") != "video"]
+    only_in_info = [k for k in tabular if k not in parquet_fields]
+    only_in_parquet = [k for k in parquet_fields if k not in features]
+    if not only_in_info and not only_in_parquet:
+        return features, None
+    adjusted = {k: f for k, f in features.items() if k not in only_in_info}
+    for name in only_in_parquet:
+        adjusted[name] = _feature_of_field(parquet_fields[name])
+    return adjusted, {"only_in_info": only_in_info, "only_in_parquet": only_in_parquet}
+
+
+def _feature_of_field(field: pa.Field) -> dict:
+    """A LeRobot-style feature entry for a parquet column info.json does not declare."""
+    arrow_type, shape = field.type, [1]
+    if pa.types.is_fixed_size_list(arrow_type):
+        arrow_type, shape = arrow_type.value_type, [arrow_type.list_size]
+    elif pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        arrow_type, shape = arrow_type.value_type, [None]
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        dtype = "string"
+    else:
+        try:
+            dtype = np.dtype(arrow_type.to_pandas_dtype()).name
+        except (NotImplementedError, TypeError):
+            dtype = str(arrow_type)
+    return {"dtype": dtype, "shape": shape, "names": None}
+
+
+@keyword_signature(PackRunOptions)
+def finalize(
+    dst: str,
+    *,
+    run: PackRunOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **overrides: Any,
+) -> Manifest:
+    """Write ``index/episodes.parquet``, ``index/samples.parquet`` and ``manifest.json``.
+
+    ``progress(shards indexed, shards)`` is called after each shard's rows are indexed. Of the
+    run options (``run``, or its fields by name) finalize uses how to reach ``dst``
+    (``storage_options``, ``retry``) and the pack journal: only what the journal (``journal``,
+    see ``pack_dataset``) records this machine writing is published: receipts byte for byte,
+    ``meta/`` by digest, and each shard parquet is hashed as it is read.
+    ``trust_destination`` accepts receipts written elsewhere, re-hashing their files.
+
+    Returns:
+        The written ``Manifest``.
+
+    Raises:
+        PackError: no plan, shards without a valid receipt (names them), receipts or
+            ``meta/`` files the journal does not record, or files that differ from them.
+        StorageError: the destination failed beyond the retry policy.
+        ArgumentError: a keyword that is no run option.
+    """
+    run = merge_options(PackRunOptions, run, overrides, caller="finalize")
+    journal, trust_destination = run.journal, run.trust_destination
+    storage = Storage(dst, run.storage_options, retry=run.retry)
+    if not storage.exists(PLAN_PATH):
+        raise PackError(f"{storage.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
+    pack_journal = Journal(storage.url, journal)
+    try:
+        plan = PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH))
+    except FormatError as err:
+        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
+    files = _meta_files(storage, plan, pack_journal, trust_destination)
+    info_bytes = storage.read_bytes(INFO_PATH)
+    if INFO_PATH not in files or sha256_hex(info_bytes) != files[INFO_PATH].sha256:
+        raise PackError(f"{storage.describe(INFO_PATH)}: changed while finalizing; re-run finalize")
+    try:
+        info = parse_info(info_bytes, where=storage.describe(INFO_PATH))
+    except (FormatError, SourceError) as err:
+        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
+    video_keys = video_keys_of(info["features"])
+    receipts = finished_receipts(storage, plan, video_keys, pack_journal, trust_destination=trust_destination)
+
+    options = plan.options
+    fps = int(info["fps"])
+    windows = {name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()}
+    episode_rows, sample_tables, shard_entries = [], [], []
+    parquet_fields: dict[str, pa.Field] = {}
+    for receipt in receipts:
+        shard = receipt.shard
+        for row in receipt.episodes:
+            episode_rows.append({**row, "shard": shard})
+        shard_entries.append(
+            ShardEntry(
+                index=shard,
+                name=shard_name(shard),
+                num_episodes=len(receipt.episodes),
+                frames=receipt.frames,
+                tar_bytes=receipt.tar_bytes,
+                tar_sha256=receipt.tar_sha256,
+                parquet_bytes=receipt.parquet_bytes,
+                parquet_sha256=receipt.parquet_sha256,
+                parquet_footer=receipt.parquet_footer,
+            )
+        )
+        parquet_bytes = storage.read_bytes(shard_parquet_path(shard))
+        if len(parquet_bytes) != receipt.parquet_bytes or sha256_hex(parquet_bytes) != receipt.parquet_sha256:
+            raise PackError(f"{storage.describe(shard_parquet_path(shard))}: does not match the digest its receipt records "
+                            "(changed after the pack wrote it); delete its receipt and re-run that shard's pack")
+        parquet = parquet_file(parquet_bytes)
+        for field in parquet.schema_arrow:
+            parquet_fields.setdefault(field.name, field)
+        table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
+        lengths = {r["episode_index"]: r["length"] for r in receipt.episodes}
+        episode_of_row = table["episode_index"].to_numpy()
+        frame_index = table["frame_index"].to_numpy()
+        length = np.array([lengths[e] for e in episode_of_row], dtype=np.int64) if len(episode_of_row) else np.zeros(0, np.int64)
+        columns = {
+            "index": table["index"].cast(pa.int64()),
+            "episode_index": table["episode_index"].cast(pa.int64()),
+            "frame_index": table["frame_index"].cast(pa.int64()),
+            "shard": pa.array(np.full(table.num_rows, shard, dtype=np.int32)),
+            "row": pa.array(np.arange(table.num_rows, dtype=np.int64)),
+            "timestamp": table["timestamp"].cast(pa.float32()),
+            "task_index": table["task_index"].cast(pa.int64()),
+        }
+        for name, offsets in windows.items():
+            for key, key_offsets in offsets.items():
+                before, after = pad_counts(frame_index, length, key_offsets)
+                columns[pad_column(name, key, "before")] = pa.array(before)
+                columns[pad_column(name, key, "after")] = pa.array(after)
+        sample_tables.append(pa.table(columns))
+        if progress is not None:
+            progress(len(sample_tables), len(receipts))
+
+    episode_rows.sort(key=lambda r: r["episode_index"])
+    files[EPISODES_INDEX_PATH] = _write_parquet(storage, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
+    schema = samples_index_schema(options["windows"])
+    samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
+    files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema))
+
+    features, drift = _features_of_what_was_packed(_packed_features(info, options, video_keys), parquet_fields)
+    extra = {
+        "dropped_episodes": sorted(e for r in receipts for e in r.dropped),
+        "padded_episodes": sorted(e for r in receipts for e in r.padded),
+        "reencoded_episodes": sorted(e for r in receipts for e in r.reencoded),
+    }
+    if drift:
+        extra["schema_drift"] = drift
+    manifest = Manifest(
+        format=FORMAT_NAME,
+        format_version=FORMAT_VERSION,
+        packer_version=packer_version(),
+        options={k: v for k, v in options.items() if k not in ("row_group_max_bytes",)},
+        source=plan.source,
+        fps=fps,
+        features=features,
+        video_keys=video_keys,
+        windows=options["windows"],
+        tolerance_s=options["tolerance_s"],
+        shards=shard_entries,
+        files=dict(sorted(files.items())),
+        totals={
+            "episodes": len(episode_rows),
+            "frames": int(sum(r["length"] for r in episode_rows)),
+            "shards": len(shard_entries),
+            "bytes": int(sum(s.tar_bytes + s.parquet_bytes for s in shard_entries)),
+        },
+        extra=extra,
+    )
+    storage.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
+    return manifest

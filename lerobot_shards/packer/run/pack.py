@@ -1,0 +1,315 @@
+"""``pack``: rewrite a LeRobot v3.0 dataset into episode-aligned shards (docs/FORMAT.md).
+
+Flow: stage the source locally if it is remote -> compute the deterministic shard plan ->
+claim the destination (``pack-plan.json``) and copy ``meta/`` -> build this part's shards
+(tar + parquet, then the receipt) in a process pool, keeping shards whose receipt is already
+valid -> ``finalize`` (unless ``part`` is given: then a separate ``finalize`` runs once all
+parts are done). Every write goes through ``lerobot_shards.core.storage.Storage`` (retries, timeouts,
+errors that name the object), local or in a bucket.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from lerobot_shards.core.errors import WindowError
+from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.packer.errors import OptionsError, PackError
+from lerobot_shards.packer.options import PackOptions, PackRunOptions
+from lerobot_shards.packer.plan.pack_plan import make_pack_plan, select_episodes
+from lerobot_shards.packer.plan.shard_plan import shards_of_part
+from lerobot_shards.packer.run.claim import check_destination, claim_destination, copy_meta
+from lerobot_shards.packer.run.finalize import finalize
+from lerobot_shards.packer.run.journal import Journal
+from lerobot_shards.packer.run.pool import run_jobs
+from lerobot_shards.packer.run.receipts import kept_receipt
+from lerobot_shards.packer.run.shards import ShardJob, pack_shard
+from lerobot_shards.packer.shard.build import ShardSpec
+from lerobot_shards.packer.source.base import open_dataset_source
+from lerobot_shards.packer.source.staging import describe_source, stage_source
+from lerobot_shards.reader.plan.windows import resolve_delta_timestamps, windows_beyond
+
+log = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@dataclass
+class PackReport:
+    """What a pack did, for the shards written now: ``bytes_in`` is the source read (the
+    compressed video packets of the episodes' windows plus their rows' Arrow size),
+    ``bytes_out`` the tar + parquet written; ``mb_per_s`` is ``bytes_in`` over wall time."""
+
+    episodes: int = 0
+    frames: int = 0
+    shards: int = 0
+    shards_written: int = 0
+    shards_skipped: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    # Shards of this plan found damaged (receipt unreadable, a file missing, of another size, or
+    # with --repair of another digest) and rebuilt: "shard-000001: why".
+    shards_repaired: list[str] = field(default_factory=list)
+    shards_rehashed: int = 0  # kept shards whose files --repair re-hashed
+    reencoded_episodes: list[int] = field(default_factory=list)
+    dropped_episodes: list[int] = field(default_factory=list)
+    padded_episodes: list[int] = field(default_factory=list)
+    # Files under the source's meta/ that LeRobot does not read: not copied into the pack.
+    metadata_left_out: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    finalized: bool = False
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes_in / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PackProgress:
+    """Where a running pack stands; ``pack_dataset(progress=...)`` gets one after each episode
+    and each shard.
+
+    Attributes:
+        episodes_done, episodes_total: episodes of this run's shards packed so far (those of
+            shards kept from an earlier run included) and in all.
+        episodes_before: episodes an earlier run packed (kept shards): they cost nothing.
+        bytes_in, bytes_out: source bytes read and shard bytes written by this run.
+        shards_written, shards_total: shards committed by this run, and this run's shards.
+        seconds: since the pack started.
+    """
+
+    episodes_done: int
+    episodes_total: int
+    episodes_before: int
+    bytes_in: int
+    bytes_out: int
+    shards_written: int
+    shards_total: int
+    seconds: float
+
+
+def _explain_full_disk(function: _F) -> _F:
+    """A full disk (or quota) anywhere in a pack becomes a ``PackError`` saying where and what to
+    do, instead of a bare ``OSError`` traceback."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except OSError as err:
+            full = _full_disk_cause(err)
+            if full is None:
+                raise
+            where = f" writing {full.filename}" if full.filename else ""
+            raise PackError(
+                f"no space left on device{where} (staging shards in {tempfile.gettempdir()}); free space and "
+                "re-run the same command: finished shards are kept"
+            ) from err
+
+    return wrapper
+
+
+def _full_disk_cause(error: BaseException) -> OSError | None:
+    """The ENOSPC/EDQUOT error behind ``error`` (itself, or what a ``StorageError`` wraps)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+@_explain_full_disk
+@keyword_signature(PackOptions, PackRunOptions)
+def pack_dataset(
+    src: str | None,
+    dst: str,
+    *,
+    repo_id: str | None = None,
+    revision: str | None = None,
+    options: PackOptions | None = None,
+    run: PackRunOptions | None = None,
+    progress: Callable[[PackProgress], None] | None = None,
+    **overrides: Any,
+) -> PackReport:
+    """Pack a LeRobot v3.0 dataset into ``dst`` (a directory or any fsspec URL).
+
+    ``src`` is a local root or fsspec URL; or give ``repo_id`` (+ ``revision``) for the Hub.
+    ``options`` shape the pack (``PackOptions``, recorded in it); ``run`` says how this run
+    reads, writes and spreads its work (``PackRunOptions``); any field of either may instead be
+    given by name (``pack_dataset(src, dst, video="hevc", workers=8)``; ``help(pack_dataset)``
+    lists them). With ``part=(i, n)`` only that part's shards are built and no manifest is
+    written (run ``finalize`` after all parts). Re-running resumes: shards with a valid
+    receipt are kept. ``progress`` is called with a ``PackProgress`` after each episode and
+    shard.
+
+    What this machine writes is recorded in the pack journal (``journal``: a directory,
+    default ``$LEROBOT_SHARDS_JOURNAL`` or ``~/.cache/lerobot-shards/journal``): a resume
+    keeps only shards the journal records, and ``finalize`` publishes only their digests.
+    ``trust_destination`` also adopts shards another machine wrote, after re-hashing their
+    files (for a destination only you can write; docs/SECURITY.md).
+
+    Returns:
+        A ``PackReport``.
+
+    Raises:
+        OptionsError: a bad option value (names it and what is allowed).
+        ArgumentError: a keyword that is no option (names the closest one).
+        SourceError: bad source (missing files, unsupported version, ...).
+        PackError: frame mismatches, corrupt video, a destination holding another plan;
+            names the episode, file or shard.
+        StorageError: the destination failed beyond the retry policy (finished shards are
+            kept: re-running resumes).
+    """
+    started = time.perf_counter()
+    shaping, running = split_options((PackOptions, PackRunOptions), overrides, caller="pack_dataset")
+    options = merge_options(PackOptions, options, shaping, caller="pack_dataset")
+    run = merge_options(PackRunOptions, run, running, caller="pack_dataset")
+    storage = Storage(dst, run.storage_options, retry=run.retry)
+    storage.check_writable()  # before the source is staged or read
+    episodes = list(options.episodes) if options.episodes is not None else None
+    local_root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
+                              storage_options=run.src_storage_options, cache_dir=run.cache_dir)
+    source = open_dataset_source(local_root, follow_symlinks=run.follow_symlinks)
+    window_frames = run.window_frames
+    if window_frames:
+        clash = sorted(set(window_frames) & set(options.windows))
+        if clash:
+            raise OptionsError(f"windows {clash} given both in seconds and in frames", option="windows")
+        in_seconds = {name: {key: [offset / source.fps for offset in offsets] for key, offsets in window.items()}
+                      for name, window in window_frames.items()}
+        options = replace(options, windows={**options.windows, **in_seconds})
+    workers, part = run.workers, run.part
+    check_destination(storage, source.root)
+    _check_windows(options, source.fps, list(source.features))
+    # Planning probes every needed file (parquet footer, video header): a bad source fails
+    # here, naming the file and episode, before anything is written.
+    planned = select_episodes(source.episode_indices, options.episodes)
+    sizes = [source.estimated_episode_bytes(e) for e in planned]
+    description = {**describe_source(src, repo_id=repo_id, revision=revision, info=source.info),
+                   "fingerprint": source.fingerprint(planned)}
+    plan = make_pack_plan(planned, sizes, options, description)
+    _warn_windows_beyond(options, source.fps, max((int(source.episodes[e]["length"]) for e in planned), default=0))
+    drift = source.schema_drift(planned)
+    if drift:
+        log.warning(
+            "%s: the data parquet columns differ from meta/info.json features (only in info.json: %s; "
+            "only in the parquet: %s); packing what the parquet holds",
+            local_root, drift.only_in_info, drift.only_in_parquet,
+        )
+        _check_windows(options, source.fps, source.video_keys + drift.columns, missing=drift.only_in_info)
+    source.check_tasks()
+    claim_destination(storage, plan)
+    removed = storage.remove_stale_temp_files()
+    if removed:
+        log.warning("%s: removed %d temporary file(s) left by an interrupted run", storage.url, removed)
+    pack_journal = Journal(storage.url, run.journal)
+    pack_journal.record_meta(plan.sha256, copy_meta(source, storage))
+
+    shard_ids = list(range(len(plan.shards))) if part is None else shards_of_part(len(plan.shards), part[0], part[1])
+    report = PackReport(shards=len(shard_ids), metadata_left_out=list(source.unknown_metadata_files()))
+    if report.metadata_left_out:
+        log.warning("%s: left out of the pack, files under meta/ that LeRobot does not read: %s", local_root,
+                    ", ".join(report.metadata_left_out[:20]) + (f" and {len(report.metadata_left_out) - 20} more"
+                                                                 if len(report.metadata_left_out) > 20 else ""))
+    todo = []
+    for shard in shard_ids:
+        receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=run.trust_destination,
+                               repair=run.repair, damaged=report.shards_repaired)
+        if receipt is not None:
+            report.shards_skipped += 1
+            report.shards_rehashed += run.repair
+            _account(report, receipt.to_dict(), written=False)
+        else:
+            todo.append(shard)
+    total = sum(len(plan.shards[s]) for s in shard_ids)
+    before = total - sum(len(plan.shards[s]) for s in todo)
+    state = {"done": before, "read": 0}
+
+    def snapshot() -> PackProgress:
+        return PackProgress(episodes_done=state["done"], episodes_total=total, episodes_before=before, bytes_in=state["read"],
+                            bytes_out=report.bytes_out, shards_written=report.shards_written, shards_total=len(shard_ids),
+                            seconds=time.perf_counter() - started)
+
+    def on_progress(item: tuple[int, int]) -> None:
+        state["done"] += item[0]
+        state["read"] += item[1]
+        progress(snapshot())
+
+    def on_result(receipt: dict) -> None:
+        _account(report, receipt, written=True)
+        if progress is not None:
+            progress(snapshot())
+
+    jobs = [
+        ShardJob(spec=ShardSpec(shard=s, episodes=tuple(plan.shards[s]), options=options, plan_sha256=plan.sha256),
+                 source_root=str(local_root), dst=dst, run=run, journal=pack_journal)
+        for s in todo
+    ]
+    if workers > 1 and len(jobs) < workers and jobs:
+        if options.video != "copy":
+            # Fewer shards than cores: each shard's members (episodes x cameras) are
+            # re-encoded in parallel instead, byte-identical to a sequential build.
+            jobs = [replace(job, member_workers=max(1, workers // len(jobs))) for job in jobs]
+        else:
+            # Shards are the unit of parallel work: say why cores idle and what to change.
+            suggested = max(sum(sizes) / 1e6 / workers, 1.0)
+            log.warning("--workers %d, but only %d shard(s) to build: each shard is packed by one process, so %d core(s) "
+                        "stay idle; pack with --shard-size-mb %.0f (about %d shards) to use them", workers, len(jobs),
+                        workers - len(jobs), suggested, workers)
+    if progress is not None and not jobs:
+        progress(snapshot())  # nothing to pack: still say where the pack stands
+    run_jobs(pack_shard, jobs, workers=workers, on_result=on_result, on_progress=on_progress if progress is not None else None)
+    if part is None:
+        finalize(dst, run=run)
+        report.finalized = True
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missing: list[str] = ()) -> None:
+    """Every window must resolve at the source's fps over keys the data holds.
+
+    Raises:
+        OptionsError: names the window and what is wrong (``option == "windows"``).
+    """
+    for name, window in options.windows.items():
+        absent = [k for k in window if k in missing]
+        if absent:
+            raise OptionsError(f"window {name!r}: {absent} declared in meta/info.json but missing from the data parquet",
+                               option="windows")
+        try:
+            resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s, known_keys=known_keys)
+        except (WindowError, ValueError) as err:
+            raise OptionsError(f"window {name!r}: {err}", option="windows") from None
+
+
+def _warn_windows_beyond(options: PackOptions, fps: int, longest: int) -> None:
+    """Say (a warning, not an error: LeRobot pads such windows too) which precomputed windows
+    no episode holds whole: their ``chunk_*_pad`` columns then count padding on every anchor."""
+    for name, window in options.windows.items():
+        offsets = resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s)
+        for sentence in windows_beyond(offsets, longest, fps):
+            log.warning("window %r: %s", name, sentence)
+
+
+def _account(report: PackReport, receipt: dict, *, written: bool) -> None:
+    report.episodes += len(receipt["episodes"])
+    report.frames += receipt["frames"]
+    report.dropped_episodes += receipt["dropped"]
+    report.padded_episodes += receipt["padded"]
+    report.reencoded_episodes += receipt["reencoded"]
+    if written:
+        report.shards_written += 1
+        report.bytes_in += receipt.get("bytes_in", 0)
+        report.bytes_out += receipt["tar_bytes"] + receipt["parquet_bytes"]

@@ -1,0 +1,307 @@
+"""Building one shard: its tar of per-episode mp4 members, its parquet of rows, its receipt.
+
+Everything happens in a local working directory: no storage, no processes. ``run/`` uploads
+what this builds and commits it with the receipt (docs/FORMAT.md, "shard receipt").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from lerobot_shards.core.errors import BoundExceededError, FormatError
+from lerobot_shards.core.format import sha256_file, sha256_hex, video_member_name
+from lerobot_shards.packer.errors import PackError, SourceError, VideoCutError
+from lerobot_shards.packer.options import PackOptions
+from lerobot_shards.packer.shard.frame_policy import empty_episode_verdict, frame_verdict
+from lerobot_shards.packer.shard.members import EncodeSettings, EpisodeVideo, cut_episode, reencode_episode
+from lerobot_shards.packer.shard.parquet import shard_parquet_layout, write_shard_parquet
+from lerobot_shards.packer.shard.tar_writer import DeterministicTarWriter
+from lerobot_shards.packer.source.base import Source
+from lerobot_shards.packer.source.samples import SourceSampleReader, UnsupportedTiming
+from lerobot_shards.packer.source.video import SourceFrameDecoder, SourceVideoReader
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """One shard of a pack plan: its number, its episodes (ascending) and what shapes it."""
+
+    shard: int
+    episodes: tuple[int, ...]
+    options: PackOptions
+    plan_sha256: str
+
+
+@dataclass(frozen=True)
+class BuiltShard:
+    """A shard built in a working directory: its two files and its receipt (a
+    ``lerobot_shards.core.format.ShardReceipt`` as a JSON dict, with ``bytes_in``: the source bytes read)."""
+
+    tar_path: Path
+    parquet_path: Path
+    receipt: dict
+
+
+def encode_settings(options: PackOptions, *, depth: bool = False) -> EncodeSettings:
+    """The re-encode settings of a pack's camera. Copy mode re-encodes only episodes that
+    cannot be cut out of the source, with the hevc settings; a depth camera is cut in every
+    mode and re-encoded losslessly where it cannot be (``EncodeSettings.depth``)."""
+    codec = options.video if options.video != "copy" else "hevc"
+    return EncodeSettings(codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize,
+                          depth=depth)
+
+
+class _Digests:
+    """SHA-256 of byte strings on one thread beside the caller (hashlib releases the GIL)."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="lerobot-shards-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            data, done, result = job
+            try:
+                result.append(sha256_hex(data))
+            except BaseException as err:  # noqa: BLE001 - handed to the waiter, never lost
+                result.append(err)
+            done.set()
+
+    def submit(self, data: bytes) -> Callable[[], str]:
+        """Hash ``data``; returns a callable that waits for its hex digest (and re-raises what
+        hashing raised)."""
+        done, result = threading.Event(), []
+        self._jobs.put((data, done, result))
+
+        def wait() -> str:
+            done.wait()
+            if isinstance(result[0], BaseException):
+                raise result[0]
+            return result[0]
+        return wait
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+
+
+def _packet_reader(path: Path, max_samples: int | None = None, max_sample_bytes: int | None = None
+                   ) -> SourceSampleReader | SourceVideoReader:
+    """Copy mode's reader of a source file: by byte ranges where its boxes and timing allow
+    (no demuxer, no muxer; ``max_samples``: what the file's episodes can use;
+    ``max_sample_bytes``: what one of its frames may claim), else the demuxer.
+
+    Raises:
+        SourceError: the file's tables claim more than a bound allows (samples beyond what its
+            episodes can use, a sample beyond a raw frame's multiple: named, not a
+            ``MemoryError``); the demuxer would expand them too.
+    """
+    try:
+        return SourceSampleReader(path, max_samples=max_samples, max_sample_bytes=max_sample_bytes)
+    except BoundExceededError as err:  # FFmpeg's demuxer would expand the same claims
+        raise SourceError(str(err)) from None
+    except (UnsupportedTiming, FormatError):
+        return SourceVideoReader(path)
+
+
+class OpenVideos:
+    """One open reader per camera for a shard: its episodes come in file order, so each
+    camera's file is read in one pass (``SourceVideoReader`` packets for copy mode,
+    ``SourceFrameDecoder`` frames for re-encodes); moving to the next file closes the last."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str], SourceSampleReader | SourceVideoReader | SourceFrameDecoder] = {}
+
+    def get(self, kind: str, key: str, path: Path, *, max_samples: int | None = None, max_sample_bytes: int | None = None):
+        reader = self._open.get((kind, key))
+        if reader is not None and reader.path != path:
+            self._open.pop((kind, key)).close()
+            reader = None
+        if reader is None:
+            reader = self._open[(kind, key)] = (_packet_reader(path, max_samples, max_sample_bytes) if kind == "packets"
+                                                else SourceFrameDecoder(path))
+        return reader
+
+    def close(self) -> None:
+        for reader in self._open.values():
+            reader.close()
+        self._open.clear()
+
+
+def _episode_video(
+    source: Source, episode: int, key: str, length: int, options: PackOptions, videos: OpenVideos
+) -> tuple[EpisodeVideo | None, str]:
+    """Return the member video (at most ``length`` frames; None when the source window holds
+    no frame) and where it came from, for error messages."""
+    location = source.video_location(episode, key)
+    if not location.path.is_file():
+        raise SourceError(f"{location.path}: missing (video of episode {episode}, camera {key})")
+    where = f"{location.path} [{location.from_timestamp:.4f}, {location.to_timestamp:.4f}) s"
+    depth = key in source.depth
+    try:
+        # Depth maps are never re-encoded lossily: cut like copy mode whatever --video says.
+        if options.video == "copy" or depth:
+            reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key),
+                                max_sample_bytes=source.max_sample_bytes(key))
+            video, found = cut_episode(location, reader, max_frames=length)
+            where = _with_truncation_hint(where, reader, found, length)
+            if video is not None or found == 0:
+                return video, where
+            # Not starting on a keyframe (or reordered frames to trim): re-encode this episode,
+            # decoding from the keyframe before it with a decoder of its own.
+            video, _ = reencode_episode(location, source.fps, encode_settings(options, depth=depth), max_frames=length)
+        else:
+            decoder = videos.get("frames", key, location.path)
+            video, found = reencode_episode(location, source.fps, encode_settings(options), decoder, max_frames=length)
+            where = _with_truncation_hint(where, decoder, found, length)
+    except VideoCutError as err:
+        raise PackError(f"episode {episode}, camera {key}: {err}") from None
+    return video, where
+
+
+def _with_truncation_hint(where: str, reader: SourceSampleReader | SourceVideoReader | SourceFrameDecoder, found: int,
+                          length: int) -> str:
+    if found < length and reader.ended_early:
+        return f"{where}; the file ends at {reader.last_seconds:.4f} s: truncated?"
+    return where
+
+
+MemberSource = Callable[[int, str, int], "tuple[EpisodeVideo | None, str]"]
+
+
+def encode_member(source_root: str, follow_symlinks: bool, options: PackOptions, episode: int, key: str,
+                  length: int) -> tuple[EpisodeVideo | None, str]:
+    """One episode's member of camera ``key``, built on its own (a process of a pool): what
+    ``build_shard`` builds in sequence, with a reader of its own that starts at the keyframe
+    before the episode. Decoding is deterministic and every member gets a fresh encoder, so
+    the bytes equal the sequential build's."""
+    from lerobot_shards.packer.source.base import open_dataset_source
+
+    source = open_dataset_source(source_root, follow_symlinks=follow_symlinks)
+    with contextlib.closing(OpenVideos()) as videos:
+        return _episode_video(source, episode, key, length, options, videos)
+
+
+def build_shard(
+    source: Source,
+    spec: ShardSpec,
+    workdir: Path,
+    *,
+    on_episode: Callable[[int], None] | None = None,
+    member_source: MemberSource | None = None,
+) -> BuiltShard:
+    """Build ``spec``'s shard from ``source`` into ``workdir`` (``shard.tar``, ``shard.parquet``).
+
+    ``on_episode(source_bytes)`` is called after each episode (for progress). ``member_source``,
+    when given, supplies each ``(episode, camera, length)``'s member (built ahead, e.g. in
+    parallel with ``encode_member``) instead of building it here.
+
+    Returns:
+        The ``BuiltShard``; nothing is written outside ``workdir``.
+
+    Raises:
+        SourceError: a missing or unreadable source file (names the file and episode).
+        PackError: a video that cannot be cut or re-encoded (names the episode and camera).
+        FrameMismatchError: frames and rows disagree and ``on_frame_mismatch`` refuses it.
+    """
+    options = spec.options
+    tables: list[pa.Table] = []
+    rows: list[dict] = []
+    dropped: list[int] = []
+    padded: list[int] = []
+    reencoded: list[int] = []
+    bytes_in = 0
+    tar_path = Path(workdir) / "shard.tar"
+    # Each member is hashed for the index while the tar writer hashes the archive: hashlib
+    # releases the GIL, so the two digests of the same bytes run on two cores.
+    with open(tar_path, "wb") as tar_file, contextlib.closing(OpenVideos()) as videos, \
+            contextlib.closing(_Digests()) as digests:
+        tar = DeterministicTarWriter(tar_file)
+        row_cursor = 0
+        for episode in spec.episodes:
+            table = source.episode_rows(episode)
+            source.check_rows(episode, table)
+            length = table.num_rows
+            meta = source.episodes[episode]
+            if length == 0:
+                empty_episode_verdict(options.on_frame_mismatch, episode=episode)
+                dropped.append(episode)
+                if on_episode is not None:
+                    on_episode(0)
+                continue
+            members: dict[str, EpisodeVideo] = {}
+            verdicts = set()
+            episode_bytes = table.nbytes
+            for key in source.video_keys:
+                video, where = (member_source(episode, key, length) if member_source is not None
+                                else _episode_video(source, episode, key, length, options, videos))
+                found = video.found if video is not None else 0
+                verdicts.add(frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where))
+                if video is not None:
+                    episode_bytes += video.source_bytes
+                    members[key] = video
+            bytes_in += episode_bytes
+            if on_episode is not None:
+                on_episode(episode_bytes)
+            if "drop" in verdicts:
+                dropped.append(episode)
+                continue
+            if "pad" in verdicts:
+                padded.append(episode)
+            # "Re-encoded" has one meaning: the packer encoded the video (every episode with
+            # --video hevc|h264; in copy mode those the source could not be cut for).
+            if any(v.reencoded for v in members.values()):
+                reencoded.append(episode)
+            row = {
+                "episode_index": episode,
+                "length": length,
+                "dataset_from_index": int(meta["dataset_from_index"]),
+                "dataset_to_index": int(meta["dataset_to_index"]),
+                "tasks": source.episode_tasks(episode, table),
+                "row_start": row_cursor,
+            }
+            for key in source.video_keys:
+                video = members[key]
+                digest = digests.submit(video.data)
+                offset = tar.add(video_member_name(episode, key), video.data)
+                row[f"video/{key}/offset"] = offset
+                row[f"video/{key}/size"] = len(video.data)
+                row[f"video/{key}/frames"] = video.frames
+                row[f"video/{key}/codec"] = video.codec
+                row[f"video/{key}/sha256"] = digest()
+                row[f"video/{key}/reencoded"] = bool(video.reencoded)
+            tables.append(table)
+            rows.append(row)
+            row_cursor += length
+        tar_size = tar.close()
+        tar_sha256 = tar.sha256()
+    parquet_path = Path(workdir) / "shard.parquet"
+    row_groups = write_shard_parquet(tables, parquet_path, options.row_group_max_bytes)
+    footer, spans = shard_parquet_layout(parquet_path)
+    for row, group in zip(rows, row_groups):
+        offset, nbytes, digest = spans[group]
+        row.update(row_group=group, row_group_offset=offset, row_group_bytes=nbytes, row_group_sha256=digest)
+    parquet_sha256, parquet_bytes = sha256_file(parquet_path)
+    receipt = {
+        "shard": spec.shard,
+        "episodes": rows,
+        "frames": sum(r["length"] for r in rows),
+        "tar_bytes": tar_size,
+        "tar_sha256": tar_sha256,
+        "parquet_bytes": parquet_bytes,
+        "parquet_sha256": parquet_sha256,
+        "parquet_footer": footer,
+        "plan_sha256": spec.plan_sha256,
+        "dropped": dropped,
+        "padded": padded,
+        "reencoded": reencoded,
+        "bytes_in": bytes_in,
+    }
+    return BuiltShard(tar_path=tar_path, parquet_path=parquet_path, receipt=receipt)

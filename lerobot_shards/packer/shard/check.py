@@ -1,0 +1,197 @@
+"""``lerobot-shards check``: every problem a pack of a source would meet, found without writing.
+
+A user curating hundreds of Hub datasets wants to know which ones a cluster job will refuse,
+pad, drop or re-encode before the job runs. ``check_source`` does what building a shard does
+to each episode, short of encoding and writing: it reads the episode's rows through the same
+checks (tasks, pictures, values), cuts each camera's window as copy mode cuts it (in memory),
+and compares what it finds with what the metadata claims:
+
+* ``error``: the pack would stop here (unreadable rows or video, a frame count the
+  ``on_frame_mismatch`` policy refuses, a camera a re-encode cannot code);
+* ``warning``: the pack goes on but changes something (an episode padded, dropped or
+  re-encoded because its source cannot be cut, frames trimmed) or LeRobot would not read the
+  same thing (row timestamps that are not ``frame_index / fps``, video frames further than the
+  tolerance from their row's timestamp: ``LeRobotDataset`` raises ``FrameTimestampError`` there).
+
+Opening the source (``info.json``, episodes metadata, tasks, depth settings) happens before:
+a source that does not open is one error, named by ``SourceError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.packer.errors import FrameMismatchError, PackError, SourceError, VideoCutError
+from lerobot_shards.packer.options import PackOptions
+from lerobot_shards.packer.shard.build import OpenVideos
+from lerobot_shards.packer.shard.frame_policy import frame_verdict
+from lerobot_shards.packer.shard.members import EncodeSettings, cut_episode, reencode_pixel_format
+from lerobot_shards.packer.source.base import Source
+
+Level = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: how bad, where (episode, camera), what."""
+
+    level: Level
+    message: str
+    episode: int | None = None
+    camera: str | None = None
+
+    def line(self) -> str:
+        places = ([f"episode {self.episode}"] if self.episode is not None else []) + ([f"camera {self.camera}"] if self.camera else [])
+        return f"{self.level.upper()} {', '.join(places) + ': ' if places else ''}{self.message}"
+
+
+@dataclass
+class SourceCheck:
+    """What ``check_source`` found: the findings in order and what was read."""
+
+    episodes: int = 0
+    frames: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    reencoded: list[int] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        """No finding would stop a pack."""
+        return not self.errors
+
+
+def check_source(source: Source, options: PackOptions, episodes: Sequence[int], *,
+                 progress: Callable[[int, int], None] | None = None) -> SourceCheck:
+    """Check the given episodes of ``source`` as ``options`` would pack them (see the module).
+
+    ``progress(episodes checked, episodes)`` is called after each episode.
+
+    Returns:
+        The ``SourceCheck``; nothing is written anywhere.
+    """
+    report = SourceCheck()
+    _check_cameras(source, options, report)
+    with contextlib.closing(OpenVideos()) as videos:
+        for done, episode in enumerate(episodes, start=1):
+            _check_episode(source, options, episode, videos, report)
+            if progress is not None:
+                progress(done, len(episodes))
+    return report
+
+
+def _check_cameras(source: Source, options: PackOptions, report: SourceCheck) -> None:
+    """What a re-encode cannot do with a camera's frames, from the described sizes."""
+    if options.video == "copy":
+        return
+    for key in source.video_keys:
+        if key in source.depth:
+            continue  # depth is cut (or re-encoded losslessly), never re-encoded as colour
+        height, width = (int(d) for d in source.features[key]["shape"][:2])
+        settings = EncodeSettings(codec=options.video, resize=options.resize)
+        height, width = settings.output_size(height, width)
+        try:
+            settings.options(width, height)
+        except VideoCutError as err:
+            report.findings.append(Finding("error", str(err), camera=key))
+            continue
+        source_format = (source.features[key].get("info") or {}).get("video.pix_fmt")
+        if reencode_pixel_format(source_format if isinstance(source_format, str) else None, height, width) == "yuv444p":
+            report.findings.append(Finding("warning", f"{height}x{width} ({source_format}) is coded yuv444p by --video "
+                                           f"{options.video}: NVDEC decodes it only in hevc", camera=key))
+
+
+def _check_episode(source: Source, options: PackOptions, episode: int, videos: OpenVideos, report: SourceCheck) -> None:
+    add = report.findings.append
+    try:
+        rows = source.episode_rows(episode)
+        source.check_rows(episode, rows)
+        source.episode_tasks(episode, rows)
+    except (SourceError, FormatError) as err:
+        add(Finding("error", str(err), episode))
+        return
+    length = rows.num_rows
+    report.episodes += 1
+    report.frames += length
+    if length == 0:
+        level: Level = "error" if options.on_frame_mismatch == "error" else "warning"
+        add(Finding(level, "no rows (length 0): " + ("refused under --on-frame-mismatch error" if level == "error" else "dropped"),
+                    episode))
+        return
+    stamps = rows["timestamp"].to_numpy().astype(np.float64) if "timestamp" in rows.column_names else None
+    if stamps is not None:
+        drift = np.abs(stamps - np.arange(length) / source.fps)
+        if float(drift.max()) > options.tolerance_s:
+            worst = int(drift.argmax())
+            add(Finding("warning", f"row timestamps are not frame_index / fps: frame {worst} is at {stamps[worst]:.6f} s, "
+                        f"{drift[worst]:.6f} s from {worst / source.fps:.6f} (tolerance {options.tolerance_s} s); windows in "
+                        "seconds resolve by frame, as LeRobot's delta indices do", episode))
+    for key in source.video_keys:
+        _check_camera(source, options, episode, key, length, stamps, videos, report)
+
+
+def _check_camera(source: Source, options: PackOptions, episode: int, key: str, length: int, stamps: np.ndarray | None,
+                  videos: OpenVideos, report: SourceCheck) -> None:
+    add = report.findings.append
+    location = source.video_location(episode, key)
+    if not location.path.is_file():
+        add(Finding("error", f"{location.path}: missing", episode, key))
+        return
+    try:
+        reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key),
+                            max_sample_bytes=source.max_sample_bytes(key))
+        times = _frame_times(reader, location)
+        video, found = cut_episode(location, reader, max_frames=length)
+    except (SourceError, VideoCutError, PackError, FormatError) as err:
+        add(Finding("error", str(err), episode, key))
+        return
+    try:
+        verdict = frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=str(location.path))
+    except FrameMismatchError as err:
+        add(Finding("error", str(err).removeprefix(f"episode {episode}, camera {key}: "), episode, key))
+        return
+    if verdict is not None:
+        add(Finding("warning", f"video has {found} frames for {length} rows: the episode is "
+                    f"{'padded' if verdict == 'pad' else 'dropped'} (--on-frame-mismatch {options.on_frame_mismatch})", episode, key))
+    elif found > length:
+        add(Finding("warning", f"video has {found} frames for {length} rows: trimmed to the first {length}", episode, key))
+    if video is None and found and (options.video == "copy" or key in source.depth):
+        how = "losslessly (depth)" if key in source.depth else "with the hevc settings"
+        add(Finding("warning", f"cannot be cut at a keyframe as one decode run: copy mode re-encodes it {how}", episode, key))
+        if episode not in report.reencoded:
+            report.reencoded.append(episode)
+    if stamps is not None and times is not None and len(times):
+        count = min(len(times), len(stamps))
+        off = np.abs(times[:count] - (location.from_timestamp + stamps[:count]))
+        far = np.flatnonzero(off >= options.tolerance_s)
+        if len(far):
+            frame = int(far[0])
+            add(Finding("warning", f"{len(far)} frame(s) lie further than the tolerance ({options.tolerance_s} s) from their row's "
+                        f"timestamp, first frame {frame}: {off[frame]:.6f} s off; LeRobotDataset raises FrameTimestampError "
+                        "there (the pack gives frame j to row j)", episode, key))
+
+
+def _frame_times(reader, location) -> np.ndarray | None:
+    """The presentation times (s) of the window's frames, ascending, where the reader knows them
+    without decoding (the byte-range reader's tables); None otherwise."""
+    seconds = getattr(reader, "seconds", None)
+    if seconds is None:
+        return None
+    window = reader.window(location.from_timestamp, location.to_timestamp)
+    return np.asarray(seconds[window.start : window.stop], dtype=np.float64)
+
+
+__all__ = ["Finding", "SourceCheck", "check_source"]

@@ -1,0 +1,54 @@
+"""``on_frame_mismatch``: what to do when an episode's video and rows disagree (pure).
+
+LeRobot decodes row ``j`` of an episode from its video; a member with fewer frames than the
+episode has rows cannot give every row its frame. ``error`` refuses to pack such an episode,
+``pad`` keeps it (a reader repeats the member's last frame for rows past its end; a longer
+video is trimmed to the rows), ``drop-episode`` leaves it out. The manifest lists padded and
+dropped episodes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from lerobot_shards.packer.errors import FrameMismatchError
+from lerobot_shards.packer.options import FrameMismatchPolicy
+
+Verdict = Literal["pad", "drop"] | None
+
+
+def frame_verdict(found: int, length: int, policy: FrameMismatchPolicy, *, episode: int, key: str, where: str) -> Verdict:
+    """The verdict for one camera of an episode: ``None`` (frames match), ``"pad"`` or ``"drop"``.
+
+    An empty window (``found == 0``) cannot be padded: ``pad`` refuses it like ``error``.
+
+    Raises:
+        FrameMismatchError: the policy does not allow this mismatch; names the episode, the
+            camera, both counts, where the frames came from and the policy that would pack it.
+    """
+    if found == length:
+        return None
+    if policy == "pad" and found > 0:
+        return "pad"
+    if policy == "drop-episode":
+        return "drop"
+    allowed = "'drop-episode'" if found == 0 else "'pad' or 'drop-episode'"
+    raise FrameMismatchError(
+        f"episode {episode}, camera {key}: video has {found} frames but the episode has {length} rows "
+        f"({where}); set on_frame_mismatch to {allowed} to pack anyway"
+    )
+
+
+def empty_episode_verdict(policy: FrameMismatchPolicy, *, episode: int) -> Verdict:
+    """An episode without rows has no anchors and nothing to pad: it is dropped, unless the
+    policy is ``error``.
+
+    Raises:
+        FrameMismatchError: under ``error``.
+    """
+    if policy == "error":
+        raise FrameMismatchError(
+            f"episode {episode} has no rows (length 0 in the source's episodes metadata); "
+            "set on_frame_mismatch to 'drop-episode' (or 'pad') to leave it out"
+        )
+    return "drop"

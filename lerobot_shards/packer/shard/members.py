@@ -1,0 +1,340 @@
+"""Per-episode mp4 members: cut by stream copy, or re-encoded for NVDEC.
+
+Both produce a self-contained mp4 in memory whose first frame has pts 0 and whose frame
+``j`` is the frame LeRobot decodes for the episode's row ``j``: the frame whose pts is
+``from_timestamp + j / fps`` in LeRobot's concatenated per-camera file. The source's packets
+and frames come from ``lerobot_shards.packer.source.video``.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import av
+
+from lerobot_shards.core.format import gop_within_bound, longest_gop
+from lerobot_shards.packer.errors import VideoCutError
+from lerobot_shards.packer.shard.mp4_writer import write_member
+from lerobot_shards.packer.source.samples import SourceSampleReader
+from lerobot_shards.packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
+
+# Frames whose shorter side is below this are encoded on one thread: the encoders' frame
+# threads bring nothing on a few macroblock rows, and x264 on 32x32 and 48x64 frames was seen
+# to give bytes that depended on the process and the machine's load (1 run in 10 on a loaded
+# 2-core machine; a parallel pack then differed from a sequential one). Real cameras are larger.
+SMALL_FRAME_SIDE = 128
+
+
+def x265_ctu(height: int, width: int) -> int:
+    """x265's CTU size for frames of ``height`` x ``width``: the largest of 64, 32 and 16 that fits
+    twice into the shorter side (see ``EncodeSettings.options``)."""
+    side = min(height, width)
+    return 64 if side >= 128 else 32 if side >= 64 else 16
+
+
+def reencode_pixel_format(source_format: str | None, height: int, width: int, *, depth: bool = False) -> str:
+    """The pixel format a re-encode writes, from the source's and the output size.
+
+    ``yuv420p`` (what NVDEC decodes everywhere) unless that would lose what the source has or
+    cannot hold the size: a source with full-resolution chroma (``yuv444*``, ``gbr*``) keeps
+    it (``yuv444p``: 4:2:0 cost such a source's frames up to 35 dB); an odd side is
+    ``yuv444p`` too (4:2:0 chroma and the codecs' cropping work in pairs of pixels, so an odd
+    size cannot be coded in 4:2:0 at all); a depth map is ``gray12le``, coded losslessly
+    (LeRobot's own depth format: its 12-bit codes survive exactly).
+    """
+    if depth:
+        return "gray12le"
+    chroma_full = bool(source_format) and source_format.startswith(("yuv444", "yuvj444", "gbr"))
+    return "yuv444p" if chroma_full or height % 2 or width % 2 else "yuv420p"
+
+
+@dataclass(frozen=True)
+class EncodeSettings:
+    """Re-encode settings: codec ``hevc`` or ``h264``, GOP, CRF, preset, optional resize;
+    ``depth``: the camera holds depth maps, coded losslessly (``hevc``, ``gray12le``, never
+    resized: its values are quantized codes, not pixels to interpolate)."""
+
+    codec: str
+    gop: int = 2
+    crf: int | None = None
+    preset: str | None = None
+    resize: tuple[int, int] | None = None  # (height, width)
+    depth: bool = False
+
+    def encoder_name(self) -> str:
+        return {"hevc": "libx265", "h264": "libx264"}["hevc" if self.depth else self.codec]
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) of the encoded frames of a ``height`` x ``width`` source."""
+        return (height, width) if self.depth or self.resize is None else self.resize
+
+    def options(self, width: int, height: int | None = None) -> dict[str, str]:
+        """Encoder options for frames of ``height`` x ``width`` (after any resize; a height of
+        None is taken as the width).
+
+        Raises:
+            VideoCutError: hevc frames at most 16 pixels wide (see below); use h264.
+        """
+        crf = str(self.crf if self.crf is not None else (23 if self.codec == "hevc" else 20))
+        # ultrafast: 2.7x the frames per core of "fast" at >= 41 dB on every ALOHA frame (docs/BENCHMARKS.md "x265 presets").
+        preset = self.preset or ("ultrafast" if self.codec == "hevc" or self.depth else "veryfast")
+        if self.codec == "hevc" or self.depth:
+            # Closed GOP and no B-frames: x265's default open GOP makes fast seeks return wrong frames.
+            # Small frames: x265 corrupts its heap (glibc aborts, or bytes depend on heap
+            # contents) when a frame is less than two CTUs across either side, and in its
+            # cu-tree lookahead on narrow frames (34-48 pixels wide with 16-pixel CTUs), found
+            # by encoding every size from 18x18 to 132x268 in its own process: the CTU is the
+            # largest that fits twice into the shorter side and cu-tree is off (0 of 1,134
+            # sizes abort; with x265's defaults 48x64 frames did). 16 is x265's smallest CTU.
+            if width <= 16:
+                raise VideoCutError(
+                    f"hevc cannot encode {width}-pixel-wide frames reproducibly (x265 needs at least two 16-pixel "
+                    "CTUs per row); use --video h264 or --resize to a wider size"
+                )
+            ctu = x265_ctu(height if height is not None else width, width)
+            params = (f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:cutree=0"
+                      ":log-level=error")
+            if min(height if height is not None else width, width) < SMALL_FRAME_SIDE:
+                params += ":pools=none:frame-threads=1"
+            if self.depth:
+                return {"preset": preset, "x265-params": params + ":lossless=1"}
+            return {"crf": crf, "preset": preset, "x265-params": params}
+        single = {"threads": "1"} if min(height if height is not None else width, width) < SMALL_FRAME_SIDE else {}
+        return {
+            **single,
+            "crf": crf,
+            "preset": preset,
+            "bf": "0",
+            "g": str(self.gop),
+            "keyint_min": str(self.gop),
+            "sc_threshold": "0",
+            "flags": "+cgop",
+        }
+
+
+@dataclass(frozen=True)
+class EpisodeVideo:
+    """An episode's mp4 member bytes and what they hold.
+
+    Attributes:
+        data: the self-contained mp4.
+        frames: frames in ``data`` (at most the ``max_frames`` asked for).
+        found: frames the source window held (may exceed ``frames`` when trimmed).
+        codec: ``av1``, ``hevc`` or ``h264``.
+        reencoded: the member was encoded here rather than cut by stream copy.
+        source_bytes: compressed bytes of the source window's packets.
+    """
+
+    data: bytes
+    frames: int
+    found: int
+    codec: str
+    reencoded: bool
+    height: int
+    width: int
+    source_bytes: int
+
+
+def cut_episode(
+    location: VideoLocation, reader: SourceVideoReader | SourceSampleReader | None = None, *, max_frames: int | None = None
+) -> tuple[EpisodeVideo | None, int]:
+    """Cut one episode out of a concatenated file by stream copy (no decode).
+
+    Args:
+        location: the file and the episode's [from_timestamp, to_timestamp) in it.
+        reader: an open reader of ``location.path``: a ``SourceSampleReader`` (the member is
+            written from the samples' byte ranges) or a ``SourceVideoReader`` (demuxed and
+            remuxed packet by packet, for files whose timing the former does not take);
+            without it the file is opened with a ``SourceVideoReader`` for this cut alone.
+        max_frames: keep at most this many frames (the episode's length); trailing packets
+            are dropped, which is lossless when decode order equals presentation order.
+
+    Returns:
+        ``(video, found)``: ``found`` is the number of frames in the window; ``video`` is None
+        when the window is empty, does not start on a keyframe, must be trimmed but has
+        reordered frames, or has a GOP too long for readers (``MAX_GOP_PIXELS``): the caller
+        re-encodes those.
+
+    Raises:
+        VideoCutError: the file cannot be opened or demuxed.
+    """
+    if isinstance(reader, SourceSampleReader):
+        return _cut_samples(location, reader, max_frames)
+    owned = reader is None
+    reader = reader or SourceVideoReader(location.path)
+    try:
+        packets = reader.window(location.from_timestamp, location.to_timestamp)
+        found = len(packets)
+        if not packets or not packets[0].is_keyframe:
+            return None, found
+        decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)
+        reordered = decode_order != packets  # B-frames: decode order is not presentation order
+        if not reader.decode_contiguous or decode_order[0] is not packets[0]:
+            # A packet outside the window lies between its packets in decode order (a B-frame's
+            # later reference, a neighbour's frame), or its first frame is not decoded first: the
+            # window's frames may need packets it does not hold, so it is not cut on its own.
+            return None, found
+        keyframes = [i for i, p in enumerate(packets[:max_frames]) if p.is_keyframe]
+        gop = longest_gop(keyframes, len(packets[:max_frames]))
+        if not gop_within_bound(gop, reader.stream.codec_context.height, reader.stream.codec_context.width):
+            # Readers refuse members whose GOP costs more than MAX_GOP_PIXELS decoded pixels
+            # to reach one frame (lerobot_shards/core/format/mp4.py): re-encode with short GOPs instead.
+            return None, found
+        if max_frames is not None and found > max_frames:
+            if reordered:
+                return None, found
+            packets = packets[:max_frames]
+        stream = reader.stream
+        source_bytes = sum(p.size for p in packets)
+        buffer = io.BytesIO()
+        if reordered:
+            # Muxed in decode order with the first frame at pts 0: earlier decode times are
+            # negative, which mp4 carries as signed composition offsets (ctts version 1).
+            shift, options = packets[0].pts, {"fflags": "+bitexact", "movflags": "+negative_cts_offsets"}
+            packets = decode_order
+        else:
+            first_dts = packets[0].dts if packets[0].dts is not None else packets[0].pts
+            shift, options = min(packets[0].pts, first_dts), {"fflags": "+bitexact"}
+        with av.open(buffer, "w", format="mp4", options=options) as sink:
+            out = sink.add_stream_from_template(template=stream, opaque=True)
+            out.time_base = stream.time_base
+            for packet in packets:
+                packet.pts -= shift
+                if packet.dts is not None:
+                    packet.dts -= shift
+                packet.stream = out
+                sink.mux(packet)
+        return (
+            EpisodeVideo(
+                data=buffer.getvalue(),
+                frames=len(packets),
+                found=found,
+                codec=_canonical_codec(stream.codec_context.name),
+                reencoded=False,
+                height=stream.codec_context.height,
+                width=stream.codec_context.width,
+                source_bytes=source_bytes,
+            ),
+            found,
+        )
+    finally:
+        if owned:
+            reader.close()
+
+
+def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames: int | None) -> tuple[EpisodeVideo | None, int]:
+    """``cut_episode`` from byte ranges: the same window, checks and trimming as the demuxer
+    path, the member written by ``write_member`` around the samples' bytes."""
+    window = reader.window(location.from_timestamp, location.to_timestamp)
+    found = len(window)
+    if not found or not reader.is_keyframe(window.start):
+        return None, found
+    keep = window[:max_frames] if max_frames is not None else window
+    keyframes = [j - keep.start for j in reader.keyframes_in(keep)]
+    layout = reader.layout
+    if not gop_within_bound(longest_gop(keyframes, len(keep)), layout.height, layout.width):
+        return None, found  # readers refuse such a GOP (lerobot_shards/core/format/mp4.py): re-encode instead
+    data = reader.read(keep)
+    member = write_member(
+        sample_entry=reader.track.sample_entry, timescale=reader.track.timescale,
+        durations=reader.track.durations[keep.start : keep.stop].tolist(), sizes=layout.sample_sizes[keep.start : keep.stop].tolist(),
+        keyframes=keyframes, width=layout.width, height=layout.height, data=data,
+    )
+    video = EpisodeVideo(data=member, frames=len(keep), found=found, codec=layout.codec, reencoded=False,
+                         height=layout.height, width=layout.width, source_bytes=len(data))
+    return video, found
+
+
+def encode_frames(
+    frames: Iterable[av.VideoFrame], fps: int, settings: EncodeSettings, *, max_frames: int | None = None
+) -> EpisodeVideo | None:
+    """Encode frames into a closed-GOP, B-frame-free mp4 (hevc tagged ``hvc1``), streaming.
+
+    Every frame of ``frames`` is consumed and counted (``found``); the first ``max_frames``
+    are encoded, converted to ``reencode_pixel_format`` of the first frame's format and size
+    (and resized with ``settings.resize``).
+
+    Returns:
+        The member, or None when ``frames`` is empty.
+    """
+    buffer = io.BytesIO()
+    sink = stream = None
+    height = width = 0
+    pixel_format = ""
+    found = encoded = 0
+    codec = "hevc" if settings.depth else settings.codec
+    try:
+        for frame in frames:
+            found += 1
+            if max_frames is not None and encoded >= max_frames:
+                continue
+            if sink is None:
+                height, width = settings.output_size(frame.height, frame.width)
+                pixel_format = reencode_pixel_format(frame.format.name, height, width, depth=settings.depth)
+                sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
+                stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width, height))
+                stream.pix_fmt = pixel_format
+                stream.height, stream.width = height, width
+                if codec == "hevc":
+                    stream.codec_tag = "hvc1"
+            converted = frame.reformat(width=width, height=height, format=pixel_format)
+            converted.pts = encoded
+            converted.time_base = Fraction(1, fps)
+            for packet in stream.encode(converted):
+                sink.mux(packet)
+            encoded += 1
+        if sink is None:
+            return None
+        for packet in stream.encode():
+            sink.mux(packet)
+    finally:
+        if sink is not None:
+            sink.close()
+    return EpisodeVideo(
+        data=buffer.getvalue(), frames=encoded, found=found, codec=codec, reencoded=True,
+        height=height, width=width, source_bytes=0,
+    )
+
+
+def reencode_episode(
+    location: VideoLocation,
+    fps: int,
+    settings: EncodeSettings,
+    decoder: SourceFrameDecoder | None = None,
+    *,
+    max_frames: int | None = None,
+) -> tuple[EpisodeVideo | None, int]:
+    """Decode the episode's window (from its keyframe) and re-encode it.
+
+    ``decoder`` is an open ``SourceFrameDecoder`` of ``location.path`` to continue from;
+    without it the file is opened for this episode alone.
+
+    Returns:
+        ``(video, found)`` as ``cut_episode``; ``video`` is None when the window is empty.
+
+    Raises:
+        VideoCutError: the file cannot be opened or decoded.
+    """
+    owned = decoder is None
+    decoder = decoder or SourceFrameDecoder(location.path)
+    try:
+        video = encode_frames(decoder.window(location.from_timestamp, location.to_timestamp), fps, settings, max_frames=max_frames)
+        if video is None:
+            return None, 0
+        return replace(video, source_bytes=decoder.window_bytes), video.found
+    finally:
+        if owned:
+            decoder.close()
+
+
+def count_frames(data: bytes) -> int:
+    """Decode an mp4 member fully and return its frame count (used by ``verify --decode``)."""
+    with av.open(io.BytesIO(data)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+def _canonical_codec(name: str) -> str:
+    return {"libdav1d": "av1", "libaom-av1": "av1", "av1": "av1", "hevc": "hevc", "h264": "h264"}.get(name, name)

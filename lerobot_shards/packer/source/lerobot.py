@@ -1,0 +1,669 @@
+"""Reading a LeRobot v3.0 dataset root: metadata, per-episode rows and video locations.
+
+The packer works on a local root; remote roots (buckets, the Hub) are staged locally first
+by ``lerobot_shards.packer.source.bucket`` and ``lerobot_shards.packer.source.hub`` with only the files the selected
+episodes need.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import (
+    INFO_PATH,
+    LANGUAGE_COLUMNS,
+    META_DIR,
+    STATS_PATH,
+    TASKS_PATH,
+    check_depth_features,
+    image_column_bytes,
+    image_elements,
+    image_keys_of,
+    open_image,
+    safe_relative_path,
+    sha256_file,
+    sha256_hex,
+    video_keys_of,
+)
+from lerobot_shards.core.format.fields import canonical_json
+from lerobot_shards.core.format.limits import (
+    MAX_DATASET_EPISODES,
+    MAX_DATASET_FRAMES,
+    MAX_DATASET_MEMBERS,
+    MAX_EPISODE_TASKS,
+    MAX_FRAME_PIXELS,
+    MAX_INDEX_FILE_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_SAMPLE_RAW_MULTIPLE,
+    MAX_STATS_BYTES,
+    MAX_TASK_BYTES,
+    MAX_TASKS,
+    SAMPLE_SLACK_BYTES,
+    SOURCE_SAMPLES_SLACK,
+)
+from lerobot_shards.core.format.parquet import Budget, feature_budget, read_bounded, read_parquet_schema
+from lerobot_shards.packer.errors import SourceError
+from lerobot_shards.packer.source.info import feature_elements, parse_info
+from lerobot_shards.packer.source.video import VideoLocation, video_duration_s
+
+log = logging.getLogger(__name__)
+
+REQUIRED_EPISODE_COLUMNS = (
+    "episode_index",
+    "length",
+    "data/chunk_index",
+    "data/file_index",
+    "dataset_from_index",
+    "dataset_to_index",
+)
+
+
+class LeRobotSource:
+    """A local LeRobot v3.0 dataset root.
+
+    Raises (from the constructor):
+        SourceError: missing ``meta/info.json``/episodes/tasks, an unsupported
+            ``codebase_version`` (v2.x must be converted with LeRobot first), or episodes
+            metadata lacking required columns.
+    """
+
+    def __init__(self, root: str | Path, *, follow_symlinks: bool = False):
+        # The root itself may be a link (/data -> /mnt/data); what lies under it may not, unless
+        # the caller trusts the source (follow_symlinks): a link would read files outside it.
+        self.root = Path(root).resolve()
+        self.follow_symlinks = follow_symlinks
+        self._checked: dict[str, Path] = {}
+        if (self.root / "manifest.json").is_file() and (self.root / "shards").is_dir():
+            # A pack keeps its source's meta/ (info.json included): without this it would fail
+            # later on data files it does not have.
+            raise SourceError(f"{self.root} is a packed dataset (manifest.json, shards/), not a LeRobot v3 dataset: "
+                              "pack its source, or read it with PackedDataset / `lerobot-shards info`")
+        info_path = self.file(INFO_PATH, what="metadata")
+        if not info_path.is_file():
+            raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
+        check_file_size(info_path, MAX_RECORD_BYTES, "info.json")
+        self.info = parse_info(info_path.read_bytes(), where=str(info_path))
+        self.fps: int = self.info["fps"]
+        self.features: dict = self.info["features"]
+        self.video_keys: list[str] = video_keys_of(self.features)
+        self.image_keys: list[str] = image_keys_of(self.features)
+        try:  # a depth camera's quantization must be one LeRobot reads: refused here, at the start
+            self.depth = check_depth_features(self.features, where=str(info_path))
+        except FormatError as err:
+            raise SourceError(str(err)) from None
+        self.episodes = self._load_episodes()
+        members = len(self.episodes) * len(self.video_keys)
+        if members > MAX_DATASET_MEMBERS:  # a pack of it would be refused by every reader
+            raise SourceError(f"{self.root}: {len(self.episodes)} episodes x {len(self.video_keys)} cameras = {members} members, "
+                              f"more than the {MAX_DATASET_MEMBERS} a packed dataset may hold; pack it in parts (--episodes)")
+        self._video_file_ends: dict[str, dict[str, float]] = {}
+        self.tasks = self._load_tasks()
+        self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
+        self._data_cache: tuple[Path, pa.Table, dict[int, tuple[int, int]]] | None = None
+
+    def file(self, rel: str, *, what: str = "file") -> Path:
+        """The local path of ``rel`` (a path relative to the root, from metadata or a template).
+
+        Raises:
+            SourceError: ``rel`` could leave the root (absolute, ``..``), or a component under
+                the root is a symbolic link (unless ``follow_symlinks``).
+        """
+        checked = self._checked.get(rel)
+        if checked is not None:  # each file is checked once: packing asks for it per episode and camera
+            return checked
+        try:
+            safe_relative_path(rel)
+        except ValueError:
+            raise SourceError(f"{self.root}: {what} path {rel[:300]!r} leaves the dataset root or is not a plain path") from None
+        path = self.root / rel
+        if not self.follow_symlinks:
+            current = self.root
+            for part in Path(rel).parts:
+                current = current / part
+                if current.is_symlink():
+                    raise SourceError(
+                        f"{current}: a symbolic link inside the source; refused because it may point outside the dataset "
+                        "(copy the dataset with `cp -rL`, or pass --follow-symlinks if you trust it)"
+                    )
+        self._checked[rel] = path
+        return path
+
+    # -- metadata ---------------------------------------------------------------------------
+    def _load_episodes(self) -> dict[int, dict]:
+        files = sorted((self.root / META_DIR / "episodes").glob("chunk-*/file-*.parquet"))
+        if not files:
+            raise SourceError(f"{self.root / 'meta' / 'episodes'}: no episodes metadata parquet found")
+        rows: dict[int, dict] = {}
+        for path in files:
+            path = self.file(path.relative_to(self.root).as_posix(), what="episodes metadata")
+            data = _read_file(path, "episodes metadata")
+            try:
+                names = read_parquet_schema(data, where=str(path)).names
+            except FormatError as err:
+                raise _source_error(err, path, "episodes metadata") from None
+            # Every column's pages are checked (stats/* lists included); only these are decoded.
+            wanted = [c for c in names if not c.startswith("stats/")]
+            table = _read_parquet(data, path, "episodes metadata", columns=wanted, max_rows=MAX_DATASET_EPISODES,
+                                  values_per_row={"tasks": MAX_EPISODE_TASKS})
+            missing = [c for c in REQUIRED_EPISODE_COLUMNS if c not in table.column_names]
+            missing += [
+                f"videos/{k}/{f}"
+                for k in self.video_keys
+                for f in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+                if f"videos/{k}/{f}" not in table.column_names
+            ]
+            if missing:
+                raise SourceError(f"{path}: episodes metadata lacks columns {missing}")
+            for row in table.to_pylist():
+                # LeRobot's own converters (convert_image_to_video_dataset) write episodes
+                # metadata without ``tasks``, and LeRobot reads such datasets (a sample's task
+                # comes from its row's task_index): the episode's tasks are then taken from its
+                # rows when it is packed (``episode_tasks``).
+                row.setdefault("tasks", None)
+                _check_episode_row(row, self.video_keys, path)
+                rows[int(row["episode_index"])] = row
+        return dict(sorted(rows.items()))
+
+    def _load_tasks(self) -> pd.DataFrame:
+        path = self.file("meta/tasks.parquet", what="tasks")
+        if not path.is_file():
+            raise SourceError(f"{path}: missing")
+        table = _read_parquet(_read_file(path, "tasks"), path, "tasks", max_rows=MAX_TASKS)
+        for name in table.column_names:
+            column = table[name]
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                longest = pc.max(pc.binary_length(column)).as_py() or 0
+                if longest > MAX_TASK_BYTES:
+                    raise SourceError(f"{path}: a {name} string of {longest:,} bytes; at most {MAX_TASK_BYTES:,} are allowed")
+        try:
+            tasks = table.to_pandas()
+        except (pa.ArrowException, ValueError, TypeError) as err:
+            raise SourceError(f"{path}: cannot read tasks ({type(err).__name__}: {str(err)[:200]})") from None
+        if "task_index" not in tasks.columns:
+            raise SourceError(f"{path}: no task_index column (found {list(tasks.columns)[:10]})")
+        return tasks
+
+    @property
+    def episode_indices(self) -> list[int]:
+        return list(self.episodes)
+
+    def check_tasks(self) -> list[int]:
+        """Return episodes whose tasks are missing from tasks.parquet (warned once, kept)."""
+        known = set(self.tasks.index)
+        bad = [e for e, row in self.episodes.items() if any(t not in known for t in row["tasks"] or ())]
+        if bad:
+            log.warning("episodes %s list tasks missing from meta/tasks.parquet; packing them anyway", bad[:10])
+        return bad
+
+    # -- files ------------------------------------------------------------------------------
+    def data_path(self, episode_index: int) -> Path:
+        row = self.episodes[episode_index]
+        rel = self.info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+        return self.file(rel, what=f"data (episode {episode_index})")
+
+    def metadata_files(self) -> list[tuple[str, Path, int]]:
+        """The metadata files LeRobot v3 reads (``is_metadata_file``), as ``(path relative to the
+        root, local path, the most bytes it may hold)`` in path order, for the pack to copy
+        verbatim; ``unknown_metadata_files`` lists what it leaves out. Only regular files under
+        the root: a symbolic link (unless opened with ``follow_symlinks``) raises ``SourceError``
+        instead of publishing what it points to."""
+        out = []
+        for rel in self._meta_listing():
+            bound = metadata_bound(rel)
+            if bound is not None:
+                path = self.file(rel, what="metadata")
+                check_file_size(path, bound, "metadata")
+                out.append((rel, path, bound))
+        return out
+
+    def unknown_metadata_files(self) -> list[str]:
+        """Files under ``meta/`` that LeRobot v3 does not read: not copied into a pack."""
+        return [rel for rel in self._meta_listing() if metadata_bound(rel) is None]
+
+    def _meta_listing(self) -> list[str]:
+        meta_root = self.root / META_DIR
+        return sorted(p.relative_to(self.root).as_posix() for p in meta_root.rglob("*") if p.is_file() or p.is_symlink())
+
+    def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
+        row = self.episodes[episode_index]
+        rel = self.info["video_path"].format(
+            video_key=video_key,
+            chunk_index=row[f"videos/{video_key}/chunk_index"],
+            file_index=row[f"videos/{video_key}/file_index"],
+        )
+        path = self.file(rel, what=f"video (episode {episode_index}, camera {video_key})")
+        return VideoLocation(path, float(row[f"videos/{video_key}/from_timestamp"]), float(row[f"videos/{video_key}/to_timestamp"]))
+
+    def max_video_samples(self, episode_index: int, video_key: str) -> int:
+        """The most samples the camera's video file holding ``episode_index`` may hold: twice
+        the frames up to the last second any of its episodes uses, plus
+        ``SOURCE_SAMPLES_SLACK`` (what a copy-mode cut reads of its sample tables is bounded by
+        this, not by what the file claims)."""
+        def rel(row) -> str:
+            return self.info["video_path"].format(video_key=video_key, chunk_index=row[f"videos/{video_key}/chunk_index"],
+                                                  file_index=row[f"videos/{video_key}/file_index"])
+
+        lasts = self._video_file_ends.get(video_key)
+        if lasts is None:  # one pass over the episodes per camera, no file system calls
+            lasts = self._video_file_ends[video_key] = {}
+            for row in self.episodes.values():
+                lasts[rel(row)] = max(lasts.get(rel(row), 0.0), float(row[f"videos/{video_key}/to_timestamp"]))
+        return int(2 * lasts[rel(self.episodes[episode_index])] * self.fps) + SOURCE_SAMPLES_SLACK
+
+    def max_sample_bytes(self, video_key: str) -> int:
+        """The most one compressed frame of the camera may claim: ``MAX_SAMPLE_RAW_MULTIPLE``
+        raw frames of the size ``info.json`` records, plus ``SAMPLE_SLACK_BYTES`` (checked
+        before a copy-mode cut, or FFmpeg's demuxer, reads any sample)."""
+        shape = self.info["features"][video_key].get("shape") or []
+        raw = math.prod(int(d) for d in shape) if shape and all(isinstance(d, int) and d > 0 for d in shape) else 0
+        return MAX_SAMPLE_RAW_MULTIPLE * (raw or 3 * MAX_FRAME_PIXELS) + SAMPLE_SLACK_BYTES
+
+    def needed_files(self, episodes: list[int]) -> list[Path]:
+        """Every data and video file the given episodes read, relative to the root."""
+        files = {self.data_path(e).relative_to(self.root) for e in episodes}
+        for e in episodes:
+            for key in self.video_keys:
+                files.add(self.video_location(e, key).path.relative_to(self.root))
+        return sorted(files)
+
+    def episode_rows(self, episode_index: int) -> pa.Table:
+        """The episode's rows from its data parquet, all columns with their source types.
+
+        Raises:
+            SourceError: the data file is missing/unreadable or holds a different number of
+                rows for the episode than its metadata length.
+        """
+        path = self.data_path(episode_index)
+        if self._data_cache is None or self._data_cache[0] != path:
+            if not path.is_file():
+                raise SourceError(f"{path}: missing (data file of episode {episode_index})")
+            table = _read_parquet(_read_file(path, "data parquet"), path, "data parquet", max_rows=MAX_DATASET_FRAMES,
+                                  values_per_row=self._values_per_row)
+            try:
+                spans = _episode_spans(table)
+            except SourceError as err:
+                raise SourceError(f"{path}: {err}") from None
+            self._data_cache = (path, table, spans)
+        _, table, spans = self._data_cache
+        # LeRobot writes each episode's rows contiguously: slice instead of filtering per
+        # episode (a filter per episode is quadratic in the rows of a 100 MB data file).
+        start, count = spans.get(episode_index, (0, 0))
+        rows = table.slice(start, count)
+        expected = int(self.episodes[episode_index]["length"])
+        if rows.num_rows != expected:
+            raise SourceError(
+                f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected}"
+            )
+        if rows.num_rows and rows["frame_index"].to_pylist() != list(range(expected)):
+            rows = rows.sort_by("frame_index")
+        self._check_row_values(episode_index, rows, path)
+        return rows
+
+    @functools.cached_property
+    def _values_per_row(self) -> dict[str, int]:
+        """What a data parquet's columns may hold per row (the reader's own caps)."""
+        return feature_budget(self.features)
+
+    @functools.cached_property
+    def _exact_elements(self) -> dict[str, int]:
+        """Values per frame of each fixed-shape tabular feature (language lists have no shape)."""
+        return {k: feature_elements(f) for k, f in self.features.items()
+                if f["dtype"] not in ("video", "image", "language") and k not in LANGUAGE_COLUMNS}
+
+    def _check_row_values(self, episode_index: int, rows: pa.Table, path: Path) -> None:
+        """What the rows hold must be what the metadata claims: each tabular feature's values
+        per frame are its shape's product, and the rows' ``index`` runs from the episode's
+        ``dataset_from_index`` to its ``dataset_to_index``.
+
+        Raises:
+            SourceError: names the file, episode, column, what was found and what was declared.
+        """
+        where = f"{path}: episode {episode_index}"
+        for name, elements in self._exact_elements.items():
+            if name not in rows.column_names or not rows.num_rows:
+                continue
+            found = _values_per_frame(rows[name].type, rows[name])
+            if found is not None and found != {elements}:
+                raise SourceError(f"{where}: column {name} holds {sorted(found)[:5]} values per frame; meta/info.json "
+                                  f"declares shape {self.features[name]['shape']} ({elements} values)")
+        row = self.episodes[episode_index]
+        start, stop = row["dataset_from_index"], row["dataset_to_index"]
+        if "index" in rows.column_names and rows.num_rows:
+            first, last = rows["index"][0].as_py(), rows["index"][rows.num_rows - 1].as_py()
+            if stop - start != rows.num_rows or first != start or last != stop - 1:
+                raise SourceError(f"{where}: rows have index {first}..{last}; the episodes metadata says "
+                                  f"dataset_from_index {start}, dataset_to_index {stop}")
+
+    def schema_drift(self, episodes: list[int]) -> SchemaDrift:
+        """Compare the tabular features info.json declares with the columns of the data files
+        the given episodes live in (parquet footers only).
+
+        Raises:
+            SourceError: a data file is missing or is not a readable parquet file.
+        """
+        # Image features (dtype "image") live in the data parquet too; only videos do not.
+        declared = [k for k, f in self.features.items() if f.get("dtype") != "video"]
+        first_episode_of: dict[Path, int] = {}
+        for episode in episodes:
+            first_episode_of.setdefault(self.data_path(episode), episode)
+        present: list[str] = []
+        for path, episode in sorted(first_episode_of.items()):
+            for name in _parquet_schema(path, episode).names:
+                if name not in present:
+                    present.append(name)
+        return SchemaDrift(
+            only_in_info=[k for k in declared if k not in present],
+            only_in_parquet=[c for c in present if c not in declared],
+            columns=present,
+        )
+
+    def fingerprint(self, episodes: list[int]) -> str:
+        """Identify the source content a pack of ``episodes`` reads, for its plan.
+
+        SHA-256 over the relative path, size and SHA-256 of every ``meta/`` file (which holds
+        per-episode statistics of every feature, so other values give another digest) and the
+        relative path and size of every data and video file the episodes read. Two copies of
+        one dataset at different paths agree; a resume from a different dataset does not.
+        """
+        records = []
+        for rel, path, _ in self.metadata_files():  # what the pack copies: the files LeRobot reads
+            digest, size = sha256_file(path)
+            records.append([rel, size, digest])
+        for rel in self.needed_files(episodes):
+            path = self.root / rel
+            records.append([rel.as_posix(), path.stat().st_size if path.is_file() else -1, None])
+        return "sha256:" + sha256_hex(canonical_json(records))
+
+    def check_rows(self, episode_index: int, rows: pa.Table) -> None:
+        """Check an episode's rows before packing them: every ``task_index`` names a task of
+        ``meta/tasks.parquet`` (a reader resolves each sample's task string through it).
+
+        Raises:
+            SourceError: unknown task indices (names the data file and episode).
+        """
+        self._check_images(episode_index, rows)
+        if "task_index" not in rows.column_names or not rows.num_rows:
+            return
+        unknown = sorted(set(rows["task_index"].to_pylist()) - self.task_indices)
+        if unknown:
+            raise SourceError(
+                f"{self.data_path(episode_index)}: episode {episode_index} has task_index {unknown[:10]}, which "
+                f"{self.root / 'meta/tasks.parquet'} does not define (it has {len(self.task_indices)} tasks)"
+            )
+
+    def _check_images(self, episode_index: int, rows: pa.Table) -> None:
+        """Every picture of an image feature is stored as LeRobot stores it (embedded bytes in
+        a ``{bytes, path}`` struct) in a format readers open, no larger than its feature's shape
+        (headers only: nothing is decoded here).
+
+        Raises:
+            SourceError: names the data file, episode, feature, frame and what is wrong.
+        """
+        for key in self.image_keys:
+            if key not in rows.column_names or not rows.num_rows:
+                continue
+            where = f"{self.data_path(episode_index)}: episode {episode_index}, image feature {key}"
+            kind = rows[key].type
+            if not (pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0) and not pa.types.is_binary(kind):
+                raise SourceError(f"{where}: stored as {kind}; LeRobot stores pictures as {{bytes, path}} structs")
+            limit = image_elements(self.features[key]["shape"])
+            for frame, cell in enumerate(rows[key].to_pylist()):
+                data = image_column_bytes(cell)
+                if data is None:
+                    raise SourceError(f"{where}, frame {frame}: no embedded picture bytes (a path only); re-save the dataset "
+                                      "with LeRobot, which embeds them")
+                try:
+                    open_image(data, max_elements=limit, where=f"{where}, frame {frame}", load=False)
+                except FormatError as err:
+                    raise SourceError(str(err)) from None
+
+    def episode_tasks(self, episode_index: int, rows: pa.Table) -> list[str]:
+        """The episode's task strings: its metadata's ``tasks``, or, where the episodes metadata
+        has no ``tasks`` column, the tasks of its rows' ``task_index`` in order of first
+        appearance (``check_rows`` has checked every index names a task)."""
+        recorded = self.episodes[episode_index]["tasks"]
+        if recorded is not None:
+            return list(recorded)
+        if "task_index" not in rows.column_names or not rows.num_rows:
+            return []
+        names = self._task_names
+        distinct = list(dict.fromkeys(rows["task_index"].to_pylist()))
+        if len(distinct) > MAX_EPISODE_TASKS:
+            raise SourceError(f"{self.data_path(episode_index)}: episode {episode_index} has {len(distinct)} distinct tasks; "
+                              f"at most {MAX_EPISODE_TASKS} are allowed")
+        return [names[int(i)] for i in distinct]
+
+    @functools.cached_property
+    def _task_names(self) -> dict[int, str]:
+        return {int(i): str(task) for task, i in zip(self.tasks.index, self.tasks["task_index"])}
+
+    def estimated_episode_bytes(self, episode_index: int) -> int:
+        """Estimate the packed bytes of an episode from its share of its source files.
+
+        It also checks, before anything is written, that the episode's files exist and open
+        (parquet footer, video header), so a bad source fails naming the file and episode.
+
+        Raises:
+            SourceError: a data or video file is missing, truncated or not what it claims.
+        """
+        row = self.episodes[episode_index]
+        total = 0
+        data_path = self.data_path(episode_index)
+        # Tabular rows are small; a per-frame share of the data file is close enough.
+        rows = _parquet_rows(data_path, episode_index)
+        total += data_path.stat().st_size * int(row["length"]) // max(rows, 1)
+        for key in self.video_keys:
+            location = self.video_location(episode_index, key)
+            if not location.path.is_file():
+                raise SourceError(f"{location.path}: missing (video of episode {episode_index}, camera {key})")
+            try:
+                duration = video_duration_s(location.path)
+            except SourceError as err:
+                raise SourceError(f"episode {episode_index}, camera {key}: {err}") from None
+            share = (location.to_timestamp - location.from_timestamp) / duration if duration > 0 else 1.0
+            total += int(location.path.stat().st_size * min(max(share, 0.0), 1.0))
+        return total
+
+
+_EPISODES_METADATA = re.compile(r"meta/episodes/chunk-\d+/file-\d+\.parquet")
+# The metadata files LeRobot v3 reads, and the most bytes each may hold (what reading it allows:
+# info.json and stats.json are parsed whole, the parquet files read whole within the index bound).
+_METADATA_BOUNDS = {INFO_PATH: MAX_RECORD_BYTES, STATS_PATH: MAX_STATS_BYTES, TASKS_PATH: MAX_INDEX_FILE_BYTES}
+
+
+def metadata_bound(rel: str) -> int | None:
+    """The most bytes a LeRobot v3 metadata file at ``rel`` may hold, or None when LeRobot does
+    not read such a file (``meta/info.json``, ``meta/stats.json``, ``meta/tasks.parquet`` and
+    ``meta/episodes/chunk-*/file-*.parquet`` are all it reads)."""
+    if rel in _METADATA_BOUNDS:
+        return _METADATA_BOUNDS[rel]
+    return MAX_INDEX_FILE_BYTES if _EPISODES_METADATA.fullmatch(rel) else None
+
+
+def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
+    """Indices that become file names and frame ranges must be what they claim to be."""
+    where = f"{path}: episode {str(row.get('episode_index'))[:40]}"
+    for column in ("episode_index", "length", "data/chunk_index", "data/file_index", "dataset_from_index", "dataset_to_index"):
+        value = row.get(column)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise SourceError(f"{where}: {column} must be a non-negative integer, found {str(value)[:40]!r}")
+    for key in video_keys:
+        for column in (f"videos/{key}/chunk_index", f"videos/{key}/file_index"):
+            value = row.get(column)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise SourceError(f"{where}: {column} must be a non-negative integer, found {str(value)[:40]!r}")
+        start, stop = row.get(f"videos/{key}/from_timestamp"), row.get(f"videos/{key}/to_timestamp")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (start, stop)) \
+                or not 0 <= start <= stop:
+            raise SourceError(f"{where}: videos/{key}/from_timestamp and to_timestamp must be finite seconds with "
+                              f"0 <= from <= to, found {str(start)[:40]}, {str(stop)[:40]}")
+    if row["dataset_to_index"] - row["dataset_from_index"] != row["length"]:
+        raise SourceError(f"{where}: dataset_from_index {row['dataset_from_index']} to dataset_to_index "
+                          f"{row['dataset_to_index']} is not its length {row['length']}")
+    if row.get("tasks") is None:
+        return  # no tasks column: taken from the rows (LeRobotSource.episode_tasks)
+    if not isinstance(row.get("tasks"), list) or not all(isinstance(task, str) for task in row["tasks"]):
+        raise SourceError(f"{where}: tasks must be a list of strings")
+    if any(len(task.encode()) > MAX_TASK_BYTES for task in row["tasks"]):
+        raise SourceError(f"{where}: a task string longer than {MAX_TASK_BYTES:,} bytes")
+
+
+# A file read whole may claim more bytes than the disk holds for it (a sparse file: holes read as
+# zeros, free to its publisher) only by this much: honest files are written, not seeked over.
+SPARSE_SLACK_BYTES = 16 << 20
+
+
+def check_file_size(path: Path, bound: int, what: str) -> int:
+    """The size of a file read whole or copied, checked against ``bound`` and against what the
+    file system allocated for it (a sparse file's apparent size costs its publisher nothing, so
+    it buys nothing: more than ``SPARSE_SLACK_BYTES`` of holes is refused).
+
+    Raises:
+        SourceError: missing, beyond ``bound``, or sparse (names the sizes).
+    """
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise SourceError(f"{path}: missing ({what})") from None
+    if stat.st_size > bound:
+        raise SourceError(f"{path}: {stat.st_size:,} bytes of {what}; at most {bound:,} are read")
+    allocated = getattr(stat, "st_blocks", None)
+    if allocated is not None and stat.st_size - allocated * 512 > SPARSE_SLACK_BYTES:
+        raise SourceError(f"{path}: a sparse file ({what}): it claims {stat.st_size:,} bytes with {allocated * 512:,} on disk; "
+                          "refusing to read its holes")
+    return stat.st_size
+
+
+def _read_file(path: Path, what: str) -> bytes:
+    """A source parquet's bytes, refused before reading when larger than any read may be."""
+    check_file_size(path, MAX_INDEX_FILE_BYTES, what)
+    return path.read_bytes()
+
+
+def _read_parquet(data: bytes, path: Path, what: str, *, max_rows: int, columns: list[str] | None = None,
+                  values_per_row: dict[str, int] | None = None) -> pa.Table:
+    """Read a source parquet bounded by what it decodes to (``lerobot_shards.core.format.parquet``): rows,
+    values per row of list columns, decoded bytes.
+
+    Raises:
+        SourceError: the file is not parquet, or claims or expands beyond a bound (named).
+    """
+    try:
+        return read_bounded(data, where=str(path), columns=columns, max_rows=max_rows,
+                            budget=Budget(values_per_row=values_per_row or {}))
+    except FormatError as err:
+        raise _source_error(err, path, what) from None
+
+
+def _source_error(err: FormatError, path: Path, what: str) -> SourceError:
+    """``err`` (which names ``path``) as "PATH: cannot read WHAT: why"."""
+    text, prefix = str(err), f"{path}: "
+    return SourceError(f"{path}: cannot read {what}: {text.removeprefix(prefix)}")
+
+
+def _values_per_frame(kind: pa.DataType, column: pa.ChunkedArray) -> set[int] | None:
+    """The distinct numbers of values per row of a (nested) list column; {1} for a scalar;
+    None for types without a fixed element count (strings, structs)."""
+    if pa.types.is_fixed_size_list(kind):
+        inner = _values_per_frame(kind.value_type, pc.list_flatten(column)) if len(column) else {1}
+        return None if inner is None or len(inner) != 1 else {kind.list_size * next(iter(inner))}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        lengths = set(pc.unique(pc.list_value_length(column)).to_pylist())
+        inner = _values_per_frame(kind.value_type, pc.list_flatten(column)) if len(column) else {1}
+        if inner is None or len(inner) != 1 or None in lengths:
+            return None if inner is None else {-1}
+        return {n * next(iter(inner)) for n in lengths}
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        return {1}
+    return None
+
+
+def _episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:
+    """{episode: (first row, rows)}; falls back to sorting when episodes are interleaved."""
+    import numpy as np
+
+    episodes = table["episode_index"].to_numpy()
+    if len(episodes) == 0:
+        return {}
+    change = np.flatnonzero(np.diff(episodes)) + 1
+    starts = np.concatenate([[0], change])
+    counts = np.diff(np.concatenate([starts, [len(episodes)]]))
+    values = episodes[starts]
+    if len(set(values.tolist())) != len(values):
+        raise SourceError("episode rows are interleaved in a data file; LeRobot v3 writes them contiguously")
+    return {int(v): (int(a), int(c)) for v, a, c in zip(values, starts, counts)}
+
+
+@dataclass(frozen=True)
+class SchemaDrift:
+    """Tabular features of info.json vs the columns the data parquet actually holds."""
+
+    only_in_info: list[str]
+    only_in_parquet: list[str]
+    columns: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.only_in_info or self.only_in_parquet)
+
+
+# Footer reads, keyed by (path, size, mtime) so an edited file is re-read.
+_ROWS_CACHE: dict[tuple, int] = {}
+_SCHEMA_CACHE: dict[tuple, pa.Schema] = {}
+
+
+def _file_key(path: Path) -> tuple:
+    stat = path.stat()
+    return (str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _parquet_metadata(path: Path, episode: int) -> tuple[tuple, pq.FileMetaData]:
+    if not path.is_file():
+        raise SourceError(f"{path}: missing (data file of episode {episode})")
+    key = _file_key(path)
+    try:
+        return key, pq.read_metadata(path)
+    except Exception as err:  # pyarrow raises ArrowInvalid/OSError for truncated or foreign files
+        raise SourceError(f"{path}: not a readable parquet file, truncated? (data file of episode {episode}: {err})") from None
+
+
+def _parquet_rows(path: Path, episode: int) -> int:
+    key = _file_key(path) if path.is_file() else None
+    if key not in _ROWS_CACHE:
+        key, metadata = _parquet_metadata(path, episode)
+        _ROWS_CACHE[key] = metadata.num_rows
+        _SCHEMA_CACHE[key] = metadata.schema.to_arrow_schema()
+    return _ROWS_CACHE[key]
+
+
+def _parquet_schema(path: Path, episode: int) -> pa.Schema:
+    _parquet_rows(path, episode)
+    return _SCHEMA_CACHE[_file_key(path)]
+
+
+def open_source(root: str | Path, *, follow_symlinks: bool = False) -> LeRobotSource:
+    """A parsed ``LeRobotSource``, reused by the shards a (pool) process builds.
+
+    Parsing a source reads every episodes metadata file, so each shard of a large dataset
+    would otherwise pay for it again. The cache is keyed by the metadata files' sizes and
+    times too, so a long-lived process sees an edited source.
+    """
+    meta = Path(root) / META_DIR
+    files = [meta / "info.json", meta / "tasks.parquet", *sorted((meta / "episodes").glob("chunk-*/file-*.parquet"))]
+    signature = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.is_file())
+    return _parsed_source(str(root), follow_symlinks, signature)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_source(root: str, follow_symlinks: bool, signature: tuple) -> LeRobotSource:
+    return LeRobotSource(root, follow_symlinks=follow_symlinks)

@@ -1,0 +1,66 @@
+"""Where a source comes from: a local root, a bucket (any fsspec URL) or the Hugging Face Hub.
+
+``stage_source`` returns a local root holding what a pack needs (remote sources are copied
+into a cache directory, only the files the selected episodes read); ``describe_source`` is
+how the pack plan and the manifest name the source.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lerobot_shards.packer.errors import SourceError
+from lerobot_shards.packer.source.bucket import stage_bucket_source
+from lerobot_shards.packer.source.hub import stage_hub_source
+
+
+def default_cache_dir() -> Path:
+    """``$LEROBOT_SHARDS_CACHE``, else ``~/.cache/lerobot-shards``."""
+    return Path(os.environ.get("LEROBOT_SHARDS_CACHE", Path.home() / ".cache" / "lerobot-shards"))
+
+
+def is_remote(src: str) -> bool:
+    """Whether ``src`` is a URL other than ``file://`` (a bucket, ``hf://``, ...)."""
+    return "://" in src and not src.startswith("file://")
+
+
+def stage_source(
+    src: str | None,
+    *,
+    repo_id: str | None = None,
+    revision: str | None = None,
+    episodes: list[int] | None = None,
+    storage_options: dict | None = None,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """A local root holding what packing ``episodes`` (default: all) of the source needs.
+
+    Give ``src`` (a local path, ``file://`` or any fsspec URL) or ``repo_id`` (+ ``revision``:
+    a branch, tag or commit SHA) for the Hub.
+
+    Raises:
+        SourceError: neither given, a local path that does not exist, or what staging raises.
+    """
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    if repo_id is not None:
+        return stage_hub_source(repo_id, revision=revision, episodes=episodes, cache_dir=cache)
+    if src is None:
+        raise SourceError("give a source: a path or URL, or a Hub repo_id")
+    if is_remote(src):
+        return stage_bucket_source(src, storage_options=storage_options, episodes=episodes, cache_dir=cache)
+    local = Path(src.removeprefix("file://"))
+    if not local.exists():
+        raise SourceError(f"{local}: source does not exist")
+    return local
+
+
+def describe_source(src: str | None, *, repo_id: str | None, revision: str | None, info: dict) -> dict:
+    """How the plan and manifest name a source: ``repo_id`` + ``revision`` for the Hub, the URL
+    of a bucket, or a local root's directory name (no host paths: manifests stay
+    byte-identical across machines), with the source's ``codebase_version``."""
+    if repo_id is not None:
+        return {"repo_id": repo_id, "revision": revision, "codebase_version": info.get("codebase_version")}
+    assert src is not None
+    uri = src if is_remote(src) else os.path.basename(os.path.abspath(src.removeprefix("file://")))
+    return {"uri": uri, "codebase_version": info.get("codebase_version")}

@@ -1,0 +1,189 @@
+"""``sql``: look inside a packed dataset (local or in a bucket) with DuckDB.
+
+Nothing read from the dataset becomes SQL: the views are built from the format's own paths
+(``shard_parquet_path(i)``) under the root the user gave, quoted as string literals, and the
+manifest is validated first. The user's query is theirs and runs as given.
+
+DuckDB trusts a parquet file's page headers as pyarrow does (a 2 KB file listing a string 18
+million times took it to 3 GB before its ``memory_limit`` stopped it), so it is never handed
+a file the format's bounds were not checked on: the two indexes are checked against their
+digests and bounds and queried from private copies; a query that reads ``frames`` first has
+every shard parquet's footer checked and every row group's pages walked (``lerobot_shards.core.format.parquet``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lerobot_shards.core.errors import FormatError, StorageError
+from lerobot_shards.core.format import (
+    EPISODES_INDEX_PATH,
+    SAMPLES_INDEX_PATH,
+    Manifest,
+    shard_parquet_path,
+    sql_string_literal,
+)
+from lerobot_shards.core.format.limits import MAX_DECODED_BYTES, MAX_EPISODE_TASKS, MAX_EXPANSION, ROW_GROUP_MAX_BYTES
+from lerobot_shards.core.format.parquet import Budget, feature_budget, open_bounded, parse_footer, row_group_span
+from lerobot_shards.core.format.parquet.bounded import group_cost
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.packer.errors import InspectError, SqlSyntaxError
+from lerobot_shards.reader.fetch.packed_index import load_tasks, read_manifest, verified_read
+
+_FRAMES = re.compile(r"\bframes\b", re.IGNORECASE)
+
+
+def load_manifest(storage: Storage) -> tuple[Manifest, str]:
+    """The validated manifest and its pin (``sha256:<hex>`` of its bytes), as the reader
+    reads it (``lerobot_shards.reader.fetch.packed_index.read_manifest``).
+
+    Raises:
+        InspectError: no manifest (or no dataset at all), or a manifest that does not validate.
+    """
+    try:
+        return read_manifest(storage)
+    except (FormatError, StorageError) as err:
+        raise InspectError(str(err)) from None
+
+
+def connect(dst: str, *, storage_options: dict | None = None, frames: bool = True, workdir: str | None = None):
+    """A DuckDB connection with views ``episodes``, ``samples``, ``tasks`` (``task_index``,
+    ``task``) and ``frames`` (all shard rows).
+
+    The index views read checked copies in ``workdir`` (when not given, a private temporary
+    directory removed with the connection); ``frames`` exists when ``frames`` is true,
+    after every shard parquet was checked (see the module docstring). Remote datasets are
+    read through the fsspec filesystem registered on the connection (DuckDB's httpfs
+    extension is not needed).
+
+    Raises:
+        InspectError: no or an invalid manifest, or a file that differs from its digest or
+            exceeds the format's bounds (names it).
+    """
+    import duckdb
+
+    storage = Storage(dst, storage_options)
+    manifest, _ = load_manifest(storage)
+    owned = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="lerobot-shards-sql-")
+    try:
+        copies = {rel: _checked_index_copy(storage, manifest, rel, workdir) for rel in (EPISODES_INDEX_PATH, SAMPLES_INDEX_PATH)}
+        tasks = load_tasks(storage, manifest)  # checked and bounded; the view holds the parsed values only
+        if frames:
+            for shard in manifest.shards:
+                _check_shard_parquet(storage, manifest, shard)
+    except (FormatError, StorageError) as err:
+        if owned:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise InspectError(str(err)) from None
+    con = duckdb.connect()
+    if owned:
+        weakref.finalize(con, shutil.rmtree, workdir, ignore_errors=True)
+    base = storage.register_with_duckdb(con)
+    con.execute(f"CREATE VIEW episodes AS SELECT * FROM read_parquet({sql_string_literal(copies[EPISODES_INDEX_PATH])})")
+    con.execute(f"CREATE VIEW samples AS SELECT * FROM read_parquet({sql_string_literal(copies[SAMPLES_INDEX_PATH])})")
+    con.register("_tasks", pa.table({"task_index": pa.array(sorted(tasks), pa.int64()), "task": [tasks[i] for i in sorted(tasks)]}))
+    con.execute("CREATE TABLE tasks AS SELECT * FROM _tasks")
+    con.unregister("_tasks")
+    if manifest.shards and frames:
+        shard_files = ", ".join(sql_string_literal(f"{base}/{shard_parquet_path(s.index)}") for s in manifest.shards)
+        con.execute(f"CREATE VIEW frames AS SELECT * FROM read_parquet([{shard_files}], union_by_name=true)")
+    return con
+
+
+def _checked_index_copy(storage: Storage, manifest: Manifest, rel: str, workdir: str) -> str:
+    """A private copy of an index file, after its digest and bounds are checked."""
+    data = verified_read(storage, manifest, rel)
+    where = storage.describe(rel)
+    if rel == EPISODES_INDEX_PATH:
+        episodes = manifest.totals["episodes"]
+        open_bounded(data, where=where, rows=episodes, max_rows=episodes, budget=Budget(values_per_row={"tasks": MAX_EPISODE_TASKS}))
+    else:
+        frames = manifest.totals["frames"]
+        open_bounded(data, where=where, rows=frames, max_rows=frames, budget=Budget(max_bytes=MAX_DECODED_BYTES))
+    path = os.path.join(workdir, rel.replace("/", "-"))
+    with open(path, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def _check_shard_parquet(storage: Storage, manifest: Manifest, shard) -> None:
+    """A shard parquet's footer against its digest, then every row group's pages against the
+    format's bounds, one row group in memory at a time."""
+    rel = shard_parquet_path(shard.index)
+    where = storage.describe(rel)
+    footer = shard.parquet_footer
+    metadata = parse_footer(storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where)
+    caps = feature_budget(manifest.features)
+    for group in range(metadata.num_row_groups):
+        offset, nbytes = row_group_span(metadata, group)
+        if not 0 <= offset <= offset + nbytes <= footer.offset:
+            raise FormatError(f"{where}: row group {group} lies outside the file's row groups")
+        data = storage.read_range(rel, offset, nbytes)
+        budget = Budget(max_bytes=max(ROW_GROUP_MAX_BYTES, MAX_EXPANSION * nbytes), values_per_row=caps)
+        group_cost(metadata, group, memoryview(data), base=offset, budget=budget, where=f"{where}: row group {group}")
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """One statement's result: its text, column names (empty for a statement without rows),
+    the rows kept (at most ``max_rows`` of ``run_statements``) and how many it returned."""
+
+    statement: str
+    columns: list[str]
+    rows: list[tuple]
+    total_rows: int
+
+
+def run_statements(dst: str, query: str, *, storage_options: dict | None = None, max_rows: int | None = None) -> list[SqlResult]:
+    """Run every statement of ``query`` against the views, in order; returns one ``SqlResult``
+    each, keeping at most ``max_rows`` rows of each (the rest are counted, not held). Shard
+    parquets are checked (and the ``frames`` view made) only when the query names ``frames``.
+
+    Raises:
+        SqlSyntaxError: a statement does not parse or names what does not exist (DuckDB's
+            message, its lines and ``^`` pointer kept: the user's own query).
+        InspectError: the dataset is incomplete, a file fails its checks, or a statement fails
+            otherwise (DuckDB's message kept).
+    """
+    import duckdb
+
+    with tempfile.TemporaryDirectory(prefix="lerobot-shards-sql-") as workdir:
+        con = connect(dst, storage_options=storage_options, frames=_FRAMES.search(query) is not None, workdir=workdir)
+        try:
+            statements = con.extract_statements(query)
+            if not statements:
+                raise SqlSyntaxError("SQL failed: no statement given")
+            results = []
+            for statement in statements:
+                cursor = con.execute(statement)
+                if cursor.description is None:
+                    results.append(SqlResult(statement.query.strip(), [], [], 0))
+                    continue
+                rows = cursor.fetchall() if max_rows is None else cursor.fetchmany(max_rows)
+                total = len(rows)
+                if max_rows is not None:
+                    while chunk := cursor.fetchmany(65536):
+                        total += len(chunk)
+                results.append(SqlResult(statement.query.strip(), [d[0] for d in cursor.description], rows, total))
+            return results
+        except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as err:
+            raise SqlSyntaxError(f"SQL failed: {err}") from None
+        except duckdb.Error as err:
+            raise InspectError(f"SQL failed: {err}") from None
+        finally:
+            con.close()
+
+
+def run_sql(dst: str, query: str, *, storage_options: dict | None = None):
+    """Run ``query`` against the views; returns ``(column names, rows)`` of its last statement
+    (``run_statements`` returns each one's). Raises as ``run_statements``."""
+    last = run_statements(dst, query, storage_options=storage_options)[-1]
+    return last.columns, last.rows

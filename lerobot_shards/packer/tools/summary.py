@@ -1,0 +1,130 @@
+"""``info``: a packed dataset's manifest summarized (local or in a bucket), for a terminal or
+as JSON; the manifest is validated as the reader validates it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lerobot_shards.core.errors import FormatError, StorageError
+from lerobot_shards.core.format import SAMPLES_INDEX_PATH, Manifest
+from lerobot_shards.core.format.layout import pad_column
+from lerobot_shards.core.format.parquet import iter_bounded_batches
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.packer.errors import InspectError
+from lerobot_shards.packer.tools.sql import load_manifest
+from lerobot_shards.reader.fetch.packed_index import load_tasks, verified_read
+from lerobot_shards.reader.plan.windows import frames_needed, resolve_delta_timestamps
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    """What ``info`` shows: ``rows()`` for a table, ``to_json()`` for scripts. ``tasks``: the
+    task count; ``windows_full``: per packed window, anchors with the whole window and all."""
+
+    manifest: Manifest
+    url: str
+    pin: str
+    tasks: int = 0
+    windows_full: tuple[tuple[str, int, int], ...] = ()
+
+    def _cameras(self) -> str:
+        """Each camera's size and packed codec, and whether NVDEC can decode it (what
+        ``decode_device="cuda"`` needs)."""
+        m, parts = self.manifest, []
+        for key in m.video_keys:
+            feature = m.features[key]
+            codec = feature.get("info", {}).get("video.codec", "?")
+            parts.append(f"{key} {feature['shape'][0]}x{feature['shape'][1]} {codec}")
+        codecs = {m.features[k].get("info", {}).get("video.codec") for k in m.video_keys}
+        nvdec = "-" if not codecs else "yes" if codecs <= {"hevc", "h264"} else "no (repack with --video hevc)"
+        return f"{m.options.get('video')}: " + ", ".join(parts) + f"; NVDEC: {nvdec}" if parts else "none"
+
+    def _widths(self) -> str:
+        f = self.manifest.features
+        return " / ".join(str(f[k]["shape"][0]) if k in f and f[k].get("shape") else "-" for k in ("observation.state", "action"))
+
+    def rows(self) -> list[tuple[str, str]]:
+        m = self.manifest
+        source = m.source.get("repo_id") or m.source.get("uri")
+        return [
+            ("dataset", self.url),
+            ("format", f"{m.format} v{m.format_version} (packer {m.packer_version})"),
+            ("source", f"{source} ({m.source.get('codebase_version')})"),
+            ("episodes / frames", f"{m.totals['episodes']} / {m.totals['frames']}"),
+            ("shards / bytes", f"{m.totals['shards']} / {m.totals['bytes'] / 1e6:.2f} MB"),
+            ("fps", str(m.fps)),
+            ("cameras", self._cameras()),
+            ("state / action widths", self._widths()),
+            ("tasks", str(self.tasks)),
+            ("windows", self._windows() or "-"),
+            ("dropped / padded / re-encoded", f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"),
+        ]
+
+    def _windows(self) -> str:
+        """Each precomputed window with its keys' spans in frames and seconds, e.g.
+        ``chunk: action 50 frames (1.00 s)``."""
+        m, parts = self.manifest, []
+        full = {name: (whole, total) for name, whole, total in self.windows_full}
+        for name, window in m.windows.items():
+            offsets = resolve_delta_timestamps(window, m.fps, tolerance_s=m.tolerance_s)
+            spans = ", ".join(f"{key} {frames_needed(o)} frames ({frames_needed(o) / m.fps:.2f} s)" for key, o in offsets.items())
+            share = f"; full window on {full[name][0]} of {full[name][1]} anchors ({full[name][0] / max(full[name][1], 1):.0%})" \
+                if name in full else ""
+            parts.append(f"{name}: {spans}{share}")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict:
+        """What ``info --format json`` prints: the summary as plain values."""
+        m = self.manifest
+        return {
+            "dataset": self.url, "pin": self.pin, "format": m.format, "format_version": m.format_version,
+            "packer_version": m.packer_version, "source": m.source, "fps": m.fps, "totals": m.totals,
+            "video": m.options.get("video"), "cameras": {k: list(m.features[k]["shape"]) for k in m.video_keys},
+            "codecs": {k: m.features[k].get("info", {}).get("video.codec") for k in m.video_keys}, "tasks": self.tasks,
+            "windows_full": {name: {"full": whole, "anchors": total} for name, whole, total in self.windows_full},
+            "features": {k: {"dtype": f.get("dtype"), "shape": f.get("shape")} for k, f in m.features.items()},
+            "windows": m.windows, "options": m.options,
+            "dropped_episodes": m.extra.get("dropped_episodes", []), "padded_episodes": m.extra.get("padded_episodes", []),
+            "reencoded_episodes": m.extra.get("reencoded_episodes", []),
+        }
+
+
+def summarize(dst: str, *, storage_options: dict | None = None) -> DatasetSummary:
+    """Read and validate the manifest, the tasks and (with windows) the sample index, and
+    return a summary.
+
+    Raises:
+        InspectError: no or an invalid manifest, or a file that differs from its digest.
+    """
+    storage = Storage(dst, storage_options)
+    manifest, pin = load_manifest(storage)
+    try:
+        tasks = len(load_tasks(storage, manifest))
+        windows = tuple(full_windows(storage, manifest))
+    except (FormatError, StorageError) as err:
+        raise InspectError(str(err)) from None
+    return DatasetSummary(manifest, storage.url, pin, tasks=tasks, windows_full=windows)
+
+
+def full_windows(storage: Storage, manifest: Manifest) -> list[tuple[str, int, int]]:
+    """Per packed window: ``(name, anchors whose every key has no padded slot, all anchors)``,
+    from the digest-checked sample index, streamed."""
+    if not manifest.windows:
+        return []
+    frames = manifest.totals["frames"]
+    data = verified_read(storage, manifest, SAMPLES_INDEX_PATH)
+    full = {window: 0 for window in manifest.windows}
+    columns = [pad_column(window, key, side) for window, keys in manifest.windows.items() for key in keys for side in ("before", "after")]
+    # A row per frame: streamed in batches, never decoded whole.
+    for batch in iter_bounded_batches(data, where=storage.describe(SAMPLES_INDEX_PATH), columns=columns, rows=frames,
+                                      rows_expected=f"the manifest records {frames} frames"):
+        for window, keys in manifest.windows.items():
+            ok = np.ones(batch.num_rows, dtype=bool)
+            for key in keys:
+                for side in ("before", "after"):
+                    ok &= batch.column(pad_column(window, key, side)).to_numpy(zero_copy_only=False) == 0
+            full[window] += int(ok.sum())
+    return [(window, full[window], frames) for window in manifest.windows]
+

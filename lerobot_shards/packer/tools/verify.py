@@ -1,0 +1,322 @@
+"""``verify``: check a packed dataset against its manifest, its indexes and (optionally) decode.
+
+Everything the reader trusts is checked, through the same parsers the reader uses
+(``lerobot_shards.core.format``): the manifest (schema and ``content_sha256``, optionally a pin), the size
+and SHA-256 of every file it records (``index/``, ``meta/``, shard tars and parquets), the
+episodes index against the manifest, the sample index against the episodes index (anchors,
+rows and pad counts recomputed), every row group against its recorded span and digest and
+its rows against the index, every tar header and member digest; with ``decode``, that every
+member decodes to its recorded frame count at the manifest's frame size. Any damage that
+could change what a reader yields is reported; verify itself never crashes on bad input.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lerobot_shards.core.errors import FormatError, StorageError
+from lerobot_shards.core.format import (
+    EPISODES_INDEX_PATH,
+    PLAN_PATH,
+    SAMPLES_INDEX_PATH,
+    TASKS_PATH,
+    EpisodeTable,
+    Manifest,
+    PackPlan,
+    check_bytes,
+    check_mp4,
+    pad_column,
+    parse_episodes_index,
+    samples_index_schema,
+    shard_parquet_path,
+    shard_tar_path,
+    video_member_name,
+)
+from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
+from lerobot_shards.core.format.parquet import iter_bounded_batches
+from lerobot_shards.core.format.parquet.bounded import read_parquet_schema
+from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, feature_budget, parse_footer
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.reader.fetch.packed_index import load_tasks, read_manifest, verified_read
+from lerobot_shards.reader.plan.windows import pad_counts, resolve_delta_timestamps
+
+_SAMPLE_BATCH_ROWS = 1 << 18
+
+
+@dataclass
+class VerifyReport:
+    """Problems found (empty = verified) and what was checked."""
+
+    problems: list[str] = field(default_factory=list)
+    shards_checked: int = 0
+    episodes_checked: int = 0
+    members_decoded: int = 0
+    manifest_sha256: str = ""
+    # What the pack records about how it was made (the manifest's, else pack-plan.json's):
+    # the source and the options a repairing ``pack --repair`` must be given. Untrusted text.
+    source: dict = field(default_factory=dict)
+    options: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(
+    dst: str,
+    *,
+    decode: bool = False,
+    storage_options: dict | None = None,
+    manifest_sha256: str | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> VerifyReport:
+    """Check a packed dataset; see the module docstring for what is checked.
+
+    Args:
+        dst: the packed root (path or fsspec URL).
+        decode: also decode every member (slow: every frame of every camera).
+        storage_options: fsspec options for remote roots.
+        manifest_sha256: a pin (``sha256:<hex>``): the manifest must be exactly that one.
+        progress: called after each shard with (shards checked, shards, episodes checked).
+
+    Returns:
+        A ``VerifyReport``; ``report.ok`` is False when anything is wrong, and
+        ``report.manifest_sha256`` is the pin of the manifest found.
+    """
+    storage = Storage(dst, storage_options)
+    report = VerifyReport()
+    try:
+        manifest, report.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
+    except (FormatError, StorageError) as err:
+        report.problems.append(str(err))
+        _recorded_by_plan(storage, report)
+        return report
+    report.source, report.options = manifest.source, manifest.options
+    intact = _files(storage, manifest, report)
+    # A file whose digest differs is reported, never parsed: its bytes are not the packed ones,
+    # and nothing bounds what a parser of them would allocate.
+    if not intact.get(EPISODES_INDEX_PATH):
+        return report
+    try:
+        data = verified_read(storage, manifest, EPISODES_INDEX_PATH)
+        episodes = parse_episodes_index(data, manifest, where=storage.describe(EPISODES_INDEX_PATH), with_tasks=True)
+    except (FormatError, StorageError) as err:
+        report.problems.append(str(err))
+        return report
+    if intact.get(TASKS_PATH):
+        _guarded(report, TASKS_PATH, lambda: _tasks_problems(storage, manifest, episodes))
+    if intact.get(SAMPLES_INDEX_PATH):
+        _guarded(report, SAMPLES_INDEX_PATH, lambda: _samples_index_problems(storage, manifest, episodes))
+    for shard in manifest.shards:
+        report.shards_checked += 1
+        first, stop = episodes.shard_range(shard.index)
+        mine = episodes[first:stop]
+        report.episodes_checked += len(mine)
+        _guarded(report, shard_parquet_path(shard.index), lambda: _shard_parquet_problems(storage, manifest, shard, mine))
+        _guarded(report, shard_tar_path(shard.index), lambda: _member_problems(storage, manifest, shard, mine, decode, report))
+        if progress is not None:
+            progress(report.shards_checked, len(manifest.shards), report.episodes_checked)
+    return report
+
+
+def _recorded_by_plan(storage: Storage, report: VerifyReport) -> None:
+    """Without a readable manifest, how the pack was made as ``pack-plan.json`` records it."""
+    try:
+        data = storage.read_prefix(PLAN_PATH, MAX_RECORD_BYTES + 1)  # from_json refuses more than the bound
+        plan = PackPlan.from_json(data, where=storage.describe(PLAN_PATH))
+    except (FormatError, StorageError, FileNotFoundError):
+        return
+    report.source, report.options = plan.source, plan.options
+
+
+def _guarded(report: VerifyReport, rel: str, check) -> None:
+    """Run one check; damage that makes a library raise something unexpected (pyarrow on a
+    mangled file) is a problem to report, never a crash of verify."""
+    try:
+        report.problems.extend(check())
+    except (FormatError, OSError) as err:
+        report.problems.append(str(err) if rel in str(err) else f"{rel}: {err}")
+    except Exception as err:  # noqa: BLE001 - any failure to check a file is a finding about it
+        report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
+
+
+def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> dict[str, bool]:
+    """Size and SHA-256 of every recorded file and shard file; returns {rel: ok}."""
+    expected = {rel: (entry.bytes, entry.sha256) for rel, entry in manifest.files.items()}
+    for shard in manifest.shards:
+        expected[shard_tar_path(shard.index)] = (shard.tar_bytes, shard.tar_sha256)
+        expected[shard_parquet_path(shard.index)] = (shard.parquet_bytes, shard.parquet_sha256)
+    ok = {}
+    for rel, (size, sha256) in expected.items():
+        try:
+            found_sha, found_size = storage.digest(rel)
+        except FileNotFoundError:
+            report.problems.append(f"{rel}: missing")
+            ok[rel] = False
+            continue
+        except OSError as err:
+            report.problems.append(f"{rel}: cannot be read ({err})")
+            ok[rel] = False
+            continue
+        if found_size != size:
+            report.problems.append(f"{rel}: {found_size} bytes, manifest says {size}")
+        elif found_sha != sha256:
+            report.problems.append(f"{rel}: sha256 {found_sha[:12]}... differs from manifest {sha256[:12]}...")
+        ok[rel] = found_size == size and found_sha == sha256
+    return ok
+
+
+def _tasks_problems(storage: Storage, manifest: Manifest, episodes) -> list[str]:
+    """``meta/tasks.parquet`` reads within the format's bounds, as a reader reads it."""
+    load_tasks(storage, manifest)
+    return []
+
+
+def _samples_index_problems(storage: Storage, manifest: Manifest, episodes: EpisodeTable) -> list[str]:
+    """The sample index: its schema, one anchor per frame of each episode at the right shard
+    rows, and pad counts equal to a recomputation from the manifest's windows. Read in
+    batches (a row per frame), never whole, after its row count matches the manifest's."""
+    where = storage.describe(SAMPLES_INDEX_PATH)
+    data = verified_read(storage, manifest, SAMPLES_INDEX_PATH)
+    expected = samples_index_schema(manifest.windows)
+    schema = read_parquet_schema(data, where=where)
+    if not schema.remove_metadata().equals(expected):
+        return [f"{where}: columns {schema.names[:20]} differ from the format's {expected.names}"]
+    ordered = episodes.take(np.argsort(episodes.dataset_from_index, kind="stable"))  # anchors are sorted by global index
+    length = ordered.length
+    starts = np.concatenate([[0], np.cumsum(length)]).astype(np.int64)
+    per_episode = {"episode_index": ordered.episode_index, "index": ordered.dataset_from_index, "shard": ordered.shard,
+                   "row": ordered.row_start}
+    windows = {name: resolve_delta_timestamps(w, manifest.fps, tolerance_s=manifest.tolerance_s) for name, w in manifest.windows.items()}
+    wrong_episodes: set[int] = set()
+    wrong_pads: dict[str, int] = {}
+    first = 0
+    try:
+        frames = manifest.totals["frames"]
+        batches = iter_bounded_batches(data, where=where, rows=frames, rows_expected=f"the manifest says {frames} frames",
+                                       batch_rows=_SAMPLE_BATCH_ROWS)
+    except FormatError as err:
+        return [str(err)]
+    for batch in batches:
+        rows = np.arange(first, first + batch.num_rows, dtype=np.int64)
+        first += batch.num_rows
+        position = np.searchsorted(starts, rows, side="right") - 1
+        frame = rows - starts[position]
+        column = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in batch.schema.names}
+        bad = (column["episode_index"] != per_episode["episode_index"][position]) | (column["frame_index"] != frame)
+        bad |= column["index"] != per_episode["index"][position] + frame
+        bad |= column["shard"] != per_episode["shard"][position]
+        bad |= column["row"] != per_episode["row"][position] + frame
+        wrong_episodes.update(int(p) for p in np.unique(position[bad])[:20])
+        for name, offsets in windows.items():
+            for key, key_offsets in offsets.items():
+                before, after = pad_counts(column["frame_index"], length[position], key_offsets)
+                for side, values in (("before", before), ("after", after)):
+                    pad = pad_column(name, key, side)
+                    wrong_pads[pad] = wrong_pads.get(pad, 0) + int(np.sum(column[pad] != values))
+    problems = [
+        f"{where}: episode {ordered[p].episode_index}: anchors do not match frames 0..{ordered[p].length - 1} "
+        f"at rows {ordered[p].row_start}.. of shard {ordered[p].shard}"
+        for p in sorted(wrong_episodes)[:20]
+    ]
+    problems += [f"{where}: column {pad} disagrees with its window at {count} anchors" for pad, count in wrong_pads.items() if count]
+    return problems
+
+
+def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episodes) -> list[str]:
+    """Footer and row groups parse and check as a reader checks them; rows match the index."""
+    rel = shard_parquet_path(shard.index)
+    where = storage.describe(rel)
+    try:
+        footer = shard.parquet_footer
+        metadata = parse_footer(storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where)
+    except (FormatError, OSError) as err:
+        return [str(err)]
+    problems = []
+    groups: dict[int, list] = {}
+    for entry in episodes:
+        groups.setdefault(entry.row_group.index, []).append(entry)
+    for group, members in groups.items():
+        ref = members[0].row_group
+        try:
+            for entry in members:
+                check_row_group(metadata, group, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
+                                group_rows=sum(e.length for e in members), where=where)
+            data = storage.read_range(rel, ref.offset, ref.bytes)
+            table = decode_row_group(metadata, group, data, offset=ref.offset, sha256=ref.sha256, file_size=shard.parquet_bytes,
+                                     single_episode=len(members) == 1, values_per_row=feature_budget(manifest.features), where=where)
+        except (FormatError, OSError) as err:
+            problems.append(str(err))
+            continue
+        group_start = sum(metadata.row_group(g).num_rows for g in range(group))
+        for entry in members:
+            rows = table.slice(entry.row_start - group_start, entry.length)
+            frames = np.arange(entry.length)
+            if not (
+                np.array_equal(rows["episode_index"].to_numpy(), np.full(entry.length, entry.episode_index))
+                and np.array_equal(rows["frame_index"].to_numpy(), frames)
+                and np.array_equal(rows["index"].to_numpy(), entry.dataset_from_index + frames)
+            ):
+                problems.append(f"{where}: rows of episode {entry.episode_index} in row group {group} do not match the index")
+    return problems
+
+
+def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, decode: bool, report: VerifyReport) -> list[str]:
+    """Tar headers name the right member, member bytes match their digests, and (``decode``)
+    every member decodes to its recorded frames at the manifest's frame size."""
+    rel = shard_tar_path(shard.index)
+    problems = []
+    for entry in episodes:
+        for key, member in entry.cameras.items():
+            where = f"{rel} episode {entry.episode_index} camera {key}"
+            try:
+                blob = storage.read_range(rel, member.offset - 512, member.size + 512)
+            except OSError as err:
+                problems.append(f"{where}: cannot be read ({err})")
+                continue
+            header, data = blob[:512], blob[512:]
+            name = header[:100].rstrip(b"\0").decode(errors="replace")
+            expected_name = video_member_name(entry.episode_index, key)
+            # Long names live in a pax header before this one; the ustar name is truncated.
+            if len(expected_name.encode()) <= 100 and name != expected_name:
+                problems.append(f"{where}: tar header names {name!r}, expected {expected_name!r}")
+            try:
+                check_bytes(data, size=member.size, sha256=member.sha256, where=where)
+            except FormatError as err:
+                problems.append(str(err))
+                continue
+            if decode:
+                problem = _decode_problem(data, member.frames, manifest.features[key]["shape"], where)
+                report.members_decoded += 1
+                if problem:
+                    problems.append(problem)
+    return problems
+
+
+def _decode_problem(data: bytes, frames: int, shape: list[int], where: str) -> str | None:
+    import av  # only verify --decode needs a decoder
+
+    height, width = shape[0], shape[1]
+    try:  # boxes and sample tables first: FFmpeg sizes its index by what they claim
+        check_mp4(data, where=where, frames=frames, height=height, width=width)
+    except FormatError as err:
+        return str(err)
+    try:
+        with av.open(io.BytesIO(data)) as container:
+            stream = container.streams.video[0]
+            if (stream.codec_context.height, stream.codec_context.width) != (height, width):
+                return f"{where}: frames are {stream.codec_context.height}x{stream.codec_context.width}, the manifest says {height}x{width}"
+            count = 0
+            for frame in container.decode(stream):
+                if (frame.height, frame.width) != (height, width):
+                    return f"{where}: frame {count} is {frame.height}x{frame.width}, the manifest says {height}x{width}"
+                count += 1
+    except (av.error.FFmpegError, IndexError) as err:
+        return f"{where}: does not decode ({err})"
+    if count != frames:
+        return f"{where}: decodes to {count} frames, index says {frames}"
+    return None

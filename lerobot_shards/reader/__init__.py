@@ -1,0 +1,29 @@
+"""lerobot-shards reader: stream packed LeRobot datasets into PyTorch.
+
+Never imports ``packer``; the packed format is defined in ``lerobot_shards.core.format``. Names are
+imported lazily (PEP 562) so that ``lerobot_shards.core.format`` and the planning modules load without
+torch: the packer uses them on CPU nodes where importing torch is pure start-up cost.
+"""
+
+from lerobot_shards.core.exports import lazy_exports
+
+_EXPORTS = {
+    "lerobot_shards.reader.dataset": ["PackedDataset", "AnchorSequence"],
+    "lerobot_shards.reader.mixture": ["MixtureDataset"],
+    "lerobot_shards.reader.read_options": ["ReadOptions"],
+    "lerobot_shards.reader.lerobot_meta": ["PackedMeta", "aggregate_stats"],
+    "lerobot_shards.reader.loader": ["BatchLoader", "to_device"],
+    "lerobot_shards.reader.decode.stage": ["DecodeStage"],
+    "lerobot_shards.core.format": ["FORMAT_VERSION", "Manifest"],
+    "lerobot_shards.core.storage": ["RetryPolicy"],
+    # The one error hierarchy (lerobot_shards.core.errors): catch LeRobotShardsError for all of ours.
+    "lerobot_shards.core.errors": [
+        "LeRobotShardsError", "FormatError", "BoundExceededError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
+        "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
+        "ResumeStateError", "ResumeWarning", "WindowWarning", "MixtureFeatureWarning", "WindowError", "PredicateError", "LeRobotTrainError", "DecodeError", "DecodeStageError", "PrefetchError",
+        "ResourceLimitError", "AccessDeniedError", "ShortReadError", "HarmonizeError", "ArgumentError",
+    ],
+}
+
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,257 @@
+"""``PackedDataset.meta``: what LeRobot policies and processors read from a dataset's metadata,
+for a packed dataset (local or in a bucket), without importing lerobot.
+
+LeRobot builds a policy with ``make_policy(cfg, ds_meta=...)`` and its normalization with
+``make_pre_post_processors(cfg, dataset_stats=ds_meta.stats)``; both read ``features``,
+``stats``, ``fps`` and the key lists of a ``LeRobotDatasetMetadata``. ``PackedMeta`` has those
+attributes with the same names, types and values, computed from the pack: ``features`` as
+packed (video shapes and codec info after ``--resize``/re-encoding, from the manifest),
+totals of the packed episodes, ``stats`` from the source's ``meta/stats.json`` (over the
+source's episodes: a pack of a subset keeps the source's normalization), ``tasks`` as LeRobot's
+DataFrame (task strings as the index, a ``task_index`` column).
+
+Every file is read through its manifest digest; values are type-checked (they come from data).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import INFO_PATH, MM_PER_METRE, STATS_PATH, is_depth_feature, video_keys_of
+from lerobot_shards.core.format.manifest import Manifest
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.reader.fetch.packed_index import read_stats
+
+# LeRobot 0.6.1's language columns (lerobot/datasets/language.py), named here to keep lerobot
+# out of the reader's imports.
+LANGUAGE_COLUMNS = ("language_persistent", "language_events")
+
+# stats.json is a few KB for real datasets; refuse anything absurd before parsing it.
+
+
+@dataclass
+class PackedMeta:
+    """The metadata of a packed dataset in ``LeRobotDatasetMetadata``'s shape (see the module)."""
+
+    repo_id: str
+    fps: int
+    features: dict[str, dict]
+    stats: dict[str, dict[str, np.ndarray]]
+    robot_type: str | None
+    total_episodes: int
+    total_frames: int
+    task_names: dict[int, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def video_keys(self) -> list[str]:
+        return video_keys_of(self.features)
+
+    @property
+    def image_keys(self) -> list[str]:
+        return [key for key, ft in self.features.items() if ft["dtype"] == "image"]
+
+    @property
+    def camera_keys(self) -> list[str]:
+        return [key for key, ft in self.features.items() if ft["dtype"] in ("video", "image")]
+
+    @property
+    def depth_keys(self) -> list[str]:
+        """Cameras that hold depth maps (LeRobot's rule: ``is_depth_map`` in the feature's info)."""
+
+        return [key for key, ft in self.features.items() if isinstance(ft, dict) and is_depth_feature(ft)]
+
+    @property
+    def has_language_columns(self) -> bool:
+        """Whether the dataset has LeRobot's language columns (its trainer then collates them
+        with its own function)."""
+        return any(key in self.features for key in LANGUAGE_COLUMNS)
+
+    @property
+    def names(self) -> dict[str, Any]:
+        return {key: ft.get("names") for key, ft in self.features.items()}
+
+    @property
+    def shapes(self) -> dict[str, tuple]:
+        return {key: tuple(ft["shape"]) for key, ft in self.features.items()}
+
+    @property
+    def total_tasks(self) -> int:
+        return len(self.task_names)
+
+    @property
+    def tasks(self):
+        """LeRobot's form: a ``pandas.DataFrame`` indexed by task string, column ``task_index``."""
+        import pandas as pd
+
+        ordered = sorted(self.task_names.items())
+        return pd.DataFrame({"task_index": [i for i, _ in ordered]}, index=pd.Index([t for _, t in ordered], name="task"))
+
+
+def rescale_depth_stats(meta: PackedMeta, unit: str) -> PackedMeta:
+    """LeRobot's ``rescale_depth_stats(depth_output_unit)``: each depth camera whose feature
+    records a ``depth_unit`` other than ``unit`` gets its statistics (all but ``count``)
+    converted, as its samples are. Returns ``meta`` (changed in place)."""
+    for key in meta.depth_keys:
+        stored = (meta.features[key].get("info") or {}).get("depth_unit")
+        if stored is None or stored == unit or key not in meta.stats:
+            continue
+        factor = MM_PER_METRE if stored == "m" else 1.0 / MM_PER_METRE
+        meta.stats[key] = {name: value if name == "count" else value * factor for name, value in meta.stats[key].items()}
+    return meta
+
+
+def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: dict[int, str]) -> PackedMeta:
+    """Build ``PackedMeta`` from a pack's manifest, its ``meta/info.json`` (as ``PackedIndex``
+    read and checked it) and ``meta/stats.json``.
+
+    Raises:
+        FormatError: stats.json is not JSON or holds values of the wrong type, or info.json's
+            robot_type is not a string (names the file).
+        IntegrityError: stats.json differs from what was packed.
+    """
+    info_where = storage.describe(INFO_PATH)
+    robot_type = info.get("robot_type")
+    if robot_type is not None and not isinstance(robot_type, str):
+        raise FormatError(f"{info_where}: robot_type must be a string or null, found {type(robot_type).__name__}")
+    stats: dict[str, dict[str, np.ndarray]] = {}
+    if STATS_PATH in manifest.files:
+        stats_where = storage.describe(STATS_PATH)
+        stats = _stats(read_stats(storage, manifest), stats_where)
+    source = manifest.source if isinstance(manifest.source, dict) else {}
+    return PackedMeta(
+        repo_id=str(source.get("uri") or storage.describe("")),
+        fps=int(manifest.fps),
+        # A copy the caller may edit, shapes as tuples (as LeRobot's DatasetInfo loads them).
+        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(manifest.features)).items()},
+        stats=stats,
+        robot_type=robot_type,
+        total_episodes=int(manifest.totals["episodes"]),
+        total_frames=int(manifest.totals["frames"]),
+        task_names=dict(tasks),
+        info=dict(info),
+    )
+
+
+def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> PackedMeta:
+    """A pack's ``PackedMeta`` from its record in a compiled mixture (``_mixture/meta.json``),
+    its catalog entry (fps, features) and its tasks; every value type-checked.
+
+    Raises:
+        FormatError: a field of the wrong type.
+    """
+    where = f"mixture meta of {dataset.name!r}"
+    robot_type = record.get("robot_type")
+    if robot_type is not None and not isinstance(robot_type, str):
+        raise FormatError(f"{where}: robot_type must be a string or null")
+    totals = [record.get("total_episodes"), record.get("total_frames")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in totals):
+        raise FormatError(f"{where}: total_episodes and total_frames must be non-negative ints")
+    raw = record.get("stats") or {}
+    if not isinstance(raw, dict):
+        raise FormatError(f"{where}: stats must be an object")
+    features = record.get("features", dataset.features)
+    if not isinstance(features, dict) or set(features) != set(dataset.features) or not all(
+        isinstance(f, dict) and f.get("dtype") == dataset.features[k].get("dtype") and list(f.get("shape", ())) == list(dataset.features[k]["shape"])
+        for k, f in features.items()
+    ):
+        raise FormatError(f"{where}: features disagree with the mixture file's")
+    return PackedMeta(
+        repo_id=str(record.get("repo_id") or dataset.name), fps=int(dataset.fps),
+        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(features)).items()},
+        stats=_stats(raw, where), robot_type=robot_type, total_episodes=totals[0], total_frames=totals[1],
+        task_names=dict(tasks), info={"robot_type": robot_type},
+    )
+
+
+def _stats(raw: dict, where: str) -> dict[str, dict[str, np.ndarray]]:
+    """LeRobot's ``load_stats``: leaves flattened to ``"a/b/c"`` keys, each made a numpy array
+    (at least 1-d), then nested again by ``/``. Every leaf must be numbers."""
+    flat: dict[str, Any] = {}
+    stack: list[tuple[str, Any]] = [("", raw)]
+    while stack:
+        prefix, value = stack.pop()
+        if isinstance(value, dict):
+            stack += [(f"{prefix}/{k}" if prefix else str(k), v) for k, v in value.items()]
+            continue
+        try:
+            array = np.atleast_1d(np.array(value))
+        except ValueError:  # ragged lists
+            array = np.asarray([], dtype=object)
+        if array.dtype.kind not in "biuf":
+            raise FormatError(f"{where}: {prefix!r} is not numbers")
+        flat[prefix] = array
+    nested: dict[str, Any] = {}
+    for key in sorted(flat):
+        *parents, leaf = key.split("/")
+        inner = nested
+        for part in parents:
+            inner = inner.setdefault(part, {})
+            if not isinstance(inner, dict):
+                raise FormatError(f"{where}: {key!r} nests under a value")
+        inner[leaf] = flat[key]
+    return nested
+
+
+def aggregate_stats(stats_list: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, np.ndarray]]:
+    """Stats of several datasets as one, as LeRobot's ``aggregate_stats`` computes them: min of
+    mins, max of maxes, count-weighted mean, pooled variance (within + between), quantiles
+    count-weighted (an approximation, as in LeRobot). Vectors of different widths (padded
+    features of a mixture) are aggregated per element over the datasets that have it; the
+    elements no dataset has do not occur (widths come from the datasets).
+
+    Raises:
+        FormatError: a feature's statistics lack ``mean``, ``std``, ``min``, ``max`` or ``count``.
+    """
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for key in dict.fromkeys(k for stats in stats_list for k in stats):
+        parts = [stats[key] for stats in stats_list if key in stats]
+        for part in parts:
+            missing = sorted({"mean", "std", "min", "max", "count"} - set(part))
+            if missing:
+                raise FormatError(f"stats of {key!r} lack {missing}")
+        width = max(np.asarray(p["mean"]).shape[0] if np.asarray(p["mean"]).ndim else 1 for p in parts)
+        out[key] = _aggregate_feature([{k: np.asarray(v, dtype=np.float64) for k, v in p.items()} for p in parts], width)
+    return out
+
+
+def _aggregate_feature(parts: list[dict[str, np.ndarray]], width: int) -> dict[str, np.ndarray]:
+    def padded(value: np.ndarray, fill: float) -> np.ndarray:
+        value = np.atleast_1d(value)
+        if value.shape[0] < width:
+            value = np.pad(value, [(0, width - value.shape[0])] + [(0, 0)] * (value.ndim - 1), constant_values=fill)
+        return value
+
+    def present(part: dict[str, np.ndarray]) -> np.ndarray:
+        own = np.atleast_1d(part["mean"]).shape[0]
+        shape = np.atleast_1d(part["mean"]).shape
+        mask = np.zeros((width, *shape[1:]), dtype=bool)
+        mask[:own] = True
+        return mask
+
+    masks = np.stack([present(p) for p in parts])
+    counts = np.stack([np.broadcast_to(np.atleast_1d(p["count"]).reshape(-1)[0], masks.shape[1:]) for p in parts]) * masks
+    total = counts.sum(axis=0)
+    means = np.stack([padded(p["mean"], 0.0) for p in parts])
+    variances = np.stack([padded(p["std"], 0.0) ** 2 for p in parts])
+    mean = (means * counts).sum(axis=0) / total
+    variance = ((variances + (means - mean) ** 2) * counts).sum(axis=0) / total
+    result = {
+        "min": np.where(masks, np.stack([padded(p["min"], np.inf) for p in parts]), np.inf).min(axis=0),
+        "max": np.where(masks, np.stack([padded(p["max"], -np.inf) for p in parts]), -np.inf).max(axis=0),
+        "mean": mean,
+        "std": np.sqrt(variance),
+        "count": np.atleast_1d(np.asarray(sum(int(np.atleast_1d(p["count"]).reshape(-1)[0]) for p in parts))),
+    }
+    for q in [k for k in parts[0] if k.startswith("q") and k[1:].isdigit()]:
+        if all(q in p for p in parts):
+            result[q] = (np.stack([padded(p[q], 0.0) for p in parts]) * counts).sum(axis=0) / total
+    return result
+
+
+__all__ = ["PackedMeta", "aggregate_stats", "load_packed_meta"]

@@ -1,0 +1,11 @@
+"""What runs inside one consumer: building samples (and batches) from admitted episodes,
+mixture harmonization, and the counters workers publish."""
+
+from lerobot_shards.core.exports import lazy_exports
+
+_EXPORTS = {
+    "lerobot_shards.reader.runtime.environment": ["decode_threads_for", "detect_world"],
+    "lerobot_shards.reader.runtime.harmonize": ["DatasetFeatures", "FeatureHarmonizer"],
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

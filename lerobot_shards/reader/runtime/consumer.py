@@ -1,0 +1,167 @@
+"""One consumer's pipeline, shared by ``PackedDataset`` and ``MixtureDataset``.
+
+A consumer (one rank x DataLoader worker) turns a stream of draws into samples. The draws
+come from the pure planning layer as *segments* (the pieces of plan streams this consumer
+serves, one after another, after any resume), each a sequence of *blocks*: the pieces first
+needed in the block, in order (so prefetch fetches exactly what comes next), and the draws
+``(piece, episode, anchor, is the piece's last draw)`` (``lerobot_shards.reader.plan.consumer_draws``).
+
+A consumer reads a ``StreamView``, a plain value: the episode catalog of every pack the
+stream reads, each dataset's windows, and the read options. It owns ONE fetcher (with its
+caches and optional disk cache), ONE pool with one prefetcher and one set of fetch threads,
+whatever the number of packs: a dataset is only a label on its episodes, and the pool,
+prefetch budget, threads, caches and sockets are bounded per consumer, not per dataset. Sample
+builders (the per-dataset columns, tasks, windows) are made on a dataset's first draw.
+It publishes counters to the shared stats table it is given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.reader.decode.frames import CpuDecoders
+from lerobot_shards.reader.fetch.catalog import EpisodeCatalog
+from lerobot_shards.reader.fetch.disk_cache import DiskCache
+from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
+from lerobot_shards.reader.plan.consumer_draws import Block
+from lerobot_shards.reader.read_options import ReadOptions
+from lerobot_shards.reader.runtime.environment import decode_threads_for, detect_world
+from lerobot_shards.reader.runtime.sample_builder import SampleBuilder
+from lerobot_shards.reader.runtime.stats import SharedStats
+
+_PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
+
+
+@dataclass(frozen=True, eq=False)
+class StreamView:
+    """What a consumer reads: a plain value (no dataset object).
+
+    Attributes:
+        catalog: every episode of every pack, with its digests.
+        offsets: per dataset (catalog order), its windows as frame offsets per key.
+        options: how to read (the dataset's ``ReadOptions``, whole).
+        decoders: the CPU decoders ``options.decoder`` names (made once by the dataset).
+        storages: ``Storage`` objects to use for the first datasets (a ``PackedDataset``'s own,
+            so its counters see the reads); the others are made on first use.
+    """
+
+    catalog: EpisodeCatalog
+    offsets: list[dict[str, np.ndarray]]
+    options: ReadOptions
+    decoders: CpuDecoders
+    storages: tuple[Storage, ...] = ()
+
+
+class Consumer:
+    """Serves draws as samples for one consumer (see the module docstring).
+
+    Args:
+        view: what the draws read.
+        stats: the shared counters table to publish into.
+        worker: this DataLoader worker's id, ``None`` in the training process.
+    """
+
+    def __init__(self, view: StreamView, *, stats: SharedStats, worker: int | None):
+        self.view = view
+        options = view.options
+        self.storages = DatasetStorages(view.catalog, options.storage_options, options.retry, given=view.storages)
+        disk_cache = DiskCache(options.cache_dir, options.cache_limit_bytes) if options.cache_dir else None
+        self.fetcher = EpisodeFetcher(view.catalog, self.storages, disk_cache=disk_cache)
+        self.pool = EpisodePool(self.fetcher, prefetch=options.prefetch_episodes, prefetch_bytes=options.prefetch_bytes,
+                                threads=options.fetch_threads)
+        self._builders: dict[int, SampleBuilder] = {}
+        self.decode_threads = options.decode_threads or decode_threads_for(detect_world())
+        self._publisher = stats.publisher(worker)
+        self.samples_built = 0
+        self._next_publish = 0.0
+
+    def builder(self, dataset: int) -> SampleBuilder:
+        built = self._builders.get(dataset)
+        if built is None:
+            info, options = self.view.catalog.datasets[dataset], self.view.options
+            built = self._builders[dataset] = SampleBuilder(
+                video_keys=list(info.video_keys),
+                offsets=self.view.offsets[dataset],
+                tasks=self.view.catalog.tasks(dataset),
+                stage=self.view.decoders,
+                return_uint8=options.return_uint8,
+                image_transforms=options.image_transforms,
+                encoded_video=options.encoded_video,
+                member_prefix=info.root,
+                frame_sizes=info.frame_sizes,
+                decode_threads=self.decode_threads,
+                features=info.features,
+                depth_unit=options.depth_unit,
+            )
+        return built
+
+    def samples(self, segments: Iterable[Iterable[Block]]) -> Iterator[tuple[int, dict]]:
+        """Yield ``(dataset index, sample)`` for every draw of every segment, in order.
+
+        Before each block, the pieces it (and, ahead of it, the next blocks) first needs are
+        appended to the prefetch order; a piece is evicted after its last draw, and whatever a
+        segment leaves open is evicted when it ends (a piece whose last draw lies past the
+        segment exists only after a re-split resume).
+        """
+        catalog = self.view.catalog
+        try:
+            for segment in segments:
+                self.pool.schedule([])
+                for admitted, draws in segment:
+                    self.pool.extend(admitted)
+                    for piece, episode, anchor, last in draws:
+                        loaded = self.pool.get(piece, episode)
+                        frame = int(catalog.anchor_frames(episode, np.array([anchor]))[0])
+                        sample = self.builder(loaded.dataset).build(loaded, frame, last=last)
+                        if last:
+                            self.pool.release(piece)
+                        self.samples_built += 1
+                        self._maybe_publish()
+                        yield loaded.dataset, sample
+                self.pool.release_all()
+        finally:
+            # Runs when the stream ends (before a DataLoader worker reports it is done) or the
+            # generator is closed, so an epoch's totals are complete once the loader is.
+            self.publish()
+            self.close()
+
+    def close(self) -> None:
+        self.pool.close()
+        for builder in self._builders.values():
+            builder.close()
+
+    def _maybe_publish(self) -> None:
+        if time.monotonic() >= self._next_publish:
+            self.publish()
+            self._next_publish = time.monotonic() + _PUBLISH_INTERVAL_S
+
+    def publish(self) -> None:
+        """Write this consumer's counters to the shared table."""
+        fetch, builders = self.fetcher.counters, list(self._builders.values())
+        total = {
+            "samples": self.samples_built,
+            "bytes_fetched": fetch.bytes_fetched,
+            "fetch_seconds": fetch.fetch_seconds,
+            "decode_seconds": sum(b.counters["decode_seconds"] for b in builders),
+            "episodes_admitted": fetch.episodes_admitted,
+            "disk_cache_hits": fetch.disk_cache_hits,
+            "decoder_hits": sum(b.counters["decoder_hits"] for b in builders),
+            "decoder_misses": sum(b.counters["decoder_misses"] for b in builders),
+            "frames_decoded": sum(b.counters["frames_decoded"] for b in builders),
+            "images_decoded": sum(b.counters["images_decoded"] for b in builders),
+            "depth_frames_decoded": sum(b.counters["depth_frames_decoded"] for b in builders),
+            "storage_retries": self.storages.retries,
+            "max_open_episodes": self.pool.max_open,
+            "max_open_bytes": self.pool.max_open_bytes,
+            "max_prefetched_bytes": self.pool.prefetcher.peak_bytes,
+            "max_datasets_opened": self.storages.opened,
+        }
+        self._publisher.publish(total)
+
+
+__all__ = ["Consumer", "StreamView"]

@@ -1,0 +1,382 @@
+"""Heterogeneous features of a mixture: the rules that make samples of different datasets batch together.
+
+Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply``. ``docs/FORMAT.md``
+("Mixtures") is the prose twin of these rules; the mixture file itself is
+``lerobot_shards.core.format.mixture``.
+
+``FeatureHarmonizer`` makes samples of different datasets batch together:
+
+* ``key_map`` renames per dataset (``{"ds_a": {"observation.images.wrist_left":
+  "observation.images.wrist"}}``); mapping a key to ``None`` drops it (select).
+* Vector features in ``pad_keys`` (``observation.state``, ``action``) are zero-padded at the
+  end to the widest dataset, with ``<key>_mask`` (bool, padded width; True = real value). A
+  dataset without the key gets zeros and an all-False mask.
+* Cameras (video and image features): the union over datasets; all datasets must agree on a
+  camera's (H, W, C). A camera a dataset lacks is filled with zeros of the common shape
+  (float32, or uint8 with ``return_uint8``; depth cameras float32 always), with
+  ``<camera>_mask = False`` (0-d bool; True where present) and, if windowed,
+  ``<camera>_is_pad`` all True.
+* ``delta_timestamps`` are in seconds and keyed by mixture names; each dataset resolves them
+  at its own fps (``lerobot_shards.reader.plan.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
+  30 fps and 1 frame at 10 fps.
+* Other keys are kept when every dataset has them, with equal shapes; dtypes that differ are
+  promoted (``numpy.result_type``). A numeric key only some datasets have (a ``reward``
+  added to one with LeRobot's ``modify_features``) is kept the same way, filled with zeros
+  where it is missing and marked by ``<key>_mask`` (0-d bool), as a camera is. A key that can
+  be neither (strings, language columns, shapes that differ, only in some datasets) is left
+  out and named in ``dropped`` (``MixtureDataset`` warns with it; ``mixture create`` reports it).
+* Every sample gets ``dataset_index`` (int64) and ``dataset_name`` (str).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lerobot_shards.core.errors import HarmonizeError
+from lerobot_shards.core.format.mixture import (
+    DEFAULT_PAD_KEYS,
+    MASK_SUFFIX,
+    PAD_SUFFIX,
+    FeatureInfo,
+    MixtureSpec,
+    partial_features,
+    sample_shape,
+)
+from lerobot_shards.reader.plan.windows import (
+    DEFAULT_TOLERANCE_S,
+    WindowError,
+    resolve_delta_timestamps,
+)
+
+
+@dataclass(frozen=True)
+class DatasetFeatures:
+    """What the harmonizer needs of one dataset: its name, fps and features."""
+
+    name: str
+    fps: int
+    features: Mapping[str, FeatureInfo]
+
+    @classmethod
+    def from_manifest_features(cls, name: str, fps: int, features: Mapping[str, Mapping]) -> DatasetFeatures:
+        """From a manifest's ``features`` (``{key: {dtype, shape, ...}}``)."""
+        return cls(name, int(fps), {k: FeatureInfo.from_dict(v, where=f"{name}: features[{k!r}]") for k, v in features.items()})
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureHarmonizer:
+    """The common sample layout of a mixture, and how each dataset's samples map onto it.
+
+    Build with ``FeatureHarmonizer.build`` (or ``from_spec``). Attributes are read-only.
+
+    Attributes:
+        names: dataset names, in mixture order.
+        fps: per dataset.
+        key_maps: per dataset ``{source key: mixture key or None (dropped)}``, every source
+            feature listed.
+        keys: mixture keys every harmonized sample carries (plus ``_mask``, ``_is_pad``,
+            ``task``, ``dataset_index`` and ``dataset_name``).
+        cameras: ``{camera: (C, H, W)}``, the union over datasets.
+        depth_cameras: the cameras that hold depth maps (their fill is float32).
+        filled: ``{key: (sample shape, dtype)}`` of numeric keys some datasets lack (zeros of the
+            dtype the reader yields for them, and a mask, there).
+        dropped: ``{key: [dataset names that have it]}``: keys only some datasets have that
+            cannot be filled, left out of every sample.
+        pad_widths: ``{vector key: padded width}``.
+        widths: per dataset ``{vector key: its own width}`` (absent: the dataset lacks it).
+        present: per dataset, the mixture keys it provides.
+        dtypes: ``{key: numpy dtype name}`` for non-video keys whose dtype differs across
+            datasets (cast to it).
+        delta_timestamps: ``{mixture key: [seconds]}``.
+        offsets: per dataset ``{mixture key: frame offsets at that dataset's fps}``.
+        return_uint8: missing cameras are uint8 zeros instead of float32.
+    """
+
+    names: tuple[str, ...]
+    fps: tuple[int, ...]
+    key_maps: tuple[Mapping[str, str | None], ...]
+    keys: tuple[str, ...]
+    cameras: Mapping[str, tuple[int, int, int]]
+    depth_cameras: frozenset[str]
+    filled: Mapping[str, tuple[tuple[int, ...], str]]
+    dropped: Mapping[str, tuple[str, ...]]
+    pad_widths: Mapping[str, int]
+    widths: tuple[Mapping[str, int], ...]
+    present: tuple[frozenset[str], ...]
+    dtypes: Mapping[str, str]
+    delta_timestamps: Mapping[str, tuple[float, ...]]
+    offsets: tuple[Mapping[str, np.ndarray], ...]
+    return_uint8: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        datasets: Sequence[DatasetFeatures],
+        *,
+        key_map: Mapping[str, Mapping[str, str | None]] | None = None,
+        pad_keys: Sequence[str] = DEFAULT_PAD_KEYS,
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        tolerance_s: float = DEFAULT_TOLERANCE_S,
+        return_uint8: bool = False,
+    ) -> FeatureHarmonizer:
+        """Derive the common layout.
+
+        Args:
+            datasets: per dataset name, fps and features, in mixture order.
+            key_map: ``{dataset name: {source key: mixture key, or None to drop it}}``.
+            pad_keys: 1-D features padded to the widest dataset with ``<key>_mask``.
+            delta_timestamps: windows in seconds keyed by mixture names.
+            tolerance_s: window tolerance (``resolve_delta_timestamps``).
+            return_uint8: the samples' frames are uint8 (missing cameras match).
+
+        Raises:
+            HarmonizeError: a key map for an unknown dataset or feature, or two source keys
+                mapped onto one; a camera with different shapes across datasets; a pad key
+                that is not 1-D; a kept key with different shapes; a window key no dataset
+                has, or one that is not a multiple of a dataset's frame period. The message
+                names the datasets, keys and shapes.
+        """
+        if not datasets:
+            raise HarmonizeError("a mixture needs at least one dataset")
+        names = tuple(d.name for d in datasets)
+        key_map = {k: dict(v) for k, v in (key_map or {}).items()}
+        unknown = sorted(set(key_map) - set(names))
+        if unknown:
+            raise HarmonizeError(f"key_map names datasets {unknown} that are not in the mixture {list(names)}")
+        pad_keys = tuple(pad_keys)
+
+        key_maps, mapped_features = [], []
+        for d in datasets:
+            mapping = key_map.get(d.name, {})
+            missing = sorted(set(mapping) - set(d.features))
+            if missing:
+                raise HarmonizeError(
+                    f"key_map[{d.name!r}] renames {missing}, which dataset {d.name!r} lacks; it has {sorted(d.features)}"
+                )
+            full = {k: mapping.get(k, k) for k in d.features}
+            targets = [v for v in full.values() if v is not None]
+            clashes = sorted({t for t in targets if targets.count(t) > 1})
+            if clashes:
+                raise HarmonizeError(f"dataset {d.name!r}: several source keys map to {clashes}; each mixture key needs one source")
+            key_maps.append(full)
+            mapped_features.append({full[k]: f for k, f in d.features.items() if full[k] is not None})
+
+        cameras: dict[str, tuple[int, int, int]] = {}
+        camera_owner: dict[str, str] = {}
+        depth_cameras: set[str] = set()
+        for d, feats in zip(datasets, mapped_features):
+            for key, feature in feats.items():
+                if feature.dtype not in ("video", "image"):
+                    continue
+                if feature.depth:
+                    depth_cameras.add(key)
+                if len(feature.shape) != 3:
+                    raise HarmonizeError(f"dataset {d.name!r}: camera {key!r} has shape {feature.shape}; expected (H, W, C)")
+                height, width, channels = feature.shape
+                chw = (channels, height, width)
+                if key in cameras and cameras[key] != chw:
+                    raise HarmonizeError(
+                        f"camera {key!r} is (H, W, C) {_hwc(cameras[key])} in {camera_owner[key]!r} and {feature.shape} in "
+                        f"{d.name!r}; repack with `--video hevc --resize HxW` to a common size, or map one to another key"
+                    )
+                cameras[key], camera_owner[key] = chw, d.name
+
+        pad_widths: dict[str, int] = {}
+        widths: list[dict[str, int]] = []
+        for d, feats in zip(datasets, mapped_features):
+            own = {}
+            for key in pad_keys:
+                if key in feats:
+                    if feats[key].dtype in ("video", "image") or len(feats[key].shape) != 1:
+                        raise HarmonizeError(f"dataset {d.name!r}: pad key {key!r} has shape {feats[key].shape}; only 1-D vectors are padded")
+                    own[key] = feats[key].shape[0]
+                    pad_widths[key] = max(pad_widths.get(key, 0), own[key])
+            widths.append(own)
+
+        present = tuple(frozenset(f) for f in mapped_features)
+        common = frozenset.intersection(*present) - set(cameras) - set(pad_widths)
+        # Keys only some datasets have: numeric ones of one shape are filled where missing (with a
+        # mask), the rest are named and left out, never dropped in silence.
+        filled, dropped = partial_features(list(zip(names, mapped_features)), exclude=set(cameras) | set(pad_widths))
+        dtypes: dict[str, str] = {}
+        for key in sorted(common):
+            shapes = {sample_shape(f[key].shape) for f in mapped_features}
+            if len(shapes) > 1:
+                seen = ", ".join(f"{n!r} {f[key].shape}" for n, f in zip(names, mapped_features))
+                raise HarmonizeError(
+                    f"feature {key!r} has different shapes across datasets ({seen}); add it to pad_keys if it is a "
+                    f"vector, or drop it with key_map {{name: {{{key!r}: None}}}}"
+                )
+        for key in sorted(common | set(pad_widths) | set(filled)):
+            kinds = {f[key].dtype for f in mapped_features if key in f}
+            if len(kinds) > 1:
+                try:
+                    promoted = np.result_type(*sorted(kinds))
+                except TypeError:
+                    promoted = None
+                if promoted is None or promoted.kind not in "biuf":
+                    raise HarmonizeError(
+                        f"feature {key!r} has dtypes {sorted(kinds)} across datasets, which have no common numeric type; "
+                        f"drop it with key_map"
+                    )
+                dtypes[key] = str(promoted)
+
+        order = [k for feats in mapped_features for k in feats]
+        keys = tuple(dict.fromkeys(k for k in order if k in common or k in cameras or k in pad_widths or k in filled))
+
+        windows = {k: tuple(float(s) for s in v) for k, v in (delta_timestamps or {}).items()}
+        orphans = sorted(k for k in windows if not any(k in p for p in present))
+        if orphans:
+            raise HarmonizeError(f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}")
+        unbatchable = sorted(k for k in windows if k not in keys)
+        if unbatchable:
+            raise HarmonizeError(
+                f"delta_timestamps keys {unbatchable} are not in every dataset and cannot be filled where missing "
+                f"(not numeric, or shapes differ), so samples would not batch; "
+                f"map them with key_map or add vector keys to pad_keys"
+            )
+        offsets = []
+        for d, feats in zip(datasets, mapped_features):
+            mine = {k: v for k, v in windows.items() if k in feats}
+            try:
+                offsets.append(resolve_delta_timestamps(mine, d.fps, tolerance_s=tolerance_s))
+            except WindowError as err:
+                raise HarmonizeError(f"dataset {d.name!r} (fps {d.fps}): {err}") from None
+
+        return cls(
+            names=names,
+            fps=tuple(d.fps for d in datasets),
+            key_maps=tuple(key_maps),
+            keys=keys,
+            cameras=cameras,
+            depth_cameras=frozenset(depth_cameras),
+            filled=filled,
+            dropped=dropped,
+            pad_widths=pad_widths,
+            widths=tuple(widths),
+            present=present,
+            dtypes=dtypes,
+            delta_timestamps=windows,
+            offsets=tuple(offsets),
+            return_uint8=return_uint8,
+        )
+
+    @classmethod
+    def from_spec(cls, spec: MixtureSpec, **options: Any) -> FeatureHarmonizer:
+        """``build`` from a ``MixtureSpec``'s recorded features (no manifest reads)."""
+        return cls.build([DatasetFeatures(d.name, d.fps, d.features) for d in spec.datasets], **options)
+
+    def source_delta_timestamps(self, index: int) -> dict[str, list[float]]:
+        """Dataset ``index``'s windows keyed by its own feature names (for ``PackedDataset``).
+
+        Only keys the dataset has; a missing camera or vector is filled by ``apply``.
+        """
+        inverse = {v: k for k, v in self.key_maps[index].items() if v is not None}
+        return {inverse[k]: list(v) for k, v in self.delta_timestamps.items() if k in inverse}
+
+    def output_keys(self) -> list[str]:
+        """Every key of a harmonized sample, in order (``task`` and the dataset keys last)."""
+        out = list(self.keys)
+        out += [k + MASK_SUFFIX for k in self.keys if k in self.cameras or k in self.pad_widths or k in self.filled]
+        out += [k + PAD_SUFFIX for k in self.delta_timestamps]
+        return out + ["task", "dataset_index", "dataset_name"]
+
+    def apply(self, index: int, sample: Mapping[str, Any]) -> dict[str, Any]:
+        """Harmonize one sample of dataset ``index`` (a dict of torch tensors, as a reader yields).
+
+        Returns:
+            A new dict with exactly ``output_keys()`` (plus the encoded-video entry of a
+            ``decode_device`` reader, renamed).
+
+        Raises:
+            HarmonizeError: a vector wider than the mixture's width for it, or a sample
+                without a key its dataset declares.
+        """
+        import torch
+
+        from lerobot_shards.reader.decode.wire import ENCODED_KEY
+
+        name = self.names[index]
+        mapping = self.key_maps[index]
+        renamed: dict[str, Any] = {}
+        for key, value in sample.items():
+            if key == ENCODED_KEY:
+                renamed[key] = {mapping.get(k, k): v for k, v in value.items() if mapping.get(k, k) is not None}
+                continue
+            base = key[: -len(PAD_SUFFIX)] if key.endswith(PAD_SUFFIX) and key[: -len(PAD_SUFFIX)] in mapping else None
+            target = mapping.get(base, base) if base is not None else mapping.get(key, key)
+            if target is None:
+                continue
+            renamed[target + PAD_SUFFIX if base is not None else target] = value
+        encoded = renamed.get(ENCODED_KEY, {})
+
+        declared = self.present[index]
+        lacking = [k for k in self.keys if k in declared and k not in renamed and k not in encoded]
+        if lacking:
+            raise HarmonizeError(f"dataset {name!r}: the sample lacks {lacking}, which its features declare")
+        out: dict[str, Any] = {}
+        for key in self.keys:
+            window = self.delta_timestamps.get(key)
+            steps = len(window) if window else None
+            if key in self.cameras:
+                have = key in renamed or key in encoded
+                if key in renamed:
+                    out[key] = renamed[key]
+                elif not have:
+                    channels, height, width = self.cameras[key]
+                    shape = (channels, height, width) if steps in (None, 1) else (steps, channels, height, width)
+                    colour_uint8 = self.return_uint8 and key not in self.depth_cameras
+                    out[key] = torch.zeros(shape, dtype=torch.uint8 if colour_uint8 else torch.float32)
+                out[key + MASK_SUFFIX] = torch.tensor(have)
+            elif key in self.filled:
+                have = key in renamed
+                if have:
+                    out[key] = renamed[key]
+                else:
+                    shape, kind = self.filled[key]
+                    shape = shape if steps is None else (steps, *shape)
+                    out[key] = torch.zeros(shape, dtype=_torch_dtype(self.dtypes.get(key, kind)))
+                out[key + MASK_SUFFIX] = torch.tensor(have)
+            elif key in self.pad_widths:
+                width = self.pad_widths[key]
+                mask = torch.zeros(width, dtype=torch.bool)
+                if key in renamed:
+                    value = torch.as_tensor(renamed[key])
+                    own = value.shape[-1]
+                    if own > width:
+                        raise HarmonizeError(f"dataset {name!r}: {key!r} has width {own}, more than the mixture's {width}")
+                    out[key] = torch.nn.functional.pad(value, (0, width - own)) if own < width else value
+                    mask[:own] = True
+                else:
+                    out[key] = torch.zeros((width,) if steps is None else (steps, width), dtype=_torch_dtype(self.dtypes.get(key, "float32")))
+                out[key + MASK_SUFFIX] = mask
+            else:
+                out[key] = renamed[key]
+            if key in self.dtypes and isinstance(out.get(key), torch.Tensor):
+                out[key] = out[key].to(_torch_dtype(self.dtypes[key]))
+        for key, window in self.delta_timestamps.items():
+            flag = renamed.get(key + PAD_SUFFIX)
+            out[key + PAD_SUFFIX] = flag if flag is not None else torch.ones(len(window), dtype=torch.bool)
+        out["task"] = renamed.get("task", "")
+        out["dataset_index"] = torch.tensor(index, dtype=torch.int64)
+        out["dataset_name"] = name
+        if ENCODED_KEY in renamed:
+            out[ENCODED_KEY] = encoded
+        return out
+
+
+
+
+def _hwc(chw: tuple[int, int, int]) -> tuple[int, int, int]:
+    return (chw[1], chw[2], chw[0])
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, "bool" if name == "bool" else name)
+

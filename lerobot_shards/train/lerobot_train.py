@@ -1,0 +1,494 @@
+"""LeRobot's own trainer (``lerobot-train``) on a pack or a mixture, without a fork of LeRobot.
+
+    lerobot-shards train --dataset.root=PACK_OR_MIXTURE_JSON --policy.type=act [every lerobot-train flag] \\
+        [--shards.storage_options='{"endpoint_url": "..."}'] [--shards.decode_device=cuda] ...
+    accelerate launch --num_processes=2 -m lerobot_shards.train --dataset.root=... (same flags)
+
+LeRobot 0.6.1 has no dataset plug-in point (``make_dataset`` builds ``LeRobotDataset`` or
+``StreamingLeRobotDataset``; ``DatasetConfig`` has no type field), so this module runs
+``lerobot.scripts.lerobot_train.main`` after replacing three names, in every process:
+
+- ``lerobot_train.make_train_eval_datasets``: builds ``PackedDataset`` (a pack root) or
+  ``MixtureDataset`` (a path ending in ``.json``) as LeRobot's factory builds its dataset:
+  windows from ``resolve_delta_timestamps(policy config, meta)``, ``--dataset.episodes``,
+  image transforms, ``tolerance_s``, ImageNet stats for cameras, ``return_uint8`` (the trainer
+  converts frames to float32 / 255, as it does for LeRobot's own dataset), seed ``--seed``.
+  It sets ``cfg.dataset.streaming = True`` so the trainer builds no episode sampler.
+- ``accelerate.Accelerator.prepare_data_loader``: for that dataset it returns a ``TrainLoader``
+  (a ``BatchLoader`` with the trainer's batch size, workers, pinning and start method) instead
+  of accelerate's dispatcher: each rank reads its own exact share (accelerate would read
+  every batch on rank 0 and scatter it), and each pass of the trainer's ``cycle()`` is the
+  next epoch (``set_epoch``).
+- ``lerobot_train.save_checkpoint``: also writes the loader's resume state (the same on every
+  rank) to ``training_state/lerobot_shards_loader.json``; ``--resume=true`` loads it, so the
+  sample sequence continues exactly where the checkpoint's step left it (on another number
+  of processes the rest of the epoch is re-split exactly once, see ``PackedDataset``).
+
+A small upstream change would make this unnecessary: docs/LEROBOT_TRAIN.md describes it.
+Tested with the LeRobot versions in ``TESTED_LEROBOT``; others are refused unless
+``--shards.allow_untested_lerobot=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lerobot_shards.core.errors import ArgumentError, FormatError, LeRobotTrainError
+from lerobot_shards.core.format.features import LANGUAGE_COLUMNS
+from lerobot_shards.core.format.fields import load_json
+from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
+from lerobot_shards.core.option_fields import OptionField, describe_options, option, option_fields
+from lerobot_shards.reader.loader import BatchLoader
+from lerobot_shards.reader.read_options import ReadOptions
+from lerobot_shards.reader.runtime.environment import detect_world
+
+TESTED_LEROBOT = ("0.6.1",)
+STATE_FILE = "lerobot_shards_loader.json"
+_PREFIX = "--shards."
+
+
+# Reading options the trainer's own flags set: not --shards.* flags.
+TRAINER_SETS = {"seed": "--seed", "return_uint8": "(the trainer divides frames by 255)", "tolerance_s": "--tolerance_s",
+                "decoder": "--dataset.video_backend"}
+
+
+@describe_options
+@dataclass(frozen=True)
+class ShardsOptions:
+    """The integration's own flags, ``--shards.<name>=<value>`` (every other flag is LeRobot's):
+    every ``ReadOptions`` field that has a command-line form (but those in ``TRAINER_SETS``),
+    and the two below. ``reading`` holds the ``ReadOptions`` fields given (``{name: value}``,
+    parsed and checked).
+    """
+
+    reading: dict = field(default_factory=dict)
+    log_samples: str | None = option(None, help=(
+        "Write each batch's index/episode_index (and dataset_index for a mixture) as the trainer receives it, one "
+        "JSON line per batch, to this path with .rank<R> appended (to check what was trained on)."))
+    allow_untested_lerobot: bool = option(False, help="Run on a LeRobot version not in TESTED_LEROBOT.")
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.reading) - set(_reading_flags()))
+        if unknown:
+            raise ArgumentError(f"{_PREFIX}{unknown[0]} is not a reading option the trainer takes")
+        self.read_options()  # refuse bad values now, not when the dataset opens
+
+    @classmethod
+    def from_flags(cls, values: dict[str, Any]) -> ShardsOptions:
+        """The options from flag values by name (``split_args``'s first result).
+
+        Raises:
+            ArgumentError: a name that is no flag, or a bad value.
+        """
+        own = {f.name for f in option_fields(cls)}
+        return cls(reading={k: v for k, v in values.items() if k not in own}, **{k: v for k, v in values.items() if k in own})
+
+    def flags(self) -> dict[str, Any]:
+        """The flag values given, by name (what a checkpoint records; JSON-able)."""
+        return {**self.reading, "log_samples": self.log_samples, "allow_untested_lerobot": self.allow_untested_lerobot}
+
+    def read_options(self, **trainer: Any) -> ReadOptions:
+        """``ReadOptions`` from the flags given and what the trainer sets (``TRAINER_SETS``)."""
+        return ReadOptions(**trainer, **self.reading)
+
+
+def _reading_flags() -> dict[str, OptionField]:
+    return {f.name: f for f in option_fields(ReadOptions) if f.flag is not None and f.name not in TRAINER_SETS}
+
+
+def known_flags() -> dict[str, OptionField]:
+    """Every ``--shards.<name>`` by name: the reading options', then the integration's own."""
+    return {**_reading_flags(), **{f.name: f for f in option_fields(ShardsOptions)}}
+
+
+def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Take ``--shards.<name>=<value>`` (or ``--shards.<name> <value>``) out of ``argv``.
+
+    Returns:
+        ``(the options given, by name; the rest for lerobot-train)``.
+
+    Raises:
+        ArgumentError: an unknown ``--shards.`` name or a value of the wrong type.
+    """
+    known = known_flags()
+    values: dict[str, Any] = {}
+    rest: list[str] = []
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if not arg.startswith(_PREFIX):
+            rest.append(arg)
+            continue
+        name, sep, raw = arg[len(_PREFIX):].partition("=")
+        if not sep:
+            if not args:
+                raise ArgumentError(f"{arg} needs a value")
+            raw = args.pop(0)
+        if name not in known:
+            set_by = f" (the trainer's {TRAINER_SETS[name]} sets it)" if name in TRAINER_SETS else ""
+            raise ArgumentError(f"unknown option {_PREFIX}{name}{set_by}; known: {', '.join(_PREFIX + n for n in known)}")
+        values[name] = known[name].parse_text(raw, spelled=_PREFIX + name)
+    return values, rest
+
+
+def check_lerobot(allow_untested: bool = False) -> str:
+    """The installed LeRobot's version.
+
+    Raises:
+        LeRobotTrainError: LeRobot is not installed, or is a version this integration was not
+            tested with (unless ``allow_untested``).
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("lerobot")
+    except PackageNotFoundError:
+        raise LeRobotTrainError(
+            f"lerobot-shards train runs LeRobot's trainer, and LeRobot is not installed in this Python "
+            f"({sys.executable}): pip install 'lerobot[dataset]=={TESTED_LEROBOT[-1]}' accelerate "
+            "(or use `make parity`'s .venv-parity)"
+        ) from None
+    if found not in TESTED_LEROBOT and not allow_untested:
+        raise LeRobotTrainError(
+            f"lerobot {found} is installed; this integration replaces names inside lerobot-train and was "
+            f"tested with lerobot {', '.join(TESTED_LEROBOT)}. Install one of those, or pass "
+            f"{_PREFIX}allow_untested_lerobot=true to try (check the first steps' samples with {_PREFIX}log_samples)"
+        )
+    return found
+
+
+# -- the dataset the trainer holds ------------------------------------------------------------
+class TrainData(torch.utils.data.IterableDataset):
+    """Our dataset as LeRobot's trainer uses one: ``meta`` (policy, processors and ImageNet
+    stats read it), ``num_frames`` (samples per epoch) and ``num_episodes`` (logging); the
+    batches come from ``loader()`` (``accelerate`` hands it the trainer's DataLoader)."""
+
+    def __init__(self, dataset, *, options: ShardsOptions, resume_state: dict | None):
+        super().__init__()
+        self.dataset = dataset
+        self.meta = dataset.meta
+        self.num_frames = int(dataset.catalog.anchor_counts.sum())
+        self.num_episodes = int(dataset.catalog.num_episodes)
+        self.options = options
+        self.resume_state = resume_state
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.dataset)
+
+    def loader(self, data_loader: torch.utils.data.DataLoader) -> TrainLoader:
+        """The batches for the trainer's ``data_loader`` (its batch size, workers, pinning and
+        start method), resumed from the checkpoint's state when there is one."""
+        return TrainLoader(self, data_loader)
+
+
+class TrainLoader:
+    """What ``accelerator.prepare`` returns for ``TrainData``: each ``iter()`` (the trainer's
+    ``cycle()`` calls it at every epoch end) is the next epoch of a ``BatchLoader``."""
+
+    def __init__(self, data: TrainData, data_loader: torch.utils.data.DataLoader):
+        stage = None
+        decode_device = data.dataset.options.decode_device
+        if decode_device is not None:
+            from lerobot_shards.reader.decode.stage import DecodeStage
+
+            stage = DecodeStage(decode_device)
+        self.data = data
+        self.loader = BatchLoader(
+            data.dataset, batch_size=int(data_loader.batch_size), num_workers=int(data_loader.num_workers),
+            pin_memory=bool(data_loader.pin_memory), multiprocessing_context=data_loader.multiprocessing_context,
+            drop_last=bool(data_loader.drop_last), decode_stage=stage,
+        )
+        self.epoch = 0
+        if data.resume_state is not None:
+            self.loader.load_state_dict(data.resume_state)
+            self.epoch = int(data.resume_state["epoch"])
+        self._log = None
+        if data.options.log_samples:
+            rank = detect_world().rank
+            path = Path(f"{data.options.log_samples}.rank{rank}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = path.open("a", buffering=1)
+        global _ACTIVE
+        _ACTIVE = self
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[dict]:
+        self.loader.set_epoch(self.epoch)  # the loaded state's epoch continues from its offset
+        for batch in self.loader:
+            for key in LANGUAGE_COLUMNS:  # LeRobot's own collate (lerobot_collate_fn) leaves them out of batches
+                batch.pop(key, None)
+            if self._log is not None:
+                record = {"epoch": self.epoch, **{k: batch[k].tolist() for k in ("dataset_index", "episode_index", "index") if k in batch}}
+                self._log.write(json.dumps(record) + "\n")
+            yield batch
+        self.epoch += 1
+
+    def state_dict(self) -> dict:
+        """The loader's resume state at the batches the trainer received (same on every rank)."""
+        return self.loader.state_dict()
+
+
+_ACTIVE: TrainLoader | None = None
+
+
+# -- the replaced names -----------------------------------------------------------------------
+def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
+    """``make_train_eval_datasets(cfg)`` for packed data (see the module docstring).
+
+    Raises:
+        LeRobotTrainError: no ``--dataset.root``, ``--dataset.eval_split`` > 0, ``--dataset.episodes``
+            with a mixture, or a resume from a checkpoint that has no loader state.
+    """
+    from lerobot.datasets.factory import resolve_delta_timestamps
+    from lerobot.transforms import ImageTransforms
+    from lerobot.utils.constants import IMAGENET_STATS
+
+    from lerobot_shards.reader.dataset import PackedDataset
+    from lerobot_shards.reader.mixture import MixtureDataset
+
+    root = cfg.dataset.root
+    if not root:
+        raise LeRobotTrainError("lerobot-shards train reads --dataset.root: a pack's root or a mixture.json (local or a bucket URL)")
+    root = str(root)
+    if getattr(cfg.dataset, "eval_split", 0.0):
+        raise LeRobotTrainError("--dataset.eval_split is not supported on packed data: pack the held-out episodes apart")
+    read = options.read_options(
+        seed=int(cfg.seed or 0), return_uint8=True,
+        image_transforms=ImageTransforms(cfg.dataset.image_transforms) if cfg.dataset.image_transforms.enable else None,
+        decoder=cfg.dataset.video_backend if cfg.dataset.video_backend in ("torchcodec", "pyav") else "auto",
+    )
+    mixture = root.endswith(".json")
+    if mixture and cfg.dataset.episodes is not None:
+        raise LeRobotTrainError("--dataset.episodes selects episodes of one pack; a mixture's are chosen by `mixture create --where`")
+    # The windows need the features and fps: open once without them, then with them.
+    probe = MixtureDataset(root, options=read) if mixture else PackedDataset(root, episodes=cfg.dataset.episodes, options=read)
+    delta = resolve_delta_timestamps(cfg.trainable_config, probe.meta)
+    if delta is None:
+        dataset = probe
+    elif mixture:
+        dataset = MixtureDataset(root, delta_timestamps=delta, options=replace(read, tolerance_s=cfg.tolerance_s))
+    else:
+        dataset = PackedDataset(root, episodes=cfg.dataset.episodes, delta_timestamps=delta,
+                                options=replace(read, tolerance_s=cfg.tolerance_s))
+    if cfg.dataset.use_imagenet_stats:
+        meta = dataset.meta
+        for key in meta.camera_keys:
+            if key not in meta.depth_keys:
+                meta.stats.setdefault(key, {})
+                for name, value in IMAGENET_STATS.items():
+                    meta.stats[key][name] = torch.tensor(value, dtype=torch.float32)
+    cfg.dataset.streaming = True  # the trainer then builds no episode sampler (an IterableDataset takes none)
+    return TrainData(dataset, options=options, resume_state=checkpoint_loader_state(cfg)), None
+
+
+# Recorded options a resume never takes from a checkpoint: each names a host, a credential, a
+# local path or a pin, and a checkpoint is a file anyone may hand over (shared output folders,
+# downloads). A recorded one that differs from what this run is given refuses the resume.
+NOT_FROM_CHECKPOINT = ("storage_options", "manifest_sha256", "cache_dir", "log_samples")
+
+
+def read_state_file(path: Path) -> dict:
+    """A loader state file as ``save_loader_state`` writes it, checked: a JSON object (bounded)
+    with ``format`` 1, an int ``step``, an object ``loader`` and an object ``options``.
+
+    Raises:
+        LeRobotTrainError: anything else, in one line naming the file.
+    """
+    def bad(why: str) -> LeRobotTrainError:
+        return LeRobotTrainError(f"{path}: not a loader state lerobot-shards train wrote ({why}); resume from a checkpoint "
+                                 "this trainer saved, or start a new run")
+
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise bad(f"more than {MAX_RECORD_BYTES:,} bytes")
+        record = load_json(path.read_bytes(), where=str(path), max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+    except FormatError as err:
+        raise bad(str(err).removeprefix(f"{path}: ")) from None
+    except OSError as err:
+        raise bad(f"{type(err).__name__}: {err}") from None
+    if not isinstance(record, dict):
+        raise bad(f"a JSON {type(record).__name__}, not an object")
+    if record.get("format") != 1:
+        raise bad(f"format {str(record.get('format'))[:20]!r}, expected 1")
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise bad(f"step {str(step)[:20]!r} is not a non-negative integer")
+    for key in ("loader", "options"):
+        if not isinstance(record.get(key), dict):
+            raise bad(f"{key!r} is not an object")
+    return record
+
+
+def _state_path(checkpoint_dir: str | Path) -> Path:
+    return Path(checkpoint_dir) / "training_state" / STATE_FILE
+
+
+def checkpoint_loader_state(cfg) -> dict | None:
+    """The loader state saved beside the checkpoint being resumed (None when not resuming).
+
+    Raises:
+        LeRobotTrainError: no state there, or one that is malformed (one line).
+    """
+    if not cfg.resume:
+        return None
+    path = _state_path(cfg.checkpoint_path)
+    if not path.is_file():
+        raise LeRobotTrainError(
+            f"{path}: missing. --resume=true continues the sample sequence from the loader state that "
+            "lerobot-shards train writes beside each checkpoint; this checkpoint was not written by it"
+        )
+    return read_state_file(path)["loader"]
+
+
+def save_loader_state(checkpoint_dir, step: int) -> None:
+    if _ACTIVE is None:
+        return
+    target = _state_path(checkpoint_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    record = {"format": 1, "step": int(step), "loader": _ACTIVE.state_dict(), "options": _ACTIVE.data.options.flags()}
+    temporary = target.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record))
+    os.replace(temporary, target)
+
+
+def _flag_text(value: Any) -> str:
+    """A recorded option value as its command-line text (what the flag's parser reads)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def resume_options(argv: list[str], given: dict[str, Any]) -> ShardsOptions:
+    """The options of a run resumed from ``--config_path`` in ``argv``: the ``--shards.*`` flags
+    ``given``, over the options the checkpoint's run recorded, each recorded value parsed by its
+    flag's own parser. Those in ``NOT_FROM_CHECKPOINT`` (storage options, the pin, the cache
+    folder, the sample log: hosts, credentials, paths) are never taken from the checkpoint: one it
+    records that differs from what this run is given (or its default) refuses the resume, naming
+    it, so a checkpoint handed over cannot send this run's credentials, reads or writes elsewhere.
+
+    Raises:
+        LeRobotTrainError: a malformed state file, a recorded value its flag would not take, or
+            a recorded host, credential, path or pin other than this run's (names each).
+    """
+    config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config_path=")), None)
+    if config is None:
+        return ShardsOptions.from_flags(given)
+    path = _state_path(Path(config).parent.parent)
+    if not path.is_file():
+        return ShardsOptions.from_flags(given)  # make_train_data names the missing file
+    recorded = read_state_file(path)["options"]
+    known = known_flags()
+    taken: dict[str, Any] = {}
+    for name, value in recorded.items():
+        if name not in known:
+            continue  # an option of another version: not applied
+        try:
+            taken[name] = known[name].parse_text(_flag_text(value), spelled=f"{path}: {name}")
+        except ArgumentError as err:
+            raise LeRobotTrainError(f"{err}; the checkpoint's loader state is malformed") from None
+    differ = [name for name in NOT_FROM_CHECKPOINT
+              if name in taken and taken[name] != given.get(name, known[name].default)]
+    if differ:
+        shown = {name: (sorted(taken[name]) if isinstance(taken[name], dict) else taken[name]) for name in differ}
+        raise LeRobotTrainError(
+            f"{path}: the checkpoint's run read with {', '.join(_PREFIX + n for n in differ)} other than this run's "
+            f"(recorded: {shown}; dict options show their keys). A resume takes no host, credential, path or pin from a "
+            f"checkpoint: pass the values you trust as flags ({' '.join(_PREFIX + n + '=...' for n in differ)})"
+        )
+    carried = {k: v for k, v in taken.items() if k not in NOT_FROM_CHECKPOINT}
+    return ShardsOptions.from_flags({**carried, **given})
+
+
+def install(options: ShardsOptions) -> None:
+    """Replace the three names (see the module docstring) in this process."""
+    import accelerate
+    import lerobot.scripts.lerobot_train as trainer
+
+    trainer.make_train_eval_datasets = lambda cfg: make_train_data(cfg, options)
+
+    original_save = trainer.save_checkpoint
+
+    def save_checkpoint(checkpoint_dir, step, *args, **kwargs):
+        original_save(checkpoint_dir, step, *args, **kwargs)
+        save_loader_state(checkpoint_dir, step)
+
+    trainer.save_checkpoint = save_checkpoint
+
+    original_prepare = accelerate.Accelerator.prepare_data_loader
+    if getattr(original_prepare, "_lerobot_shards", False):
+        return
+
+    def prepare_data_loader(self, data_loader, *args, **kwargs):
+        if isinstance(getattr(data_loader, "dataset", None), TrainData):
+            return data_loader.dataset.loader(data_loader)
+        return original_prepare(self, data_loader, *args, **kwargs)
+
+    prepare_data_loader._lerobot_shards = True
+    accelerate.Accelerator.prepare_data_loader = prepare_data_loader
+
+
+def shards_help() -> str:
+    """The ``--shards.*`` flags with their defaults and help, as ``--help`` prints them."""
+    import textwrap
+
+    lines = ["lerobot-shards train: LeRobot's lerobot-train on a pack (--dataset.root=PACK) or a mixture "
+             "(--dataset.root=MIXTURE.json); every lerobot-train flag as is, and these of our own:", ""]
+    for name, f in known_flags().items():
+        value = f.spec.metavar or ("true|false" if f.base_type is bool else "|".join(map(str, f.choices)) if f.choices
+                                   else f.base_type.__name__.upper())
+        lines.append(f"  {_PREFIX}{name}={value}")
+        lines += textwrap.wrap(f"{f.spec.help} (default: {f.default!r})", width=96, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run ``lerobot-train`` with ``argv`` (default: this process's arguments) on packed data.
+    ``--help`` prints the ``--shards.*`` flags, then lerobot-train's own help (or why there is
+    none: LeRobot not installed).
+
+    Raises:
+        LeRobotTrainError / ArgumentError: see ``check_lerobot``, ``split_args``, ``make_train_data``.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in argv or "-h" in argv:
+        print(shards_help())
+        try:
+            check_lerobot(allow_untested=True)
+        except LeRobotTrainError as err:
+            print(f"\nlerobot-train's own flags are not shown: {err}")
+            return
+        print("\nlerobot-train's own flags:", flush=True)
+        from lerobot.scripts.lerobot_train import main as lerobot_main
+
+        sys.argv = [sys.argv[0], "--help"]
+        lerobot_main()
+        return
+    given, rest = split_args(argv)
+    check_lerobot(bool(given.get("allow_untested_lerobot")))
+    resuming = any(a.startswith("--config_path") for a in rest)
+    # A resume reads as the run it continues did (pool, prefetch...), unless told otherwise; hosts,
+    # credentials, paths and pins only as this run is given them (resume_options).
+    options = resume_options(rest, given) if resuming else ShardsOptions.from_flags(given)
+    if not resuming and not any(a.startswith("--dataset.repo_id") for a in rest):
+        root = next((a.split("=", 1)[1] for a in rest if a.startswith("--dataset.root=")), "packed")
+        # LeRobot requires a repo id; it names the run (logs, model card), nothing is downloaded.
+        rest.append(f"--dataset.repo_id=lerobot-shards/{Path(root.rstrip('/')).name or 'packed'}")
+    install(options)
+    from lerobot.scripts.lerobot_train import main as lerobot_main
+
+    sys.argv = [sys.argv[0], *rest]
+    lerobot_main()
