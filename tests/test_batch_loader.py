@@ -133,3 +133,26 @@ def test_in_process_batches_kept_by_the_caller_are_never_overwritten(packed_copy
     assert len(kept) == len(reference)
     for theirs, mine in zip(reference, kept):
         assert_same_batch(theirs, mine)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_mixture_float_frames_take_the_ring_path_with_the_same_values(packed_copy, packed_hevc, num_workers, monkeypatch):
+    """Float32 frames of a mixture are converted in the ring, as a pack's are (by capability,
+    ``with_uint8_frames``, not by class), cameras one dataset lacks included: the same values
+    as the sample path's float32 frames and zero fills."""
+    from lerobot_shards.reader.runtime import batching
+
+    def mixture():
+        # Each dataset lacks a camera the other has: zero-filled and masked in the other's samples.
+        return MixtureDataset([str(packed_copy), str(packed_hevc)], names=["copy", "hevc"], seed=2,
+                              key_map={"copy": {"observation.images.top": "observation.images.top_copy"}})
+
+    reference = list(torch.utils.data.DataLoader(mixture(), batch_size=7, num_workers=num_workers))
+    assert reference[0]["observation.images.top"].dtype == torch.float32
+    conversions = []
+    monkeypatch.setattr(batching, "scale_to_unit_", lambda t: conversions.append(t.shape) or t.div_(255.0))
+    loader = BatchLoader(mixture(), batch_size=7, num_workers=num_workers)
+    for mine, theirs in zip(loader, reference, strict=True):
+        assert_same_batch(theirs, mine)
+    if num_workers == 0:  # in this process: one in-ring conversion per camera per batch
+        assert len(conversions) == 3 * len(reference)

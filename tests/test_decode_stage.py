@@ -226,3 +226,31 @@ def test_batch_loader_with_a_stage_resumes_where_training_stood(packed_hevc):
         assert torch.equal(got["observation.images.top"], want["observation.images.top"])
     with pytest.raises(ValueError, match="decode_stage decodes what workers ship with decode_device"):
         BatchLoader(reference_ds, batch_size=4, decode_stage=DecodeStage("cpu"))
+
+
+def test_a_new_cpu_backend_serves_the_default_path_with_one_class_and_one_row(packed_hevc, monkeypatch):
+    """The workers' decoders pick from the same table as the stage: a CPU backend registered
+    there (one class, one row) is a ``decoder=`` choice at once and decodes the samples, with no
+    other point to touch (issue 43)."""
+    from lerobot_shards.reader.decode import backends
+    from lerobot_shards.reader.decode.backends import PyAVBackend
+
+    class CountingBackend(PyAVBackend):
+        name = "counting"
+        opened = 0
+
+        @classmethod
+        def member_decoder(cls, data, spec, *, depth=False):
+            CountingBackend.opened += 1
+            return super().member_decoder(data, spec, depth=depth)
+
+    with pytest.raises(ArgumentError, match="decoder must be one of 'auto', 'pyav', 'torchcodec', got 'counting'"):
+        PackedDataset(str(packed_hevc), decoder="counting")
+    monkeypatch.setitem(backends.BACKENDS, ("counting", "cpu"), CountingBackend)
+    counting = PackedDataset(str(packed_hevc), delta_timestamps=DELTA, seed=4, return_uint8=True, decoder="counting")
+    plain = PackedDataset(str(packed_hevc), delta_timestamps=DELTA, seed=4, return_uint8=True, decoder="pyav")
+    assert counting.decoder_backend == "counting"
+    got, expected = list(counting), list(plain)
+    assert len(got) == len(expected) > 0 and CountingBackend.opened > 0
+    for a, b in zip(got, expected, strict=True):
+        assert all(torch.equal(a[k], b[k]) for k in a if k.startswith("observation.images"))

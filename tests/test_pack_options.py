@@ -64,10 +64,10 @@ def test_bad_flags_name_the_flag():
 
 def test_values_have_one_normal_form_and_are_checked():
     assert PackOptions(episodes=[3, 1, 3], resize=[48, 64], video="h264") == PackOptions(episodes=(1, 3), resize=(48, 64), video="h264")
-    with pytest.raises(OptionsError, match="workers 0 must be >= 1") as caught:
+    with pytest.raises(OptionsError, match="workers must be >= 1, got 0") as caught:
         PackRunOptions(workers=0)
     assert caught.value.option == "workers"
-    with pytest.raises(OptionsError, match="tolerance_s -1 must be >= 0"):
+    with pytest.raises(OptionsError, match="tolerance_s must be >= 0, got -1"):
         PackOptions(tolerance_s=-1)
 
 

@@ -52,8 +52,11 @@ def test_unknown_and_bad_options_are_refused_by_name(packed_copy):
         (dict(episode_pool_size=0), "episode_pool_size must be >= 1"),
         (dict(prefetch_episodes=-1), "prefetch_episodes must be >= 0"),
         (dict(fetch_threads=0), "fetch_threads must be >= 1"),
-        (dict(decode_threads=0), "decode_threads must be None"),
-        (dict(decoder="ffmpeg"), "decoder must be 'auto', 'torchcodec' or 'pyav'"),
+        (dict(decode_threads=0), "decode_threads must be None or >= 1, got 0"),
+        (dict(prefetch_bytes=-1), "prefetch_bytes must be None or >= 0, got -1"),
+        (dict(depth_unit="cm"), "depth_unit must be one of 'mm', 'm', got 'cm'"),
+        (dict(decoder="ffmpeg"), "decoder must be one of 'auto', 'pyav', 'torchcodec', got 'ffmpeg'"),
+        (dict(decoder="nvdec"), "decoder must be one of"),  # a CUDA row: a DecodeStage backend, not a worker decoder
         (dict(decode_device="cpu", image_transforms=lambda x: x), "image_transforms run on decoded frames"),
         (dict(retry=3), "retry must be a RetryPolicy"),
     ]:

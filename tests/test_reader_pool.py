@@ -16,10 +16,9 @@ import time
 import pytest
 import torch
 
-from lerobot_shards import PackedDataset
+from lerobot_shards import DecodeError, PackedDataset
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import video_column
-from lerobot_shards.reader.decode import DecodeError
 from lerobot_shards.reader.fetch import EpisodeFetcher, Prefetcher, PrefetchError
 from tests.hang_guard import hang_guard
 from tests.pack_tamper import replace_member

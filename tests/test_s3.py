@@ -94,6 +94,21 @@ def test_pack_from_a_bucket_source(sample_source, packed_copy, s3_bucket, tmp_pa
     assert len(list((tmp_path / "cache2").rglob("*.mp4"))) == 2
 
 
+def test_the_retry_policy_bounds_a_bucket_source_too(sample_source, s3_bucket, faulty_s3, tmp_path):
+    """``PackRunOptions.retry`` says it bounds a bucket source: staging reads through it (it used
+    the default policy: 6 attempts with waits up to 5 s, whatever the user asked)."""
+    url, options = s3_bucket
+    fs = s3fs.S3FileSystem(**options)
+    fs.put(str(sample_source), f"{url.removeprefix('s3://')}/lerobot", recursive=True)
+    faulty = faulty_s3(reset_probability=0.0, throttle_probability=1.0, seed=5)  # every request: 503 SlowDown
+    policy = RetryPolicy(max_attempts=2, base_s=0.01, cap_s=0.02, connect_timeout_s=1.0, read_timeout_s=1.0)
+    with hang_guard(300, "staging a bucket source that only throttles"), \
+            pytest.raises(StorageError, match=r"after 2 attempts; last error: .*\[S3 SlowDown, HTTP 503\]") as failed:
+        pack_dataset(f"{url}/lerobot", str(tmp_path / "out"), src_storage_options=faulty.storage_options, retry=policy,
+                     cache_dir=str(tmp_path / "cache"))
+    assert failed.value.attempts == 2 and faulty.counters.throttles == 2
+
+
 def test_interrupted_pack_to_bucket_resumes(sample_source, s3_bucket):
     url, options = s3_bucket
     dst = f"{url}/resumable"

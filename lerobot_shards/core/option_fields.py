@@ -43,7 +43,8 @@ class OptionSpec:
             retry policy).
         parse: text -> value for flags (default: from the field's type; JSON for dicts).
         metavar: the flag's value placeholder in ``--help``.
-        choices: the allowed values (default: a ``Literal`` type's).
+        choices: the allowed values (default: a ``Literal`` type's), or a function returning
+            them (for choices read from a table that is costly to import, such as the decoders).
         minimum, maximum: the allowed range of a number (checked by the command line before
             the value's own validation runs); ``exclusive_minimum``: above ``minimum``, not at it.
         multiple: the flag may be repeated (``parse`` then gets the tuple of texts).
@@ -53,7 +54,7 @@ class OptionSpec:
     flag: str | None = None
     parse: Callable[[Any], Any] | None = None
     metavar: str | None = None
-    choices: tuple | None = None
+    choices: tuple | Callable[[], tuple] | None = None
     minimum: float | None = None
     maximum: float | None = None
     exclusive_minimum: bool = False
@@ -61,7 +62,8 @@ class OptionSpec:
 
 
 def option(default: Any = MISSING, *, help: str, flag: str | bool = True, default_factory: Any = MISSING,  # noqa: A002
-           parse: Callable[[Any], Any] | None = None, metavar: str | None = None, choices: tuple | None = None,
+           parse: Callable[[Any], Any] | None = None, metavar: str | None = None,
+           choices: tuple | Callable[[], tuple] | None = None,
            minimum: float | None = None, maximum: float | None = None, exclusive_minimum: bool = False,
            multiple: bool = False) -> Any:
     """A dataclass field carrying its ``OptionSpec`` (``flag=True``: ``--<name-with-dashes>``;
@@ -92,7 +94,7 @@ class OptionField:
     def choices(self) -> tuple | None:
         """The allowed values: the spec's, else a ``Literal`` type's."""
         if self.spec.choices is not None:
-            return self.spec.choices
+            return self.spec.choices() if callable(self.spec.choices) else self.spec.choices
         literal = next((a for a in (self.type, *typing.get_args(self.type)) if typing.get_origin(a) is typing.Literal), None)
         return typing.get_args(literal) if literal is not None else None
 
@@ -157,6 +159,42 @@ def option_fields(cls: type) -> list[OptionField]:
             continue
         out.append(OptionField(f.name, hints[f.name], _default_of(f), spec))
     return out
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def check_values(value: Any, error: Callable[[str, str], Exception] = lambda message, name: ArgumentError(message)) -> None:
+    """Check every option field of ``value`` (an option class's instance) against what the field
+    declares: its choices (a ``Literal`` type's or the spec's), its range (``minimum``,
+    ``maximum``, ``exclusive_minimum``) and, for a dataclass type such as ``RetryPolicy``, its
+    type. ``None`` passes (an optional option not set). The one place these rules are applied,
+    so a field's declaration is its check.
+
+    Raises:
+        the exception ``error(message, field name)`` makes (default ``ArgumentError``), for the
+        first field outside what it declares; the message names the field, the rule and the value.
+    """
+    for f in option_fields(type(value)):
+        v = getattr(value, f.name)
+        if v is None:
+            continue
+        choices = f.choices
+        if choices is not None and v not in choices:
+            raise error(f"{f.name} must be one of {', '.join(repr(c) for c in choices)}, got {v!r}", f.name)
+        low, high = f.spec.minimum, f.spec.maximum
+        if low is not None or high is not None:
+            unset = "None or " if type(None) in typing.get_args(f.type) else ""  # an optional option may be None
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise error(f"{f.name} must be {unset}a number, got {v!r}", f.name)
+            if low is not None and (v < low or (f.spec.exclusive_minimum and v == low)):
+                raise error(f"{f.name} must be {unset}{'>' if f.spec.exclusive_minimum else '>='} {_number(low)}, got {v}", f.name)
+            if high is not None and v > high:
+                raise error(f"{f.name} must be {unset}<= {_number(high)}, got {v}", f.name)
+        kind = f.base_type
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind) and not isinstance(v, kind):
+            raise error(f"{f.name} must be a {kind.__name__}, got {type(v).__name__}", f.name)
 
 
 def merge_options(cls: type[T], base: T | None, overrides: dict[str, Any], *, caller: str) -> T:

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Literal, get_args
 
 from lerobot_shards.core.format import FRAME_MISMATCH_POLICIES, ROW_GROUP_TARGET_BYTES, VIDEO_MODES
-from lerobot_shards.core.option_fields import describe_options, option, option_fields
+from lerobot_shards.core.option_fields import check_values, describe_options, option, option_fields
 from lerobot_shards.core.storage import RetryPolicy
 from lerobot_shards.packer.errors import OptionsError
 from lerobot_shards.reader.plan.windows import DEFAULT_TOLERANCE_S
 
-VideoMode = Literal["copy", "hevc", "h264"]
-FrameMismatchPolicy = Literal["error", "pad", "drop-episode"]
+# The choices of ``video`` and ``on_frame_mismatch`` are the format's tuples (VIDEO_MODES,
+# FRAME_MISMATCH_POLICIES): one tuple per set, which the manifest's reader checks too.
 
-# The Literals above and the format's tuples must name the same values.
-assert get_args(VideoMode) == VIDEO_MODES and get_args(FrameMismatchPolicy) == FRAME_MISMATCH_POLICIES
+
+def _options_error(message: str, name: str) -> OptionsError:
+    return OptionsError(message, option=name)
 
 
 # -- text forms of the options that have one (command-line flags) ---------------------------
@@ -144,7 +144,7 @@ class PackOptions:
             and what is allowed, ``error.option`` the option.
     """
 
-    video: VideoMode = option("copy", help=(
+    video: str = option("copy", choices=VIDEO_MODES, help=(
         "copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
         "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study)."))
     episodes: tuple[int, ...] | None = option(None, parse=parse_episode_ranges, metavar="0,3,10-20", help=(
@@ -155,7 +155,7 @@ class PackOptions:
     crf: int | None = option(None, minimum=0, maximum=51, help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20).")
     preset: str | None = option(None, help="Encoder preset (default: hevc ultrafast, h264 veryfast).")
     resize: tuple[int, int] | None = option(None, parse=parse_resize, metavar="HxW", help="HxW downscale during re-encode.")
-    on_frame_mismatch: FrameMismatchPolicy = option("error", help=(
+    on_frame_mismatch: str = option("error", choices=FRAME_MISMATCH_POLICIES, help=(
         "When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short video "
         "with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."))
     windows: dict = option(flag="--window", default_factory=dict, parse=parse_windows, multiple=True, metavar="NAME=JSON", help=(
@@ -165,7 +165,7 @@ class PackOptions:
         "How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s)."))
     shard_size_mb: float = option(512, minimum=0, exclusive_minimum=True, help=(
         "Target shard size; shards hold whole episodes, so one long episode may exceed it."))
-    row_group_max_bytes: int = option(ROW_GROUP_TARGET_BYTES, flag=False, help="The parquet row-group size the packer aims for.")
+    row_group_max_bytes: int = option(ROW_GROUP_TARGET_BYTES, flag=False, minimum=1, help="The parquet row-group size the packer aims for.")
 
     def __post_init__(self) -> None:
         # Normal forms, so equal options compare (and record) equal: sorted unique episodes,
@@ -175,19 +175,7 @@ class PackOptions:
         if self.resize is not None:
             object.__setattr__(self, "resize", tuple(self.resize))
         object.__setattr__(self, "windows", dict(self.windows or {}))
-        if self.video not in VIDEO_MODES:
-            raise OptionsError(f"video {self.video!r} is not one of {list(VIDEO_MODES)}", option="video")
-        if self.on_frame_mismatch not in FRAME_MISMATCH_POLICIES:
-            raise OptionsError(
-                f"on_frame_mismatch {self.on_frame_mismatch!r} is not one of {list(FRAME_MISMATCH_POLICIES)}",
-                option="on_frame_mismatch",
-            )
-        if self.gop < 1:
-            raise OptionsError(f"gop {self.gop} must be >= 1", option="gop")
-        if self.crf is not None and not 0 <= self.crf <= 51:
-            raise OptionsError(f"crf {self.crf} must be in 0..51", option="crf")
-        if self.shard_size_mb <= 0:
-            raise OptionsError(f"shard_size_mb {self.shard_size_mb} must be positive", option="shard_size_mb")
+        check_values(self, _options_error)  # choices, ranges and types, as each field declares them
         if self.resize is not None and self.video == "copy":
             raise OptionsError(
                 f"resize {tuple(self.resize)} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source bytes",
@@ -197,10 +185,6 @@ class PackOptions:
             raise OptionsError(f"resize {tuple(self.resize)} needs positive even sizes (height, width) for yuv420p", option="resize")
         if self.episodes is not None and any(e < 0 for e in self.episodes):
             raise OptionsError(f"episodes {[e for e in self.episodes if e < 0][:10]} are negative", option="episodes")
-        if self.tolerance_s < 0:
-            raise OptionsError(f"tolerance_s {self.tolerance_s} must be >= 0", option="tolerance_s")
-        if self.row_group_max_bytes < 1:
-            raise OptionsError(f"row_group_max_bytes {self.row_group_max_bytes} must be positive", option="row_group_max_bytes")
 
     def to_json_dict(self) -> dict:
         """The options as the plan and manifest record them (lists, not tuples)."""
@@ -248,12 +232,9 @@ class PackRunOptions:
         object.__setattr__(self, "window_frames", dict(self.window_frames or {}))
         if self.part is not None:
             object.__setattr__(self, "part", tuple(self.part))
-        if self.workers < 1:
-            raise OptionsError(f"workers {self.workers} must be >= 1", option="workers")
+        check_values(self, _options_error)
         if self.part is not None and (len(self.part) != 2 or self.part[1] < 1 or not 0 <= self.part[0] < self.part[1]):
             raise OptionsError(f"part {self.part} must be (I, N) with 0 <= I < N", option="part")
-        if not isinstance(self.retry, RetryPolicy):
-            raise OptionsError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}", option="retry")
 
 
 def _episode_ranges_text(episodes: list[int]) -> str:
@@ -308,5 +289,5 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-__all__ = ["FrameMismatchPolicy", "PackOptions", "PackRunOptions", "VideoMode", "flag_of", "options_as_flags", "parse_episode_ranges",
+__all__ = ["PackOptions", "PackRunOptions", "flag_of", "options_as_flags", "parse_episode_ranges",
            "parse_part", "parse_resize", "parse_window_frames", "parse_windows"]

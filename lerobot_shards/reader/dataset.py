@@ -194,7 +194,7 @@ class PackedDataset(EpochStream):
 
     # -- iteration ------------------------------------------------------------------------
     def _view(self) -> StreamView:
-        return StreamView(catalog=self.catalog, offsets=[self.offsets], options=self.options, decoders=self.decode_stage,
+        return StreamView(catalog=self.catalog, offsets=[self.offsets], options=self.options, decoders=self.decoders,
                           storages=(self.storage,))
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):

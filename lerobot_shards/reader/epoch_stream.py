@@ -11,6 +11,8 @@ sample (``_finish``).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import os
 import warnings
@@ -55,7 +57,17 @@ class EpochStream(torch.utils.data.IterableDataset):
     def _set_options(self, options: ReadOptions) -> None:
         """Keep the reading options (checked by ``ReadOptions``) and the CPU decoders they name."""
         self.options = options
-        self.decode_stage = CpuDecoders(options.decoder)
+        self.decoders = CpuDecoders(options.decoder)
+
+    def with_uint8_frames(self):
+        """A shallow copy that yields the same samples with colour frames as uint8 (the
+        loader's ring converts them to float32 itself, straight into shared memory); None
+        when frames pass through ``image_transforms``, which must see what the user asked."""
+        if self.options.image_transforms is not None:
+            return None
+        view = copy.copy(self)
+        view.options = dataclasses.replace(self.options, return_uint8=True)
+        return view
 
     def _warn_windows_beyond_episodes(self, offsets: list[dict[str, np.ndarray]], fps: list[float]) -> None:
         """Warn (``WindowWarning``) for each dataset's window longer than its longest episode:
@@ -104,8 +116,8 @@ class EpochStream(torch.utils.data.IterableDataset):
 
     @property
     def decoder_backend(self) -> str:
-        """Which decoder is used: ``torchcodec`` or ``pyav``."""
-        return self.decode_stage.backend
+        """Which CPU decoder is used (a name of the decode backends table: ``torchcodec``, ``pyav``, ...)."""
+        return self.decoders.backend
 
     # -- what a subclass says ---------------------------------------------------------------
     def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:

@@ -26,6 +26,7 @@ padded vectors nor cameras) are dropped so batches collate.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from collections import Counter
@@ -214,6 +215,13 @@ class MixtureDataset(EpochStream):
         self.catalog = self._open_packs(paths, names, [None] * len(paths))
         return names
 
+    def with_uint8_frames(self):
+        """``EpochStream.with_uint8_frames``, with missing cameras filled with uint8 zeros too."""
+        view = super().with_uint8_frames()
+        if view is not None:
+            view.harmonizer = dataclasses.replace(self.harmonizer, return_uint8=True)
+        return view
+
     def _harmonize(self, key_map: dict[str, dict[str, str]], pad_keys: tuple[str, ...],
                    delta_timestamps: dict[str, list[float]] | None) -> None:
         """The common layout of the datasets' samples and each dataset's windows at its fps.
@@ -388,7 +396,7 @@ class MixtureDataset(EpochStream):
 
     # -- iteration ------------------------------------------------------------------------------
     def _view(self) -> StreamView:
-        return StreamView(catalog=self.catalog, offsets=self._offsets, options=self.options, decoders=self.decode_stage)
+        return StreamView(catalog=self.catalog, offsets=self._offsets, options=self.options, decoders=self.decoders)
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws as ``(piece, episode, anchor, last)`` blocks."""

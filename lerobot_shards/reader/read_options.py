@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 from lerobot_shards.core.errors import ArgumentError
-from lerobot_shards.core.option_fields import describe_options, option
+from lerobot_shards.core.option_fields import check_values, describe_options, option
 from lerobot_shards.core.storage import RetryPolicy
 
-Decoder = Literal["auto", "torchcodec", "pyav"]
 DepthUnit = Literal["mm", "m"]
+
+
+def decoder_names() -> tuple[str, ...]:
+    """The ``decoder`` choices: ``"auto"`` and the CPU rows of the decode backends table (read
+    when asked: the table imports torch, which ``ReadOptions`` itself does not need)."""
+    from lerobot_shards.reader.decode.frames import cpu_decoder_names
+
+    return cpu_decoder_names()
 
 
 @describe_options
@@ -41,7 +48,8 @@ class ReadOptions:
     return_uint8: bool = option(False, help="Frames as uint8 (C, H, W) instead of float32 in [0, 1].")
     image_transforms: Callable | None = option(None, flag=False, help="Applied to each camera tensor, as LeRobot does.")
     tolerance_s: float | None = option(None, minimum=0, help="Window tolerance in seconds (default: each pack's own).")
-    decoder: Decoder = option("auto", help="CPU decoder: auto (torchcodec, else PyAV), torchcodec or pyav.")
+    decoder: str = option("auto", choices=decoder_names, help=(
+        "CPU decoder, a CPU row of the decode backends table: auto (torchcodec, else PyAV), torchcodec or pyav."))
     depth_unit: DepthUnit = option("mm", help=(
         "Unit of depth maps (cameras whose feature says is_depth_map): mm or m, as LeRobotDataset's "
         "depth_output_unit. Depth is float32 whatever return_uint8 says, as LeRobot returns it."))
@@ -69,30 +77,11 @@ class ReadOptions:
         "or an error."))
 
     def __post_init__(self) -> None:
-        if self.episode_pool_size < 1:
-            raise ArgumentError(f"episode_pool_size must be >= 1, got {self.episode_pool_size}")
-        if self.prefetch_episodes < 0:
-            raise ArgumentError(f"prefetch_episodes must be >= 0, got {self.prefetch_episodes}")
-        if self.prefetch_bytes is not None and self.prefetch_bytes < 0:
-            raise ArgumentError(f"prefetch_bytes must be None (no cap) or >= 0, got {self.prefetch_bytes}")
-        if self.fetch_threads < 1:
-            raise ArgumentError(f"fetch_threads must be >= 1, got {self.fetch_threads}")
-        if self.decode_threads is not None and self.decode_threads < 1:
-            raise ArgumentError(f"decode_threads must be None (auto) or >= 1, got {self.decode_threads}")
-        if self.decoder not in get_args(Decoder):
-            raise ArgumentError(f"decoder must be 'auto', 'torchcodec' or 'pyav', got {self.decoder!r}")
-        if self.depth_unit not in get_args(DepthUnit):
-            raise ArgumentError(f"depth_unit must be 'mm' or 'm', got {self.depth_unit!r}")
+        check_values(self)  # choices, ranges and types, as each field declares them
         if self.decode_device is not None and (not isinstance(self.decode_device, str) or not self.decode_device.strip()):
             raise ArgumentError(f"decode_device must be None (decode in the workers) or a device such as 'cuda', got {self.decode_device!r}")
         if self.decode_device is not None and self.image_transforms is not None:
             raise ArgumentError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
-        if self.tolerance_s is not None and self.tolerance_s < 0:
-            raise ArgumentError(f"tolerance_s must be >= 0, got {self.tolerance_s}")
-        if self.cache_limit_gb is not None and self.cache_limit_gb < 0:
-            raise ArgumentError(f"cache_limit_gb must be >= 0, got {self.cache_limit_gb}")
-        if not isinstance(self.retry, RetryPolicy):
-            raise ArgumentError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}")
 
     @property
     def cache_limit_bytes(self) -> int:
@@ -105,4 +94,4 @@ class ReadOptions:
         return self.decode_device is not None
 
 
-__all__ = ["Decoder", "DepthUnit", "ReadOptions"]
+__all__ = ["DepthUnit", "ReadOptions", "decoder_names"]

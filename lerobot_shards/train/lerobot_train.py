@@ -47,7 +47,7 @@ from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from lerobot_shards.core.option_fields import OptionField, describe_options, option, option_fields
 from lerobot_shards.reader.loader import BatchLoader
-from lerobot_shards.reader.read_options import ReadOptions
+from lerobot_shards.reader.read_options import ReadOptions, decoder_names
 from lerobot_shards.reader.runtime.environment import detect_world
 
 TESTED_LEROBOT = ("0.6.1",)
@@ -265,7 +265,7 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
     read = options.read_options(
         seed=int(cfg.seed or 0), return_uint8=True,
         image_transforms=ImageTransforms(cfg.dataset.image_transforms) if cfg.dataset.image_transforms.enable else None,
-        decoder=cfg.dataset.video_backend if cfg.dataset.video_backend in ("torchcodec", "pyav") else "auto",
+        decoder=cfg.dataset.video_backend if cfg.dataset.video_backend in decoder_names() else "auto",
     )
     mixture = root.endswith(".json")
     if mixture and cfg.dataset.episodes is not None:

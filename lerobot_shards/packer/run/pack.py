@@ -179,7 +179,7 @@ def pack_dataset(
     storage.check_writable()  # before the source is staged or read
     episodes = list(options.episodes) if options.episodes is not None else None
     local_root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
-                              storage_options=run.src_storage_options, cache_dir=run.cache_dir)
+                              storage_options=run.src_storage_options, retry=run.retry, cache_dir=run.cache_dir)
     source = open_dataset_source(local_root, follow_symlinks=run.follow_symlinks)
     window_frames = run.window_frames
     if window_frames:

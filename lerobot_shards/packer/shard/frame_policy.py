@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Literal
 
 from lerobot_shards.packer.errors import FrameMismatchError
-from lerobot_shards.packer.options import FrameMismatchPolicy
 
 Verdict = Literal["pad", "drop"] | None
 
 
-def frame_verdict(found: int, length: int, policy: FrameMismatchPolicy, *, episode: int, key: str, where: str) -> Verdict:
+def frame_verdict(found: int, length: int, policy: str, *, episode: int, key: str, where: str) -> Verdict:
     """The verdict for one camera of an episode: ``None`` (frames match), ``"pad"`` or ``"drop"``.
 
     An empty window (``found == 0``) cannot be padded: ``pad`` refuses it like ``error``.
@@ -39,7 +38,7 @@ def frame_verdict(found: int, length: int, policy: FrameMismatchPolicy, *, episo
     )
 
 
-def empty_episode_verdict(policy: FrameMismatchPolicy, *, episode: int) -> Verdict:
+def empty_episode_verdict(policy: str, *, episode: int) -> Verdict:
     """An episode without rows has no anchors and nothing to pad: it is dropped, unless the
     policy is ``error``.
 

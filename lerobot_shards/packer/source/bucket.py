@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lerobot_shards.core.errors import ObjectNotFoundError
 from lerobot_shards.core.format import META_DIR, safe_relative_path
-from lerobot_shards.core.storage import Storage
+from lerobot_shards.core.storage import RetryPolicy, Storage
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.source.lerobot import LeRobotSource, metadata_bound
 
@@ -39,6 +39,7 @@ def stage_bucket_source(
     *,
     cache_dir: Path,
     storage_options: dict | None = None,
+    retry: RetryPolicy | None = None,
     episodes: list[int] | None = None,
 ) -> Path:
     """Download what packing ``episodes`` (default: all) needs; returns the local root.
@@ -48,7 +49,7 @@ def stage_bucket_source(
             path, or a needed file is missing.
         StorageError: the bucket failed beyond the retry policy.
     """
-    storage = Storage(url.rstrip("/"), storage_options)
+    storage = Storage(url.rstrip("/"), storage_options, retry=retry or RetryPolicy())
     local = staging_dir(url, cache_dir)
     meta_files = storage.list(META_DIR)
     if not meta_files:

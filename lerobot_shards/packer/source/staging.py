@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lerobot_shards.core.storage import RetryPolicy
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.source.bucket import stage_bucket_source
 from lerobot_shards.packer.source.hub import stage_hub_source
@@ -32,12 +33,14 @@ def stage_source(
     revision: str | None = None,
     episodes: list[int] | None = None,
     storage_options: dict | None = None,
+    retry: RetryPolicy | None = None,
     cache_dir: str | Path | None = None,
 ) -> Path:
     """A local root holding what packing ``episodes`` (default: all) of the source needs.
 
     Give ``src`` (a local path, ``file://`` or any fsspec URL) or ``repo_id`` (+ ``revision``:
-    a branch, tag or commit SHA) for the Hub.
+    a branch, tag or commit SHA) for the Hub. ``retry`` bounds every read of a bucket source
+    (default: ``RetryPolicy()``); the Hub keeps its own (``HUB_RETRY``: its rate window).
 
     Raises:
         SourceError: neither given, a local path that does not exist, or what staging raises.
@@ -48,7 +51,7 @@ def stage_source(
     if src is None:
         raise SourceError("give a source: a path or URL, or a Hub repo_id")
     if is_remote(src):
-        return stage_bucket_source(src, storage_options=storage_options, episodes=episodes, cache_dir=cache)
+        return stage_bucket_source(src, storage_options=storage_options, retry=retry, episodes=episodes, cache_dir=cache)
     local = Path(src.removeprefix("file://"))
     if not local.exists():
         raise SourceError(f"{local}: source does not exist")

@@ -27,7 +27,8 @@ import numpy as np
 from lerobot_shards.core.format import VIDEO_CODECS
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.tools.summary import full_windows
-from lerobot_shards.reader.decode.frames import CpuDecoders, FrameSpec
+from lerobot_shards.reader.decode.frames import CpuDecoders
+from lerobot_shards.reader.decode.spec import FrameSpec
 from lerobot_shards.reader.fetch.episode_pool import EpisodeFetcher
 from lerobot_shards.reader.fetch.packed_index import PackedIndex
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from lerobot_shards.core.format.images import UINT16_MODES, open_image
+from lerobot_shards.reader.decode.unit_float import to_unit_float
 
 # Modes whose values pass through as their own dtype (torchvision's ToTensor); the rest are uint8.
 _NATIVE_MODES = {"I": np.int32, "F": np.float32}
@@ -32,8 +33,7 @@ def image_tensor(image, *, as_float: bool = True) -> torch.Tensor:
     height, width = image.size[1], image.size[0]
     tensor = torch.from_numpy(array).view(height, width, len(image.getbands())).permute(2, 0, 1).contiguous()
     if tensor.dtype == torch.uint8 and as_float:
-        # ToTensor's img.to(float32).div(255): the same rounding as frames / 255 for video.
-        return tensor.to(torch.float32).div_(255)
+        return to_unit_float(tensor)  # ToTensor's img.to(float32).div(255): the video path's values
     return tensor
 
 

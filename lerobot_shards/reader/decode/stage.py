@@ -31,7 +31,6 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
 
 import torch
 
@@ -39,13 +38,13 @@ from lerobot_shards.core.errors import DecodeError, DecodeStageError, FormatErro
 from lerobot_shards.reader.decode.backends import DecodeBackend, Job, Opened, backend_class
 from lerobot_shards.reader.decode.batch_plan import CameraPlan, balance, plan_camera
 from lerobot_shards.reader.decode.colour import nv12_to_rgb
-from lerobot_shards.reader.decode.frames import FrameSpec
 from lerobot_shards.reader.decode.member_cache import MemberCache
+from lerobot_shards.reader.decode.spec import FrameSpec
+from lerobot_shards.reader.decode.unit_float import to_unit_float
 from lerobot_shards.reader.decode.wire import ENCODED_KEY, EncodedFrames, collate
 
 # Decode threads on CUDA: on an H100 frames/s grew up to 4 threads and stayed flat at 8 (docs/BENCHMARKS.md).
 _CUDA_THREADS = 8
-Backend = Literal["auto", "nvdec", "torchcodec", "pyav"]
 
 
 class DecodeStage:
@@ -74,7 +73,7 @@ class DecodeStage:
             another kind of device.
     """
 
-    def __init__(self, device: str = "cuda", *, backend: Backend = "auto", threads: int | None = None,
+    def __init__(self, device: str = "cuda", *, backend: str = "auto", threads: int | None = None,
                  cache_size: int = 64, max_held: int = 16384, allow_cpu_fallback: bool = False,
                  backend_options: dict | None = None):
         self.device = torch.device(device)
@@ -285,7 +284,7 @@ class DecodeStage:
         if plan.squeeze:
             out = out.squeeze(1)
         if plan.as_float:
-            out = out.to(torch.float32).div_(255.0)
+            out = to_unit_float(out)
         return out
 
     def _on_stream(self):

@@ -19,6 +19,7 @@ from torch.utils.data import default_collate
 
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.core.format.features import LANGUAGE_COLUMNS
+from lerobot_shards.reader.decode.unit_float import scale_to_unit_, to_unit_float
 from lerobot_shards.reader.decode.wire import ENCODED_KEY, collate as collate_encoded
 from lerobot_shards.reader.runtime.frame_ring import FrameRing, layout_bytes, views
 
@@ -55,7 +56,7 @@ def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: Frame
         batch = default_collate(samples)
         for key in frames if float_frames else ():
             if batch[key].dtype == torch.uint8:
-                batch[key] = batch[key].to(torch.float32).div_(255.0)
+                batch[key] = to_unit_float(batch[key])
         batch[LEASE_KEY] = None
         return batch
 
@@ -75,7 +76,7 @@ def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: Frame
             for row, value in zip(outputs[key], values):
                 row.copy_(value)
             if float_frames and values[0].dtype == torch.uint8:
-                outputs[key].div_(255.0)
+                scale_to_unit_(outputs[key])
             batch[key] = outputs[key]
         else:
             batch[key] = default_collate(values)

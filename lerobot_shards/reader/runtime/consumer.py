@@ -88,7 +88,7 @@ class Consumer:
                 video_keys=list(info.video_keys),
                 offsets=self.view.offsets[dataset],
                 tasks=self.view.catalog.tasks(dataset),
-                stage=self.view.decoders,
+                decoders=self.view.decoders,
                 return_uint8=options.return_uint8,
                 image_transforms=options.image_transforms,
                 encoded_video=options.encoded_video,

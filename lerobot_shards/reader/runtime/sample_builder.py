@@ -1,4 +1,4 @@
-"""Building LeRobot-identical samples from an admitted episode (no I/O, decode via a stage).
+"""Building LeRobot-identical samples from an admitted episode (no I/O; frames from the CPU decoders, or shipped to a DecodeStage).
 
 Mirrors ``LeRobotDataset.__getitem__`` (lerobot 0.6.1): every column of the anchor row;
 for each windowed key the rows at clamped offsets (``torch.stack`` gives a leading T axis,
@@ -28,8 +28,10 @@ from lerobot_shards.core.errors import EpisodeDataError
 from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, DepthQuantization, image_keys_of, is_depth_feature
 from lerobot_shards.core.format.images import image_column_bytes, image_elements
 from lerobot_shards.reader.decode.depth import convert_unit, dequantize
-from lerobot_shards.reader.decode.frames import CpuDecoders, EpisodeDecoder, FrameSpec
+from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.decode.images import decode_image
+from lerobot_shards.reader.decode.spec import EpisodeDecoder, FrameSpec
+from lerobot_shards.reader.decode.unit_float import to_unit_float
 from lerobot_shards.reader.decode.wire import ENCODED_KEY, EncodedFrames
 from lerobot_shards.reader.fetch.episode_pool import LoadedEpisode
 from lerobot_shards.reader.plan.windows import query_frames
@@ -45,7 +47,7 @@ class SampleBuilder:
         video_keys: list[str],
         offsets: dict[str, np.ndarray],
         tasks: dict[int, str],
-        stage: CpuDecoders,
+        decoders: CpuDecoders,
         return_uint8: bool = False,
         image_transforms: Callable | None = None,
         encoded_video: bool = False,
@@ -67,7 +69,7 @@ class SampleBuilder:
         self.cameras = [*self.video_keys, *self.image_keys]
         self.offsets = offsets
         self.tasks = tasks
-        self.stage = stage
+        self.decoders = decoders
         self.return_uint8 = return_uint8
         self.image_transforms = image_transforms
         # Ship compressed members + frame indices for a DecodeStage outside the workers.
@@ -82,7 +84,7 @@ class SampleBuilder:
         self.counters = {"decoder_hits": 0, "decoder_misses": 0, "decode_seconds": 0.0, "frames_decoded": 0,
                          "images_decoded": 0, "depth_frames_decoded": 0}
         # Open decoders per held episode: they go when the pool drops the episode.
-        self._decoders: weakref.WeakKeyDictionary[LoadedEpisode, dict[str, EpisodeDecoder]] = weakref.WeakKeyDictionary()
+        self._opened: weakref.WeakKeyDictionary[LoadedEpisode, dict[str, EpisodeDecoder]] = weakref.WeakKeyDictionary()
         # Admissions whose members were shipped (encoded_video): later draws ship none.
         self._shipped: weakref.WeakSet[LoadedEpisode] = weakref.WeakSet()
 
@@ -90,12 +92,12 @@ class SampleBuilder:
         """The episode's open decoder for a camera (opened on first use, kept while the pool
         holds the episode). The manifest's frame size and the member's recorded frame count
         are checked when the decoder opens."""
-        decoders = self._decoders.setdefault(episode, {})
+        decoders = self._opened.setdefault(episode, {})
         decoder = decoders.get(camera)
         if decoder is None:
             size = self.frame_sizes.get(camera)
             spec = FrameSpec(size[0], size[1], episode.entry.cameras[camera].frames) if size else None
-            decoder = decoders[camera] = self.stage.open(episode.video[camera], where=episode.where(camera), spec=spec,
+            decoder = decoders[camera] = self.decoders.open(episode.video[camera], where=episode.where(camera), spec=spec,
                                                          depth=camera in self.depth)
         return decoder
 
@@ -119,18 +121,16 @@ class SampleBuilder:
         it touches only this camera's decoder)."""
         if key in self.image_limits:
             return self._decode_images(episode, key, wanted)
-        decoded = self.stage.decode(self.decoder(episode, key), wanted, where=episode.where(key))
+        decoded = self.decoders.decode(self.decoder(episode, key), wanted, where=episode.where(key))
         if key in self.depth:
             return dequantize(decoded, self.depth[key], self.depth_unit).squeeze(0)
         if not self.return_uint8:
-            # Bit-identical to LeRobot's (frames / 255.0).type(torch.float32) (both divide in
-            # float32; checked for all 256 values) but ~5x faster: no mixed-dtype kernel.
-            decoded = decoded.to(torch.float32).div_(255.0)
+            decoded = to_unit_float(decoded)  # LeRobot's values (reader/decode/unit_float.py)
         return decoded.squeeze(0)
 
     def _decode_cameras(self, episode: LoadedEpisode, wanted: dict[str, list[int]]) -> dict[str, torch.Tensor]:
         """Every camera's frames, in ``wanted``'s order; side by side on ``decode_threads``."""
-        held = self._decoders.setdefault(episode, {})
+        held = self._opened.setdefault(episode, {})
         videos = [key for key in wanted if key not in self.image_limits]
         opened = sum(key in held for key in videos)
         self.counters["decoder_hits"] += opened

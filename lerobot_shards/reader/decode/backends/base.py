@@ -22,7 +22,7 @@ import torch
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.core.format import check_mp4
 from lerobot_shards.reader.decode.colour import ColourSpec
-from lerobot_shards.reader.decode.frames import FrameSpec
+from lerobot_shards.reader.decode.spec import FrameSpec
 from lerobot_shards.reader.decode.wire import EncodedFrames
 
 Output = Literal["rgb", "nv12"]

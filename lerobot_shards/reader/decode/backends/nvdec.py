@@ -42,7 +42,7 @@ from lerobot_shards.core.format.mp4 import Mp4Layout
 from lerobot_shards.reader.decode import colour as colour_conversion
 from lerobot_shards.reader.decode.annexb import ElementaryStream, elementary_stream, packets, stream_config
 from lerobot_shards.reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size
-from lerobot_shards.reader.decode.frames import FrameSpec, check_frame_spec
+from lerobot_shards.reader.decode.spec import FrameSpec, check_frame_spec
 from lerobot_shards.reader.decode.sps import signal_type
 from lerobot_shards.reader.decode.wire import EncodedFrames
 

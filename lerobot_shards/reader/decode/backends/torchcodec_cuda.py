@@ -12,7 +12,8 @@ import torch
 from lerobot_shards.core.errors import DecodeError
 from lerobot_shards.core.format import check_mp4
 from lerobot_shards.reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size, write_rows
-from lerobot_shards.reader.decode.frames import FrameSpec, TorchCodecDecoder, check_frame_spec
+from lerobot_shards.reader.decode.backends.torchcodec import TorchCodecDecoder
+from lerobot_shards.reader.decode.spec import FrameSpec, check_frame_spec
 from lerobot_shards.reader.decode.wire import EncodedFrames
 
 
