@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install install-test demo test test-fast parity bench clean
+.PHONY: install install-test demo lint test test-fast test-unit parity bench clean
 
 install:
 	@bash scripts/setup_env.sh
@@ -14,12 +14,24 @@ install-test:
 demo: install
 	$(PY) scripts/demo.py
 
+# ruff's rules and formatter over the tree, pyright over the pure layers and the options
+# (pyproject.toml configures all three); .ci/run runs it before the tests.
+LINT_PATHS := lerobot_shards scripts benchmarks tests
+lint: install-test
+	.venv/bin/ruff check --no-cache $(LINT_PATHS)
+	.venv/bin/ruff format --check --no-cache $(LINT_PATHS)
+	.venv/bin/pyright
+
 test: install-test
 	$(PY) -m pytest -n 2 --durations=15 $(PYTEST_ARGS)
 
 # The inner loop: every test but the system tier (real servers and processes; tests/conftest.py).
 test-fast: install-test
 	$(PY) -m pytest -n 2 -m "not system" --durations=10 $(PYTEST_ARGS)
+
+# The unit tier: the pure layers (planning, options, errors) on values alone, in seconds.
+test-unit: install-test
+	$(PY) -m pytest -m unit -q $(PYTEST_ARGS)
 
 # Opt-in correctness oracle: LeRobot 0.6.1 in its own Python 3.12 venv (~5 GB). Never in CI.
 parity: install

@@ -50,15 +50,24 @@ def main(argv: list[str] | None = None) -> int:
     source_bytes = sum(p.stat().st_size for p in args.source.rglob("*") if p.is_file())
     systems: dict[str, tuple[list[str], dict | None, Path | None]] = {
         "pack": ([sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy"], None, ROOT),
-        "pack --workers 2": ([sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy", "--workers", "2"], None, ROOT),
+        "pack --workers 2": (
+            [sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy", "--workers", "2"],
+            None,
+            ROOT,
+        ),
     }
     worktree = None
     if args.checkout:
         worktree = Path(tempfile.mkdtemp(prefix="bench-checkout-")) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.checkout], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.checkout], check=True, capture_output=True
+        )
         env = {**os.environ, "PYTHONPATH": str(worktree)}
-        systems[f"pack @{args.checkout}"] = ([sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy"], env, worktree)
+        systems[f"pack @{args.checkout}"] = (
+            [sys.executable, "-m", "lerobot_shards.cli", "pack", "--video", "copy"],
+            env,
+            worktree,
+        )
     results: dict[str, dict[str, list[float]]] = {name: {"seconds": [], "sync": []} for name in ["cp -r", *systems]}
     scratch = Path(tempfile.mkdtemp(prefix="bench-copy-")).resolve()
     try:
@@ -75,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[name]["sync"].append(_sync())
                 shutil.rmtree(target)
                 _sync()
-            print(f"round {round_number + 1}: " + ", ".join(f"{n} {r['seconds'][-1]:.2f}+{r['sync'][-1]:.2f} s" for n, r in results.items()),
-                  flush=True)
+            print(
+                f"round {round_number + 1}: "
+                + ", ".join(f"{n} {r['seconds'][-1]:.2f}+{r['sync'][-1]:.2f} s" for n, r in results.items()),
+                flush=True,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if worktree is not None:
@@ -87,13 +99,31 @@ def main(argv: list[str] | None = None) -> int:
     for name, runs in results.items():
         seconds = statistics.median(runs["seconds"])
         synced = statistics.median([a + b for a, b in zip(runs["seconds"], runs["sync"])])
-        summary[name] = {"seconds": seconds, "seconds_with_sync": synced, "mb_per_s": source_bytes / 1e6 / seconds,
-                         "vs_cp": cp / seconds, "vs_cp_with_sync": cp_synced / synced}
-        print(f"{name:24} {seconds:6.2f} s ({summary[name]['mb_per_s']:7.0f} MB/s) {summary[name]['vs_cp']:.2f}x cp; "
-              f"with sync {synced:6.2f} s, {summary[name]['vs_cp_with_sync']:.2f}x cp+sync")
+        summary[name] = {
+            "seconds": seconds,
+            "seconds_with_sync": synced,
+            "mb_per_s": source_bytes / 1e6 / seconds,
+            "vs_cp": cp / seconds,
+            "vs_cp_with_sync": cp_synced / synced,
+        }
+        print(
+            f"{name:24} {seconds:6.2f} s ({summary[name]['mb_per_s']:7.0f} MB/s) {summary[name]['vs_cp']:.2f}x cp; "
+            f"with sync {synced:6.2f} s, {summary[name]['vs_cp_with_sync']:.2f}x cp+sync"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"command": " ".join(sys.argv), "machine": platform.machine(), "cpus": os.cpu_count(),
-                                    "source_bytes": source_bytes, "runs": results, "summary": summary}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "machine": platform.machine(),
+                "cpus": os.cpu_count(),
+                "source_bytes": source_bytes,
+                "runs": results,
+                "summary": summary,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

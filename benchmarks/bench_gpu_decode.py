@@ -55,9 +55,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.loader_measure import delta_for, measure_loader, tree_cpu_seconds  # noqa: E402
+from benchmarks.loader_measure import delta_for, measure_loader, tree_cpu_seconds
 from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset
-from lerobot_shards.reader.decode import ENCODED_KEY, DecodeStage  # noqa: E402
+from lerobot_shards.reader.decode import ENCODED_KEY, DecodeStage
 
 NEIGHBOURS = 5
 BATCH = 64
@@ -69,9 +69,15 @@ def _log(*args) -> None:
 
 # -- env ---------------------------------------------------------------------------------------
 
+
 def env(device: str) -> dict:
-    info: dict = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                  "cpus": os.cpu_count(), "machine": platform.machine()}
+    info: dict = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+    }
     try:
         import av
 
@@ -81,8 +87,9 @@ def env(device: str) -> dict:
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(0)
         try:
-            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                            capture_output=True, text=True, timeout=30).stdout.strip()
+            info["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError) as err:
             info["driver"] = f"unknown ({err})"
         try:
@@ -101,9 +108,9 @@ def env(device: str) -> dict:
                 chroma = next(getattr(nvc.cudaVideoChromaFormat, n) for n in dir(nvc.cudaVideoChromaFormat) if "420" in n)
                 caps = nvc.GetDecoderCaps(gpuid=0, codec=nvc.cudaVideoCodec.HEVC, chromaformat=chroma, bitdepth=8)
                 info["nvdec_engines"] = caps.get("num_decoder_engines")
-            except Exception as err:  # noqa: BLE001 - a probe: report, do not stop
+            except Exception as err:
                 info["nvdec_engines"] = f"unknown ({type(err).__name__}: {err})"
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             info["pynvvideocodec"] = f"import failed: {err}"
     return info
 
@@ -120,8 +127,12 @@ class DecoderUtilization:
     def _run(self) -> None:
         while not self._stop.wait(0.5):
             try:
-                text = subprocess.run(["nvidia-smi", "--query-gpu=utilization.decoder", "--format=csv,noheader,nounits"],
-                                      capture_output=True, text=True, timeout=10).stdout.strip()
+                text = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=utilization.decoder", "--format=csv,noheader,nounits"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                ).stdout.strip()
                 self.samples.append(int(text.splitlines()[0]))
             except (OSError, ValueError, IndexError, subprocess.SubprocessError):
                 pass
@@ -144,6 +155,7 @@ class DecoderUtilization:
 
 
 # -- exact -------------------------------------------------------------------------------------
+
 
 def _by_index(batches, cameras: list[str]) -> dict[int, dict]:
     out: dict[int, dict] = {}
@@ -197,7 +209,9 @@ def exact(pack: str, device: str, workers: int) -> dict:
                 member = members[(int(expected["episode_index"]), key)]
                 want, have = expected[key].to(device), got[key]
                 if tuple(have.shape) != tuple(want.shape) or have.dtype != want.dtype:
-                    raise AssertionError(f"sample {index} {key}: GPU {tuple(have.shape)} {have.dtype}, CPU {tuple(want.shape)} {want.dtype}")
+                    raise AssertionError(
+                        f"sample {index} {key}: GPU {tuple(have.shape)} {have.dtype}, CPU {tuple(want.shape)} {want.dtype}"
+                    )
                 pairs = [(want, have)] if want.dim() == 3 else list(zip(want, have))
                 centre = int(expected["frame_index"])
                 for cpu_frame, gpu_frame in pairs:
@@ -212,9 +226,13 @@ def exact(pack: str, device: str, workers: int) -> dict:
                     if own < 40 or own <= closest:
                         bad += 1
         report["modes"][mode] = {
-            "samples": len(cpu), "frames": frames, "bit_exact_frames": bitexact,
+            "samples": len(cpu),
+            "frames": frames,
+            "bit_exact_frames": bitexact,
             "min_psnr_own_db_of_other_frames": None if worst_own == float("inf") else worst_own,
-            "max_psnr_other_frame_db": best_other, "frames_failing": bad, "values_differing": len(mismatched_values),
+            "max_psnr_other_frame_db": best_other,
+            "frames_failing": bad,
+            "values_differing": len(mismatched_values),
             "stage": stage.stats(),
         }
         _log(f"[exact] {pack} {mode}: {report['modes'][mode]}")
@@ -223,6 +241,7 @@ def exact(pack: str, device: str, workers: int) -> dict:
 
 
 # -- stage alone -------------------------------------------------------------------------------
+
 
 def _members(pack: str) -> dict[str, list]:
     """Every member of the pack as the workers ship it (with its bytes), per camera."""
@@ -277,10 +296,16 @@ def stage_speed(pack: str, device: str, threads_list: list[int], seconds: float,
                 _sync(device)
                 elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu0
             after = stage.stats()
-            row = {"mode": mode, "threads": threads, "batches": count, "frames_per_s": frames / elapsed,
-                   "fed_per_frame": (after.get("frames_fed", 0) - before.get("frames_fed", 0)) / max(frames, 1),
-                   "decoder_utilization_pct": utilization.stop(), "cpu_cores": cpu / elapsed,
-                   "inexact_colour_members": after.get("inexact_colour_members")}
+            row = {
+                "mode": mode,
+                "threads": threads,
+                "batches": count,
+                "frames_per_s": frames / elapsed,
+                "fed_per_frame": (after.get("frames_fed", 0) - before.get("frames_fed", 0)) / max(frames, 1),
+                "decoder_utilization_pct": utilization.stop(),
+                "cpu_cores": cpu / elapsed,
+                "inexact_colour_members": after.get("inexact_colour_members"),
+            }
             rows.append(row)
             _log(f"[stage] {row}")
             stage.close()
@@ -298,13 +323,14 @@ def colour_probe(pack: str, device: str) -> dict:
         cpu = DecodeStage("cpu", backend="pyav")(batch)
         same = {key: bool(torch.equal(gpu[key].cpu(), cpu[key])) for key in members}
         report = {"bit_identical": same}
-    except Exception as err:  # noqa: BLE001 - reported; the run goes on with NVDEC's RGB
+    except Exception as err:
         report = {"error": f"{type(err).__name__}: {err}"}
     _log(f"[probe] {report}")
     return report
 
 
 # -- end to end --------------------------------------------------------------------------------
+
 
 def copies(pack: str, count: int, work: Path) -> list[str]:
     """``count`` copies of a pack under ``work`` (each its own files: its own member ids)."""
@@ -333,6 +359,7 @@ class _Window:
                 if count == self.warmup:
                     self.before, self.utilization = self.stage.stats(), DecoderUtilization().start()
             self.finish()
+
         return run()
 
     def finish(self) -> None:
@@ -346,12 +373,17 @@ class _Window:
             return {}
         delta = {k: self.after[k] - self.before.get(k, 0) for k in self.after if isinstance(self.after[k], (int, float))}
         batches = max(delta.get("batches", 0), 1)
-        return {"distinct_members_per_batch": delta.get("members_in_batches", 0) / batches,
-                "members_opened": delta.get("members_opened"), "cache_hits": delta.get("decoder_hits"),
-                "cache_misses": delta.get("decoder_misses"), "max_members_held": self.after.get("max_members_held"),
-                "fed_per_frame": delta.get("frames_fed", 0) / max(delta.get("frames_decoded", 0), 1),
-                "stage_seconds_per_batch": delta.get("decode_seconds", 0.0) / batches,
-                "decoder_utilization_pct": self.median, "inexact_colour_members": self.after.get("inexact_colour_members")}
+        return {
+            "distinct_members_per_batch": delta.get("members_in_batches", 0) / batches,
+            "members_opened": delta.get("members_opened"),
+            "cache_hits": delta.get("decoder_hits"),
+            "cache_misses": delta.get("decoder_misses"),
+            "max_members_held": self.after.get("max_members_held"),
+            "fed_per_frame": delta.get("frames_fed", 0) / max(delta.get("frames_decoded", 0), 1),
+            "stage_seconds_per_batch": delta.get("decode_seconds", 0.0) / batches,
+            "decoder_utilization_pct": self.median,
+            "inexact_colour_members": self.after.get("inexact_colour_members"),
+        }
 
 
 def loader_speed(args, device: str, rows: list | None = None, save=lambda: None) -> list[dict]:
@@ -365,8 +397,10 @@ def loader_speed(args, device: str, rows: list | None = None, save=lambda: None)
     av1_mix = copies(args.cpu_pack, args.copies, work) if args.cpu_pack else None
     total = args.warmup + args.batches
     if len(probe) * args.copies < total * BATCH * 1.1:
-        _log(f"[loader] warning: the mixture's epoch ({len(probe) * args.copies} samples) is not longer than the window "
-             f"({total * BATCH}); use more --copies")
+        _log(
+            f"[loader] warning: the mixture's epoch ({len(probe) * args.copies} samples) is not longer than the window "
+            f"({total * BATCH}); use more --copies"
+        )
     rows = [] if rows is None else rows
 
     def gpu(mode: str, roots: list[str] | str, workers: int, epochs: int):
@@ -374,19 +408,28 @@ def loader_speed(args, device: str, rows: list | None = None, save=lambda: None)
         stage = DecodeStage(device, backend_options=args.options)
 
         def make():
-            dataset = (PackedDataset(roots, seed=0, return_uint8=True, delta_timestamps=delta, decode_device=device) if isinstance(roots, str)
-                       else MixtureDataset(roots, seed=0, return_uint8=True, delta_timestamps=delta, decode_device=device, allow_duplicates=True))
+            dataset = (
+                PackedDataset(roots, seed=0, return_uint8=True, delta_timestamps=delta, decode_device=device)
+                if isinstance(roots, str)
+                else MixtureDataset(
+                    roots, seed=0, return_uint8=True, delta_timestamps=delta, decode_device=device, allow_duplicates=True
+                )
+            )
             for epoch in range(epochs):  # one pack: epochs back to back (one is shorter than the window)
                 dataset.set_epoch(epoch)
                 yield from BatchLoader(dataset, batch_size=BATCH, num_workers=workers, timeout=600, decode_stage=stage)
+
         return make, stage
 
     def cpu(mode: str, roots: list[str], workers: int):
         delta = delta_for(mode, cameras, fps)
 
         def make():
-            dataset = MixtureDataset(roots, seed=0, return_uint8=True, delta_timestamps=delta, decoder="pyav", allow_duplicates=True)
+            dataset = MixtureDataset(
+                roots, seed=0, return_uint8=True, delta_timestamps=delta, decoder="pyav", allow_duplicates=True
+            )
             return BatchLoader(dataset, batch_size=BATCH, num_workers=workers, timeout=600)
+
         return make
 
     one_pack_epochs = -(-total * BATCH // len(probe)) + 1
@@ -404,9 +447,13 @@ def loader_speed(args, device: str, rows: list | None = None, save=lambda: None)
         make, stage = build()
         window = _Window(make, stage, args.warmup) if stage is not None else None
         try:
-            row = {"mode": mode, "system": system, "workers": workers,
-                   **measure_loader(window or make, warmup=args.warmup, max_batches=total)}
-        except Exception as err:  # noqa: BLE001 - one failing system must not lose the others
+            row = {
+                "mode": mode,
+                "system": system,
+                "workers": workers,
+                **measure_loader(window or make, warmup=args.warmup, max_batches=total),
+            }
+        except Exception as err:
             row = {"mode": mode, "system": system, "workers": workers, "error": f"{type(err).__name__}: {err}"}
         if window is not None:
             row.update(window.report())
@@ -415,31 +462,70 @@ def loader_speed(args, device: str, rows: list | None = None, save=lambda: None)
         save()
         _log(f"[loader] {row}")
     for mode in args.modes:
-        by = {r["system"] + (f"-{r['workers']}" if r["system"] == "gpu-mixture" else ""): r.get("samples_per_s") for r in rows if r["mode"] == mode}
+        by = {
+            r["system"] + (f"-{r['workers']}" if r["system"] == "gpu-mixture" else ""): r.get("samples_per_s")
+            for r in rows
+            if r["mode"] == mode
+        }
         _log(f"[loader] {mode}: {by}")
     return rows
 
 
 # -- training ----------------------------------------------------------------------------------
 
+
 def train_wait(args, device: str) -> dict:
     """``scripts/train.py --policy act --decode-device`` on the hevc mixture: its data-wait line."""
     roots = copies(args.pack[0], args.copies, args.work)
     ckpt = args.work / "train-ckpt.pt"
     ckpt.unlink(missing_ok=True)
-    command = [sys.executable, str(ROOT / "scripts" / "train.py"), "--data", *roots, "--allow-duplicates", "--decode-device", device,
-               "--policy", "act", "--batch-size", str(args.train_batch), "--num-workers", str(args.gpu_workers), "--steps",
-               str(args.train_steps), "--log-every", "10", "--ckpt", str(ckpt), "--ckpt-every", str(10**9), "--horizon", "100"]
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "train.py"),
+        "--data",
+        *roots,
+        "--allow-duplicates",
+        "--decode-device",
+        device,
+        "--policy",
+        "act",
+        "--batch-size",
+        str(args.train_batch),
+        "--num-workers",
+        str(args.gpu_workers),
+        "--steps",
+        str(args.train_steps),
+        "--log-every",
+        "10",
+        "--ckpt",
+        str(ckpt),
+        "--ckpt-every",
+        str(10**9),
+        "--horizon",
+        "100",
+    ]
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, timeout=args.train_timeout,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=args.train_timeout,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+    )
     out = result.stdout + result.stderr
     found = re.search(r"rank 0 data wait ([\d.]+)% of step time over (\d+) steps .*?: ([\d.]+) ms of ([\d.]+) ms a step", out)
     rates = re.findall(r"samples/s ([\d.]+)", out)
-    report = {"command": " ".join(command[1:]), "returncode": result.returncode, "seconds": time.perf_counter() - started,
-              "batch_size": args.train_batch, "samples_per_s_last": float(rates[-1]) if rates else None}
+    report = {
+        "command": " ".join(command[1:]),
+        "returncode": result.returncode,
+        "seconds": time.perf_counter() - started,
+        "batch_size": args.train_batch,
+        "samples_per_s_last": float(rates[-1]) if rates else None,
+    }
     if found:
-        report.update(data_wait_pct=float(found[1]), steps_measured=int(found[2]), wait_ms=float(found[3]), step_ms=float(found[4]))
+        report.update(
+            data_wait_pct=float(found[1]), steps_measured=int(found[2]), wait_ms=float(found[3]), step_ms=float(found[4])
+        )
     else:
         report["tail"] = out[-3000:]
     _log(f"[train] {report}")
@@ -464,8 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=70, help="batches measured")
     parser.add_argument("--modes", default="single,chunk")
     parser.add_argument("--systems", default="", help="only these loader systems (comma-separated)")
-    parser.add_argument("--chunk-systems", default="gpu-mixture,cpu-hevc-mixture,cpu-av1-mixture",
-                        help="the loader systems also measured with windows (chunk mode)")
+    parser.add_argument(
+        "--chunk-systems",
+        default="gpu-mixture,cpu-hevc-mixture,cpu-av1-mixture",
+        help="the loader systems also measured with windows (chunk mode)",
+    )
     parser.add_argument("--train-steps", type=int, default=60)
     parser.add_argument("--train-batch", type=int, default=32)
     parser.add_argument("--train-timeout", type=float, default=240)
@@ -493,23 +582,34 @@ def main(argv: list[str] | None = None) -> int:
         if results["colour_probe"].get("error"):
             args.options = {"colour": "nvdec"}  # measure the rest with NVDEC's RGB rather than nothing
             _log(f"[probe] exact colour failed, measuring with colour='nvdec': {results['colour_probe']}")
-    for part, run in (("exact", lambda: [exact(pack, args.device, args.exact_workers) for pack in args.pack]),
-                      ("stage", lambda: stage_speed(args.pack[0], args.device, [int(t) for t in args.threads.split(",")],
-                                                    args.stage_seconds, args.options)),
-                      ("loader", lambda: loader_speed(args, args.device, results.setdefault("loader", []), save)),
-                      ("train", lambda: train_wait(args, args.device))):
+    for part, run in (
+        ("exact", lambda: [exact(pack, args.device, args.exact_workers) for pack in args.pack]),
+        (
+            "stage",
+            lambda: stage_speed(
+                args.pack[0], args.device, [int(t) for t in args.threads.split(",")], args.stage_seconds, args.options
+            ),
+        ),
+        ("loader", lambda: loader_speed(args, args.device, results.setdefault("loader", []), save)),
+        ("train", lambda: train_wait(args, args.device)),
+    ):
         if part in parts:
             started = time.perf_counter()
             try:
                 results[part] = run()
-            except Exception as err:  # noqa: BLE001 - later parts still run; the error is recorded
+            except Exception as err:
                 results[part] = {"error": f"{type(err).__name__}: {err}"}
                 _log(f"[{part}] failed: {results[part]['error']}")
             results[f"{part}_seconds"] = time.perf_counter() - started
             save()
     save()
-    failing = [m for r in results.get("exact", []) if isinstance(r, dict) for m in r.get("modes", {}).values()
-               if m["frames_failing"] or m["values_differing"]]
+    failing = [
+        m
+        for r in results.get("exact", [])
+        if isinstance(r, dict)
+        for m in r.get("modes", {}).values()
+        if m["frames_failing"] or m["values_differing"]
+    ]
     return 1 if failing or any(isinstance(results.get(p), dict) and "error" in results[p] for p in parts) else 0
 
 

@@ -34,9 +34,9 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.loader_measure import measure_loader  # noqa: E402
+from benchmarks.loader_measure import measure_loader
 from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, create_mixture, pack_dataset
-from lerobot_shards.packer.source import LeRobotSource  # noqa: E402
+from lerobot_shards.packer.source import LeRobotSource
 
 
 def _prepare(source: Path, out: Path) -> tuple[Path, Path]:
@@ -82,16 +82,21 @@ def main() -> None:
             systems = {
                 "one-pack": lambda: PackedDataset(str(one), **common),
                 "mixture": lambda: MixtureDataset(str(mix / "mixture.json"), **common),
-                **{name: (lambda: MixtureDataset(f"{url}/mixture/mixture.json", storage_options=distant, **common))
-                   for name in distant_names},
+                **{
+                    name: (lambda: MixtureDataset(f"{url}/mixture/mixture.json", storage_options=distant, **common))
+                    for name in distant_names
+                },
             }
             for repeat in range(args.repeats):
                 for name, make in systems.items():
                     proxy.latency_s = distant_names.get(name, 0.0) / 1000
                     before = proxy.counters.requests
                     dataset = make()
-                    result = measure_loader(lambda: BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.workers),
-                                            warmup=args.warmup, max_batches=args.max_batches)
+                    result = measure_loader(
+                        lambda: BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.workers),
+                        warmup=args.warmup,
+                        max_batches=args.max_batches,
+                    )
                     admitted = dataset.stats()["episodes_admitted"]
                     result["episodes_admitted"] = admitted
                     if name in distant_names:
@@ -104,7 +109,9 @@ def main() -> None:
         "samples_per_s": median,
         "mixture_vs_one_pack": median["mixture"] / median["one-pack"],
         **{f"{name}_vs_local": median[name] / median["mixture"] for name in distant_names},
-        "requests_per_episode": {name: statistics.median(r["requests_per_episode"] for r in results[name]) for name in distant_names},
+        "requests_per_episode": {
+            name: statistics.median(r["requests_per_episode"] for r in results[name]) for name in distant_names
+        },
         "episodes_admitted": {name: statistics.median(r["episodes_admitted"] for r in rows) for name, rows in results.items()},
         "workers": args.workers,
         "pool_size": args.pool_size,

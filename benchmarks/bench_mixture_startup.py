@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MEASURE = r'''
+MEASURE = r"""
 import json, os, sys, time
 root, mixture, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 import runpy
@@ -42,7 +42,7 @@ def hook(event, args):
     if event == "open" and isinstance(args[0], str) and args[0].startswith(root):
         opened[0] += 1
 sys.addaudithook(hook)
-from lerobot_shards.reader import BatchLoader, MixtureDataset
+from lerobot_shards import BatchLoader, MixtureDataset
 import lerobot_shards.reader.mixture, lerobot_shards.reader.loader, fsspec  # first imports are not construction
 try:
     import torchcodec.decoders  # the decoder's first import is a per-process constant (~1.6 s)
@@ -87,23 +87,24 @@ result = {
 }
 print("RESULT " + json.dumps(result), flush=True)
 os._exit(0)
-'''
+"""
 
-COMPILE = r'''
+COMPILE = r"""
 import sys
 try:
-    from lerobot_shards.packer import create_mixture
+    from lerobot_shards import create_mixture
 except ImportError:  # checkouts from before the packer's public face
     from lerobot_shards.packer.mixture import create_mixture
 create_mixture(sys.argv[1])
-'''
+"""
 
 
 def _run(code: str, args: list[str], checkout: Path, timeout: int = 1800) -> str:
     # In the checkout's directory: ``python -c`` puts the working directory first on sys.path.
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    result = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=checkout, capture_output=True, text=True,
-                            timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, cwd=checkout, capture_output=True, text=True, timeout=timeout
+    )
     if result.returncode != 0:
         raise RuntimeError(f"subprocess failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return result.stdout
@@ -112,7 +113,7 @@ def _run(code: str, args: list[str], checkout: Path, timeout: int = 1800) -> str
 def _measure(root: Path, mixture: str, options: dict, checkout: Path) -> dict:
     out = _run(MEASURE, [str(root.resolve()), mixture, json.dumps(options), str(ROOT / "benchmarks" / "proc_stats.py")], checkout)
     line = next(line for line in out.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def _make_packs(directory: Path, count: int) -> None:
@@ -120,7 +121,9 @@ def _make_packs(directory: Path, count: int) -> None:
 
     member = tiny_member(3)
     for i in range(count):
-        write_tabular_pack(directory / f"ds-{i:04d}", episodes=2, length=3, seed=i + 1, camera=("observation.images.top", member, 16, 16))
+        write_tabular_pack(
+            directory / f"ds-{i:04d}", episodes=2, length=3, seed=i + 1, camera=("observation.images.top", member, 16, 16)
+        )
 
 
 def _upload(local: Path, storage) -> None:
@@ -138,13 +141,19 @@ def _marginals(rows: list[dict]) -> list[dict]:
         def per(key, scale=1.0):
             return (b[key] - a[key]) * scale / extra if key in a and key in b else None
 
-        out.append({
-            "storage": a["storage"], "from": a["datasets"], "to": b["datasets"],
-            "requests": per("requests"), "construct_ms": per("construct_s", 1000), "rss_mb": per("rss_mb"),
-            "worker_threads": (b["worker_threads"] - a["worker_threads"]) / extra,
-            "worker_private_mb": (b["worker_private_mb"] - a["worker_private_mb"]) / extra,
-            "opened_at_construct": per("opened_at_construct"),
-        })
+        out.append(
+            {
+                "storage": a["storage"],
+                "from": a["datasets"],
+                "to": b["datasets"],
+                "requests": per("requests"),
+                "construct_ms": per("construct_s", 1000),
+                "rss_mb": per("rss_mb"),
+                "worker_threads": (b["worker_threads"] - a["worker_threads"]) / extra,
+                "worker_private_mb": (b["worker_private_mb"] - a["worker_private_mb"]) / extra,
+                "opened_at_construct": per("opened_at_construct"),
+            }
+        )
     return out
 
 
@@ -188,12 +197,18 @@ def main() -> None:
         row["worker_private_mb"] = sum(w["private_mb"] for w in row["workers"]) / max(len(row["workers"]), 1)
     marginals = _marginals([r for r in rows if r["storage"] == "local"]) + _marginals([r for r in rows if r["storage"] == "s3"])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps({"checkout": str(args.checkout), "rows": rows, "marginals": marginals}, indent=1))
-    print(f"\n{'storage':<6} {'datasets':>8} {'construct s':>11} {'opened':>6} {'requests':>8} {'1st batch s':>11} {'RSS MB':>7} "
-          f"{'wkr thr':>7} {'wkr priv MB':>11}")
+    (args.out / "results.json").write_text(
+        json.dumps({"checkout": str(args.checkout), "rows": rows, "marginals": marginals}, indent=1)
+    )
+    print(
+        f"\n{'storage':<6} {'datasets':>8} {'construct s':>11} {'opened':>6} {'requests':>8} {'1st batch s':>11} {'RSS MB':>7} "
+        f"{'wkr thr':>7} {'wkr priv MB':>11}"
+    )
     for r in rows:
-        print(f"{r['storage']:<6} {r['datasets']:>8} {r['construct_s']:>11.3f} {r['opened_at_construct']:>6} {r.get('requests', '-'):>8} "
-              f"{r['first_batch_s']:>11.2f} {r['rss_mb']:>7.1f} {r['worker_threads']:>7.1f} {r['worker_private_mb']:>11.1f}")
+        print(
+            f"{r['storage']:<6} {r['datasets']:>8} {r['construct_s']:>11.3f} {r['opened_at_construct']:>6} {r.get('requests', '-'):>8} "
+            f"{r['first_batch_s']:>11.2f} {r['rss_mb']:>7.1f} {r['worker_threads']:>7.1f} {r['worker_private_mb']:>11.1f}"
+        )
     print("\nper extra dataset:")
     for m in marginals:
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in m.items()}))

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lerobot_shards import pack_dataset
-from lerobot_shards.packer.shard import EncodeSettings  # noqa: E402
-from lerobot_shards.packer.source import LeRobotSource  # noqa: E402
+from lerobot_shards.packer.shard import EncodeSettings
+from lerobot_shards.packer.source import LeRobotSource
 
 
 def _timed(function) -> float:
@@ -39,7 +39,18 @@ def ffmpeg_reencode_seconds(source: LeRobotSource, codec: str) -> tuple[float, i
         args = ["-c:v", settings.encoder_name(), "-pix_fmt", "yuv420p", "-crf", options["crf"], "-preset", options["preset"]]
         if codec == "hevc":
             return args + ["-x265-params", options["x265-params"], "-tag:v", "hvc1"]
-        return args + ["-bf", "0", "-g", options["g"], "-keyint_min", options["keyint_min"], "-sc_threshold", "0", "-flags", "+cgop"]
+        return args + [
+            "-bf",
+            "0",
+            "-g",
+            options["g"],
+            "-keyint_min",
+            options["keyint_min"],
+            "-sc_threshold",
+            "0",
+            "-flags",
+            "+cgop",
+        ]
 
     frames, seconds = 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,8 +59,19 @@ def ffmpeg_reencode_seconds(source: LeRobotSource, codec: str) -> tuple[float, i
                 args = encoder_args(int(source.features[key]["shape"][0]), int(source.features[key]["shape"][1]))
                 location = source.video_location(episode, key)
                 command = [
-                    "ffmpeg", "-v", "error", "-y", "-ss", f"{location.from_timestamp:.6f}", "-to", f"{location.to_timestamp:.6f}",
-                    "-i", str(location.path), *args, "-an", f"{tmp}/out.mp4",
+                    "ffmpeg",
+                    "-v",
+                    "error",
+                    "-y",
+                    "-ss",
+                    f"{location.from_timestamp:.6f}",
+                    "-to",
+                    f"{location.to_timestamp:.6f}",
+                    "-i",
+                    str(location.path),
+                    *args,
+                    "-an",
+                    f"{tmp}/out.mp4",
                 ]
                 seconds += _timed(lambda: subprocess.run(command, check=True))
                 frames += int(source.episodes[episode]["length"])

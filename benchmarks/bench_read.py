@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from benchmarks.decode_ceiling import decode_ceiling  # noqa: E402
-from benchmarks.lerobot_baseline import run_lerobot  # noqa: E402
-from benchmarks.loader_measure import measure_loader  # noqa: E402
+from benchmarks.decode_ceiling import decode_ceiling
+from benchmarks.lerobot_baseline import run_lerobot
+from benchmarks.loader_measure import measure_loader
 from lerobot_shards import BatchLoader, PackedDataset, pack_dataset
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
@@ -76,15 +76,26 @@ def build_data(out: Path, args) -> dict[str, Path]:
 def ours(packed: str, delta, args, storage_options=None, batch_loader: bool = False) -> dict:
     """The LeRobot-identical float32 samples through a ``DataLoader``, or with ``batch_loader``
     the recommended path: uint8 frames, whole batches from ``BatchLoader``."""
-    dataset = PackedDataset(packed, delta_timestamps=delta, seed=args.seed, storage_options=storage_options, return_uint8=batch_loader)
+    dataset = PackedDataset(
+        packed, delta_timestamps=delta, seed=args.seed, storage_options=storage_options, return_uint8=batch_loader
+    )
 
     def make_loader():
         if batch_loader:
-            return BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.workers, prefetch_factor=args.prefetch_factor,
-                               pin_memory=args.pin_memory)
+            return BatchLoader(
+                dataset,
+                batch_size=args.batch_size,
+                num_workers=args.workers,
+                prefetch_factor=args.prefetch_factor,
+                pin_memory=args.pin_memory,
+            )
         return torch.utils.data.DataLoader(
-            dataset, batch_size=args.batch_size, num_workers=args.workers, prefetch_factor=args.prefetch_factor,
-            pin_memory=args.pin_memory, persistent_workers=False,
+            dataset,
+            batch_size=args.batch_size,
+            num_workers=args.workers,
+            prefetch_factor=args.prefetch_factor,
+            pin_memory=args.pin_memory,
+            persistent_workers=False,
         )
 
     result = measure_loader(make_loader, warmup=args.warmup, max_batches=args.max_batches)
@@ -112,8 +123,12 @@ def s3_packed(packed: Path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -135,7 +150,7 @@ def chart(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     modes = sorted({r["mode"] for r in rows}, key=list(MODES).index)
-    systems = [s for s in dict.fromkeys(r["system"] for r in rows)]
+    systems = list(dict.fromkeys(r["system"] for r in rows))
     figure, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 4), squeeze=False)
     for axis, mode in zip(axes[0], modes):
         values = [next((r.get("samples_per_s") or 0 for r in rows if r["mode"] == mode and r["system"] == s), 0) for s in systems]
@@ -185,16 +200,35 @@ def main(argv: list[str] | None = None) -> int:
                     samples = (args.max_batches - args.warmup) * args.batch_size
                     result = decode_ceiling(packs["copy"], delta, samples, max(args.workers, 1), args.seed)
                 else:
-                    result = run_lerobot(system, packs["source"], delta, workers=args.workers, batch_size=args.batch_size,
-                                         warmup=args.warmup, max_batches=args.max_batches)
+                    result = run_lerobot(
+                        system,
+                        packs["source"],
+                        delta,
+                        workers=args.workers,
+                        batch_size=args.batch_size,
+                        warmup=args.warmup,
+                        max_batches=args.max_batches,
+                    )
                 rows.append({"mode": mode, "system": system, **result})
-                print("        " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}), flush=True)
+                print(
+                    "        " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}),
+                    flush=True,
+                )
     finally:
         if s3 is not None:
             s3[2]()
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
+    machine = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
     summary = summarize(rows)
-    (args.out / "results.json").write_text(json.dumps({"machine": machine, "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "summary": summary}, indent=1))
+    (args.out / "results.json").write_text(
+        json.dumps(
+            {"machine": machine, "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "summary": summary}, indent=1
+        )
+    )
     keys = sorted({k for r in rows for k in r})
     with open(args.out / "results.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=keys)

@@ -46,14 +46,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from benchmarks.decode_ceiling import decode_ceiling  # noqa: E402
-from benchmarks.lerobot_baseline import run_lerobot  # noqa: E402
-from benchmarks.loader_measure import delta_for, measure_loader  # noqa: E402
+from benchmarks.decode_ceiling import decode_ceiling
+from benchmarks.lerobot_baseline import run_lerobot
+from benchmarks.loader_measure import delta_for, measure_loader
 from lerobot_shards import BatchLoader, PackedDataset, pack_dataset, to_device
 
-SYSTEMS = ("lerobot-map", "lance", "lance-uint8", "float32", "uint8", "batchloader", "batchloader-serial", "batchloader-float32",
-           "batchloader+to-float",
-           "inprocess", "ceiling")
+SYSTEMS = (
+    "lerobot-map",
+    "lance",
+    "lance-uint8",
+    "float32",
+    "uint8",
+    "batchloader",
+    "batchloader-serial",
+    "batchloader-float32",
+    "batchloader+to-float",
+    "inprocess",
+    "ceiling",
+)
 
 
 def pack(source: Path, out: Path, args) -> Path:
@@ -67,13 +77,26 @@ def pack(source: Path, out: Path, args) -> Path:
 
 def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
     if system == "lerobot-map" or system.startswith("lance"):
-        return run_lerobot(system, source, delta, workers=args.workers, batch_size=args.batch_size, warmup=args.warmup,
-                           max_batches=args.max_batches, lance_root=args.out / "lance")
+        return run_lerobot(
+            system,
+            source,
+            delta,
+            workers=args.workers,
+            batch_size=args.batch_size,
+            warmup=args.warmup,
+            max_batches=args.max_batches,
+            lance_root=args.out / "lance",
+        )
     if system == "ceiling":
         samples = (args.max_batches - args.warmup) * args.batch_size
         return decode_ceiling(packed, delta, samples, max(args.workers, 1), args.seed)
-    dataset = PackedDataset(str(packed), delta_timestamps=delta, seed=args.seed, return_uint8=not system.endswith("float32"),
-                            decode_threads=1 if system.endswith("serial") else None)
+    dataset = PackedDataset(
+        str(packed),
+        delta_timestamps=delta,
+        seed=args.seed,
+        return_uint8=not system.endswith("float32"),
+        decode_threads=1 if system.endswith("serial") else None,
+    )
     if system.startswith("batchloader") or system == "inprocess":
         workers = 0 if system == "inprocess" else args.workers
 
@@ -85,8 +108,12 @@ def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
     else:
 
         def make_loader():
-            return torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
-                                               prefetch_factor=args.prefetch_factor if args.workers else None)
+            return torch.utils.data.DataLoader(
+                dataset,
+                batch_size=args.batch_size,
+                num_workers=args.workers,
+                prefetch_factor=args.prefetch_factor if args.workers else None,
+            )
 
     return measure_loader(make_loader, warmup=args.warmup, max_batches=args.max_batches)
 
@@ -98,7 +125,15 @@ def summarize(rows: list[dict]) -> dict:
     for mode in dict.fromkeys(r["mode"] for r in rows):
         by = {r["system"]: r.get("samples_per_s") for r in rows if r["mode"] == mode}
         ratios = {}
-        for ours in ("batchloader", "batchloader-serial", "batchloader-float32", "batchloader+to-float", "uint8", "float32", "inprocess"):
+        for ours in (
+            "batchloader",
+            "batchloader-serial",
+            "batchloader-float32",
+            "batchloader+to-float",
+            "uint8",
+            "float32",
+            "inprocess",
+        ):
             for base in ("ceiling", "lerobot-map", "lance", "lance-uint8"):
                 if by.get(ours) and by.get(base):
                     ratios[f"{ours}_vs_{base}"] = round(by[ours] / by[base], 3)
@@ -117,7 +152,9 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
     figure, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 3.6), squeeze=False)
     for axis, mode in zip(axes[0], modes):
         values = [next((r.get("samples_per_s") or 0 for r in rows if r["mode"] == mode and r["system"] == s), 0) for s in systems]
-        colors = ["#999999" if s.startswith(("lerobot", "lance")) else "#d9a441" if s == "ceiling" else "#2b7bba" for s in systems]
+        colors = [
+            "#999999" if s.startswith(("lerobot", "lance")) else "#d9a441" if s == "ceiling" else "#2b7bba" for s in systems
+        ]
         axis.barh(systems, values, color=colors)
         axis.set_title(f"{mode}: samples/s")
         axis.invert_yaxis()
@@ -154,15 +191,43 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] {mode} / {system} ...", flush=True)
             result = measure(system, packed, args.source, delta, args)
             rows.append({"mode": mode, "system": system, **result})
-            print("        " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}), flush=True)
+            print(
+                "        " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}), flush=True
+            )
     shards = sum(p.stat().st_size for p in (packed / "shards").glob("*.tar"))
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
-    dataset = {"source": str(args.source), "cameras": cameras, "frames": manifest["totals"]["frames"], "video": args.video,
-               "gop": args.gop, "crf": args.crf, "shard_bytes": shards}
+    machine = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+    dataset = {
+        "source": str(args.source),
+        "cameras": cameras,
+        "frames": manifest["totals"]["frames"],
+        "video": args.video,
+        "gop": args.gop,
+        "crf": args.crf,
+        "shard_bytes": shards,
+    }
     summary = summarize(rows)
-    (args.out / "results.json").write_text(json.dumps({"machine": machine, "dataset": dataset, "args": {k: str(v) for k, v in vars(args).items()},
-                                                       "rows": rows, "summary": summary}, indent=1))
-    chart(rows, args.out / "chart.png", f"{args.source.name}: {len(cameras)} cameras, {args.video}, {args.workers} worker(s), batch {args.batch_size}")
+    (args.out / "results.json").write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "dataset": dataset,
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "rows": rows,
+                "summary": summary,
+            },
+            indent=1,
+        )
+    )
+    chart(
+        rows,
+        args.out / "chart.png",
+        f"{args.source.name}: {len(cameras)} cameras, {args.video}, {args.workers} worker(s), batch {args.batch_size}",
+    )
     print(json.dumps(summary, indent=1))
     ours = [r for r in rows if r["system"] not in ("lerobot-map", "lance", "lance-uint8", "ceiling")]
     return 1 if any(not r.get("samples_per_s") for r in ours) else 0

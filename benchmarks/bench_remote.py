@@ -27,11 +27,11 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MEASURE = r'''
+MEASURE = r"""
 import json, sys, time
 url, kind, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 import torch  # first imports are not what is measured
-from lerobot_shards.reader import BatchLoader, MixtureDataset, PackedDataset
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset
 try:
     import torchcodec.decoders  # noqa: F401
 except ImportError:
@@ -46,13 +46,19 @@ loader = iter(BatchLoader(dataset, batch_size=16, num_workers=1))
 started = time.perf_counter()
 next(loader)
 print(json.dumps({"open_s": open_s, "first_batch_s": time.perf_counter() - started}), flush=True)
-'''
+"""
 
 
 def _measure(checkout: Path, url: str, kind: str, options: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    result = subprocess.run([sys.executable, "-c", MEASURE, url, kind, json.dumps(options)], cwd=checkout, env=env,
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", MEASURE, url, kind, json.dumps(options)],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"measure failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])

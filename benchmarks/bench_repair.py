@@ -41,13 +41,16 @@ def main() -> None:
             for _ in range(args.runs):
                 for mode in ("sizes", "repair"):
                     started = time.perf_counter()
-                    report = pack_dataset(args.source, dst, shard_size_mb=args.shard_size_mb, storage_options=storage,
-                                          repair=mode == "repair")
+                    report = pack_dataset(
+                        args.source, dst, shard_size_mb=args.shard_size_mb, storage_options=storage, repair=mode == "repair"
+                    )
                     times[mode].append(time.perf_counter() - started)
                     assert report.shards_written == 0 and report.shards_rehashed == (report.shards if mode == "repair" else 0)
             for mode, values in times.items():
-                print(f"  re-run ({mode}): median {statistics.median(values):.2f} s of {len(values)} "
-                      f"({', '.join(f'{v:.2f}' for v in values)})")
+                print(
+                    f"  re-run ({mode}): median {statistics.median(values):.2f} s of {len(values)} "
+                    f"({', '.join(f'{v:.2f}' for v in values)})"
+                )
 
 
 if __name__ == "__main__":

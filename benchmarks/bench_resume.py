@@ -47,8 +47,15 @@ def main() -> None:
         # The arithmetic alone: where worker 1 resumes and its next draw, from the index only.
         dataset.upcoming_anchors(worker=1, num_workers=args.workers, limit=1)
         arithmetic = time.perf_counter() - plan_started
-        results.append({"offset": offset, "open_s": opened - started, "resume_to_first_batch_s": done - opened,
-                        "resume_arithmetic_s": arithmetic, "first_index": int(batch["index"][0])})
+        results.append(
+            {
+                "offset": offset,
+                "open_s": opened - started,
+                "resume_to_first_batch_s": done - opened,
+                "resume_arithmetic_s": arithmetic,
+                "first_index": int(batch["index"][0]),
+            }
+        )
         print(json.dumps(results[-1]), flush=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
 

@@ -24,7 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.loader_measure import delta_for  # noqa: E402
+from benchmarks.loader_measure import delta_for
 from lerobot_shards import BatchLoader, PackedDataset
 
 
@@ -44,9 +44,16 @@ def profile(packed: Path, mode: str, threads: int, batches: int, warmup: int, ba
     after = dataset.stats()
     decode = after["decode_seconds"] - before["decode_seconds"]
     frames = after["frames_decoded"] - before["frames_decoded"]
-    return {"mode": mode, "decode_threads": threads, "samples": samples, "ms_per_sample": 1000 * wall / samples,
-            "decode_ms_per_sample": 1000 * decode / samples, "other_ms_per_sample": 1000 * (wall - decode) / samples,
-            "frames_per_sample": frames / samples, "samples_per_s": samples / wall}
+    return {
+        "mode": mode,
+        "decode_threads": threads,
+        "samples": samples,
+        "ms_per_sample": 1000 * wall / samples,
+        "decode_ms_per_sample": 1000 * decode / samples,
+        "other_ms_per_sample": 1000 * (wall - decode) / samples,
+        "frames_per_sample": frames / samples,
+        "samples_per_s": samples / wall,
+    }
 
 
 def main() -> int:
@@ -58,13 +65,18 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = [profile(args.packed, mode, threads, args.batches, args.warmup, args.batch_size)
-            for mode in ("single", "chunk") for threads in (1, 2)]
+    rows = [
+        profile(args.packed, mode, threads, args.batches, args.warmup, args.batch_size)
+        for mode in ("single", "chunk")
+        for threads in (1, 2)
+    ]
     print("| mode | decode_threads | ms / sample | in decode | other | frames / sample | samples/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['mode']} | {r['decode_threads']} | {r['ms_per_sample']:.1f} | {r['decode_ms_per_sample']:.1f} | "
-              f"{r['other_ms_per_sample']:.1f} | {r['frames_per_sample']:.0f} | {r['samples_per_s']:.1f} |")
+        print(
+            f"| {r['mode']} | {r['decode_threads']} | {r['ms_per_sample']:.1f} | {r['decode_ms_per_sample']:.1f} | "
+            f"{r['other_ms_per_sample']:.1f} | {r['frames_per_sample']:.0f} | {r['samples_per_s']:.1f} |"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(rows, indent=1))
     return 0

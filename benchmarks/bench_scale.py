@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.proc_stats import alive, children, private_kb, status_kb, wait_idle  # noqa: E402
+from benchmarks.proc_stats import alive, children, private_kb, status_kb, wait_idle
 
 
 def measure(url: str, kind: str, batches: int) -> dict:
@@ -49,7 +49,11 @@ def measure(url: str, kind: str, batches: int) -> dict:
         pass
 
     def open_dataset(**kwargs):
-        return PackedDataset(url, return_uint8=True, **kwargs) if kind == "pack" else MixtureDataset(url, return_uint8=True, **kwargs)
+        return (
+            PackedDataset(url, return_uint8=True, **kwargs)
+            if kind == "pack"
+            else MixtureDataset(url, return_uint8=True, **kwargs)
+        )
 
     started = time.perf_counter()
     dataset = open_dataset(rank=0, world_size=2)
@@ -79,15 +83,27 @@ def measure(url: str, kind: str, batches: int) -> dict:
     next(resumed)
     resume_s = time.perf_counter() - started
     return {
-        "kind": kind, "episodes": int(dataset.catalog.num_episodes), "anchors": int(dataset.catalog.anchor_counts.sum()), "open_s": open_s,
-        "rss_after_open_mb": rss_open_mb, "first_batch_s": first_batch_s, "steady_samples_per_s": steady, "workers": memory,
-        "state_bytes": state_bytes, "resume_other_world_s": resume_s,
+        "kind": kind,
+        "episodes": int(dataset.catalog.num_episodes),
+        "anchors": int(dataset.catalog.anchor_counts.sum()),
+        "open_s": open_s,
+        "rss_after_open_mb": rss_open_mb,
+        "first_batch_s": first_batch_s,
+        "steady_samples_per_s": steady,
+        "workers": memory,
+        "state_bytes": state_bytes,
+        "resume_other_world_s": resume_s,
     }
 
 
 def _measure_in_child(url: str, kind: str, batches: int) -> dict:
-    result = subprocess.run([sys.executable, __file__, "--measure", url, "--kind", kind, "--batches", str(batches)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    result = subprocess.run(
+        [sys.executable, __file__, "--measure", url, "--kind", kind, "--batches", str(batches)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"measure failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return json.loads(next(line for line in result.stdout.splitlines() if line.startswith("{")))
@@ -131,15 +147,22 @@ def bench_mixture(out: Path, packs: int, per_pack: int, batches: int, create_onl
         if count < packs:
             rows.append({"shape": "mixture create", "packs": count, "episodes": count * per_pack, "create": _create(root, count)})
     create = _create(root, packs)
-    row = {"shape": "mixture", "packs": packs, "write_s": written, "create": create,
-           **_measure_in_child(str(root / "mixture.json"), "mixture", batches)}
+    row = {
+        "shape": "mixture",
+        "packs": packs,
+        "write_s": written,
+        "create": create,
+        **_measure_in_child(str(root / "mixture.json"), "mixture", batches),
+    }
     return rows + [row]
 
 
 def _create(root: Path, count: int) -> dict:
     """``mixture create`` over the first ``count`` packs under ``root``, timed in its own process."""
-    code = ("import sys; from lerobot_shards import create_mixture; n = int(sys.argv[2]); "
-            "create_mixture(sys.argv[1], names={f'ds-{i:05d}': f'ds-{i:05d}' for i in range(n)})")
+    code = (
+        "import sys; from lerobot_shards import create_mixture; n = int(sys.argv[2]); "
+        "create_mixture(sys.argv[1], names={f'ds-{i:05d}': f'ds-{i:05d}' for i in range(n)})"
+    )
     return _timed([sys.executable, "-c", code, str(root), str(count)])
 
 
@@ -151,7 +174,9 @@ def main() -> None:
     parser.add_argument("--pack-length", type=int, default=101)
     parser.add_argument("--packs", type=int, default=10_000)
     parser.add_argument("--episodes-per-pack", type=int, default=100)
-    parser.add_argument("--create-only", type=int, nargs="*", default=[3240], help="also time mixture create over the first N packs")
+    parser.add_argument(
+        "--create-only", type=int, nargs="*", default=[3240], help="also time mixture create over the first N packs"
+    )
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lerobot_shards.packer.shard import EncodeSettings  # noqa: E402
+from lerobot_shards.packer.shard import EncodeSettings
 
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium")
 FLOOR_DB = 35.0
@@ -102,19 +102,37 @@ def main(argv: list[str] | None = None) -> int:
                 raise AssertionError(f"{preset}: {len(decoded)} frames decoded of {len(reference)} encoded")
             scores += [psnr(a, b) for a, b in zip(decoded, reference)]
             count += len(frames)
-        row = {"preset": preset, "frames": count, "frames_per_s_per_core": count / cpu, "psnr_mean_db": float(np.mean(scores)),
-               "psnr_min_db": float(np.min(scores)), "bytes_per_frame": size / count}
+        row = {
+            "preset": preset,
+            "frames": count,
+            "frames_per_s_per_core": count / cpu,
+            "psnr_mean_db": float(np.mean(scores)),
+            "psnr_min_db": float(np.min(scores)),
+            "bytes_per_frame": size / count,
+        }
         rows.append(row)
-        print(f"{preset:10} {row['frames_per_s_per_core']:6.1f} frames/s/core  PSNR mean {row['psnr_mean_db']:.1f} "
-              f"min {row['psnr_min_db']:.1f} dB  {row['bytes_per_frame']:.0f} B/frame", flush=True)
+        print(
+            f"{preset:10} {row['frames_per_s_per_core']:6.1f} frames/s/core  PSNR mean {row['psnr_mean_db']:.1f} "
+            f"min {row['psnr_min_db']:.1f} dB  {row['bytes_per_frame']:.0f} B/frame",
+            flush=True,
+        )
     qualifying = [r for r in rows if r["psnr_min_db"] >= FLOOR_DB]
     best = max(qualifying, key=lambda r: r["frames_per_s_per_core"])["preset"] if qualifying else None
     print(f"fastest preset with every frame >= {FLOOR_DB} dB: {best}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "command": " ".join(sys.argv), "machine": platform.machine(), "pyav": av.__version__,
-        "size": [cameras[0][0].height, cameras[0][0].width], "rows": rows, "default": best,
-    }, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": " ".join(sys.argv),
+                "machine": platform.machine(),
+                "pyav": av.__version__,
+                "size": [cameras[0][0].height, cameras[0][0].width],
+                "rows": rows,
+                "default": best,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -72,5 +72,9 @@ def decode_ceiling(packed: Path, delta, samples: int, workers: int, seed: int) -
         process.join()
     wall = time.perf_counter() - started
     slowest = max(seconds for _, _, seconds in results)
-    return {"samples_per_s": sum(n for n, _, _ in results) / slowest, "frames_per_s": sum(f for _, f, _ in results) / slowest,
-            "processes": workers, "wall_s": wall}
+    return {
+        "samples_per_s": sum(n for n, _, _ in results) / slowest,
+        "frames_per_s": sum(f for _, f, _ in results) / slowest,
+        "processes": workers,
+        "wall_s": wall,
+    }

@@ -15,11 +15,20 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loader_measure import measure_loader  # noqa: E402
+from loader_measure import measure_loader
 
 
-def run_lerobot(system: str, source: Path, delta, *, workers: int, batch_size: int, warmup: int, max_batches: int,
-                lance_root: Path | None = None) -> dict:
+def run_lerobot(
+    system: str,
+    source: Path,
+    delta,
+    *,
+    workers: int,
+    batch_size: int,
+    warmup: int,
+    max_batches: int,
+    lance_root: Path | None = None,
+) -> dict:
     """Run this script in ``.venv-parity`` and return its JSON result (``{"skipped": ...}``
     when that venv does not exist, ``{"error": ...}`` when LeRobot failed)."""
     import subprocess
@@ -29,8 +38,22 @@ def run_lerobot(system: str, source: Path, delta, *, workers: int, batch_size: i
     if not python.exists():
         return {"skipped": "no .venv-parity (run `make parity` once to create it)"}
     command = [
-        str(python), str(Path(__file__).resolve()), "--root", str(source), "--system", system, "--delta", json.dumps(delta),
-        "--workers", str(workers), "--batch-size", str(batch_size), "--warmup", str(warmup), "--max-batches", str(max_batches),
+        str(python),
+        str(Path(__file__).resolve()),
+        "--root",
+        str(source),
+        "--system",
+        system,
+        "--delta",
+        json.dumps(delta),
+        "--workers",
+        str(workers),
+        "--batch-size",
+        str(batch_size),
+        "--warmup",
+        str(warmup),
+        "--max-batches",
+        str(max_batches),
     ] + (["--lance-root", str(lance_root)] if lance_root is not None else [])
     result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
@@ -52,8 +75,13 @@ def _lance_loader(args, delta):
         convert = Path(sys.executable).parent / "lerobot-lance-convert"
         subprocess.run([str(convert), "--root", args.root, "--out", str(lance_root)], check=True, capture_output=True)
     dataset = LanceDBDataset(root=str(lance_root), delta_timestamps=delta, return_uint8=args.system == "lance-uint8")
-    return torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers, shuffle=True,
-                                       multiprocessing_context=lance_mp_context() if args.workers else None)
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        num_workers=args.workers,
+        shuffle=True,
+        multiprocessing_context=lance_mp_context() if args.workers else None,
+    )
 
 
 def main() -> None:

@@ -75,8 +75,12 @@ def main() -> None:
     from benchmarks.bench_gpu_decode import DecoderUtilization
 
     rows = []
-    for name, threads, batch, copy in (("stage, 8 threads", 8, 64, True), ("no frame copies, 8 threads", 8, 64, False),
-                                       ("batches of 256, 8 threads", 8, 256, True), ("stage, 16 threads, batches of 256", 16, 256, True)):
+    for name, threads, batch, copy in (
+        ("stage, 8 threads", 8, 64, True),
+        ("no frame copies, 8 threads", 8, 64, False),
+        ("batches of 256, 8 threads", 8, 256, True),
+        ("stage, 16 threads, batches of 256", 16, 256, True),
+    ):
         context = multiprocessing.get_context("spawn")  # a fresh process per variant: the copy patch stays in it
         queue = context.Queue()
         with DecoderUtilization() as utilization:
@@ -84,8 +88,13 @@ def main() -> None:
             process.start()
             result = queue.get(timeout=300)
             process.join(timeout=60)
-        row = {"variant": name, **result, "decoder_utilization_pct": sorted(utilization.samples)[len(utilization.samples) // 2]
-               if utilization.samples else None}
+        row = {
+            "variant": name,
+            **result,
+            "decoder_utilization_pct": sorted(utilization.samples)[len(utilization.samples) // 2]
+            if utilization.samples
+            else None,
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     for processes, threads in ((2, 4), (4, 2), (4, 4)):
@@ -93,16 +102,23 @@ def main() -> None:
         queue = context.Queue()
         start_at = time.time() + 15  # every process has opened CUDA and its members by then
         with DecoderUtilization() as utilization:
-            workers = [context.Process(target=_process, args=((args.pack, threads, 64, args.seconds, True, p, start_at), queue))
-                       for p in range(processes)]
+            workers = [
+                context.Process(target=_process, args=((args.pack, threads, 64, args.seconds, True, p, start_at), queue))
+                for p in range(processes)
+            ]
             for w in workers:
                 w.start()
             results = [queue.get(timeout=300) for _ in workers]
             for w in workers:
                 w.join(timeout=60)
-        row = {"variant": f"{processes} processes x {threads} threads", "frames_per_s": sum(r["frames_per_s"] for r in results),
-               "per_process": [round(r["frames_per_s"]) for r in results],
-               "decoder_utilization_pct": sorted(utilization.samples)[len(utilization.samples) // 2] if utilization.samples else None}
+        row = {
+            "variant": f"{processes} processes x {threads} threads",
+            "frames_per_s": sum(r["frames_per_s"] for r in results),
+            "per_process": [round(r["frames_per_s"]) for r in results],
+            "decoder_utilization_pct": sorted(utilization.samples)[len(utilization.samples) // 2]
+            if utilization.samples
+            else None,
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.out:

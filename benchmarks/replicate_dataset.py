@@ -46,7 +46,9 @@ def replicate(source: Path, dst: Path, times: int) -> None:
     for k in range(times):
         shifted = _shift(_shift(data, "episode_index", k * count), "index", k * rows)
         pq.write_table(shifted, dst / "data" / "chunk-000" / f"file-{k:03d}.parquet")
-        meta = _shift(_shift(_shift(episodes, "episode_index", k * count), "dataset_from_index", k * rows), "dataset_to_index", k * rows)
+        meta = _shift(
+            _shift(_shift(episodes, "episode_index", k * count), "dataset_from_index", k * rows), "dataset_to_index", k * rows
+        )
         meta = _set(meta, "data/file_index", k)
         for key in cameras:
             meta = _set(meta, f"videos/{key}/file_index", k)

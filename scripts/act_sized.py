@@ -55,8 +55,20 @@ class ActSizedPolicy(nn.Module):
     ``height`` and ``width``: the cameras' frame size, for the learned token positions.
     """
 
-    def __init__(self, state_dim: int, num_cameras: int, action_dim: int, horizon: int, height: int, width: int,
-                 dim: int = 512, heads: int = 8, feedforward: int = 3200, encoder_layers: int = 4, decoder_layers: int = 1):
+    def __init__(
+        self,
+        state_dim: int,
+        num_cameras: int,
+        action_dim: int,
+        horizon: int,
+        height: int,
+        width: int,
+        dim: int = 512,
+        heads: int = 8,
+        feedforward: int = 3200,
+        encoder_layers: int = 4,
+        decoder_layers: int = 1,
+    ):
         super().__init__()
         self.horizon, self.action_dim = horizon, action_dim
         self.backbone = ResNet18Features()

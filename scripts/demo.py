@@ -84,7 +84,7 @@ def main() -> None:
         "e.shard FROM episodes e JOIN samples s USING (episode_index) GROUP BY ALL ORDER BY 1 LIMIT 5"
     )
     columns, rows = run_sql(str(packed), query)
-    print(f"[4/4] lerobot-shards sql {packed} \"{query}\"")
+    print(f'[4/4] lerobot-shards sql {packed} "{query}"')
     print("      " + " | ".join(columns))
     for row in rows:
         print("      " + " | ".join(str(v) for v in row))

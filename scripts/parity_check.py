@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from lerobot_shards import PackedDataset, pack_dataset
 from lerobot_shards.testing import rollover_spec, write_sample_dataset
-from tests.lerobot_reference import reference_item  # noqa: E402
+from tests.lerobot_reference import reference_item
 
 WINDOWS = [
     None,
@@ -42,7 +42,9 @@ WINDOWS = [
 
 def assert_same(expected: dict, actual: dict, where: str) -> None:
     if set(expected) != set(actual):
-        raise AssertionError(f"{where}: keys differ: only LeRobot {set(expected) - set(actual)}, only ours {set(actual) - set(expected)}")
+        raise AssertionError(
+            f"{where}: keys differ: only LeRobot {set(expected) - set(actual)}, only ours {set(actual) - set(expected)}"
+        )
     for key, value in expected.items():
         other = actual[key]
         if isinstance(value, str):
@@ -50,7 +52,9 @@ def assert_same(expected: dict, actual: dict, where: str) -> None:
                 raise AssertionError(f"{where}: {key}: {value!r} != {other!r}")
             continue
         if value.shape != other.shape or value.dtype != other.dtype:
-            raise AssertionError(f"{where}: {key}: shape/dtype {tuple(value.shape)} {value.dtype} != {tuple(other.shape)} {other.dtype}")
+            raise AssertionError(
+                f"{where}: {key}: shape/dtype {tuple(value.shape)} {value.dtype} != {tuple(other.shape)} {other.dtype}"
+            )
         if not torch.equal(value, other):
             diff = (value.double() - other.double()).abs().max().item()
             raise AssertionError(f"{where}: {key}: values differ (max abs diff {diff})")
@@ -101,7 +105,18 @@ def compare_meta(packed: Path, name: str) -> None:
 
     theirs = LeRobotDatasetMetadata("local/x", root=packed)
     mine = PackedDataset(str(packed)).meta
-    for field in ("fps", "features", "robot_type", "total_episodes", "total_frames", "camera_keys", "video_keys", "image_keys", "shapes", "names"):
+    for field in (
+        "fps",
+        "features",
+        "robot_type",
+        "total_episodes",
+        "total_frames",
+        "camera_keys",
+        "video_keys",
+        "image_keys",
+        "shapes",
+        "names",
+    ):
         if getattr(theirs, field) != getattr(mine, field):
             raise AssertionError(f"{name}: meta.{field} differs: {getattr(theirs, field)!r} != {getattr(mine, field)!r}")
     if not theirs.tasks.equals(mine.tasks):
@@ -136,7 +151,11 @@ def main() -> None:
             lerobot = LeRobotDataset("local/written", root=written, delta_timestamps=window)
             for i in range(len(lerobot)):
                 expected = lerobot[i]
-                assert_same(expected, reference_item(written, int(expected["index"]), window), f"oracle on LeRobot-written window={window} index={i}")
+                assert_same(
+                    expected,
+                    reference_item(written, int(expected["index"]), window),
+                    f"oracle on LeRobot-written window={window} index={i}",
+                )
                 written_checked += 1
         print(f"[parity] test oracle == LeRobotDataset on {written_checked} samples of a LeRobot-written dataset")
         total = 0
@@ -149,7 +168,9 @@ def main() -> None:
         print("[parity] PackedDataset.meta == LeRobotDatasetMetadata on both packs")
         from train_lerobot_policy import main as train_policy
 
-        code = train_policy(["--data", str(work / "lerobot-writer-packed"), "--steps", "40", "--batch-size", "4", "--require-fall"])
+        code = train_policy(
+            ["--data", str(work / "lerobot-writer-packed"), "--steps", "40", "--batch-size", "4", "--require-fall"]
+        )
         if code != 0:
             raise AssertionError(f"ACT on the packed dataset: exit {code} (1: a loss was not finite, 2: the loss did not fall)")
         print("[parity] LeRobot ACT trains on PackedDataset + BatchLoader: losses finite and falling")

@@ -46,9 +46,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lerobot.configs.video import DepthEncoderConfig, RGBEncoderConfig  # noqa: E402
-from lerobot.datasets import dataset_tools  # noqa: E402
-from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
+from lerobot.configs.video import DepthEncoderConfig, RGBEncoderConfig
+from lerobot.datasets import dataset_tools
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from lerobot_shards import PackedDataset
 from lerobot_shards.testing import identity_frame
@@ -91,11 +91,26 @@ def _frame_value(key: str, feature: dict, episode: int, j: int, camera: int, rng
     return values.astype(dtype)
 
 
-def record(root: Path, features: dict, *, lengths=(9, 3, 14, 5, 11), fps: int = 30, use_videos: bool = True,
-           tasks=None, task_of=None, start_episode: int = 0, existing: LeRobotDataset | None = None, **create) -> LeRobotDataset:
+def record(
+    root: Path,
+    features: dict,
+    *,
+    lengths=(9, 3, 14, 5, 11),
+    fps: int = 30,
+    use_videos: bool = True,
+    tasks=None,
+    task_of=None,
+    start_episode: int = 0,
+    existing: LeRobotDataset | None = None,
+    **create,
+) -> LeRobotDataset:
     """Record ``lengths`` episodes with LeRobot's writer (or append to ``existing``)."""
     clean = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")} for k, v in features.items()}
-    ds = existing if existing is not None else LeRobotDataset.create(f"parity/{root.name}", fps=fps, features=clean, root=root, use_videos=use_videos, **create)
+    ds = (
+        existing
+        if existing is not None
+        else LeRobotDataset.create(f"parity/{root.name}", fps=fps, features=clean, root=root, use_videos=use_videos, **create)
+    )
     rng = np.random.default_rng(len(lengths) + fps)
     tasks = tasks or ["pick the cube", "place it"]
     cameras = [k for k, f in features.items() if f["dtype"] in ("video", "image")]
@@ -147,12 +162,31 @@ def layouts() -> dict:
         for path in sorted((root / "data").glob("*/*.parquet")):
             table = pq.read_table(path)
             episodes, stamps = table["episode_index"].to_pylist(), table["timestamp"].to_pylist()
-            persistent = [[{"role": "user", "content": f"plan of episode {e}", "style": "plan", "timestamp": 0.0, "camera": None,
-                            "tool_calls": None},
-                           {"role": "assistant", "content": "reach the cube", "style": "subtask", "timestamp": 0.1, "camera": None,
-                            "tool_calls": None}] for e in episodes]
-            events = [[_normalize_event_row(speech_atom(t, f"at {t:.3f} s in {e}"))] if round(t * 30) % 4 == 1 else []
-                      for e, t in zip(episodes, stamps)]
+            persistent = [
+                [
+                    {
+                        "role": "user",
+                        "content": f"plan of episode {e}",
+                        "style": "plan",
+                        "timestamp": 0.0,
+                        "camera": None,
+                        "tool_calls": None,
+                    },
+                    {
+                        "role": "assistant",
+                        "content": "reach the cube",
+                        "style": "subtask",
+                        "timestamp": 0.1,
+                        "camera": None,
+                        "tool_calls": None,
+                    },
+                ]
+                for e in episodes
+            ]
+            events = [
+                [_normalize_event_row(speech_atom(t, f"at {t:.3f} s in {e}"))] if round(t * 30) % 4 == 1 else []
+                for e, t in zip(episodes, stamps)
+            ]
             new = LanguageColumnsWriter()._materialize_table(table, persistent, events, drop_old=True)
             write_table_one_row_group_per_episode(new, path)
         info = json.loads((root / "meta/info.json").read_text())
@@ -170,21 +204,31 @@ def layouts() -> dict:
         "av1-default": lambda r: record(r, two_cams),
         "h264": lambda r: record(r, one_cam, rgb_encoder=RGBEncoderConfig(vcodec="h264", g=2)),
         "h264-10bit": lambda r: record(r, one_cam, rgb_encoder=RGBEncoderConfig(vcodec="h264", pix_fmt="yuv420p10le", g=2)),
-        "h264-bframes-long-gop": lambda r: record(r, one_cam, lengths=(40, 33, 25),
-                                                  rgb_encoder=RGBEncoderConfig(vcodec="h264", g=30, crf=23)),
-        "hevc-no-bframes": lambda r: record(r, one_cam, rgb_encoder=RGBEncoderConfig(
-            vcodec="hevc", g=2, extra_options={"x265-params": "bframes=0"})),
-        "hevc-444-bframes": lambda r: record(r, one_cam, lengths=(20, 15, 9),
-                                             rgb_encoder=RGBEncoderConfig(vcodec="hevc", pix_fmt="yuv444p", g=8)),
+        "h264-bframes-long-gop": lambda r: record(
+            r, one_cam, lengths=(40, 33, 25), rgb_encoder=RGBEncoderConfig(vcodec="h264", g=30, crf=23)
+        ),
+        "hevc-no-bframes": lambda r: record(
+            r, one_cam, rgb_encoder=RGBEncoderConfig(vcodec="hevc", g=2, extra_options={"x265-params": "bframes=0"})
+        ),
+        "hevc-444-bframes": lambda r: record(
+            r, one_cam, lengths=(20, 15, 9), rgb_encoder=RGBEncoderConfig(vcodec="hevc", pix_fmt="yuv444p", g=8)
+        ),
         "av1-10bit": lambda r: record(r, one_cam, rgb_encoder=RGBEncoderConfig(pix_fmt="yuv420p10le")),
-        "odd-and-portrait": lambda r: record(r, {**BASE, "observation.images.odd": _vid(97, 131),
-                                                 "observation.images.portrait": _vid(96, 48)}),
+        "odd-and-portrait": lambda r: record(
+            r, {**BASE, "observation.images.odd": _vid(97, 131), "observation.images.portrait": _vid(96, 48)}
+        ),
         "fps10": lambda r: record(r, one_cam, fps=10, lengths=(12, 30, 7)),
         "fps50": lambda r: record(r, one_cam, fps=50, lengths=(60, 45, 80)),
-        "dtypes": lambda r: record(r, {**one_cam, "count": {"dtype": "int64", "shape": (3,), "names": None},
-                                       "flag": {"dtype": "bool", "shape": (1,), "names": None},
-                                       "pose": {"dtype": "float32", "shape": (2, 3), "names": None},
-                                       "note": {"dtype": "string", "shape": (1,), "names": None}}),
+        "dtypes": lambda r: record(
+            r,
+            {
+                **one_cam,
+                "count": {"dtype": "int64", "shape": (3,), "names": None},
+                "flag": {"dtype": "bool", "shape": (1,), "names": None},
+                "pose": {"dtype": "float32", "shape": (2, 3), "names": None},
+                "note": {"dtype": "string", "shape": (1,), "names": None},
+            },
+        ),
         "unicode-tasks": lambda r: record(r, one_cam, lengths=(40, 40), task_of=lambda e, j: unicode_tasks[(e * 40 + j) % 40]),
         "one-frame-episodes": lambda r: record(r, one_cam, lengths=(1, 1, 3, 1)),
         "tiny-files": tiny_files,
@@ -192,27 +236,50 @@ def layouts() -> dict:
         "streaming-encoding": lambda r: record(r, two_cams, streaming_encoding=True),
         "tasks-in-episode": lambda r: record(r, one_cam, **smooth(0)),
         "images-only": lambda r: record(r, {**BASE, "observation.images.top": _img(48, 64)}, use_videos=False),
-        "video-and-image": lambda r: record(r, {**BASE, "observation.images.top": _vid(48, 64),
-                                                "observation.images.wrist": _img(32, 40)}),
+        "video-and-image": lambda r: record(
+            r, {**BASE, "observation.images.top": _vid(48, 64), "observation.images.wrist": _img(32, 40)}
+        ),
         "depth-video": lambda r: record(r, {**one_cam, "observation.depth": _depth("video", 48, 64)}),
-        "depth-video-linear-m": lambda r: record(r, {**one_cam, "observation.depth": _depth("video", 48, 64)},
-                                                 depth_encoder=DepthEncoderConfig(use_log=False, depth_min=0.2, depth_max=4.0)),
+        "depth-video-linear-m": lambda r: record(
+            r,
+            {**one_cam, "observation.depth": _depth("video", 48, 64)},
+            depth_encoder=DepthEncoderConfig(use_log=False, depth_min=0.2, depth_max=4.0),
+        ),
         "depth-image": lambda r: record(r, {**BASE, "observation.depth": _depth("image", 48, 64)}, use_videos=False),
-        "gray16-image": lambda r: record(r, {**BASE, "observation.images.ir": {**_img(48, 64, 1), "_uint16": True}},
-                                         use_videos=False),
+        "gray16-image": lambda r: record(
+            r, {**BASE, "observation.images.ir": {**_img(48, 64, 1), "_uint16": True}}, use_videos=False
+        ),
         "one-episode-per-file": lambda r: record(r, two_cams, video_files_size_in_mb=0.0001, data_files_size_in_mb=0.0001),
         "edit-delete-episodes": lambda r: edited(r, lambda t, d: dataset_tools.delete_episodes(d, [1, 3], output_dir=t / "out")),
-        "edit-split": lambda r: edited(r, lambda t, d: dataset_tools.split_dataset(d, {"train": [0, 2, 5], "val": [1, 3, 4]},
-                                                                                    output_dir=t / "out")),
-        "edit-merge": lambda r: edited(r, lambda t, d: dataset_tools.merge_datasets(
-            [d, record(t / "second", two_cams, lengths=(4, 6))], output_repo_id="parity/merged", output_dir=t / "out")),
-        "edit-add-remove-features": lambda r: edited(r, lambda t, d: dataset_tools.modify_features(
-            d, add_features={"reward": (np.arange(d.meta.total_frames, dtype=np.float32).reshape(-1, 1),
-                                        {"dtype": "float32", "shape": (1,), "names": None})},
-            remove_features=["observation.images.side"], output_dir=t / "out")),
-        "edit-modify-tasks": lambda r: edited(r, lambda t, d: dataset_tools.modify_tasks(d, episode_tasks={0: "first", 2: "third"})),
-        "edit-reencode": lambda r: edited(r, lambda t, d: dataset_tools.reencode_dataset(
-            d, rgb_encoder=RGBEncoderConfig(vcodec="h264", g=4), num_workers=1)),
+        "edit-split": lambda r: edited(
+            r, lambda t, d: dataset_tools.split_dataset(d, {"train": [0, 2, 5], "val": [1, 3, 4]}, output_dir=t / "out")
+        ),
+        "edit-merge": lambda r: edited(
+            r,
+            lambda t, d: dataset_tools.merge_datasets(
+                [d, record(t / "second", two_cams, lengths=(4, 6))], output_repo_id="parity/merged", output_dir=t / "out"
+            ),
+        ),
+        "edit-add-remove-features": lambda r: edited(
+            r,
+            lambda t, d: dataset_tools.modify_features(
+                d,
+                add_features={
+                    "reward": (
+                        np.arange(d.meta.total_frames, dtype=np.float32).reshape(-1, 1),
+                        {"dtype": "float32", "shape": (1,), "names": None},
+                    )
+                },
+                remove_features=["observation.images.side"],
+                output_dir=t / "out",
+            ),
+        ),
+        "edit-modify-tasks": lambda r: edited(
+            r, lambda t, d: dataset_tools.modify_tasks(d, episode_tasks={0: "first", 2: "third"})
+        ),
+        "edit-reencode": lambda r: edited(
+            r, lambda t, d: dataset_tools.reencode_dataset(d, rgb_encoder=RGBEncoderConfig(vcodec="h264", g=4), num_workers=1)
+        ),
         "convert-images-to-video": converted,
         "language-annotations": language,
     }
@@ -230,8 +297,10 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 def compare(expected: dict, actual: dict, *, lossy_keys: set[str], pictures: set[str], where: str) -> float:
     """Raise AssertionError at the first difference; returns the lowest PSNR of ``lossy_keys``."""
     if set(expected) != set(actual):
-        raise AssertionError(f"{where}: keys differ: only LeRobot {sorted(set(expected) - set(actual))}, "
-                             f"only ours {sorted(set(actual) - set(expected))}")
+        raise AssertionError(
+            f"{where}: keys differ: only LeRobot {sorted(set(expected) - set(actual))}, "
+            f"only ours {sorted(set(actual) - set(expected))}"
+        )
     lowest = math.inf
     for key, value in expected.items():
         other = actual[key]
@@ -263,12 +332,17 @@ def windows(features: dict, fps: int) -> dict:
 def check(source: Path, pack: Path, mode: str) -> list[dict]:
     meta = json.loads((source / "meta/info.json").read_text())
     fps = meta["fps"]
-    rgb_videos = {k for k, f in meta["features"].items() if f["dtype"] == "video" and not (f.get("info") or {}).get("is_depth_map")}
+    rgb_videos = {
+        k for k, f in meta["features"].items() if f["dtype"] == "video" and not (f.get("info") or {}).get("is_depth_map")
+    }
     pictures = {k for k, f in meta["features"].items() if f["dtype"] == "image"}
     reencoded = set(json.loads((pack / "manifest.json").read_text())["extra"]["reencoded_episodes"])
     rows = []
-    for config, delta, uint8 in (("single", None, True), ("windowed", windows(meta["features"], fps), True),
-                                 ("float", windows(meta["features"], fps), False)):
+    for config, delta, uint8 in (
+        ("single", None, True),
+        ("windowed", windows(meta["features"], fps), True),
+        ("float", windows(meta["features"], fps), False),
+    ):
         lerobot = LeRobotDataset(f"parity/{source.name}", root=source, delta_timestamps=delta, return_uint8=uint8)
         ours = PackedDataset(str(pack), shuffle=False, delta_timestamps=delta, return_uint8=uint8)
         compared = lerobot_errors = 0
@@ -277,19 +351,28 @@ def check(source: Path, pack: Path, mode: str) -> list[dict]:
             index = int(sample["index"])
             try:
                 expected = lerobot[index]
-            except Exception:  # noqa: BLE001 - LeRobot's own failure on this sample, counted
+            except Exception:
                 lerobot_errors += 1
                 continue
             lossy = rgb_videos if int(sample["episode_index"]) in reencoded else set()
-            lowest = min(lowest, compare(expected, sample, lossy_keys=lossy, pictures=pictures,
-                                         where=f"{pack.name} {config} index {index}"))
+            lowest = min(
+                lowest,
+                compare(expected, sample, lossy_keys=lossy, pictures=pictures, where=f"{pack.name} {config} index {index}"),
+            )
             compared += 1
         if compared + lerobot_errors != len(lerobot):
             raise AssertionError(f"{pack.name} {config}: {compared + lerobot_errors} samples, LeRobot has {len(lerobot)}")
         if lowest < MIN_PSNR_DB:
             raise AssertionError(f"{pack.name} {config}: a re-encoded frame at {lowest:.1f} dB (< {MIN_PSNR_DB})")
-        rows.append({"config": config, "compared": compared, "differing": 0, "lerobot_errors": lerobot_errors,
-                     "min_psnr_db": None if math.isinf(lowest) else round(lowest, 2)})
+        rows.append(
+            {
+                "config": config,
+                "compared": compared,
+                "differing": 0,
+                "lerobot_errors": lerobot_errors,
+                "min_psnr_db": None if math.isinf(lowest) else round(lowest, 2),
+            }
+        )
     return rows
 
 
@@ -319,19 +402,30 @@ def main() -> int:
                 pack = work / f"{name}.{mode}"
                 shutil.rmtree(pack, ignore_errors=True)
                 # The CLI in its own process, as a user runs it (a crash of one layout ends only it).
-                done = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "pack", str(source), str(pack), "--video", mode],
-                                      cwd=ROOT, capture_output=True, text=True)
+                done = subprocess.run(
+                    [sys.executable, "-m", "lerobot_shards.cli", "pack", str(source), str(pack), "--video", mode],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                )
                 if done.returncode:
                     raise RuntimeError(f"pack --video {mode} exited {done.returncode}: {(done.stderr or done.stdout)[-600:]}")
                 manifest = json.loads((pack / "manifest.json").read_text())
                 for row in check(source, pack, mode):
-                    row.update(layout=name, pack=mode, reencoded=len(manifest["extra"]["reencoded_episodes"]),
-                               episodes=manifest["totals"]["episodes"])
+                    row.update(
+                        layout=name,
+                        pack=mode,
+                        reencoded=len(manifest["extra"]["reencoded_episodes"]),
+                        episodes=manifest["totals"]["episodes"],
+                    )
                     table.append(row)
-                    print(f"{name:26s} {mode:5s} {row['config']:9s} compared {row['compared']:4d} differing 0 "
-                          f"lerobot-errors {row['lerobot_errors']:3d}"
-                          + (f" min {row['min_psnr_db']} dB" if row["min_psnr_db"] is not None else ""), flush=True)
-        except Exception as err:  # noqa: BLE001 - every layout runs; failures listed at the end
+                    print(
+                        f"{name:26s} {mode:5s} {row['config']:9s} compared {row['compared']:4d} differing 0 "
+                        f"lerobot-errors {row['lerobot_errors']:3d}"
+                        + (f" min {row['min_psnr_db']} dB" if row["min_psnr_db"] is not None else ""),
+                        flush=True,
+                    )
+        except Exception as err:
             failures.append((name, err))
             print(f"{name:26s} FAILED: {type(err).__name__}: {str(err)[:400]}", flush=True)
             traceback.print_exc(limit=4)

@@ -40,10 +40,20 @@ from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, create_mi
 
 BATCH, WORKERS, CHUNK, SEED = 8, 1, 10, 1000  # SEED: lerobot-train's default --seed
 POLICY = [
-    "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false", "--policy.pretrained_backbone_weights=null",
-    "--policy.dim_model=64", "--policy.n_heads=2", "--policy.dim_feedforward=128", "--policy.n_encoder_layers=1",
-    "--policy.n_decoder_layers=1", f"--policy.chunk_size={CHUNK}", f"--policy.n_action_steps={CHUNK}", "--policy.use_vae=false",
-    "--policy.optimizer_lr=1e-3", "--wandb.enable=false",
+    "--policy.type=act",
+    "--policy.device=cpu",
+    "--policy.push_to_hub=false",
+    "--policy.pretrained_backbone_weights=null",
+    "--policy.dim_model=64",
+    "--policy.n_heads=2",
+    "--policy.dim_feedforward=128",
+    "--policy.n_encoder_layers=1",
+    "--policy.n_decoder_layers=1",
+    f"--policy.chunk_size={CHUNK}",
+    f"--policy.n_action_steps={CHUNK}",
+    "--policy.use_vae=false",
+    "--policy.optimizer_lr=1e-3",
+    "--wandb.enable=false",
 ]
 
 
@@ -66,8 +76,19 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None) -> str:
 
 
 def _train(args: list[str], log: Path) -> str:
-    return _run([sys.executable, "-m", "lerobot_shards.train", *POLICY, f"--batch_size={BATCH}", f"--num_workers={WORKERS}",
-                 "--log_freq=10", *args], log)
+    return _run(
+        [
+            sys.executable,
+            "-m",
+            "lerobot_shards.train",
+            *POLICY,
+            f"--batch_size={BATCH}",
+            f"--num_workers={WORKERS}",
+            "--log_freq=10",
+            *args,
+        ],
+        log,
+    )
 
 
 def _losses(text: str) -> list[float]:
@@ -111,8 +132,10 @@ def _plan(dataset, steps: int) -> list[list]:
 def _same(name: str, got: list, want: list) -> str:
     if got != want:
         first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-        raise SystemExit(f"[parity-train] FAILED {name}: step {first + 1} received {got[first] if first < len(got) else None}, "
-                         f"the plan says {want[first] if first < len(want) else None} ({len(got)} vs {len(want)} steps)")
+        raise SystemExit(
+            f"[parity-train] FAILED {name}: step {first + 1} received {got[first] if first < len(got) else None}, "
+            f"the plan says {want[first] if first < len(want) else None} ({len(got)} vs {len(want)} steps)"
+        )
     return f"{len(got)} steps = the reader's plan"
 
 
@@ -142,8 +165,17 @@ def main() -> int:
     # 1. a pack, past an epoch end
     steps, half = args.steps, args.steps // 2
     episodes = "--dataset.episodes=[0,1,2,3]"
-    text = _train([f"--dataset.root={pack}", episodes, f"--steps={steps}", f"--save_freq={half}", "--output_dir=run1",
-                   "--shards.log_samples=run1-samples.jsonl"], out / "run1.log")
+    text = _train(
+        [
+            f"--dataset.root={pack}",
+            episodes,
+            f"--steps={steps}",
+            f"--save_freq={half}",
+            "--output_dir=run1",
+            "--shards.log_samples=run1-samples.jsonl",
+        ],
+        out / "run1.log",
+    )
     got = _logged(out / "run1-samples.jsonl.rank0")
     want = _plan(PackedDataset(str(pack), episodes=[0, 1, 2, 3], seed=SEED, return_uint8=True, delta_timestamps=delta), steps)
     results["pack"] = f"{_check_falls('pack', text)}; {_same('pack', got, want)}"
@@ -154,8 +186,16 @@ def main() -> int:
     results["resume"] = _same("resume", _logged(out / "run2-samples.jsonl.rank0"), got[half:])
 
     # 3. a 2-pack mixture
-    text = _train([f"--dataset.root={mixture / 'mixture.json'}", f"--steps={steps}", f"--save_freq={steps}", "--output_dir=mix",
-                   "--shards.log_samples=mix-samples.jsonl"], out / "mix.log")
+    text = _train(
+        [
+            f"--dataset.root={mixture / 'mixture.json'}",
+            f"--steps={steps}",
+            f"--save_freq={steps}",
+            "--output_dir=mix",
+            "--shards.log_samples=mix-samples.jsonl",
+        ],
+        out / "mix.log",
+    )
     want = _plan(MixtureDataset(str(mixture / "mixture.json"), seed=SEED, return_uint8=True, delta_timestamps=delta), steps)
     results["mixture"] = f"{_check_falls('mixture', text)}; {_same('mixture', _logged(out / 'mix-samples.jsonl.rank0'), want)}"
 
@@ -163,14 +203,39 @@ def main() -> int:
     samples = len(PackedDataset(str(pack), episodes=[0, 1]))
     epoch_steps = math.ceil(samples / 2 / BATCH)
     accelerate = Path(sys.executable).with_name("accelerate")
-    _run([str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-          "--dynamo_backend", "no", "-m", "lerobot_shards.train", *POLICY, f"--batch_size={BATCH}", f"--num_workers={WORKERS}",
-          f"--dataset.root={pack}", "--dataset.episodes=[0,1]", f"--steps={epoch_steps}", f"--save_freq={epoch_steps}",
-          "--output_dir=ddp", "--shards.log_samples=ddp-samples.jsonl"], out / "ddp.log")
+    _run(
+        [
+            str(accelerate),
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "lerobot_shards.train",
+            *POLICY,
+            f"--batch_size={BATCH}",
+            f"--num_workers={WORKERS}",
+            f"--dataset.root={pack}",
+            "--dataset.episodes=[0,1]",
+            f"--steps={epoch_steps}",
+            f"--save_freq={epoch_steps}",
+            "--output_dir=ddp",
+            "--shards.log_samples=ddp-samples.jsonl",
+        ],
+        out / "ddp.log",
+    )
     seen = [i for rank in (0, 1) for step in _logged(out / f"ddp-samples.jsonl.rank{rank}") for i in step]
     expected = list(range(samples))  # episodes 0 and 1 are the pack's first 500 indices
     if sorted(seen) != expected:
-        raise SystemExit(f"[parity-train] FAILED accelerate: {len(seen)} samples seen, {len(set(seen))} distinct, {samples} in the epoch")
+        raise SystemExit(
+            f"[parity-train] FAILED accelerate: {len(seen)} samples seen, {len(set(seen))} distinct, {samples} in the epoch"
+        )
     results["accelerate, 2 processes"] = f"{samples} samples of the epoch each seen once over {epoch_steps} steps"
     # 5. the README's commands as written
     readme = (ROOT / "README.md").read_text()

@@ -49,9 +49,7 @@ class TinyPolicy(nn.Module):
     def __init__(self, state_dim: int, num_cameras: int, action_dim: int, horizon: int):
         super().__init__()
         self.horizon, self.action_dim = horizon, action_dim
-        self.net = nn.Sequential(
-            nn.Linear(state_dim + 3 * num_cameras, 128), nn.ReLU(), nn.Linear(128, horizon * action_dim)
-        )
+        self.net = nn.Sequential(nn.Linear(state_dim + 3 * num_cameras, 128), nn.ReLU(), nn.Linear(128, horizon * action_dim))
 
     def forward(self, state: torch.Tensor, cameras: list[torch.Tensor]) -> torch.Tensor:
         pooled = [c.float().mean(dim=(-1, -2)) for c in cameras]  # (B, 3) per camera
@@ -62,11 +60,17 @@ class TinyPolicy(nn.Module):
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, nargs="+", help="packed dataset path or URL, a mixture.json, or several packs")
-    parser.add_argument("--storage-options", type=json.loads, default=None,
-                        help='fsspec options for a bucket as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\' '
-                             "(MinIO, R2, a local S3); AWS_ENDPOINT_URL works too")
+    parser.add_argument(
+        "--storage-options",
+        type=json.loads,
+        default=None,
+        help='fsspec options for a bucket as JSON, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\' '
+        "(MinIO, R2, a local S3); AWS_ENDPOINT_URL works too",
+    )
     parser.add_argument("--allow-duplicates", action="store_true", help="several --data packs may be the same pack (copies)")
-    parser.add_argument("--decode-device", default=None, help="decode video on this device (cuda: NVDEC) instead of in the workers")
+    parser.add_argument(
+        "--decode-device", default=None, help="decode video on this device (cuda: NVDEC) instead of in the workers"
+    )
     parser.add_argument("--policy", choices=("tiny", "act"), default="tiny", help="tiny MLP, or a policy of ACT's size")
     parser.add_argument("--steps", type=int, default=100, help="optimizer steps to run in total")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -94,16 +98,26 @@ def normalizer(stats: dict, key: str, width: int, device: torch.device) -> tuple
     return torch.from_numpy(mean).to(device), torch.from_numpy(np.maximum(std, 1e-8)).to(device)
 
 
-def open_dataset(data: list[str], *, horizon: int, seed: int, decode_device: str | None = None,
-                 allow_duplicates: bool = False, storage_options: dict | None = None) -> PackedDataset | MixtureDataset:
+def open_dataset(
+    data: list[str],
+    *,
+    horizon: int,
+    seed: int,
+    decode_device: str | None = None,
+    allow_duplicates: bool = False,
+    storage_options: dict | None = None,
+) -> PackedDataset | MixtureDataset:
     """The training stream: a pack, or a mixture (a ``mixture.json``, or several packs) whose
     datasets share one fps; the action window is ``horizon`` frames at that fps."""
     is_mixture = len(data) > 1 or data[0].rstrip("/").endswith(".json")
     source = data if len(data) > 1 else data[0]
     mixture = dict(allow_duplicates=allow_duplicates) if is_mixture else {}
     options = dict(storage_options=storage_options)
-    probe = (MixtureDataset(source, shuffle=False, **mixture, **options) if is_mixture
-             else PackedDataset(source, shuffle=False, **options))
+    probe = (
+        MixtureDataset(source, shuffle=False, **mixture, **options)
+        if is_mixture
+        else PackedDataset(source, shuffle=False, **options)
+    )
     fps = probe.meta.fps
     if fps is None:
         raise SystemExit(f"{data}: the mixture's datasets have different fps ({probe.fps}); train on one fps per run")
@@ -139,8 +153,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.decode_device is not None:
         decode_device = str(device) if args.decode_device == "cuda" and device.type == "cuda" else args.decode_device
     try:
-        dataset = open_dataset(args.data, horizon=args.horizon, seed=args.seed, decode_device=decode_device,
-                               allow_duplicates=args.allow_duplicates, storage_options=args.storage_options)
+        dataset = open_dataset(
+            args.data,
+            horizon=args.horizon,
+            seed=args.seed,
+            decode_device=decode_device,
+            allow_duplicates=args.allow_duplicates,
+            storage_options=args.storage_options,
+        )
     except LeRobotShardsError as err:  # a data or storage error says what and how to fix: no traceback
         raise SystemExit(f"[train] rank {rank}: {err}") from None
     features = dataset.meta.features  # a mixture's: harmonized (padded widths, every camera)
@@ -210,7 +230,12 @@ def main(argv: list[str] | None = None) -> None:
             step += 1
             seen += len(state_in)
             if log is not None:
-                log.write(json.dumps({"rank": rank, "step": step, "epoch": epoch, "index": batch["index"].tolist(), "loss": loss.item()}) + "\n")
+                log.write(
+                    json.dumps(
+                        {"rank": rank, "step": step, "epoch": epoch, "index": batch["index"].tolist(), "loss": loss.item()}
+                    )
+                    + "\n"
+                )
                 log.flush()
             wait.step_done()
             if rank == 0 and step % args.log_every == 0:
@@ -271,8 +296,10 @@ class WaitClock:
         if measured == 0 or self.total <= 0:
             return f"data wait: no steps measured (ran {self.steps}, skipping the first {self.skip})"
         share = 100 * self.waited / self.total
-        return (f"data wait {share:.1f}% of step time over {measured} steps (this run's first {self.skip} skipped): "
-                f"{self.waited / measured * 1000:.1f} ms of {self.total / measured * 1000:.1f} ms a step")
+        return (
+            f"data wait {share:.1f}% of step time over {measured} steps (this run's first {self.skip} skipped): "
+            f"{self.waited / measured * 1000:.1f} ms of {self.total / measured * 1000:.1f} ms a step"
+        )
 
 
 def save_checkpoint(path: Path, rank: int, model, optimizer, step: int, data_state: dict) -> None:

@@ -35,7 +35,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lerobot_shards import BatchLoader, PackedDataset, to_device  # noqa: E402
+from lerobot_shards import BatchLoader, PackedDataset, to_device
 
 
 def policy_config(name: str, device: str):
@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-workers", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--require-fall", action="store_true", help="exit 2 unless the last tenth's mean loss is below the first tenth's")
+    parser.add_argument(
+        "--require-fall", action="store_true", help="exit 2 unless the last tenth's mean loss is below the first tenth's"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -80,9 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] != "lerobot":
             raise
-        print("error: this script needs lerobot (0.6.1), which is not installed in this Python. "
-              "`make parity` creates .venv-parity with it; run: .venv-parity/bin/python scripts/train_lerobot_policy.py ...",
-              file=sys.stderr)
+        print(
+            "error: this script needs lerobot (0.6.1), which is not installed in this Python. "
+            "`make parity` creates .venv-parity with it; run: .venv-parity/bin/python scripts/train_lerobot_policy.py ...",
+            file=sys.stderr,
+        )
         return 2
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -94,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg = policy_config(args.policy, device)
     policy = make_policy(cfg, ds_meta=probe.meta)
     preprocessor, _ = make_pre_post_processors(cfg, dataset_stats=probe.meta.stats)
-    dataset = PackedDataset(args.data, storage_options=options, delta_timestamps=delta_timestamps(cfg, probe.meta),
-                            seed=args.seed, return_uint8=True)
+    dataset = PackedDataset(
+        args.data, storage_options=options, delta_timestamps=delta_timestamps(cfg, probe.meta), seed=args.seed, return_uint8=True
+    )
     loader = BatchLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers, drop_last=True)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.optimizer_lr, weight_decay=cfg.optimizer_weight_decay)
     policy.train()
@@ -120,8 +125,19 @@ def main(argv: list[str] | None = None) -> int:
         epoch += 1
     tenth = max(1, len(losses) // 10)
     first, last = sum(losses[:tenth]) / tenth, sum(losses[-tenth:]) / tenth
-    print(json.dumps({"policy": args.policy, "steps": step, "first_tenth_loss": round(first, 5), "last_tenth_loss": round(last, 5),
-                      "falls": last < first, "seconds": round(time.perf_counter() - started, 1)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "policy": args.policy,
+                "steps": step,
+                "first_tenth_loss": round(first, 5),
+                "last_tenth_loss": round(last, 5),
+                "falls": last < first,
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+        ),
+        flush=True,
+    )
     return 2 if args.require_fall and not last < first else 0
 
 

@@ -20,13 +20,23 @@ if not os.environ.get("LEROBOT_SHARDS_JOURNAL"):
 # servers or processes (an S3 server, a Hub server, a SLURM cluster, torchrun, CLI and trainer
 # subprocesses) and the long end-to-end ones. What puts a test there is what it uses, read from
 # its fixtures and module, so a new test lands in the right tier without anyone marking it.
-import pytest  # noqa: E402
+import pytest
 
 SYSTEM_FIXTURES = frozenset({"s3_server", "s3_bucket", "faulty_s3", "hub"})
-SYSTEM_MODULES = frozenset({
-    "test_clean_exit", "test_hub_http", "test_mixture_scale", "test_slurm_cluster", "test_slurm_mixture", "test_slurm_scripts",
-    "test_tiers", "test_torchrun_resume", "test_torchrun_split", "test_train",
-})
+SYSTEM_MODULES = frozenset(
+    {
+        "test_clean_exit",
+        "test_hub_http",
+        "test_mixture_scale",
+        "test_slurm_cluster",
+        "test_slurm_mixture",
+        "test_slurm_scripts",
+        "test_tiers",
+        "test_torchrun_resume",
+        "test_torchrun_split",
+        "test_train",
+    }
+)
 
 
 # Calls in a test's own code that start processes: a child measuring memory, a CLI or trainer
@@ -46,9 +56,60 @@ def _starts_processes(item) -> bool:
     return any(call in source for call in SYSTEM_CALLS)
 
 
+# The unit tier (`make test-unit`): tests of the pure layers alone. A test is there when its
+# module imports nothing of ours but those layers (planning, the option machinery and the
+# options, the error hierarchy) and it takes no fixture that makes files or processes: pure
+# functions on values, seconds for the whole tier.
+PURE_LAYERS = (
+    "lerobot_shards.reader.plan",
+    "lerobot_shards.packer.plan",
+    "lerobot_shards.core.option_fields",
+    "lerobot_shards.core.errors",
+    "lerobot_shards.packer.errors",
+    "lerobot_shards.reader.read_options",
+    "lerobot_shards.packer.options",
+    "tests.work_counter",  # counts executed lines: no files, no processes
+)
+UNIT_FIXTURES = frozenset({"request", "monkeypatch", "capsys", "caplog", "recwarn"})
+_PURE_MODULES: dict[str, bool] = {}
+
+
+def _imports_only_pure_layers(module) -> bool:
+    import ast
+    import inspect
+
+    name = module.__name__
+    if name not in _PURE_MODULES:
+        ours = set()
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.ImportFrom) and node.module == "lerobot_shards":
+                import lerobot_shards  # the face: each name counts as the module that defines it
+
+                table = {n: m for m, names in lerobot_shards._EXPORTS.items() for n in names}
+                ours |= {table.get(a.name, "lerobot_shards") for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                ours |= {node.module} if node.module.split(".")[0] in ("lerobot_shards", "tests") else set()
+            elif isinstance(node, ast.Import):
+                ours |= {a.name for a in node.names if a.name.split(".")[0] in ("lerobot_shards", "tests")}
+        _PURE_MODULES[name] = bool(ours) and all(m.startswith(PURE_LAYERS) for m in ours)
+    return _PURE_MODULES[name]
+
+
+def _is_unit(item) -> bool:
+    params = set(getattr(getattr(item, "callspec", None), "params", {}))
+    fixtures = set(getattr(item, "fixturenames", ())) - params - UNIT_FIXTURES
+    return item.module is not None and not fixtures and _imports_only_pure_layers(item.module)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if _is_unit(item):
+            item.add_marker(pytest.mark.unit)
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
-        if (SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())) or module in SYSTEM_MODULES or item.get_closest_marker("slow")
-                or _starts_processes(item)):
+        if (
+            SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or module in SYSTEM_MODULES
+            or item.get_closest_marker("slow")
+            or _starts_processes(item)
+        ):
             item.add_marker(pytest.mark.system)

@@ -140,26 +140,30 @@ class HubServer:
                 self._send(200, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})})
 
             def _not_found(self, code: str, message: str) -> None:
-                self._send(404, json.dumps({"error": message}).encode(),
-                           {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message})
+                self._send(
+                    404,
+                    json.dumps({"error": message}).encode(),
+                    {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message},
+                )
 
-            def do_HEAD(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_HEAD(self) -> None:
                 self._serve(head=True)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self._serve(head=False)
 
             def _serve(self, *, head: bool) -> None:
                 split = urlsplit(self.path)
                 parts = [unquote(p) for p in split.path.split("/")]
-                kind = ("tree" if "tree" in parts[:6] else "revision" if parts[1:2] == ["api"] else
-                        ("head" if head else "get"))
+                kind = "tree" if "tree" in parts[:6] else "revision" if parts[1:2] == ["api"] else ("head" if head else "get")
                 with server._lock:
                     server.counts[kind] += 1
                     server.log.append((kind, split.path))
                 refusal = server._refusal()
                 if refusal is not None:
-                    self._send(refusal, b'{"error": "slow down"}', {"Retry-After": "1", "Content-Type": "application/json"}, head=head)
+                    self._send(
+                        refusal, b'{"error": "slow down"}', {"Retry-After": "1", "Content-Type": "application/json"}, head=head
+                    )
                     return
                 try:
                     if parts[1:3] == ["api", "datasets"] and len(parts) == 5:  # repo info at the default branch
@@ -191,9 +195,22 @@ class HubServer:
                 sha, root = found
                 files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
                 if what == "revision":
-                    self._json({"_id": sha[:24], "id": repo_id, "author": repo_id.split("/")[0], "sha": sha, "private": False,
-                                "gated": False, "disabled": False, "downloads": 0, "likes": 0, "tags": [],
-                                "lastModified": "2026-11-01T00:00:00.000Z", "siblings": [{"rfilename": f} for f in files]})
+                    self._json(
+                        {
+                            "_id": sha[:24],
+                            "id": repo_id,
+                            "author": repo_id.split("/")[0],
+                            "sha": sha,
+                            "private": False,
+                            "gated": False,
+                            "disabled": False,
+                            "downloads": 0,
+                            "likes": 0,
+                            "tags": [],
+                            "lastModified": "2026-11-01T00:00:00.000Z",
+                            "siblings": [{"rfilename": f} for f in files],
+                        }
+                    )
                     return
                 if what != "tree":
                     self._not_found("EntryNotFound", what)
@@ -204,7 +221,7 @@ class HubServer:
                 for rel in files:
                     if prefix and not rel.startswith(prefix + "/"):
                         continue
-                    rest = rel[len(prefix) + 1:] if prefix else rel
+                    rest = rel[len(prefix) + 1 :] if prefix else rel
                     if not recursive and "/" in rest:
                         folders.add((prefix + "/" if prefix else "") + rest.split("/")[0])
                         continue
@@ -212,7 +229,7 @@ class HubServer:
                     entries.append({"type": "file", "oid": server._blob(path), "size": path.stat().st_size, "path": rel})
                 entries += [{"type": "directory", "oid": "0" * 40, "size": 0, "path": f} for f in sorted(folders)]
                 start = int(query.get("cursor", ["0"])[0])
-                page = entries[start:start + PAGE]
+                page = entries[start : start + PAGE]
                 headers = {}
                 if start + PAGE < len(entries):
                     next_url = f"{server.url}{urlsplit(self.path).path}?recursive={str(recursive).lower()}&cursor={start + PAGE}"
@@ -229,8 +246,12 @@ class HubServer:
                     self._not_found("EntryNotFound", f"{rel} not found")
                     return
                 data = path.read_bytes()
-                headers = {"X-Repo-Commit": sha, "ETag": f'"{server._blob(path)}"', "Content-Type": "application/octet-stream",
-                           "Accept-Ranges": "bytes"}
+                headers = {
+                    "X-Repo-Commit": sha,
+                    "ETag": f'"{server._blob(path)}"',
+                    "Content-Type": "application/octet-stream",
+                    "Accept-Ranges": "bytes",
+                }
                 byte_range = self.headers.get("Range")
                 if byte_range and byte_range.startswith("bytes=") and not head:
                     first, _, last = byte_range[6:].partition("-")

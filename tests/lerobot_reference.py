@@ -45,7 +45,9 @@ class _Source:
         self.features = self.info["features"]
         self.video_keys = [k for k, f in self.features.items() if f["dtype"] == "video"]
         self.image_keys = [k for k, f in self.features.items() if f["dtype"] == "image"]
-        self.depth_keys = [k for k in self.video_keys + self.image_keys if (self.features[k].get("info") or {}).get("is_depth_map")]
+        self.depth_keys = [
+            k for k in self.video_keys + self.image_keys if (self.features[k].get("info") or {}).get("is_depth_map")
+        ]
         episode_files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
         episodes = pa.concat_tables([pq.read_table(p) for p in episode_files]).to_pylist()
         self.episodes = {e["episode_index"]: e for e in episodes}
@@ -154,8 +156,10 @@ def _dequantize(codes: torch.Tensor, info: dict, unit: str) -> torch.Tensor:
 
 
 # -- LeRobot's language columns, as datasets casts them to lerobot.datasets.language's features ---
-_LANGUAGE_FIELDS = {"language_persistent": ("role", "content", "style", "timestamp", "camera", "tool_calls"),
-                    "language_events": ("role", "content", "style", "camera", "tool_calls")}
+_LANGUAGE_FIELDS = {
+    "language_persistent": ("role", "content", "style", "timestamp", "camera", "tool_calls"),
+    "language_events": ("role", "content", "style", "camera", "tool_calls"),
+}
 
 
 def _language(column: str, rows):

@@ -52,12 +52,17 @@ def run_measured(code: str, *args: str, timeout: float = 600, env: dict | None =
     """
     script = _WRAPPER.format(body=textwrap.indent(textwrap.dedent(code), "    "))
     result = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
     lines = result.stdout.splitlines()
     outcome = next((line.removeprefix("OUTCOME ") for line in lines if line.startswith("OUTCOME ")), None)
     peak = next((int(line.split()[1]) * 1024 for line in lines if line.startswith("PEAK_KB ")), None)
     if outcome is None or peak is None:
-        raise AssertionError(f"the child did not finish (exit {result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+        raise AssertionError(
+            f"the child did not finish (exit {result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+        )
     return Measured(result.stdout, result.stderr, outcome, peak)

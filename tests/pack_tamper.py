@@ -46,11 +46,18 @@ def reseal(root: Path) -> dict:
         for row in rows:
             if row["shard"] == shard["index"] and row["row_group"] < metadata.num_row_groups:
                 offset, size = row_group_span(metadata, row["row_group"])
-                row.update(row_group_offset=offset, row_group_bytes=size, row_group_sha256=sha256(parquet[offset : offset + size]))
+                row.update(
+                    row_group_offset=offset, row_group_bytes=size, row_group_sha256=sha256(parquet[offset : offset + size])
+                )
         offset, size = footer_range(len(parquet), parquet[-8:])
         tar = (root / shard_tar_path(shard["index"])).read_bytes()
-        shard.update(tar_bytes=len(tar), tar_sha256=sha256(tar), parquet_bytes=len(parquet), parquet_sha256=sha256(parquet),
-                     parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])})
+        shard.update(
+            tar_bytes=len(tar),
+            tar_sha256=sha256(tar),
+            parquet_bytes=len(parquet),
+            parquet_sha256=sha256(parquet),
+            parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])},
+        )
     schema = episodes_index_schema(manifest["video_keys"])
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), root / EPISODES_INDEX_PATH)
     manifest["totals"]["bytes"] = sum(s["tar_bytes"] + s["parquet_bytes"] for s in manifest["shards"])
@@ -139,8 +146,11 @@ def plant_shard(root: Path, shard: int, edit: Callable[[pa.Table], pa.Table]) ->
         offset, size = row_group_span(metadata, row["row_group"])
         row.update(row_group_offset=offset, row_group_bytes=size, row_group_sha256=sha256(parquet[offset : offset + size]))
     offset, size = footer_range(len(parquet), parquet[-8:])
-    receipt.update(parquet_bytes=len(parquet), parquet_sha256=sha256(parquet),
-                   parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])})
+    receipt.update(
+        parquet_bytes=len(parquet),
+        parquet_sha256=sha256(parquet),
+        parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])},
+    )
     receipt_path.write_text(json.dumps(receipt, indent=1, sort_keys=True))
     return receipt
 

@@ -29,8 +29,7 @@ def skip_reason() -> str | None:
     """Why this machine cannot run a test cluster, or None."""
     if os.geteuid() != 0:
         return "a test SLURM cluster runs its daemons as root (CI is root)"
-    missing = [name for name in DAEMONS if shutil.which(name) is None
-               and not Path("/usr/sbin", name).exists()]
+    missing = [name for name in DAEMONS if shutil.which(name) is None and not Path("/usr/sbin", name).exists()]
     if missing:
         return f"SLURM/munge not installed ({', '.join(missing)} missing): apt-get install slurm-wlm munge"
     if not Path("/etc/munge/munge.key").exists() and shutil.which("mungekey") is None:
@@ -68,9 +67,20 @@ class SlurmCluster:
         else:
             subprocess.run([_binary("mungekey"), "--create", f"--keyfile={key}"], check=True)
         key.chmod(0o600)
-        subprocess.run([_binary("munged"), "--force", f"--socket={munge / 'sock'}", f"--key-file={key}",
-                        f"--log-file={munge / 'log'}", f"--pid-file={munge / 'pid'}", f"--seed-file={munge / 'seed'}"],
-                       check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            [
+                _binary("munged"),
+                "--force",
+                f"--socket={munge / 'sock'}",
+                f"--key-file={key}",
+                f"--log-file={munge / 'log'}",
+                f"--pid-file={munge / 'pid'}",
+                f"--seed-file={munge / 'seed'}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
         self._write_conf()
         conf = str(self.root / "slurm.conf")
         subprocess.run([_binary("slurmctld"), "-f", conf, "-i"], check=True, env=self.env, timeout=60)
@@ -93,14 +103,14 @@ SlurmdPort={free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={root / 'munge' / 'sock'}
+AuthInfo=socket={root / "munge" / "sock"}
 CredType=cred/munge
-StateSaveLocation={root / 'state'}
-SlurmdSpoolDir={root / 'spool'}
-SlurmctldPidFile={root / 'slurmctld.pid'}
-SlurmdPidFile={root / 'slurmd.pid'}
-SlurmctldLogFile={root / 'slurmctld.log'}
-SlurmdLogFile={root / 'slurmd.log'}
+StateSaveLocation={root / "state"}
+SlurmdSpoolDir={root / "spool"}
+SlurmctldPidFile={root / "slurmctld.pid"}
+SlurmdPidFile={root / "slurmd.pid"}
+SlurmctldLogFile={root / "slurmctld.log"}
+SlurmdLogFile={root / "slurmd.log"}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -134,11 +144,13 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
                 pass
 
     # -- jobs -------------------------------------------------------------------------------
-    def run(self, args: list[str], *, check: bool = True, cwd: Path | None = None, env: dict | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
+    def run(
+        self, args: list[str], *, check: bool = True, cwd: Path | None = None, env: dict | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
         """Run a command against this cluster (``SLURM_CONF`` set), text output captured."""
-        return subprocess.run(args, capture_output=True, text=True, check=check, cwd=cwd, timeout=timeout,
-                              env={**self.env, **(env or {})})
+        return subprocess.run(
+            args, capture_output=True, text=True, check=check, cwd=cwd, timeout=timeout, env={**self.env, **(env or {})}
+        )
 
     def states(self, job: str, *, reasons: dict[str, str] | None = None) -> dict[str, str]:
         """``{job or array task id: state}`` of every task of ``job``; the controller's reason
@@ -171,7 +183,9 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=60 State=UP
                 states.update(self.states(job, reasons=reasons))
             if states and all(state in FINISHED for state in states.values()):
                 return states
-            stuck = [name for name, state in states.items() if state == "PENDING" and reasons.get(name) == "DependencyNeverSatisfied"]
+            stuck = [
+                name for name, state in states.items() if state == "PENDING" and reasons.get(name) == "DependencyNeverSatisfied"
+            ]
             if stuck:
                 raise RuntimeError(f"{stuck} can never start: a job they depend on failed; states: {states}")
             if time.monotonic() > deadline:

@@ -31,7 +31,7 @@ from lerobot_shards.reader.decode import (
     stream_config,
     to_annexb,
 )
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import CAMERAS, episodes_index, h264_mp4, member_bytes
 
 
@@ -145,15 +145,18 @@ def test_stream_config_keeps_parameter_sets_only():
     assert config.parameter_sets == START_CODE + sps + START_CODE + pps and config.length_size == 4
 
 
-@pytest.mark.parametrize("config, match", [
-    (b"", "truncated"),
-    (_hvcc([(33, [_nal(33)])])[:-3], "truncated"),
-    (_hvcc([(33, [_nal(33)] * (MAX_PARAMETER_SETS + 1))]), f"more than {MAX_PARAMETER_SETS} parameter sets"),
-    (_hvcc([(33, [_nal(33)])], length_size=3), "length size 3"),
-    (_hvcc([(39, [_nal(39)])]), "no parameter sets"),
-    (_hvcc([(33, [b""])]), "empty parameter set"),
-    (_hvcc([(33, [_nal(33, 40_000), _nal(33, 40_000)])]), "bytes of parameter sets; at most 65,536"),
-])
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        (b"", "truncated"),
+        (_hvcc([(33, [_nal(33)])])[:-3], "truncated"),
+        (_hvcc([(33, [_nal(33)] * (MAX_PARAMETER_SETS + 1))]), f"more than {MAX_PARAMETER_SETS} parameter sets"),
+        (_hvcc([(33, [_nal(33)])], length_size=3), "length size 3"),
+        (_hvcc([(39, [_nal(39)])]), "no parameter sets"),
+        (_hvcc([(33, [b""])]), "empty parameter set"),
+        (_hvcc([(33, [_nal(33, 40_000), _nal(33, 40_000)])]), "bytes of parameter sets; at most 65,536"),
+    ],
+)
 def test_hostile_stream_configs_are_refused(config, match):
     with pytest.raises(FormatError, match=match):
         stream_config("hevc", config, where="member-7")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, to_device
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 TOTAL = 141
 WINDOWS = {"action": [0.0, 1 / 30], "observation.images.top": [-1 / 30, 0.0]}
@@ -144,8 +144,12 @@ def test_mixture_float_frames_take_the_ring_path_with_the_same_values(packed_cop
 
     def mixture():
         # Each dataset lacks a camera the other has: zero-filled and masked in the other's samples.
-        return MixtureDataset([str(packed_copy), str(packed_hevc)], names=["copy", "hevc"], seed=2,
-                              key_map={"copy": {"observation.images.top": "observation.images.top_copy"}})
+        return MixtureDataset(
+            [str(packed_copy), str(packed_hevc)],
+            names=["copy", "hevc"],
+            seed=2,
+            key_map={"copy": {"observation.images.top": "observation.images.top_copy"}},
+        )
 
     reference = list(torch.utils.data.DataLoader(mixture(), batch_size=7, num_workers=num_workers))
     assert reference[0]["observation.images.top"].dtype == torch.float32

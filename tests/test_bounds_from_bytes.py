@@ -37,17 +37,29 @@ def _constant_compiled_table(rows: int, cameras: int) -> bytes:
     constant (what compresses best: ~2.7 MB for a million x 4)."""
     const = lambda value, kind: pa.array(np.full(rows, value), kind)  # noqa: E731
     columns = {
-        "dataset": const(0, pa.int32()), "episode_index": pa.array(np.arange(rows), pa.int64()), "length": const(3, pa.int64()),
-        "dataset_from_index": pa.array(np.arange(rows) * 3, pa.int64()), "shard_row": const(0, pa.int64()),
-        "row_start": const(0, pa.int64()), "row_group": const(0, pa.int32()), "row_group_offset": const(4, pa.int64()),
-        "row_group_bytes": const(100, pa.int64()), "row_group_sha256": pa.array([b"\x22" * 32] * rows, pa.binary(32)),
-        "row_group_episodes": const(1, pa.int32()), "row_group_rows": const(3, pa.int64()), "anchors": const(3, pa.int64()),
+        "dataset": const(0, pa.int32()),
+        "episode_index": pa.array(np.arange(rows), pa.int64()),
+        "length": const(3, pa.int64()),
+        "dataset_from_index": pa.array(np.arange(rows) * 3, pa.int64()),
+        "shard_row": const(0, pa.int64()),
+        "row_start": const(0, pa.int64()),
+        "row_group": const(0, pa.int32()),
+        "row_group_offset": const(4, pa.int64()),
+        "row_group_bytes": const(100, pa.int64()),
+        "row_group_sha256": pa.array([b"\x22" * 32] * rows, pa.binary(32)),
+        "row_group_episodes": const(1, pa.int32()),
+        "row_group_rows": const(3, pa.int64()),
+        "anchors": const(3, pa.int64()),
     }
     offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * cameras)
     flat = rows * cameras
-    for name, values in (("member_offset", pa.array(np.full(flat, 512), pa.int64())), ("member_size", pa.array(np.full(flat, 100), pa.int64())),
-                         ("member_frames", pa.array(np.full(flat, 3), pa.int64())), ("member_codec", pa.array(["av1"] * flat)),
-                         ("member_sha256", pa.array([b"\x33" * 32] * flat, pa.binary(32)))):
+    for name, values in (
+        ("member_offset", pa.array(np.full(flat, 512), pa.int64())),
+        ("member_size", pa.array(np.full(flat, 100), pa.int64())),
+        ("member_frames", pa.array(np.full(flat, 3), pa.int64())),
+        ("member_codec", pa.array(["av1"] * flat)),
+        ("member_sha256", pa.array([b"\x33" * 32] * flat, pa.binary(32))),
+    ):
         columns[name] = pa.ListArray.from_arrays(offsets, values)
     buffer = io.BytesIO()
     pq.write_table(pa.table(columns, schema=EPISODES_SCHEMA), buffer, compression="zstd")
@@ -59,7 +71,9 @@ def test_1_a_compiled_mixture_claiming_a_million_episodes_is_refused_by_its_dige
     made the reader decode 1.9 GB before its named error: its member digests are now held to the
     bytes they take (4M digests in ~14 KB), before anything is decoded."""
     cameras = [f"observation.images.c{i}" for i in range(4)]
-    write_sample_dataset(tmp_path / "src", SampleSpec(episodes=1, lengths=(3,), cameras=tuple(CameraSpec(k, 24, 32) for k in cameras)))
+    write_sample_dataset(
+        tmp_path / "src", SampleSpec(episodes=1, lengths=(3,), cameras=tuple(CameraSpec(k, 24, 32) for k in cameras))
+    )
     pack_dataset(str(tmp_path / "src"), str(tmp_path / "mix" / "a"))
     create_mixture(str(tmp_path / "mix"))
     data = _constant_compiled_table(1_000_000, 4)
@@ -68,8 +82,12 @@ def test_1_a_compiled_mixture_claiming_a_million_episodes_is_refused_by_its_dige
     spec["index"]["episodes"].update(bytes=len(data), rows=1_000_000, sha256=hashlib.sha256(data).hexdigest())
     spec["datasets"][0].update(episodes=1_000_000, anchors=3_000_000, weight=3_000_000)
     (tmp_path / "mix" / "mixture.json").write_text(json.dumps(spec))
-    measured = run_measured("from lerobot_shards import MixtureDataset\nMixtureDataset(sys.argv[1])", str(tmp_path / "mix" / "mixture.json"))
-    assert measured.outcome.startswith("FormatError: ") and "column member_sha256 holds 4000000 values in" in measured.outcome, measured.outcome
+    measured = run_measured(
+        "from lerobot_shards import MixtureDataset\nMixtureDataset(sys.argv[1])", str(tmp_path / "mix" / "mixture.json")
+    )
+    assert measured.outcome.startswith("FormatError: ") and "column member_sha256 holds 4000000 values in" in measured.outcome, (
+        measured.outcome
+    )
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured.peak_bytes
 
 
@@ -96,7 +114,11 @@ def test_2_a_resealed_pack_index_claiming_1_5_million_episodes_stays_small(tmp_p
         manifest["totals"]["episodes"] = manifest["shards"][0]["num_episodes"] = rows
         seal_files(root, manifest)
         measured = run_measured("from lerobot_shards import PackedDataset\nPackedDataset(sys.argv[1])", str(root))
-        expected = "column video/cam/sha256 holds 1500000 values" if camera else "episode_index must be non-negative and strictly ascending"
+        expected = (
+            "column video/cam/sha256 holds 1500000 values"
+            if camera
+            else "episode_index must be non-negative and strictly ascending"
+        )
         assert measured.outcome.startswith("FormatError: ") and expected in measured.outcome, measured.outcome
         assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured.peak_bytes
 
@@ -107,19 +129,29 @@ def _honest_compiled(rows: int, cameras: int, per_group: int, constant: bool, rn
     digests = lambda k: pa.array([rng.bytes(32) for _ in range(k)], pa.binary(32))  # noqa: E731
     group_bytes = rng.integers(10**5, 4 * 10**6, groups.max() + 1)[groups]
     columns = {
-        "dataset": pa.array(np.zeros(rows), pa.int32()), "episode_index": pa.array(np.arange(rows), pa.int64()),
-        "length": pa.array(lengths, pa.int64()), "dataset_from_index": pa.array(np.cumsum(lengths) - lengths, pa.int64()),
-        "shard_row": pa.array(groups // 8, pa.int64()), "row_start": pa.array(np.cumsum(lengths) - lengths, pa.int64()),
-        "row_group": pa.array(groups % 8, pa.int32()), "row_group_offset": pa.array((groups % 8) * 4_000_000 + 4, pa.int64()),
-        "row_group_bytes": pa.array(group_bytes, pa.int64()), "row_group_sha256": digests(groups.max() + 1).take(pa.array(groups)),
-        "row_group_episodes": pa.array(np.full(rows, per_group), pa.int32()), "row_group_rows": pa.array(lengths * per_group, pa.int64()),
+        "dataset": pa.array(np.zeros(rows), pa.int32()),
+        "episode_index": pa.array(np.arange(rows), pa.int64()),
+        "length": pa.array(lengths, pa.int64()),
+        "dataset_from_index": pa.array(np.cumsum(lengths) - lengths, pa.int64()),
+        "shard_row": pa.array(groups // 8, pa.int64()),
+        "row_start": pa.array(np.cumsum(lengths) - lengths, pa.int64()),
+        "row_group": pa.array(groups % 8, pa.int32()),
+        "row_group_offset": pa.array((groups % 8) * 4_000_000 + 4, pa.int64()),
+        "row_group_bytes": pa.array(group_bytes, pa.int64()),
+        "row_group_sha256": digests(groups.max() + 1).take(pa.array(groups)),
+        "row_group_episodes": pa.array(np.full(rows, per_group), pa.int32()),
+        "row_group_rows": pa.array(lengths * per_group, pa.int64()),
         "anchors": pa.array(lengths, pa.int64()),
     }
     offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * cameras)
     sizes = rng.integers(10**5, 10**7, rows * cameras)
-    for name, values in (("member_offset", pa.array(np.cumsum(sizes) - sizes, pa.int64())), ("member_size", pa.array(sizes, pa.int64())),
-                         ("member_frames", pa.array(np.repeat(lengths, cameras), pa.int64())),
-                         ("member_codec", pa.array(["av1"] * (rows * cameras))), ("member_sha256", digests(rows * cameras))):
+    for name, values in (
+        ("member_offset", pa.array(np.cumsum(sizes) - sizes, pa.int64())),
+        ("member_size", pa.array(sizes, pa.int64())),
+        ("member_frames", pa.array(np.repeat(lengths, cameras), pa.int64())),
+        ("member_codec", pa.array(["av1"] * (rows * cameras))),
+        ("member_sha256", digests(rows * cameras)),
+    ):
         columns[name] = pa.ListArray.from_arrays(offsets, values)
     return pa.table(columns, schema=EPISODES_SCHEMA)
 
@@ -144,8 +176,13 @@ def test_the_scale_benchmarks_honest_pack_indexes_open(tmp_path, camera):
     from lerobot_shards import PackedDataset
 
     episodes = 200_000 if camera else 1_000_000
-    write_tabular_pack(tmp_path / "p", episodes=episodes, length=2, samples_index=False,
-                       camera=("cam", tiny_member(2), 16, 16) if camera else None)
+    write_tabular_pack(
+        tmp_path / "p",
+        episodes=episodes,
+        length=2,
+        samples_index=False,
+        camera=("cam", tiny_member(2), 16, 16) if camera else None,
+    )
     data = (tmp_path / "p" / EPISODES_INDEX_PATH).read_bytes()
     budget = episodes_index_budget(["cam"] if camera else [], rows=episodes, encoded=len(data))
     assert read_bounded(data, where="t", rows=episodes, max_rows=episodes, budget=budget).num_rows == episodes

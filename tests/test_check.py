@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from lerobot_shards import FrameMismatchError, check_dataset, pack_dataset
 from lerobot_shards.cli import main
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import CAMERAS, copy_source, shift_video_window
 
 TOP = CAMERAS[0]

@@ -46,12 +46,14 @@ def _run_children(argv: list[str], runs: int) -> list[tuple[int, str]]:
 def test_parquet_read_from_bytes_in_threads_never_aborts_at_exit(tmp_path):
     rng = np.random.default_rng(0)
     n = 20_000
-    table = pa.table({
-        "x": rng.random(n),
-        "i": rng.integers(0, 1000, n),
-        "task": pa.array([f"task {k % 7}" for k in range(n)]),
-        "state": pa.array(list(rng.random((n, 14)).astype("float32")), pa.list_(pa.float32())),
-    })
+    table = pa.table(
+        {
+            "x": rng.random(n),
+            "i": rng.integers(0, 1000, n),
+            "task": pa.array([f"task {k % 7}" for k in range(n)]),
+            "state": pa.array(list(rng.random((n, 14)).astype("float32")), pa.list_(pa.float32())),
+        }
+    )
     path = tmp_path / "table.parquet"
     pq.write_table(table, path, row_group_size=4000)
     results = _run_children([str(SCRIPTS / "parquet_bytes_exit.py"), str(path)], RUNS)
@@ -87,7 +89,13 @@ def test_leaving_a_decode_stage_loop_early_never_aborts_at_exit(tmp_path):
 
 
 # Functions of pyarrow that read a parquet file from whatever they are given.
-_PARQUET_READS = {("pq", "read_table"), ("pq", "ParquetFile"), ("pq", "read_metadata"), ("pq", "read_schema"), ("pa", "BufferReader")}
+_PARQUET_READS = {
+    ("pq", "read_table"),
+    ("pq", "ParquetFile"),
+    ("pq", "read_metadata"),
+    ("pq", "read_schema"),
+    ("pa", "BufferReader"),
+}
 
 
 def test_parquet_is_read_from_paths_or_arrow_owned_memory_only():
@@ -96,14 +104,22 @@ def test_parquet_is_read_from_paths_or_arrow_owned_memory_only():
     offenders = []
     for file in sorted((ROOT / "lerobot_shards").rglob("*.py")):
         rel = file.relative_to(ROOT).as_posix()
-        if rel in ("lerobot_shards/core/format/parquet/arrow_io.py", "lerobot_shards/core/format/parquet/row_groups.py", "lerobot_shards/core/format/parquet/bounded.py"):
+        if rel in (
+            "lerobot_shards/core/format/parquet/arrow_io.py",
+            "lerobot_shards/core/format/parquet/row_groups.py",
+            "lerobot_shards/core/format/parquet/bounded.py",
+        ):
             continue
         for node in ast.walk(ast.parse(file.read_text(), filename=rel)):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)):
+            if not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            ):
                 continue
             if (node.func.value.id, node.func.attr) not in _PARQUET_READS:
                 continue
             first = node.args[0] if node.args else None
             if not (isinstance(first, ast.Name) and first.id == "path"):
                 offenders.append(f"{rel}:{node.lineno} {ast.unparse(node)[:80]}")
-    assert not offenders, "read parquet bytes through lerobot_shards.core.format.parquet.arrow_io instead:\n" + "\n".join(offenders)
+    assert not offenders, "read parquet bytes through lerobot_shards.core.format.parquet.arrow_io instead:\n" + "\n".join(
+        offenders
+    )

@@ -17,7 +17,9 @@ from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli") / "src"
-    write_sample_dataset(root, SampleSpec(episodes=2, lengths=(4, 5), cameras=(CameraSpec("observation.images.top", 32, 48),), seed=1))
+    write_sample_dataset(
+        root, SampleSpec(episodes=2, lengths=(4, 5), cameras=(CameraSpec("observation.images.top", 32, 48),), seed=1)
+    )
     return root
 
 
@@ -49,8 +51,16 @@ def test_pack_summary_counts_truthfully(source, tmp_path):
     # Issue 24 row 4: info and the episodes view say the same as pack.
     info = CliRunner().invoke(cli, ["info", str(tmp_path / "h264")], terminal_width=200)
     assert "0 / 0 / 2 of 2 episodes" in info.output, info.output
-    sql = CliRunner().invoke(cli, ["sql", str(tmp_path / "h264"), "SELECT count(*) AS n FROM episodes WHERE \"video/observation.images.top/reencoded\"",
-                                   "--format", "csv"])
+    sql = CliRunner().invoke(
+        cli,
+        [
+            "sql",
+            str(tmp_path / "h264"),
+            'SELECT count(*) AS n FROM episodes WHERE "video/observation.images.top/reencoded"',
+            "--format",
+            "csv",
+        ],
+    )
     assert sql.exit_code == 0 and sql.output.strip().splitlines()[-1] == "2", sql.output
     copy = CliRunner().invoke(cli, ["info", str(tmp_path / "out")], terminal_width=200)
     assert "0 / 0 / 0 of 2 episodes" in copy.output, copy.output
@@ -68,7 +78,9 @@ def test_every_option_of_every_command_has_help():
                 yield [*prefix, name], command
 
     undocumented = [
-        f"{' '.join(path)} {p.opts[0]}" for path, command in commands(cli, []) for p in command.params
+        f"{' '.join(path)} {p.opts[0]}"
+        for path, command in commands(cli, [])
+        for p in command.params
         if isinstance(p, click.Option) and not p.help
     ]
     assert not undocumented, undocumented
@@ -121,7 +133,9 @@ def test_bench_help_lists_each_benchmarks_options(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)  # not the checkout: the benchmarks come from the installed package
     for which, option in (([], "--max-batches"), (["real"], "--source")):
-        shown = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "bench", *which, "--help"], capture_output=True, text=True, timeout=120)
+        shown = subprocess.run(
+            [sys.executable, "-m", "lerobot_shards.cli", "bench", *which, "--help"], capture_output=True, text=True, timeout=120
+        )
         assert shown.returncode == 0 and option in shown.stdout, shown.stdout[-500:] + shown.stderr[-500:]
 
 
@@ -141,7 +155,9 @@ def test_finalize_logs_progress_per_shard(source, tmp_path, monkeypatch):
     monkeypatch.setenv("LEROBOT_SHARDS_PROGRESS_S", "0")
     packed = tmp_path / "p"
     for part in ("0/2", "1/2"):
-        assert CliRunner().invoke(cli, ["pack", str(source), str(packed), "--shard-size-mb", "0.002", "--part", part]).exit_code == 0
+        assert (
+            CliRunner().invoke(cli, ["pack", str(source), str(packed), "--shard-size-mb", "0.002", "--part", part]).exit_code == 0
+        )
     shards = len(list((packed / "shards").glob("*.tar")))
     result = CliRunner().invoke(cli, ["finalize", str(packed)])
     assert result.exit_code == 0, result.output
@@ -152,8 +168,14 @@ def test_finalize_logs_progress_per_shard(source, tmp_path, monkeypatch):
 
 def test_make_sample_logs_progress_lines(tmp_path, monkeypatch):
     monkeypatch.setenv("LEROBOT_SHARDS_PROGRESS_S", "0")
-    result = CliRunner().invoke(cli, ["make-sample", str(tmp_path / "s"), "--episodes", "3", "--min-length", "2", "--max-length", "3"])
+    result = CliRunner().invoke(
+        cli, ["make-sample", str(tmp_path / "s"), "--episodes", "3", "--min-length", "2", "--max-length", "3"]
+    )
     assert result.exit_code == 0, result.output
     text = result.stderr if hasattr(result, "stderr") else result.output
     lines = [line for line in text.splitlines() if line.startswith("[make-sample] ")]
-    assert [line.split(" (")[0] for line in lines] == ["[make-sample] 1/3 episodes", "[make-sample] 2/3 episodes", "[make-sample] 3/3 episodes"]
+    assert [line.split(" (")[0] for line in lines] == [
+        "[make-sample] 1/3 episodes",
+        "[make-sample] 2/3 episodes",
+        "[make-sample] 3/3 episodes",
+    ]

@@ -28,7 +28,14 @@ from lerobot_shards.reader.decode import (
     yuv420p_to_nv12,
 )
 
-SPECS = [ColourSpec(2, False), ColourSpec(1, False), ColourSpec(5, True), ColourSpec(1, True), ColourSpec(6, False), ColourSpec(2, True)]
+SPECS = [
+    ColourSpec(2, False),
+    ColourSpec(1, False),
+    ColourSpec(5, True),
+    ColourSpec(1, True),
+    ColourSpec(6, False),
+    ColourSpec(2, True),
+]
 
 
 def _frame(planes, height, width):
@@ -60,8 +67,10 @@ def _encode(codec: str, params: str, pix_fmt: str = "yuv420p", frames: int = 6, 
     with av.open(buffer, "w", format="mp4") as container:
         stream = container.add_stream("libx264" if codec == "h264" else "libx265", rate=10)
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
-        stream.options = {"x264-params" if codec == "h264" else "x265-params": params + (":log-level=error" if codec == "hevc" else ""),
-                          "crf": "10"}
+        stream.options = {
+            "x264-params" if codec == "h264" else "x265-params": params + (":log-level=error" if codec == "hevc" else ""),
+            "crf": "10",
+        }
         rng = np.random.default_rng(0)
         for _ in range(frames):
             image = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
@@ -100,10 +109,23 @@ def test_stream_colour_is_read_as_ffmpeg_reads_it_and_frames_match_the_cpu_path(
     reference = VideoDecoder(data, seek_mode="exact").get_frames_at(list(range(layout.samples))).data
     with av.open(io.BytesIO(data)) as container:
         decoded = list(container.decode(video=0))
-    assert (decoded[0].colorspace, decoded[0].color_range) == (spec.matrix if parsed.matrix is not None else 2,
-                                                               2 if spec.full_range else (1 if parsed.full_range is not None else 0))
-    nv12 = torch.stack([yuv420p_to_nv12([np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:, : (64 if i == 0 else 32)]
-                                          for i, p in enumerate(f.planes)], 48, 64) for f in decoded])
+    assert (decoded[0].colorspace, decoded[0].color_range) == (
+        spec.matrix if parsed.matrix is not None else 2,
+        2 if spec.full_range else (1 if parsed.full_range is not None else 0),
+    )
+    nv12 = torch.stack(
+        [
+            yuv420p_to_nv12(
+                [
+                    np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:, : (64 if i == 0 else 32)]
+                    for i, p in enumerate(f.planes)
+                ],
+                48,
+                64,
+            )
+            for f in decoded
+        ]
+    )
     got = nv12_to_rgb(nv12, spec)
     assert torch.equal(got, reference)
     assert torch.equal(got, torch.stack([torch.from_numpy(f.to_ndarray(format="rgb24")).permute(2, 0, 1) for f in decoded]))
@@ -119,7 +141,9 @@ def test_colour_that_cannot_be_matched_exactly_gives_no_spec():
     assert resolve(SignalType(1, 8, 1, False), (), 48, 63)[0] is None  # odd width
     bt709_box = b"nclx" + bytes([0, 1, 0, 1, 0, 1, 0x00])
     full_box = b"nclx" + bytes([0, 1, 0, 1, 0, 6, 0x80])
-    assert colr_signal(bt709_box) == (1, False) and colr_signal(full_box) == (6, True) and colr_signal(b"prof....") == (None, None)
+    assert (
+        colr_signal(bt709_box) == (1, False) and colr_signal(full_box) == (6, True) and colr_signal(b"prof....") == (None, None)
+    )
     # The stream is silent and the box would change the result: FFmpeg versions differ there.
     assert resolve(plain, (bt709_box,), 48, 64)[0] is None
     assert resolve(plain, (full_box,), 48, 64)[0] is None
@@ -132,7 +156,9 @@ def test_an_sps_inside_the_samples_that_differs_is_noticed():
     data = _encode("hevc", "repeat-headers=1:colormatrix=bt709")
     layout, config, _, _ = _member_spec(data)
     assert not elementary_stream(data, layout, config, where="m").foreign_sps  # repeated, identical
-    other = stream_config(*(lambda lay: (lay.codec, lay.codec_config))(check_mp4(_encode("hevc", "colormatrix=bt470bg"), where="o")), where="o")
+    other = stream_config(
+        *(lambda lay: (lay.codec, lay.codec_config))(check_mp4(_encode("hevc", "colormatrix=bt470bg"), where="o")), where="o"
+    )
     assert elementary_stream(data, layout, other, where="m").foreign_sps
 
 
@@ -234,6 +260,26 @@ def test_h264_profiles_ffmpeg_reads_otherwise_than_the_standard_are_not_claimed(
     with pytest.raises(FormatError, match=rf"H.264 profile {profile}, whose sequence parameter set the standard and FFmpeg"):
         h264_signal(sps, where="member")
     # A High-profile SPS (100) with 4:2:0 8-bit and no VUI colour parses.
-    high = (_BitWriter().u(100, 8).u(0, 16).ue(0).ue(1).ue(0).ue(0).u(0, 1).u(0, 1)  # chroma, depths, bypass, no scaling
-            .ue(0).ue(0).ue(4).ue(1).u(0, 1).ue(3).ue(2).u(1, 1).u(1, 1).u(0, 1).u(0, 1))  # ... frame_cropping, no vui
+    high = (
+        _BitWriter()
+        .u(100, 8)
+        .u(0, 16)
+        .ue(0)
+        .ue(1)
+        .ue(0)
+        .ue(0)
+        .u(0, 1)
+        .u(0, 1)  # chroma, depths, bypass, no scaling
+        .ue(0)
+        .ue(0)
+        .ue(4)
+        .ue(1)
+        .u(0, 1)
+        .ue(3)
+        .ue(2)
+        .u(1, 1)
+        .u(1, 1)
+        .u(0, 1)
+        .u(0, 1)
+    )  # ... frame_cropping, no vui
     assert h264_signal(high.nal(b"\x67"), where="member").chroma_format == 1

@@ -16,7 +16,7 @@ def test_draws_cover_the_segment_once_and_flag_last_draws():
         assert len(rows) == total
         assert sorted(set(draws.admission)) == sorted({p for p, _, _ in rows})
         # Each episode's last draw is flagged exactly once, at its final appearance.
-        for position in set(p for p, _, _ in rows):
+        for position in {p for p, _, _ in rows}:
             flags = [last for p, _, last in rows if p == position]
             assert flags.count(True) == 1 and flags[-1]
         seen += [(p, a) for p, a, _ in rows]
@@ -38,7 +38,9 @@ def test_blocks_name_what_they_hold_and_admit_each_piece_before_its_draws():
         assert isinstance(block, Block) and all(isinstance(a, Admission) for a in block.admitted)
         admitted += [a.piece for a in block.admitted]
         for draw in block.draws:
-            assert isinstance(draw, Draw) and draw.piece in admitted and draw.episode == draw.piece  # one pack: pieces are episodes
+            assert (
+                isinstance(draw, Draw) and draw.piece in admitted and draw.episode == draw.piece
+            )  # one pack: pieces are episodes
             drawn.append((draw.episode, draw.anchor))
     assert sorted(drawn) == [(e, a) for e, n in enumerate([6, 3, 8]) for a in range(n)]
     assert sorted(admitted) == [0, 1, 2]

@@ -17,7 +17,7 @@ from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import check_mp4, read_track
 from lerobot_shards.packer.shard import build, cut_episode, write_member
 from lerobot_shards.packer.source import LeRobotSource, SourceSampleReader, SourceVideoReader, UnsupportedTiming, read_moov
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import CAMERAS, episodes_index, h264_mp4, member_bytes
 from tests.shared_data import shared_dataset
 
@@ -59,7 +59,12 @@ def test_byte_range_members_hold_the_demuxed_packets(which, sample_source):
             cut += 1
             assert _packets(new.data) == _packets(old.data), (episode, key)
             assert (new.frames, new.codec, new.height, new.width, new.source_bytes) == (
-                old.frames, old.codec, old.height, old.width, old.source_bytes)
+                old.frames,
+                old.codec,
+                old.height,
+                old.width,
+                old.source_bytes,
+            )
             if episode in (0, 7) or (which == "generated" and episode % 3 == 0):  # packets equal: a few decodes suffice
                 assert torch.equal(_frames(new.data), _frames(old.data)), (episode, key)
             layout = check_mp4(new.data, where="member", frames=new.frames)
@@ -110,19 +115,23 @@ def test_tables_that_lie_about_the_file_go_to_the_demuxer(tmp_path):
 def test_written_members_read_back_as_written():
     # A visual sample entry (86 bytes, 64x48) with no codec configuration: not decodable, and
     # it need not be: the writer copies the entry verbatim.
-    entry = struct.pack(">I4s", 86, b"avc1") + bytes(6) + struct.pack(">H", 1) + bytes(16) + struct.pack(">HH", 64, 48) + bytes(50)
+    entry = (
+        struct.pack(">I4s", 86, b"avc1") + bytes(6) + struct.pack(">H", 1) + bytes(16) + struct.pack(">HH", 64, 48) + bytes(50)
+    )
     sizes, durations = [5, 3, 4, 2], [512, 512, 512, 1024]
     data = bytes(range(sum(sizes)))
-    member = write_member(sample_entry=entry, timescale=15360, durations=durations, sizes=sizes,
-                          keyframes=[0, 2], width=64, height=48, data=data)
+    member = write_member(
+        sample_entry=entry, timescale=15360, durations=durations, sizes=sizes, keyframes=[0, 2], width=64, height=48, data=data
+    )
     track = read_track(member, where="m")
     layout = track.layout
     assert (layout.samples, layout.keyframes.tolist(), layout.sample_sizes.tolist()) == (4, [0, 2], sizes)
     assert track.durations.tolist() == durations and track.timescale == 15360 and track.edits == ()
     assert track.sample_entry == entry and (layout.height, layout.width) == (48, 64)
     assert b"".join(member[o : o + s] for o, s in zip(layout.sample_offsets, layout.sample_sizes)) == data
-    every = write_member(sample_entry=entry, timescale=30, durations=[1, 1], sizes=[1, 1], keyframes=[0, 1],
-                         width=8, height=8, data=b"ab")
+    every = write_member(
+        sample_entry=entry, timescale=30, durations=[1, 1], sizes=[1, 1], keyframes=[0, 1], width=8, height=8, data=b"ab"
+    )
     assert b"stss" not in every and read_track(every, where="m").layout.keyframes.tolist() == [0, 1]
     with pytest.raises(ValueError, match="do not describe"):
         write_member(sample_entry=entry, timescale=30, durations=[1], sizes=[2], keyframes=[0], width=8, height=8, data=b"a")

@@ -42,8 +42,11 @@ def _levels(data: bytes) -> list[int]:
 def _window_levels(data: bytes, start: float, stop: float) -> list[int]:
     """The frames FFmpeg shows in ``[start, stop)`` seconds of a file."""
     with av.open(io.BytesIO(data)) as container:
-        return [round(float(f.to_ndarray(format="gray").mean()) / STEP) for f in container.decode(video=0)
-                if start - 1e-4 <= float(f.time) < stop - 1e-4]
+        return [
+            round(float(f.to_ndarray(format="gray").mean()) / STEP)
+            for f in container.decode(video=0)
+            if start - 1e-4 <= float(f.time) < stop - 1e-4
+        ]
 
 
 def _put(data: bytes, place: list[bytes], table: bytes) -> bytes:
@@ -78,10 +81,16 @@ def test_2_a_hidden_edit_list_sends_the_file_to_the_demuxer_which_shows_ffmpegs_
     reader.close()
 
 
-@pytest.mark.parametrize("where", [
-    [b"moov", b"udta"], [b"moov", b"trak", b"udta"], [b"moov", b"trak", b"mdia", b"minf", b"dinf"],
-    [b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stsd", b"avc1"],
-], ids=["moov-udta", "trak-udta", "dinf", "sample-entry"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        [b"moov", b"udta"],
+        [b"moov", b"trak", b"udta"],
+        [b"moov", b"trak", b"mdia", b"minf", b"dinf"],
+        [b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stsd", b"avc1"],
+    ],
+    ids=["moov-udta", "trak-udta", "dinf", "sample-entry"],
+)
 def test_2_a_table_in_any_container_ffmpeg_reads_is_refused_by_the_cut_and_by_readers(where, tmp_path):
     clip = _clip()
     stts = full_box(b"stts", 0, 0, struct.pack(">III", 1, FRAMES, 1024))  # twice the durations
@@ -145,7 +154,7 @@ def _hostile_source(tmp_path: Path, make) -> Path:
 
 
 PACK_CHILD = """
-from lerobot_shards.packer import pack_dataset
+from lerobot_shards import pack_dataset
 pack_dataset(sys.argv[1], sys.argv[2], video="copy")
 """
 
@@ -153,6 +162,7 @@ pack_dataset(sys.argv[1], sys.argv[2], video="copy")
 def test_3_a_tiny_moov_claiming_10m_samples_is_refused_by_name_in_little_memory(tmp_path):
     """A 10 MB sparse file whose moov claims 10M samples of one byte each: within the file's
     apparent size and within MAX_TRACK_SAMPLES, but far beyond what its episodes can use."""
+
     def make(path: Path, clip: bytes) -> None:
         moov = get(_claims(clip, samples=10_000_000, size=1), [b"moov"])
         mdat_size = 10_000_000
@@ -160,26 +170,35 @@ def test_3_a_tiny_moov_claiming_10m_samples_is_refused_by_name_in_little_memory(
 
     source = _hostile_source(tmp_path, make)
     measured = run_measured(PACK_CHILD, str(source), str(tmp_path / "out"))
-    assert measured.outcome.startswith("SourceError: ") and "claims 10,000,000 samples; the file's episodes can use at most" \
-        in measured.outcome, measured
+    assert (
+        measured.outcome.startswith("SourceError: ")
+        and "claims 10,000,000 samples; the file's episodes can use at most" in measured.outcome
+    ), measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured
     # Read without the episodes' bound (10M is within MAX_TRACK_SAMPLES): compact tables, still small.
-    probe = run_measured("from lerobot_shards.packer.source.samples import SourceSampleReader\nSourceSampleReader(Path(sys.argv[1]))\n"
-                         .replace("Path(", "__import__('pathlib').Path("), str(next((source / "videos").rglob("*.mp4"))))
+    probe = run_measured(
+        "from lerobot_shards.packer.source.samples import SourceSampleReader\nSourceSampleReader(Path(sys.argv[1]))\n".replace(
+            "Path(", "__import__('pathlib').Path("
+        ),
+        str(next((source / "videos").rglob("*.mp4"))),
+    )
     assert probe.peak_bytes < HOSTILE_PEAK_BYTES, probe
 
 
 def test_4_samples_claiming_a_gigabyte_each_are_refused_before_anything_is_read(tmp_path):
     """A 48x64 camera whose samples claim 1 GB each, in a sparse 4 GB file: the sample size
     is bounded by the frame's raw size, not by the file's apparent size."""
+
     def make(path: Path, clip: bytes) -> None:
         moov = get(_claims(clip, samples=4, size=1_000_000_000), [b"moov"])
         _sparse(path, moov + struct.pack(">I4s", 1, b"mdat") + struct.pack(">Q", 4_000_000_016), len(moov) + 4_000_000_016)
 
     source = _hostile_source(tmp_path, make)
     measured = run_measured(PACK_CHILD, str(source), str(tmp_path / "out"))
-    assert measured.outcome.startswith("SourceError: ") and "a sample of 1,000,000,000 bytes; a frame of the recorded size is at " \
-        "most 83,968 bytes" in measured.outcome, measured
+    assert (
+        measured.outcome.startswith("SourceError: ")
+        and "a sample of 1,000,000,000 bytes; a frame of the recorded size is at most 83,968 bytes" in measured.outcome
+    ), measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured
     written = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file()) if (tmp_path / "out").exists() else 0
     assert written < 10_000_000
@@ -190,9 +209,16 @@ def test_5_a_partial_composition_table_is_refused_on_every_path():
     clip = _clip(8, gop=8)
     track = read_track(clip, where="c")
     layout = track.layout
-    member = write_member(sample_entry=track.sample_entry, timescale=track.timescale, durations=track.durations.tolist(),
-                          sizes=layout.sample_sizes.tolist(), keyframes=layout.keyframes.tolist(), width=64, height=48,
-                          data=b"".join(clip[o : o + s] for o, s in zip(layout.sample_offsets.tolist(), layout.sample_sizes.tolist())))
+    member = write_member(
+        sample_entry=track.sample_entry,
+        timescale=track.timescale,
+        durations=track.durations.tolist(),
+        sizes=layout.sample_sizes.tolist(),
+        keyframes=layout.keyframes.tolist(),
+        width=64,
+        height=48,
+        data=b"".join(clip[o : o + s] for o, s in zip(layout.sample_offsets.tolist(), layout.sample_sizes.tolist())),
+    )
     partial = insert(member, STBL, full_box(b"ctts", 0, 0, struct.pack(">III", 1, 4, 0)))  # covers 4 of 8 samples
     with pytest.raises(FormatError, match="mp4 box ctts: describes 4 samples; the track has 8"):
         check_mp4(partial, where="m")
@@ -214,8 +240,15 @@ def test_5_an_edit_list_that_shifts_frames_makes_a_member_not_in_order():
 
 
 # -- the cut against FFmpeg, on mutated sources ------------------------------------------------------
-PLACES = [[b"moov", b"udta"], [b"moov", b"trak", b"udta"], [b"moov", b"trak", b"mdia", b"minf", b"dinf"],
-          [*STBL, b"stsd", b"avc1"], STBL, [b"moov", b"trak", b"mdia", b"minf"], [b"moov", b"trak"]]
+PLACES = [
+    [b"moov", b"udta"],
+    [b"moov", b"trak", b"udta"],
+    [b"moov", b"trak", b"mdia", b"minf", b"dinf"],
+    [*STBL, b"stsd", b"avc1"],
+    STBL,
+    [b"moov", b"trak", b"mdia", b"minf"],
+    [b"moov", b"trak"],
+]
 KINDS = [b"stts", b"ctts", b"stss", b"stsz", b"stco", b"stsc", b"elst"]
 
 
@@ -223,12 +256,20 @@ def _mutate(clip: bytes, rng: random.Random) -> bytes:
     """Hide a table (or an edit list) in a container FFmpeg reads, duplicate one, or resize one."""
     kind, place, action = rng.choice(KINDS), rng.choice(PLACES), rng.choice(["hide", "resize", "edit", "benign", "benign"])
     if action == "benign":  # boxes FFmpeg reads but that decide nothing about samples: the cut may keep the file
-        filler = rng.choice([box(b"free", bytes(rng.randrange(0, 40))), box(b"\xa9nam", b"\x00\x05\x00\x00hello"),
-                             full_box(b"sdtp", 0, 0, bytes(FRAMES))])
+        filler = rng.choice(
+            [
+                box(b"free", bytes(rng.randrange(0, 40))),
+                box(b"\xa9nam", b"\x00\x05\x00\x00hello"),
+                full_box(b"sdtp", 0, 0, bytes(FRAMES)),
+            ]
+        )
         if filler[4:8] == b"sdtp":
             return insert(clip, STBL, filler)
-        return _put(clip, rng.choice([[b"moov", b"udta"], [b"moov", b"trak", b"udta"], [b"moov", b"trak", b"mdia", b"minf", b"dinf"]]),
-                    filler)
+        return _put(
+            clip,
+            rng.choice([[b"moov", b"udta"], [b"moov", b"trak", b"udta"], [b"moov", b"trak", b"mdia", b"minf", b"dinf"]]),
+            filler,
+        )
     if action == "edit":  # the track's own edit list, changed
         start, count = rng.randrange(0, 8), rng.randrange(1, 9)
         return replace(clip, [b"moov", b"trak", b"edts", b"elst"], _edit_list(start, count, clip))
@@ -314,7 +355,9 @@ def test_review_findings_offsets_that_wrap_and_bounds_that_a_hidden_box_skipped(
     stco = get(clip, [*STBL, b"stco"])
     count = struct.unpack(">I", stco[12:16])[0]
     chunk_offsets = struct.unpack(f">{count}I", stco[16 : 16 + 4 * count])
-    wrapped = full_box(b"co64", 0, 0, struct.pack(f">I{count}Q", count, *((o + (1 << 64) - len(clip)) % (1 << 64) for o in chunk_offsets)))
+    wrapped = full_box(
+        b"co64", 0, 0, struct.pack(f">I{count}Q", count, *((o + (1 << 64) - len(clip)) % (1 << 64) for o in chunk_offsets))
+    )
     assert len(offsets) and min(offsets) > 0
     with pytest.raises(FormatError, match="a chunk offset of .* lies beyond"):
         check_mp4(replace(clip, [*STBL, b"stco"], wrapped), where="m")

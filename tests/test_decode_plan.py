@@ -10,13 +10,22 @@ from lerobot_shards.reader.decode import ENCODED_KEY, EncodedFrames, MemberCache
 
 
 def _frames(member: str, indices, *, data=b"x", admits=False, retires=False, frames=10):
-    return EncodedFrames(member_id=member, data=data, codec="hevc", indices=tuple(indices), squeeze=len(indices) == 1,
-                         as_float=False, frame_size=(4, 6), frames=frames, admits=admits, retires=retires)
+    return EncodedFrames(
+        member_id=member,
+        data=data,
+        codec="hevc",
+        indices=tuple(indices),
+        squeeze=len(indices) == 1,
+        as_float=False,
+        frame_size=(4, 6),
+        frames=frames,
+        admits=admits,
+        retires=retires,
+    )
 
 
 def test_each_frame_is_planned_once_with_every_row_it_fills():
-    payload = {"members": [_frames("a", (0,)), _frames("b", (0,))],
-               "refs": [(0, (2, 3)), (1, (5, 6)), (0, (3, 4)), (0, (2, 3))]}
+    payload = {"members": [_frames("a", (0,)), _frames("b", (0,))], "refs": [(0, (2, 3)), (1, (5, 6)), (0, (3, 4)), (0, (2, 3))]}
     plan = plan_camera("cam", payload)
     assert (plan.samples, plan.length) == (4, 2)
     jobs = {job.member: job for job in plan.jobs}

@@ -8,7 +8,7 @@ from lerobot_shards import PackedDataset
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.reader.decode import ENCODED_KEY, DecodeStage, DecodeStageError, collate
 from lerobot_shards.reader.decode.backends import NvdecBackend
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 DELTA = {"observation.images.top": [-1 / 30, 0.0, 1 / 30], "action": [0.0, 1 / 30]}
 
@@ -85,7 +85,9 @@ def test_threads_change_nothing_and_each_member_opens_once(fixture, request):
     for threads in (1, 3):
         stage = DecodeStage("cpu", threads=threads, cache_size=1000)
         batches = [stage(batch) for batch in _encoded_batches(root)]
-        members = {m.member_id for batch in _encoded_batches(root) for payload in batch[ENCODED_KEY].values() for m in payload["members"]}
+        members = {
+            m.member_id for batch in _encoded_batches(root) for payload in batch[ENCODED_KEY].values() for m in payload["members"]
+        }
         assert stage.stats()["decoder_misses"] == len(members)
         results[threads] = batches
         stage.close()
@@ -100,12 +102,10 @@ def test_bad_batches_are_refused_before_decoding(packed_hevc):
     stage = DecodeStage("cpu")
     payload = batch[ENCODED_KEY]["observation.images.top"]
     member = payload["members"][0]
-    beyond = dict(batch, **{ENCODED_KEY: {"observation.images.top": {
-        "members": [member], "refs": [(0, (0, member.frames))]}}})
+    beyond = dict(batch, **{ENCODED_KEY: {"observation.images.top": {"members": [member], "refs": [(0, (0, member.frames))]}}})
     with pytest.raises(DecodeStageError, match=rf"frames \[{member.frames}\] are outside its {member.frames} frames"):
         stage(beyond)
-    mixed = dict(batch, **{ENCODED_KEY: {"observation.images.top": {
-        "members": [member], "refs": [(0, (0, 1)), (0, (0, 1, 2))]}}})
+    mixed = dict(batch, **{ENCODED_KEY: {"observation.images.top": {"members": [member], "refs": [(0, (0, 1)), (0, (0, 1, 2))]}}})
     with pytest.raises(DecodeStageError, match=r"windows of \[2, 3\] frames"):
         stage(mixed)
     assert stage.stats()["frames_decoded"] == 0 and stage.stats()["decoder_misses"] == 0
@@ -114,11 +114,15 @@ def test_bad_batches_are_refused_before_decoding(packed_hevc):
 def test_backends_and_devices_are_checked():
     from lerobot_shards.reader.decode.backends import nvdec_unavailable
 
-    with pytest.raises(ValueError, match="backend 'nvdec' decodes on a CUDA device, not the CPU; on the CPU use 'pyav' or 'torchcodec'"):
+    with pytest.raises(
+        ValueError, match="backend 'nvdec' decodes on a CUDA device, not the CPU; on the CPU use 'pyav' or 'torchcodec'"
+    ):
         DecodeStage("cpu", backend="nvdec")
     with pytest.raises(ValueError, match="backend 'ffmpeg' is not one of 'auto', 'nvdec', 'pyav', 'torchcodec'"):
         DecodeStage("cpu", backend="ffmpeg")
-    with pytest.raises(ValueError, match="decodes on the CPU, not a CUDA device; on a CUDA device use 'nvdec' or 'torchcodec', or device='cpu'"):
+    with pytest.raises(
+        ValueError, match="decodes on the CPU, not a CUDA device; on a CUDA device use 'nvdec' or 'torchcodec', or device='cpu'"
+    ):
         DecodeStage("cuda", backend="pyav")
     with pytest.raises(ValueError, match="backend 'pyav' takes no options"):
         DecodeStage("cpu", backend="pyav", backend_options={"colour": "exact"})

@@ -13,7 +13,7 @@ from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.reader.decode import CpuDecoders
 from lerobot_shards.reader.plan import World
 from lerobot_shards.reader.runtime import decode_threads_for, environment
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 TOP = "observation.images.top"
 WINDOW = {TOP: [-0.1, 0.0, 0.1], "action": [0.0, 0.1]}

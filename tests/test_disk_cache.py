@@ -8,7 +8,7 @@ import pytest
 
 from lerobot_shards import PackedDataset
 from lerobot_shards.reader.fetch import DiskCache, range_key
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 HEADER = 16  # bytes each entry adds on disk
 

@@ -13,7 +13,11 @@ from lerobot_shards.packer.errors import PackError, ShardPlanError, SourceError,
 
 
 def _errors(module) -> list[type]:
-    return [c for _, c in inspect.getmembers(module, inspect.isclass) if issubclass(c, BaseException) and c.__module__ == module.__name__]
+    return [
+        c
+        for _, c in inspect.getmembers(module, inspect.isclass)
+        if issubclass(c, BaseException) and c.__module__ == module.__name__
+    ]
 
 
 def test_every_error_of_the_project_is_in_one_hierarchy():

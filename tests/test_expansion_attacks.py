@@ -31,7 +31,7 @@ from lerobot_shards.core.format import (
 )
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 from tests.pack_tamper import edit_episodes_index, reseal, seal_files
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB, copy_source, edit_episodes_metadata
 
 # Every entry point on one pack, each caught on its own; the child prints what each said.
@@ -42,7 +42,7 @@ from lerobot_shards.cli import main
 root, output = sys.argv[1], sys.argv[2]
 said = {}
 try:
-    from lerobot_shards.reader import PackedDataset
+    from lerobot_shards import PackedDataset
     next(iter(PackedDataset(root, shuffle=False, return_uint8=True, prefetch_episodes=0)))
     said["reader"] = "ok"
 except Exception as err:
@@ -110,10 +110,12 @@ def test_2_an_episodes_index_task_bomb_is_refused_before_decoding(packed_copy, t
 @pytest.mark.parametrize(("rows", "text_bytes"), [(MAX_TASKS + 1, 8), (1_000_000, 60_000)])
 def test_3_a_tasks_parquet_bomb_is_refused_by_rows_or_decoded_bytes(packed_copy, tmp_path, rows, text_bytes):
     root = _copy(packed_copy, tmp_path)
-    tasks = pa.table({
-        "task": pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), pa.array(["x" * text_bytes])),
-        "task_index": pa.array(np.zeros(rows, np.int64)),
-    })
+    tasks = pa.table(
+        {
+            "task": pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)), pa.array(["x" * text_bytes])),
+            "task_index": pa.array(np.zeros(rows, np.int64)),
+        }
+    )
     # Without the Arrow schema the strings read back as plain strings: what the bound must catch.
     pq.write_table(tasks, root / "meta" / "tasks.parquet", use_dictionary=True, store_schema=False)
     seal_files(root)
@@ -127,9 +129,12 @@ def test_4_a_list_column_repeating_one_value_is_refused_by_the_feature_shape(pac
     path = root / shard_parquet_path(0)
     original = pq.ParquetFile(path)
     per_row = 1_000_000
-    with pq.ParquetWriter(path.with_suffix(".tmp"), original.schema_arrow.set(
-            original.schema_arrow.get_field_index("action"), pa.field("action", pa.list_(pa.float32()))),
-            compression="zstd", write_page_index=True) as writer:
+    with pq.ParquetWriter(
+        path.with_suffix(".tmp"),
+        original.schema_arrow.set(original.schema_arrow.get_field_index("action"), pa.field("action", pa.list_(pa.float32()))),
+        compression="zstd",
+        write_page_index=True,
+    ) as writer:
         for group in range(original.metadata.num_row_groups):
             rows = original.read_row_group(group)
             values = pa.array(np.full(rows.num_rows * per_row, 666.0, np.float32))
@@ -157,7 +162,8 @@ def test_5_a_samples_index_of_millions_of_rows_is_refused_by_its_row_count(packe
     assert said["preview"]["exit"] != 0 and SAMPLES_INDEX_PATH in said["preview"]["output"]
     # A reader with where= and `mixture create --where` read the samples index: refused by count.
     measured = run_measured(
-        "import sys\nfrom lerobot_shards import PackedDataset\nPackedDataset(sys.argv[1], where='frame_index >= 0')", str(root))
+        "import sys\nfrom lerobot_shards import PackedDataset\nPackedDataset(sys.argv[1], where='frame_index >= 0')", str(root)
+    )
     assert SAMPLES_INDEX_PATH in measured.outcome and "3000000 rows" in measured.outcome, measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES
     mixture = tmp_path / "mix"
@@ -176,8 +182,10 @@ def test_6_a_source_feature_shape_beyond_the_bound_or_unlike_the_data_is_refused
     source = copy_source(sample_source, tmp_path)
     info_path = source / "meta" / "info.json"
     honest = json.loads(info_path.read_text())
-    for shape, message in [([200_000_000], rf"holds 200000000 values per frame; at most {MAX_FEATURE_ELEMENTS} are allowed"),
-                           ([7], r"column action holds \[6\] values per frame; meta/info.json declares shape \[7\]")]:
+    for shape, message in [
+        ([200_000_000], rf"holds 200000000 values per frame; at most {MAX_FEATURE_ELEMENTS} are allowed"),
+        ([7], r"column action holds \[6\] values per frame; meta/info.json declares shape \[7\]"),
+    ]:
         info = json.loads(json.dumps(honest))
         info["features"]["action"]["shape"] = shape
         info_path.write_text(json.dumps(info))
@@ -202,11 +210,18 @@ def test_10_a_source_episodes_metadata_bomb_is_refused_and_nothing_is_written(sa
     source = copy_source(sample_source, tmp_path)
     for path in sorted((source / "meta" / "episodes").glob("*/*.parquet")):
         table = pq.read_table(path)
-        table = table.set_column(table.schema.get_field_index("tasks"), "tasks", _repeated_strings(table.num_rows, 3_000_000, "x" * 40))
+        table = table.set_column(
+            table.schema.get_field_index("tasks"), "tasks", _repeated_strings(table.num_rows, 3_000_000, "x" * 40)
+        )
         pq.write_table(table, path, use_dictionary=True)
     measured = run_measured(
-        "import sys\nfrom lerobot_shards import pack_dataset\npack_dataset(sys.argv[1], sys.argv[2])", str(source), str(tmp_path / "dst"))
-    assert measured.outcome.startswith("SourceError: ") and "cannot read episodes metadata: column tasks" in measured.outcome, measured
+        "import sys\nfrom lerobot_shards import pack_dataset\npack_dataset(sys.argv[1], sys.argv[2])",
+        str(source),
+        str(tmp_path / "dst"),
+    )
+    assert measured.outcome.startswith("SourceError: ") and "cannot read episodes metadata: column tasks" in measured.outcome, (
+        measured
+    )
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured
     assert not (tmp_path / "dst").exists() or not list((tmp_path / "dst").rglob("shard-*"))
 
@@ -217,8 +232,12 @@ def test_11_nan_in_the_manifest_is_a_one_line_error_everywhere(packed_copy, tmp_
     manifest = (root / "manifest.json").read_text()
     (root / "manifest.json").write_text(manifest.replace('"tolerance_s": 0.0001', '"tolerance_s": NaN', 1))
     assert "NaN" in (root / "manifest.json").read_text()
-    for args in (["info", str(root)], ["verify", str(root)], ["sql", str(root), "SELECT 1"],
-                 ["preview", str(root), "-o", str(tmp_path / "p.html")]):
+    for args in (
+        ["info", str(root)],
+        ["verify", str(root)],
+        ["sql", str(root), "SELECT 1"],
+        ["preview", str(root), "-o", str(tmp_path / "p.html")],
+    ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code != 0 and "manifest.json" in result.output and "NaN" in result.output, (args, result.output)
         assert isinstance(result.exception, SystemExit), (args, result.exception)
@@ -250,10 +269,16 @@ def _edit_source_episodes(source: Path, edit) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda row: row.update({k: float("inf") for k in row if k.endswith("/from_timestamp")}),
-         r"from_timestamp and to_timestamp must be finite seconds"),
-        (lambda row: row.update(dataset_from_index=row["dataset_from_index"] + 1, dataset_to_index=row["dataset_to_index"] + 1),
-         r"rows have index \d+\.\.\d+; the episodes metadata says dataset_from_index"),
+        (
+            lambda row: row.update({k: float("inf") for k in row if k.endswith("/from_timestamp")}),
+            r"from_timestamp and to_timestamp must be finite seconds",
+        ),
+        (
+            lambda row: row.update(
+                dataset_from_index=row["dataset_from_index"] + 1, dataset_to_index=row["dataset_to_index"] + 1
+            ),
+            r"rows have index \d+\.\.\d+; the episodes metadata says dataset_from_index",
+        ),
     ],
 )
 def test_13_inconsistent_episodes_metadata_fails_the_pack_naming_it(sample_source, tmp_path, edit, message):

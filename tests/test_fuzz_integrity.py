@@ -38,7 +38,11 @@ def _regions(root: Path) -> dict[str, tuple[str, list[tuple[int, int]]]]:
     rows = pq.read_table(root / EPISODES_INDEX_PATH).to_pylist()
     tar = "shards/shard-000000.tar"
     size = (root / tar).stat().st_size
-    members = [(r[video_column(TOP, "offset")], r[video_column(TOP, "offset")] + r[video_column(TOP, "size")]) for r in rows if r["shard"] == 0]
+    members = [
+        (r[video_column(TOP, "offset")], r[video_column(TOP, "offset")] + r[video_column(TOP, "size")])
+        for r in rows
+        if r["shard"] == 0
+    ]
     headers = [(start - 512, start) for start, _ in members] + [(size - 1024, size)]
     whole = lambda rel: [(0, (root / rel).stat().st_size)]  # noqa: E731
     return {
@@ -58,8 +62,7 @@ def small_pack(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("fuzz")
     spec = SampleSpec(episodes=4, lengths=(5, 7, 3, 6), cameras=(CameraSpec(TOP, 32, 48),), tasks=("pick", "place"), seed=5)
     write_sample_dataset(root / "src", spec)
-    pack_dataset(str(root / "src"), str(root / "pack"), shard_size_mb=0.004,
-                 windows={"chunk": {"action": [0.0, 1 / 30, 2 / 30]}})
+    pack_dataset(str(root / "src"), str(root / "pack"), shard_size_mb=0.004, windows={"chunk": {"action": [0.0, 1 / 30, 2 / 30]}})
     assert len(list((root / "pack" / "shards").glob("*.tar"))) >= 2
     return root / "pack"
 
@@ -75,15 +78,28 @@ def test_single_byte_flips_give_the_clean_samples_or_an_error_naming_the_file(sm
     (tmp_path / "flips.json").write_text(json.dumps(flips))
     results_path = tmp_path / "results.jsonl"
     child = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "scripts" / "flip_bytes.py"), str(small_pack), str(tmp_path / "flips.json"), str(results_path)],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1800,
+        [
+            sys.executable,
+            str(ROOT / "tests" / "scripts" / "flip_bytes.py"),
+            str(small_pack),
+            str(tmp_path / "flips.json"),
+            str(results_path),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=1800,
     )
     lines = [json.loads(line) for line in results_path.read_text().splitlines()] if results_path.exists() else []
-    assert child.returncode == 0, f"the reader process died (rc {child.returncode}) after {len(lines)} flips:\n{child.stderr[-3000:]}"
+    assert child.returncode == 0, (
+        f"the reader process died (rc {child.returncode}) after {len(lines)} flips:\n{child.stderr[-3000:]}"
+    )
     *records, summary = lines
     assert len(records) == len(flips)
-    print(f"seed {SEED}: {len(records)} flips, peak RSS {summary['peak_rss_kb'] // 1024} MB, "
-          f"{sum(r['outcome'] == 'identical' for r in records)} identical, {sum(r['outcome'] == 'error' for r in records)} errors")
+    print(
+        f"seed {SEED}: {len(records)} flips, peak RSS {summary['peak_rss_kb'] // 1024} MB, "
+        f"{sum(r['outcome'] == 'identical' for r in records)} identical, {sum(r['outcome'] == 'error' for r in records)} errors"
+    )
     failures = []
     for r in records:
         where = f"{r['kind']} {r['file']}@{r['offset']}^{r['xor']:#04x}"
@@ -99,7 +115,9 @@ def test_single_byte_flips_give_the_clean_samples_or_an_error_naming_the_file(sm
             failures.append(f"{where}: the reader saw damage ({r['outcome']}) but verify passed")
     assert not failures, "\n".join(failures)
     first_over = next((r for r in records if r["peak_rss_kb"] >= PEAK_RSS_LIMIT_KB), None)
-    assert summary["peak_rss_kb"] < PEAK_RSS_LIMIT_KB, f"peak RSS {summary['peak_rss_kb']} KB, first past the limit at {first_over}"
+    assert summary["peak_rss_kb"] < PEAK_RSS_LIMIT_KB, (
+        f"peak RSS {summary['peak_rss_kb']} KB, first past the limit at {first_over}"
+    )
     # Every kind was exercised and damage was seen in each kind the reader reads.
     errors_by_kind = {k: sum(r["outcome"] == "error" for r in records if r["kind"] == k) for k in kinds}
     for kind in ("manifest", "episodes index", "samples index", "shard parquet", "tar members", "tasks", "info"):
@@ -109,8 +127,8 @@ def test_single_byte_flips_give_the_clean_samples_or_an_error_naming_the_file(sm
 # -- expansion mutations (issue 21): small files that claim or decode to much more -------------
 EXPANSION_CHILD = """
 import json, sys
-from lerobot_shards.packer import verify
-from lerobot_shards.reader import PackedDataset
+from lerobot_shards import verify
+from lerobot_shards import PackedDataset
 for root in sys.argv[1:]:
     record = {"root": root}
     try:
@@ -152,19 +170,25 @@ def _mutations(pack: Path, out: Path, rng: random.Random) -> list[tuple[str, Pat
     # inflate a list: one episode's task list in the episodes index
     root = copy(f"inflate-tasks-x{factor}")
     table = pq.read_table(root / EPISODES_INDEX_PATH)
-    pq.write_table(_inflate_list(table, "tasks", rng.randrange(table.num_rows), factor), root / EPISODES_INDEX_PATH, use_dictionary=True)
+    pq.write_table(
+        _inflate_list(table, "tasks", rng.randrange(table.num_rows), factor), root / EPISODES_INDEX_PATH, use_dictionary=True
+    )
     reseal(root)
     # inflate a list: one row's action in a shard parquet (as a variable-length list)
     root = copy(f"inflate-action-x{min(factor, 1_000_000)}")
     path = root / "shards" / "shard-000001.parquet"
     table = pq.read_table(path)
     table = table.set_column(table.schema.get_field_index("action"), "action", table["action"].cast(pa.list_(pa.float32())))
-    pq.write_table(_inflate_list(table, "action", rng.randrange(table.num_rows), min(factor, 1_000_000)), path, row_group_size=1 << 30)
+    pq.write_table(
+        _inflate_list(table, "action", rng.randrange(table.num_rows), min(factor, 1_000_000)), path, row_group_size=1 << 30
+    )
     reseal(root)
     # repeat a value: every row of the samples index repeated
     root = copy(f"repeat-samples-x{min(factor, 100_000)}")
     samples = pq.read_table(root / "index" / "samples.parquet")
-    pq.write_table(samples.take(pa.array(np.zeros(samples.num_rows * min(factor, 100_000), np.int64))), root / "index" / "samples.parquet")
+    pq.write_table(
+        samples.take(pa.array(np.zeros(samples.num_rows * min(factor, 100_000), np.int64))), root / "index" / "samples.parquet"
+    )
     reseal(root)
     # claim a length: an episode's length, and a member's frame count
     claimed = rng.choice([10**6 + 1, 10**8, 10**12])
@@ -178,8 +202,13 @@ def _mutations(pack: Path, out: Path, rng: random.Random) -> list[tuple[str, Pat
 def test_expansion_mutations_give_a_named_error_within_the_memory_bound(small_pack, tmp_path):
     rng = random.Random(SEED)
     mutations = _mutations(small_pack, tmp_path, rng)
-    child = subprocess.run([sys.executable, "-c", EXPANSION_CHILD, *[str(root) for _, root in mutations]],
-                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1800)
+    child = subprocess.run(
+        [sys.executable, "-c", EXPANSION_CHILD, *[str(root) for _, root in mutations]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=1800,
+    )
     records = [json.loads(line[7:]) for line in child.stdout.splitlines() if line.startswith("RECORD ")]
     assert child.returncode == 0 and len(records) == len(mutations), child.stderr[-3000:]
     from tests.memory_probe import HOSTILE_PEAK_BYTES

@@ -28,7 +28,7 @@ CAMERA = (CameraSpec("observation.images.top", 24, 32),)
 
 PACK = """
 import json, sys
-from lerobot_shards.packer import pack_dataset
+from lerobot_shards import pack_dataset
 from lerobot_shards.core.errors import LeRobotShardsError
 jobs = json.loads(sys.argv[1])
 for job in jobs:
@@ -56,8 +56,14 @@ def _pack(hub: HubServer, tmp_path: Path, jobs: list[dict]) -> list[dict]:
     """Run ``pack_dataset`` for each job in one child process talking to ``hub``."""
     for job in jobs:
         job.setdefault("cache", str(tmp_path / "cache"))
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1",
-           "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.url,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("HF_TOKEN", None)
     child = subprocess.run([sys.executable, "-c", PACK, json.dumps(jobs)], env=env, capture_output=True, text=True, timeout=900)
     results = [json.loads(line[7:]) for line in child.stdout.splitlines() if line.startswith("RESULT ")]
@@ -66,8 +72,10 @@ def _pack(hub: HubServer, tmp_path: Path, jobs: list[dict]) -> list[dict]:
 
 
 def _dataset(root: Path, seed: int = 0, **spec) -> Path:
-    write_sample_dataset(root, SampleSpec(episodes=spec.pop("episodes", 3), lengths=spec.pop("lengths", (4, 5, 6)), cameras=CAMERA,
-                                          seed=seed, **spec))
+    write_sample_dataset(
+        root,
+        SampleSpec(episodes=spec.pop("episodes", 3), lengths=spec.pop("lengths", (4, 5, 6)), cameras=CAMERA, seed=seed, **spec),
+    )
     return root
 
 
@@ -92,11 +100,15 @@ def test_sha_tag_and_branch_revisions(hub, tmp_path):
     repo = hub.repo("org/ds")
     sha_old = repo.add_commit(old, "v1.0")
     repo.add_commit(new, "main")
-    results = _pack(hub, tmp_path, [
-        {"repo": "org/ds", "revision": "v1.0", "dst": str(tmp_path / "tag")},
-        {"repo": "org/ds", "dst": str(tmp_path / "branch")},
-        {"repo": "org/ds", "revision": sha_old, "dst": str(tmp_path / "sha")},
-    ])
+    results = _pack(
+        hub,
+        tmp_path,
+        [
+            {"repo": "org/ds", "revision": "v1.0", "dst": str(tmp_path / "tag")},
+            {"repo": "org/ds", "dst": str(tmp_path / "branch")},
+            {"repo": "org/ds", "revision": sha_old, "dst": str(tmp_path / "sha")},
+        ],
+    )
     assert all("error" not in r for r in results), results
     manifests = {name: json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("tag", "branch", "sha")}
     assert manifests["sha"]["source"]["revision"] == sha_old and manifests["tag"]["source"]["revision"] == "v1.0"
@@ -127,10 +139,14 @@ def test_bad_repos_revisions_and_files_fail_naming_them(hub, tmp_path):
     source = _dataset(tmp_path / "ds")
     hub.repo("org/ds").add_commit(source, "main")
     (tmp_path / "tampered").mkdir()
-    results = _pack(hub, tmp_path, [
-        {"repo": "org/missing", "dst": str(tmp_path / "a")},
-        {"repo": "org/ds", "revision": "no-such-branch", "dst": str(tmp_path / "b")},
-    ])
+    results = _pack(
+        hub,
+        tmp_path,
+        [
+            {"repo": "org/missing", "dst": str(tmp_path / "a")},
+            {"repo": "org/ds", "revision": "no-such-branch", "dst": str(tmp_path / "b")},
+        ],
+    )
     assert "org/missing" in results[0]["error"] and "SourceError" in results[0]["error"], results[0]
     assert "no-such-branch" in results[1]["error"], results[1]
     # A file whose bytes change on the server after it was listed: refused, not staged.
@@ -152,7 +168,9 @@ def test_a_20_dataset_mixture_completes_under_a_request_budget_with_429s_and_503
     try:
         for i, source in enumerate(sources):
             server.repo(f"org/ds{i:02d}").add_commit(source, "main")
-        results = _pack(server, tmp_path, [{"repo": f"org/ds{i:02d}", "dst": str(tmp_path / "mix" / f"ds{i:02d}")} for i in range(20)])
+        results = _pack(
+            server, tmp_path, [{"repo": f"org/ds{i:02d}", "dst": str(tmp_path / "mix" / f"ds{i:02d}")} for i in range(20)]
+        )
         assert all("error" not in r for r in results), [r for r in results if "error" in r]
         served = {k: v for k, v in server.counts.items() if k not in ("429", "503")}
         refused = server.counts["429"] + server.counts["503"]
@@ -168,14 +186,20 @@ def test_a_20_dataset_mixture_completes_under_a_request_budget_with_429s_and_503
         for i, source in enumerate(sources):
             naive.repo(f"org/ds{i:02d}").add_commit(source, "main")
         env = {**os.environ, "HF_ENDPOINT": naive.url, "HF_HOME": str(tmp_path / "hf-naive"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-        code = ("import sys\nfrom huggingface_hub import snapshot_download\n"
-                "for i in range(20): snapshot_download(f'org/ds{i:02d}', repo_type='dataset', local_dir=f'{sys.argv[1]}/{i}')")
-        subprocess.run([sys.executable, "-c", code, str(tmp_path / "naive")], env=env, check=True, capture_output=True, timeout=600)
+        code = (
+            "import sys\nfrom huggingface_hub import snapshot_download\n"
+            "for i in range(20): snapshot_download(f'org/ds{i:02d}', repo_type='dataset', local_dir=f'{sys.argv[1]}/{i}')"
+        )
+        subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "naive")], env=env, check=True, capture_output=True, timeout=600
+        )
         naive_requests = sum(naive.counts.values())
     finally:
         naive.stop()
-    print(f"20 datasets, {files} files: ours {ours} requests (+{refused} answered 429/503 and retried); "
-          f"snapshot_download {naive_requests} ({dict(naive.counts)})")
+    print(
+        f"20 datasets, {files} files: ours {ours} requests (+{refused} answered 429/503 and retried); "
+        f"snapshot_download {naive_requests} ({dict(naive.counts)})"
+    )
     assert naive_requests >= ours + files  # at least one more request per file
 
 
@@ -254,8 +278,11 @@ def test_a_pack_on_the_hub_reads_the_same_samples_and_is_never_written_file_by_f
     assert set(hub.counts) <= {"revision", "tree", "get", "head"} and hub.counts["get"] > 0
 
     hub.reset_counts()
-    with pytest.raises(StorageError, match=r"hf://datasets/org/other: not written to \(the Hugging Face Hub\): every write .* `"
-                                           r"hf upload-large-folder"):
+    with pytest.raises(
+        StorageError,
+        match=r"hf://datasets/org/other: not written to \(the Hugging Face Hub\): every write .* `"
+        r"hf upload-large-folder",
+    ):
         pack_dataset(str(tmp_path / "no-such-source"), "hf://datasets/org/other", storage_options={"endpoint": hub.url})
     with pytest.raises(StorageError, match="not written to"):
         Storage("hf://datasets/org/pack", {"endpoint": hub.url}).write_bytes("x.json", b"{}")
@@ -271,8 +298,11 @@ def test_a_missing_repo_says_which_repo_not_a_probe_of_mixture_json(hub, tmp_pat
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     options = {"endpoint": hub.url}
-    with pytest.raises(FormatError, match=r"hf://datasets/user/nothing: no dataset repo 'user/nothing' on http://127\.0\.0\.1:\d+ "
-                                          r"\(or a private one: give a token"):
+    with pytest.raises(
+        FormatError,
+        match=r"hf://datasets/user/nothing: no dataset repo 'user/nothing' on http://127\.0\.0\.1:\d+ "
+        r"\(or a private one: give a token",
+    ):
         PackedDataset("hf://datasets/user/nothing", storage_options=options)
     with pytest.raises(MixtureSpecError, match=r"mixture.json: no dataset repo 'user/nothing'"):
         MixtureDataset("hf://datasets/user/nothing/mixture.json", storage_options=options)

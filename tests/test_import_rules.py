@@ -50,8 +50,16 @@ LAYERS = {
 
 CORE = {"core.errors", "core.exports", "core.option_fields", "core.format", "core.storage"}
 READER = {"reader.read_options", "reader.plan", "reader.fetch", "reader.decode", "reader.runtime", "reader.api"}
-PACKER = {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "packer.run", "packer.tools",
-          "packer.mixture"}
+PACKER = {
+    "packer.base",
+    "packer.options",
+    "packer.plan",
+    "packer.source",
+    "packer.shard",
+    "packer.run",
+    "packer.tools",
+    "packer.mixture",
+}
 
 # What each layer may import (besides its own modules). Everything else of ours is an arrow
 # against the layering. The table is a DAG (checked below): no layer reaches back up, the core
@@ -67,20 +75,45 @@ RULES: dict[str, set[str]] = {
     "reader.plan": {"core.errors"},
     "reader.fetch": {"core.errors", "core.format", "core.storage"},
     "reader.decode": {"core.errors", "core.format"},
-    "reader.runtime": {"core.errors", "core.format", "core.storage", "reader.plan", "reader.fetch", "reader.decode",
-                       "reader.read_options"},
+    "reader.runtime": {
+        "core.errors",
+        "core.format",
+        "core.storage",
+        "reader.plan",
+        "reader.fetch",
+        "reader.decode",
+        "reader.read_options",
+    },
     "reader.api": CORE | {"reader.read_options", "reader.plan", "reader.fetch", "reader.decode", "reader.runtime"},
     "packer.base": {"core.errors"},
     "packer.options": {"packer.base", "core.errors", "core.option_fields", "core.format", "core.storage", "reader.plan"},
     "packer.plan": {"packer.base", "packer.options", "core.errors", "core.format"},
     "packer.source": {"packer.base", "core.errors", "core.format", "core.storage"},
     "packer.shard": {"packer.base", "packer.options", "packer.source", "core.errors", "core.format"},
-    "packer.run": {"packer.base", "packer.options", "packer.plan", "packer.source", "packer.shard", "core.errors",
-                   "core.option_fields", "core.format", "core.storage", "reader.plan", "reader.fetch"},
-    "packer.tools": {"packer.base", "core.errors", "core.format", "core.storage", "reader.plan", "reader.fetch",
-                     "reader.decode"},
-    "packer.mixture": {"packer.base", "packer.options", "packer.run", "packer.tools", "core.errors", "core.format",
-                       "core.storage", "reader.fetch"},
+    "packer.run": {
+        "packer.base",
+        "packer.options",
+        "packer.plan",
+        "packer.source",
+        "packer.shard",
+        "core.errors",
+        "core.option_fields",
+        "core.format",
+        "core.storage",
+        "reader.plan",
+        "reader.fetch",
+    },
+    "packer.tools": {"packer.base", "core.errors", "core.format", "core.storage", "reader.plan", "reader.fetch", "reader.decode"},
+    "packer.mixture": {
+        "packer.base",
+        "packer.options",
+        "packer.run",
+        "packer.tools",
+        "core.errors",
+        "core.format",
+        "core.storage",
+        "reader.fetch",
+    },
     "packer.face": set(),
     "testing": {"packer.base", "packer.source", "packer.shard", "core.errors", "core.format"},
     "train": CORE | READER,
@@ -95,8 +128,26 @@ for _layer, _allowed in RULES.items():
 
 # Libraries a layer may not import: planning is pure (no I/O, no processes, no torch); shard
 # building has no storage and no processes; packing nodes never load torch.
-_IO = {"fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp", "boto3", "av", "torchcodec", "duckdb", "huggingface_hub",
-       "requests", "socket", "subprocess", "multiprocessing", "concurrent", "threading", "pyarrow.parquet", "tempfile"}
+_IO = {
+    "fsspec",
+    "s3fs",
+    "botocore",
+    "aiobotocore",
+    "aiohttp",
+    "boto3",
+    "av",
+    "torchcodec",
+    "duckdb",
+    "huggingface_hub",
+    "requests",
+    "socket",
+    "subprocess",
+    "multiprocessing",
+    "concurrent",
+    "threading",
+    "pyarrow.parquet",
+    "tempfile",
+}
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "reader.plan": _IO | {"torch", "pyarrow"},
     "core.errors": _IO | {"torch", "pyarrow"},
@@ -197,7 +248,7 @@ def cycles(files: dict[str, str]) -> list[list[str]]:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                found.append(stack[stack.index(nxt):] + [nxt])
+                found.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -251,8 +302,11 @@ def test_no_module_circles():
 def test_reader_never_imports_packer():
     files = project_files()
     arrows = read_arrows(files, set(files))
-    bad = [f"{a.source}:{a.line} imports {a.target}" for a in arrows if a.source.startswith(f"{P}.reader")
-           and a.target.startswith(f"{P}.packer")]
+    bad = [
+        f"{a.source}:{a.line} imports {a.target}"
+        for a in arrows
+        if a.source.startswith(f"{P}.reader") and a.target.startswith(f"{P}.packer")
+    ]
     assert not bad, bad
 
 
@@ -265,11 +319,16 @@ def test_the_checker_reports_an_arrow_against_the_rules():
     files["lerobot_shards.reader.fetch.prefetch"] += "\nfrom lerobot_shards.packer.errors import PackError\n"
     files["lerobot_shards.packer.shard.build"] += "\nfrom lerobot_shards.packer.shard import cut_episode\n"
     problems = "\n".join(violations(files))
-    assert "lerobot_shards.packer.plan.shard_plan" in problems and "imports lerobot_shards.packer.run.pack (packer.run)" in problems
+    assert (
+        "lerobot_shards.packer.plan.shard_plan" in problems and "imports lerobot_shards.packer.run.pack (packer.run)" in problems
+    )
     assert "imports fsspec, which this layer may not" in problems
     assert "lerobot_shards.reader.plan.world" in problems and "imports lerobot_shards.reader.dataset (reader.api)" in problems
     assert "lerobot_shards.reader.fetch.prefetch" in problems and "imports lerobot_shards.packer.errors (packer.base)" in problems
-    assert "lerobot_shards.packer.shard.build" in problems and "imports its own package's face lerobot_shards.packer.shard" in problems
+    assert (
+        "lerobot_shards.packer.shard.build" in problems
+        and "imports its own package's face lerobot_shards.packer.shard" in problems
+    )
     files = project_files()
     files["lerobot_shards.core.format.layout"] += "\nfrom lerobot_shards.core.format.manifest import Manifest\n"
     assert any("lerobot_shards.core.format.layout" in c and "lerobot_shards.core.format.manifest" in c for c in cycles(files))
@@ -279,8 +338,15 @@ def test_the_checker_reports_an_arrow_against_the_rules():
 # A face is a package's ``__init__`` (a lazy ``_EXPORTS`` table) or the one module of a
 # one-module layer (errors, options, the trainer integration). Tests, scripts and benchmarks
 # import names a face lists, or a face's submodule as a module object (to patch its globals).
-MODULE_FACES = {"lerobot_shards.core.errors", "lerobot_shards.core.option_fields", "lerobot_shards.reader.read_options", "lerobot_shards.train.lerobot_train", "lerobot_shards.packer.errors",
-                "lerobot_shards.packer.version", "lerobot_shards.packer.options"}
+MODULE_FACES = {
+    "lerobot_shards.core.errors",
+    "lerobot_shards.core.option_fields",
+    "lerobot_shards.reader.read_options",
+    "lerobot_shards.train.lerobot_train",
+    "lerobot_shards.packer.errors",
+    "lerobot_shards.packer.version",
+    "lerobot_shards.packer.options",
+}
 OURS = (P,)
 
 
@@ -299,11 +365,18 @@ def face_names(files: dict[str, str]) -> dict[str, set[str]]:
                         names |= {e.value for v in node.value.values if isinstance(v, ast.List) for e in v.elts}
             faces[module] = names
         elif module in MODULE_FACES:
-            faces[module] = {n.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-                             for n in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                             if isinstance(n, ast.Name) and not n.id.startswith("_")}
-            faces[module] |= {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-                              and not node.name.startswith("_")}
+            faces[module] = {
+                n.id
+                for node in tree.body
+                if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for n in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(n, ast.Name) and not n.id.startswith("_")
+            }
+            faces[module] |= {
+                node.name
+                for node in tree.body
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_")
+            }
             faces[module] |= {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
     return faces
 
@@ -330,12 +403,17 @@ def face_violations(users: dict[str, str], files: dict[str, str]) -> list[str]:
 
 def test_tests_scripts_and_benchmarks_import_public_faces_only():
     files = project_files()
-    users = {str(p.relative_to(ROOT)): p.read_text() for folder in ("tests", "scripts", "benchmarks")
-             for p in sorted((ROOT / folder).rglob("*.py"))}
+    users = {
+        str(p.relative_to(ROOT)): p.read_text()
+        for folder in ("tests", "scripts", "benchmarks")
+        for p in sorted((ROOT / folder).rglob("*.py"))
+    }
     problems = face_violations(users, files)
     assert not problems, "imports past a public face:\n" + "\n".join(problems)
     # The check can fail: a deep module path, a name a face does not list, a module import.
-    bad = {"t.py": "from lerobot_shards.reader.plan.epoch_plan import plan_epoch\nfrom lerobot_shards.reader.plan import EpochPlanX\nimport lerobot_shards.reader.dataset\n"}
+    bad = {
+        "t.py": "from lerobot_shards.reader.plan.epoch_plan import plan_epoch\nfrom lerobot_shards.reader.plan import EpochPlanX\nimport lerobot_shards.reader.dataset\n"
+    }
     assert len(face_violations(bad, files)) == 3
 
 

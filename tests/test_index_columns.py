@@ -22,7 +22,7 @@ from lerobot_shards.core.format import VIDEO_CODECS, EpisodeTable, hex_digests, 
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.fetch import CatalogPack, EpisodeCatalog, PackedIndex
 from lerobot_shards.testing import write_tabular_pack
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.work_counter import lines_executed
 
 FEW, MANY = 100, 10_000
@@ -73,9 +73,15 @@ def test_a_catalog_of_packs_costs_python_per_pack_not_per_episode(sized_packs):
     def catalog_of(root: Path) -> EpisodeCatalog:
         storage = Storage(str(root))
         index = PackedIndex(storage)
-        info = CatalogPack(name=root.name, root=str(root), manifest_sha256=index.manifest_sha256, fps=index.manifest.fps,
-                              features=index.manifest.features, video_keys=tuple(index.manifest.video_keys),
-                              tolerance_s=index.manifest.tolerance_s)
+        info = CatalogPack(
+            name=root.name,
+            root=str(root),
+            manifest_sha256=index.manifest_sha256,
+            fps=index.manifest.fps,
+            features=index.manifest.features,
+            video_keys=tuple(index.manifest.video_keys),
+            tolerance_s=index.manifest.tolerance_s,
+        )
         return EpisodeCatalog.from_packs([(info, index, {0: "synthetic"})] * 3)
 
     few = _lines(catalog_of, sized_packs[FEW])
@@ -96,13 +102,21 @@ def test_columns_say_what_the_index_file_says(packed_copy):
     for position, row in enumerate(rows):
         entry = table[position]
         assert (entry.episode_index, entry.shard, entry.length, entry.row_start) == (
-            row["episode_index"], row["shard"], row["length"], row["row_start"])
+            row["episode_index"],
+            row["shard"],
+            row["length"],
+            row["row_start"],
+        )
         assert (entry.row_group.index, entry.row_group.offset, entry.row_group.sha256) == (
-            row["row_group"], row["row_group_offset"], row["row_group_sha256"])
+            row["row_group"],
+            row["row_group_offset"],
+            row["row_group_sha256"],
+        )
         assert entry.tasks == tuple(row["tasks"])
         for key, member in entry.cameras.items():
             assert (member.offset, member.size, member.frames, member.codec, member.sha256) == tuple(
-                row[video_column(key, name)] for name in ("offset", "size", "frames", "codec", "sha256")), (position, key)
+                row[video_column(key, name)] for name in ("offset", "size", "frames", "codec", "sha256")
+            ), (position, key)
     # Sequence behaviour: negative positions, slices, iteration, positions of episode indices.
     assert table[-1].episode_index == rows[-1]["episode_index"]
     assert [e.episode_index for e in table[1:3]] == [r["episode_index"] for r in rows[1:3]]
@@ -146,12 +160,37 @@ def test_a_compiled_mixture_opens_columnar(sized_packs, tmp_path):
     direct = []
     for name, path in names.items():
         index = PackedIndex(Storage(path))
-        direct.append((CatalogPack(name=name, root=path, manifest_sha256=index.manifest_sha256, fps=index.manifest.fps,
-                                      features=index.manifest.features, video_keys=(), tolerance_s=index.manifest.tolerance_s),
-                       index, {0: "synthetic"}))
+        direct.append(
+            (
+                CatalogPack(
+                    name=name,
+                    root=path,
+                    manifest_sha256=index.manifest_sha256,
+                    fps=index.manifest.fps,
+                    features=index.manifest.features,
+                    video_keys=(),
+                    tolerance_s=index.manifest.tolerance_s,
+                ),
+                index,
+                {0: "synthetic"},
+            )
+        )
     built = EpisodeCatalog.from_packs(direct)
-    for name in ("episode_index", "length", "from_index", "row_start", "row_group", "row_group_offset", "row_group_sha256",
-                 "row_group_episodes", "row_group_rows", "anchor_counts", "member_start", "shard_tar_sha256", "shard_footer_sha256"):
+    for name in (
+        "episode_index",
+        "length",
+        "from_index",
+        "row_start",
+        "row_group",
+        "row_group_offset",
+        "row_group_sha256",
+        "row_group_episodes",
+        "row_group_rows",
+        "anchor_counts",
+        "member_start",
+        "shard_tar_sha256",
+        "shard_footer_sha256",
+    ):
         assert np.array_equal(getattr(compiled, name), getattr(built, name)), name
     assert len(VIDEO_CODECS) < 128  # member codecs are int8 indices
 
@@ -184,7 +223,9 @@ def _honest_compiled_episodes(rows: int, cameras: int) -> pa.Table:
 
     codec = max(VIDEO_CODECS, key=len)
     columns = {field.name: ints() for field in EPISODES_SCHEMA if pa.types.is_int64(field.type)}
-    columns.update({name: pa.array(rng.integers(0, 1 << 30, rows), pa.int32()) for name in ("dataset", "row_group", "row_group_episodes")})
+    columns.update(
+        {name: pa.array(rng.integers(0, 1 << 30, rows), pa.int32()) for name in ("dataset", "row_group", "row_group_episodes")}
+    )
     columns["row_group_sha256"] = pa.array([rng.bytes(32) for _ in range(rows)], pa.binary(32))
     for name in ("member_offset", "member_size", "member_frames"):
         columns[name] = members(pa.array(rng.integers(0, 1 << 62, rows * cameras)))
@@ -211,7 +252,7 @@ def test_the_largest_honest_compiled_mixture_the_format_allows_opens():
     from lerobot_shards.core.format.parquet import read_bounded
 
     rows = 4_000
-    lists = {name: 4 for name in ("member_offset", "member_size", "member_frames", "member_codec", "member_sha256")}
+    lists = dict.fromkeys(("member_offset", "member_size", "member_frames", "member_codec", "member_sha256"), 4)
     no_members = _walked_bytes(_honest_compiled_episodes(rows, 0), lists)
     four = _walked_bytes(_honest_compiled_episodes(rows, 4), lists)
     assert no_members <= rows * (EPISODE_ROW_BYTES + MEMBER_BYTES)  # an empty list still decodes one entry
@@ -269,5 +310,7 @@ def test_a_manifest_claiming_more_members_than_a_dataset_may_hold_is_refused_by_
         manifest["shards"][0]["num_episodes"] = manifest["totals"]["episodes"] = 2_000_000
 
     edit_manifest(root, claim)
-    with pytest.raises(FormatError, match="2000000 episodes x 5 cameras = 10000000 members, more than the 8000000 a dataset may hold"):
+    with pytest.raises(
+        FormatError, match="2000000 episodes x 5 cameras = 10000000 members, more than the 8000000 a dataset may hold"
+    ):
         PackedDataset(str(root))

@@ -20,24 +20,46 @@ from lerobot_shards import PackedDataset, pack_dataset
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.lerobot_reference import reference_item
 
-TOP, WRIST, DEPTH, DEPTH_IMG = "observation.images.top", "observation.images.wrist", "observation.depth", "observation.depth_image"
+TOP, WRIST, DEPTH, DEPTH_IMG = (
+    "observation.images.top",
+    "observation.images.wrist",
+    "observation.depth",
+    "observation.depth_image",
+)
 
 LAYOUTS = {
     # An RGB video beside a picture camera, a depth video (LeRobot's depth encoder: 12-bit codes,
     # lossless HEVC) and a depth picture camera; language columns; no episodes tasks column.
     "images-depth-language": SampleSpec(
-        episodes=3, lengths=(6, 1, 9), seed=2, language=True, episode_tasks_column=False,
-        cameras=(CameraSpec(TOP, 48, 64), CameraSpec(WRIST, 32, 40, kind="image"),
-                 CameraSpec(DEPTH, 48, 64, kind="depth_video"), CameraSpec(DEPTH_IMG, 24, 32, kind="depth_image"))),
+        episodes=3,
+        lengths=(6, 1, 9),
+        seed=2,
+        language=True,
+        episode_tasks_column=False,
+        cameras=(
+            CameraSpec(TOP, 48, 64),
+            CameraSpec(WRIST, 32, 40, kind="image"),
+            CameraSpec(DEPTH, 48, 64, kind="depth_video"),
+            CameraSpec(DEPTH_IMG, 24, 32, kind="depth_image"),
+        ),
+    ),
     # h264 with B-frames in a long GOP and hevc 4:4:4 with B-frames: copy mode must cut them.
     "bframes": SampleSpec(
-        episodes=3, lengths=(14, 9, 11), seed=3,
-        cameras=(CameraSpec(TOP, 64, 96, codec="h264", gop=30, bframes=3),
-                 CameraSpec(WRIST, 64, 128, codec="hevc", pix_fmt="yuv444p", gop=8, bframes=4))),
+        episodes=3,
+        lengths=(14, 9, 11),
+        seed=3,
+        cameras=(
+            CameraSpec(TOP, 64, 96, codec="h264", gop=30, bframes=3),
+            CameraSpec(WRIST, 64, 128, codec="hevc", pix_fmt="yuv444p", gop=8, bframes=4),
+        ),
+    ),
     # No video at all ("video_path": null): pictures and a 16-bit depth picture only.
     "no-video": SampleSpec(
-        episodes=2, lengths=(5, 7), seed=4,
-        cameras=(CameraSpec(WRIST, 32, 40, kind="image"), CameraSpec(DEPTH_IMG, 24, 32, kind="depth_image"))),
+        episodes=2,
+        lengths=(5, 7),
+        seed=4,
+        cameras=(CameraSpec(WRIST, 32, 40, kind="image"), CameraSpec(DEPTH_IMG, 24, 32, kind="depth_image")),
+    ),
     # An odd-sized camera: copy is exact; a re-encode codes it 4:4:4 (4:2:0 cannot hold odd sides).
     "odd-size": SampleSpec(episodes=2, lengths=(6, 4), seed=5, cameras=(CameraSpec(TOP, 97, 131),)),
 }
@@ -45,13 +67,13 @@ LAYOUTS = {
 
 def _configs(features: dict, fps: int):
     cameras = [k for k, f in features.items() if f["dtype"] in ("video", "image")]
-    windowed = {**{k: [-1 / fps, 0.0] for k in cameras}, "action": [0.0, 1 / fps, 2 / fps],
-                "observation.state": [-5 / fps, 0.0]}
+    windowed = {**{k: [-1 / fps, 0.0] for k in cameras}, "action": [0.0, 1 / fps, 2 / fps], "observation.state": [-5 / fps, 0.0]}
     return [("single", None, True), ("windowed", windowed, True), ("float", windowed, False)]
 
 
-def assert_like_lerobot(expected: dict, actual: dict, *, images: set[str], where: str, lossy: set[str] = frozenset(),
-                        min_psnr: float = 35.0) -> None:
+def assert_like_lerobot(
+    expected: dict, actual: dict, *, images: set[str], where: str, lossy: set[str] = frozenset(), min_psnr: float = 35.0
+) -> None:
     """Equal keys, dtypes, shapes and values; 8-bit pictures that ours gives as uint8
     (``return_uint8``) are compared as ``/ 255`` (LeRobot gives them float32 whatever it is
     asked); ``lossy`` keys (re-encoded colour video) by PSNR."""
@@ -63,8 +85,9 @@ def assert_like_lerobot(expected: dict, actual: dict, *, images: set[str], where
             continue
         if key in images and other.dtype == torch.uint8 and value.dtype == torch.float32:
             other = other.to(torch.float32).div(255)
-        assert (other.dtype, other.shape) == (value.dtype, value.shape), \
+        assert (other.dtype, other.shape) == (value.dtype, value.shape), (
             f"{where}: {key}: {other.dtype}{tuple(other.shape)} != {value.dtype}{tuple(value.shape)}"
+        )
         if key in lossy:
             scale = 1.0 if value.dtype == torch.uint8 else 255.0
             mse = float((value.double() * scale - other.double() * scale).pow(2).mean())
@@ -187,12 +210,18 @@ def _replace_picture(root, key: str, cell) -> None:
     pq.write_table(table, path)
 
 
-@pytest.mark.parametrize("cell,message", [
-    ({"bytes": _png_header_only(2000, 1500), "path": "big.png"}, r"a PNG image of 1500x2000x3 values; its feature's shape allows 3,840 values"),
-    ({"bytes": _png_header_only(50_000, 50_000), "path": "bomb.png"}, r"header claims more pixels than Pillow decodes"),
-    ({"bytes": b"GIF89a" + bytes(64), "path": "x.gif"}, r"not an image Pillow opens as PNG/TIFF/JPEG/WEBP"),
-    ({"bytes": None, "path": "/etc/passwd"}, r"no embedded picture bytes \(a path only\)"),
-])
+@pytest.mark.parametrize(
+    "cell,message",
+    [
+        (
+            {"bytes": _png_header_only(2000, 1500), "path": "big.png"},
+            r"a PNG image of 1500x2000x3 values; its feature's shape allows 3,840 values",
+        ),
+        ({"bytes": _png_header_only(50_000, 50_000), "path": "bomb.png"}, r"header claims more pixels than Pillow decodes"),
+        ({"bytes": b"GIF89a" + bytes(64), "path": "x.gif"}, r"not an image Pillow opens as PNG/TIFF/JPEG/WEBP"),
+        ({"bytes": None, "path": "/etc/passwd"}, r"no embedded picture bytes \(a path only\)"),
+    ],
+)
 def test_hostile_pictures_are_refused_by_name_before_decoding(tmp_path, cell, message):
     """A picture's header is held to its feature's shape before a pixel is decoded; foreign
     formats and path-only cells (a file the dataset would have a reader open) are refused."""

@@ -20,12 +20,13 @@ from lerobot_shards import PackedDataset, pack_dataset
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.pack_tamper import reseal
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 
 def _lerobot_stats(path) -> dict:
     """LeRobot's load_stats on a plain file: flatten, np.atleast_1d(np.array(v)), unflatten."""
+
     def walk(prefix, value, out):
         if isinstance(value, dict):
             for k, v in value.items():
@@ -56,10 +57,15 @@ def _assert_meta_matches_source(meta, source, packed):
     for feature, stats in reference.items():
         assert set(meta.stats[feature]) == set(stats), feature
         for name, value in stats.items():
-            assert meta.stats[feature][name].shape == value.shape and np.array_equal(meta.stats[feature][name], value), (feature, name)
+            assert meta.stats[feature][name].shape == value.shape and np.array_equal(meta.stats[feature][name], value), (
+                feature,
+                name,
+            )
     tasks = pd.read_parquet(source / "meta" / "tasks.parquet")
     tasks.index.name = "task"
-    pd.testing.assert_frame_equal(meta.tasks.sort_values("task_index"), tasks[["task_index"]].sort_values("task_index"), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        meta.tasks.sort_values("task_index"), tasks[["task_index"]].sort_values("task_index"), check_dtype=False
+    )
 
 
 def test_meta_of_a_local_pack_is_the_sources_lerobot_metadata(sample_source, packed_copy):
@@ -83,7 +89,15 @@ def test_meta_features_describe_the_packed_video(sample_source, tmp_path):
         assert (meta.features[key]["info"]["video.height"], meta.features[key]["info"]["video.width"]) == (24, 32)
 
 
-@pytest.mark.parametrize("stats", [{"action": {"mean": ["x"]}}, {"action": {"mean": [[1, 2], [3]]}}, ["not", "an", "object"], {"action": 5, "action/mean": [1]}])
+@pytest.mark.parametrize(
+    "stats",
+    [
+        {"action": {"mean": ["x"]}},
+        {"action": {"mean": [[1, 2], [3]]}},
+        ["not", "an", "object"],
+        {"action": 5, "action/mean": [1]},
+    ],
+)
 def test_a_hostile_stats_file_is_refused_naming_it(packed_copy, tmp_path, stats):
     root = tmp_path / "pack"
     shutil.copytree(packed_copy, root)
@@ -91,12 +105,18 @@ def test_a_hostile_stats_file_is_refused_naming_it(packed_copy, tmp_path, stats)
     reseal(root)  # an attacker who re-seals every digest
     dataset = PackedDataset(str(root))
     with pytest.raises(FormatError, match="stats.json"):
-        dataset.meta
+        _ = dataset.meta
 
 
 def _stats_of(values: np.ndarray) -> dict:
-    return {"mean": values.mean(0), "std": values.std(0), "min": values.min(0), "max": values.max(0),
-            "count": np.array([len(values)]), "q50": np.quantile(values, 0.5, axis=0)}
+    return {
+        "mean": values.mean(0),
+        "std": values.std(0),
+        "min": values.min(0),
+        "max": values.max(0),
+        "count": np.array([len(values)]),
+        "q50": np.quantile(values, 0.5, axis=0),
+    }
 
 
 def test_aggregated_stats_equal_the_stats_of_the_pooled_data_per_element():
@@ -105,14 +125,20 @@ def test_aggregated_stats_equal_the_stats_of_the_pooled_data_per_element():
     rng = np.random.default_rng(0)
     narrow, wide = rng.normal(1.0, 2.0, size=(300, 3)), rng.normal(-4.0, 0.5, size=(500, 5))
     image = rng.random((200, 3, 1, 1))
-    stats = aggregate_stats([{"state": _stats_of(narrow), "img": _stats_of(image)}, {"state": _stats_of(wide), "img": _stats_of(image * 2)}])
+    stats = aggregate_stats(
+        [{"state": _stats_of(narrow), "img": _stats_of(image)}, {"state": _stats_of(wide), "img": _stats_of(image * 2)}]
+    )
     pooled_first = np.concatenate([narrow, wide[:, :3]])
     np.testing.assert_allclose(stats["state"]["mean"][:3], pooled_first.mean(0))
     np.testing.assert_allclose(stats["state"]["std"][:3], pooled_first.std(0))
     np.testing.assert_allclose(stats["state"]["mean"][3:], wide[:, 3:].mean(0))  # only the wide dataset has these
     np.testing.assert_allclose(stats["state"]["std"][3:], wide[:, 3:].std(0))
-    np.testing.assert_array_equal(stats["state"]["min"], np.concatenate([np.minimum(narrow.min(0), wide[:, :3].min(0)), wide[:, 3:].min(0)]))
-    np.testing.assert_array_equal(stats["state"]["max"], np.concatenate([np.maximum(narrow.max(0), wide[:, :3].max(0)), wide[:, 3:].max(0)]))
+    np.testing.assert_array_equal(
+        stats["state"]["min"], np.concatenate([np.minimum(narrow.min(0), wide[:, :3].min(0)), wide[:, 3:].min(0)])
+    )
+    np.testing.assert_array_equal(
+        stats["state"]["max"], np.concatenate([np.maximum(narrow.max(0), wide[:, :3].max(0)), wide[:, 3:].max(0)])
+    )
     both = np.concatenate([image, image * 2])
     np.testing.assert_allclose(stats["img"]["mean"], both.mean(0))
     np.testing.assert_allclose(stats["img"]["std"], both.std(0))
@@ -124,8 +150,14 @@ def test_mixture_meta_describes_the_harmonized_samples(tmp_path):
 
     roots = []
     for name, state_dim in (("narrow", 3), ("wide", 5)):
-        spec = SampleSpec(episodes=2, lengths=(6, 7), state_dim=state_dim, action_dim=state_dim, seed=state_dim,
-                          cameras=(CameraSpec("observation.images.top", 32, 48),))
+        spec = SampleSpec(
+            episodes=2,
+            lengths=(6, 7),
+            state_dim=state_dim,
+            action_dim=state_dim,
+            seed=state_dim,
+            cameras=(CameraSpec("observation.images.top", 32, 48),),
+        )
         write_sample_dataset(tmp_path / name, spec)
         pack_dataset(str(tmp_path / name), str(tmp_path / f"{name}-pack"))
         roots.append(str(tmp_path / f"{name}-pack"))
@@ -138,5 +170,7 @@ def test_mixture_meta_describes_the_harmonized_samples(tmp_path):
     assert meta.total_frames == 26 and meta.total_episodes == 4 and meta.fps == 30
     narrow, wide = (PackedDataset(r).meta.stats["observation.state"] for r in roots)
     total = narrow["count"][0] + wide["count"][0]
-    expected = np.concatenate([(narrow["mean"] * narrow["count"][0] + wide["mean"][:3] * wide["count"][0]) / total, wide["mean"][3:]])
+    expected = np.concatenate(
+        [(narrow["mean"] * narrow["count"][0] + wide["mean"][:3] * wide["count"][0]) / total, wide["mean"][3:]]
+    )
     np.testing.assert_allclose(meta.stats["observation.state"]["mean"], expected)

@@ -23,7 +23,7 @@ from lerobot_shards.train.lerobot_train import (
     save_loader_state,
     split_args,
 )
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 TOTAL = 141
 
@@ -39,8 +39,16 @@ def _cycle(iterable):
 
 
 def test_our_flags_are_taken_out_and_the_rest_is_lerobots():
-    given, rest = split_args(["--policy.type=act", "--shards.storage_options", '{"endpoint_url": "http://x"}',
-                              "--shards.episode_pool_size=4", "--steps=10", "--shards.decode_device=none"])
+    given, rest = split_args(
+        [
+            "--policy.type=act",
+            "--shards.storage_options",
+            '{"endpoint_url": "http://x"}',
+            "--shards.episode_pool_size=4",
+            "--steps=10",
+            "--shards.decode_device=none",
+        ]
+    )
     assert rest == ["--policy.type=act", "--steps=10"]
     assert given == {"storage_options": {"endpoint_url": "http://x"}, "episode_pool_size": 4, "decode_device": None}
     assert ShardsOptions.from_flags(given).read_options().fetch_threads == 2
@@ -107,7 +115,7 @@ def test_the_trainer_gets_the_readers_batches_epoch_after_epoch_and_resumes_from
     cfg = SimpleNamespace(resume=True, checkpoint_path=str(checkpoint))
     _, resumed = _trainer_loader(packed_copy, state=checkpoint_loader_state(cfg))
     stream = _cycle(resumed)
-    assert [next(stream)["index"].tolist() for _ in range(3)] == got[per_epoch + 2:]
+    assert [next(stream)["index"].tolist() for _ in range(3)] == got[per_epoch + 2 :]
 
     with pytest.raises(LeRobotTrainError, match=r"lerobot_shards_loader.json: missing\. --resume=true continues"):
         checkpoint_loader_state(SimpleNamespace(resume=True, checkpoint_path=str(tmp_path / "plain-lerobot-checkpoint")))
@@ -115,8 +123,11 @@ def test_the_trainer_gets_the_readers_batches_epoch_after_epoch_and_resumes_from
 
 
 def test_log_samples_writes_what_each_step_received(packed_copy, tmp_path):
-    data = TrainData(PackedDataset(str(packed_copy), seed=1, return_uint8=True),
-                     options=ShardsOptions(log_samples=str(tmp_path / "log" / "s.jsonl")), resume_state=None)
+    data = TrainData(
+        PackedDataset(str(packed_copy), seed=1, return_uint8=True),
+        options=ShardsOptions(log_samples=str(tmp_path / "log" / "s.jsonl")),
+        resume_state=None,
+    )
     loader = data.loader(torch.utils.data.DataLoader(data, batch_size=16, num_workers=0))
     received = [b["index"].tolist() for b in loader]
     logged = [json.loads(line) for line in (tmp_path / "log" / "s.jsonl.rank0").read_text().splitlines()]
@@ -126,9 +137,13 @@ def test_log_samples_writes_what_each_step_received(packed_copy, tmp_path):
 def test_decode_device_decodes_in_the_training_process_with_the_same_batches(packed_copy):
     """--shards.decode_device: workers ship members, a DecodeStage decodes each batch before the
     trainer sees it (here on the CPU; cuda is the same path with NVDEC)."""
+
     def batches(decode_device):
-        data = TrainData(PackedDataset(str(packed_copy), seed=4, return_uint8=True, decode_device=decode_device),
-                         options=ShardsOptions.from_flags({"decode_device": decode_device}), resume_state=None)
+        data = TrainData(
+            PackedDataset(str(packed_copy), seed=4, return_uint8=True, decode_device=decode_device),
+            options=ShardsOptions.from_flags({"decode_device": decode_device}),
+            resume_state=None,
+        )
         loader = data.loader(torch.utils.data.DataLoader(data, batch_size=8, num_workers=1))
         return [(b["index"].tolist(), b["observation.images.top"]) for b in loader]
 
@@ -161,7 +176,9 @@ def test_a_checkpoint_cannot_choose_where_credentials_go(packed_copy, tmp_path, 
         a.repo("org/pack").add_commit(packed_copy, "main")
         for given in ({}, {"storage_options": {"endpoint": a.url}}):
             argv = _state(tmp_path / "ckpt1", {"storage_options": {"endpoint": b.url}, "episode_pool_size": 3})
-            with pytest.raises(LeRobotTrainError, match=r"--shards.storage_options other than this run's .* takes no host, credential"):
+            with pytest.raises(
+                LeRobotTrainError, match=r"--shards.storage_options other than this run's .* takes no host, credential"
+            ):
                 resume_options(argv, given)
         argv = _state(tmp_path / "ckpt2", {"manifest_sha256": "sha256:" + "0" * 64})
         with pytest.raises(LeRobotTrainError, match=r"--shards.manifest_sha256 other than this run's"):
@@ -179,13 +196,16 @@ def test_a_checkpoint_cannot_choose_where_credentials_go(packed_copy, tmp_path, 
         b.stop()
 
 
-@pytest.mark.parametrize("content,why", [
-    ("not json", r"not valid JSON|not JSON"),
-    ("[1, 2]", "a JSON list, not an object"),
-    ('{"format": 1, "step": "ten", "loader": {}, "options": {}}', "step 'ten' is not a non-negative integer"),
-    ('{"format": 1, "step": 3, "options": {}}', "'loader' is not an object"),
-    ('{"format": 1, "step": 3, "loader": {}, "options": {"episode_pool_size": "many"}}', r"episode_pool_size='many'"),
-])
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        ("not json", r"not valid JSON|not JSON"),
+        ("[1, 2]", "a JSON list, not an object"),
+        ('{"format": 1, "step": "ten", "loader": {}, "options": {}}', "step 'ten' is not a non-negative integer"),
+        ('{"format": 1, "step": 3, "options": {}}', "'loader' is not an object"),
+        ('{"format": 1, "step": 3, "loader": {}, "options": {"episode_pool_size": "many"}}', r"episode_pool_size='many'"),
+    ],
+)
 def test_a_malformed_loader_state_is_one_named_line(tmp_path, content, why):
     from lerobot_shards.train.lerobot_train import resume_options
 

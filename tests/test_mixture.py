@@ -112,7 +112,9 @@ def _mixture_chain(root, shapes, batches_per_phase, **kwargs) -> list[tuple[int,
             if last:
                 assert len(mine) == expected, f"len(ds) {expected} but {len(mine)} served"
             else:
-                saved.append(dataset.state_dict(samples_consumed=consumed + len(mine), batch_size=batch_size, num_workers=num_workers))
+                saved.append(
+                    dataset.state_dict(samples_consumed=consumed + len(mine), batch_size=batch_size, num_workers=num_workers)
+                )
         assert len(set(counts)) == 1, f"phase {phase}: ranks served {counts}"
         if not last:
             assert all(s == saved[0] for s in saved)
@@ -195,9 +197,15 @@ def test_mixture_file_and_errors(mixture_root, tmp_path):
     assert len(MixtureDataset(str(elsewhere / "mixture.json"), allow_remote_paths=True)) == 19 + 12
     with pytest.raises(ValueError, match="needs both weights and samples_per_epoch"):
         MixtureDataset(str(tmp_path / "mixture.json"), weights=[1, 1])
-    with pytest.raises(ValueError, match=r"camera 'observation.images.wrist' is \(H, W, C\) \(32, 32, 3\) in 'a' and \(32, 48, 3\) in 'front'; repack"):
-        MixtureDataset([str(mixture_root / "arm"), str(mixture_root / "front")],
-                       key_map={"front": {"observation.images.front": "observation.images.wrist"}}, names=["a", "front"])
+    with pytest.raises(
+        ValueError,
+        match=r"camera 'observation.images.wrist' is \(H, W, C\) \(32, 32, 3\) in 'a' and \(32, 48, 3\) in 'front'; repack",
+    ):
+        MixtureDataset(
+            [str(mixture_root / "arm"), str(mixture_root / "front")],
+            key_map={"front": {"observation.images.front": "observation.images.wrist"}},
+            names=["a", "front"],
+        )
     with pytest.raises(PlanError, match="non-negative"):
         _mixture(mixture_root, weights=[-1, 1, 1], samples_per_epoch=10)
 
@@ -210,8 +218,16 @@ def test_features_only_some_datasets_have_are_filled_or_named(mixture_root, tmp_
     from lerobot_shards.core.errors import MixtureFeatureWarning
 
     talk_source = tmp_path / "src" / "talk"
-    write_sample_dataset(talk_source, SampleSpec(episodes=2, lengths=(4, 6), language=True, seed=7,
-                                                 cameras=(TOP, CameraSpec("observation.images.wrist", 32, 32, kind="image"))))
+    write_sample_dataset(
+        talk_source,
+        SampleSpec(
+            episodes=2,
+            lengths=(4, 6),
+            language=True,
+            seed=7,
+            cameras=(TOP, CameraSpec("observation.images.wrist", 32, 32, kind="image")),
+        ),
+    )
     pack_dataset(str(talk_source), str(tmp_path / "talk"))
     paths = [str(mixture_root / "arm"), str(tmp_path / "talk")]
     with pytest.warns(MixtureFeatureWarning, match=r"language_events \(in talk\); language_persistent \(in talk\)"):
@@ -224,7 +240,9 @@ def test_features_only_some_datasets_have_are_filled_or_named(mixture_root, tmp_
         if name == "arm":
             assert float(batch["next.reward"][row]) == 0.0
         assert bool(batch["observation.images.wrist_mask"][row])
-    assert batch["observation.images.wrist"].shape == (total, 3, 32, 32) and batch["observation.images.wrist"].dtype == torch.uint8
+    assert (
+        batch["observation.images.wrist"].shape == (total, 3, 32, 32) and batch["observation.images.wrist"].dtype == torch.uint8
+    )
     talk = [r for r, n in enumerate(batch["dataset_name"]) if n == "talk"]
     assert batch["next.reward"][talk].abs().sum() > 0  # real values where the dataset has them
 

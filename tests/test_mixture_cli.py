@@ -42,7 +42,9 @@ def root(packed, tmp_path):
         shutil.copytree(path, dst / name)
     (dst / "gamma" / "shards").mkdir(parents=True)  # a pack killed before its manifest
     (dst / "_failures").mkdir()
-    (dst / "_failures" / "delta.json").write_text(json.dumps({"source": "org/delta", "error": "SourceError: meta/info.json: missing"}))
+    (dst / "_failures" / "delta.json").write_text(
+        json.dumps({"source": "org/delta", "error": "SourceError: meta/info.json: missing"})
+    )
     return dst
 
 
@@ -67,7 +69,10 @@ def test_create_writes_the_complete_datasets_and_lists_the_rest(root):
     assert spec.names == ["alpha", "beta"] and spec.default_weights == "anchors"
     beta = spec.entry("beta")
     assert (beta.path, beta.anchors, beta.episodes, beta.fps, beta.weight) == ("beta", 10, 3, 15, 10.0)
-    assert beta.features["observation.state"].shape == (4,) and beta.video_keys == ("observation.images.top", "observation.images.wrist")
+    assert beta.features["observation.state"].shape == (4,) and beta.video_keys == (
+        "observation.images.top",
+        "observation.images.wrist",
+    )
     assert beta.features["observation.images.top"].dtype == "video"
     strict = _invoke("mixture", "create", root, "--strict")  # the default now: kept for scripts that pass it
     assert strict.exit_code == 1 and "2 datasets would be left out" in strict.output
@@ -130,8 +135,10 @@ def test_where_counts_matching_anchors_and_is_recorded(root):
     bad = _invoke("mixture", "create", root, "--where", "no_such_column = 1")
     # Said once (issue 42: every pack INVALID, then "no complete packed dataset"), DuckDB's lines kept.
     assert bad.exit_code == 1 and "INVALID" not in bad.output, bad.output
-    assert "2 dataset(s) opened and the where predicate applies to none of them; alpha: where='no_such_column = 1' is not a " \
-           "valid predicate over index/samples.parquet: Binder Error: Referenced column \"no_such_column\" not found" in bad.output
+    assert (
+        "2 dataset(s) opened and the where predicate applies to none of them; alpha: where='no_such_column = 1' is not a "
+        'valid predicate over index/samples.parquet: Binder Error: Referenced column "no_such_column" not found' in bad.output
+    )
     assert "\\x0a" not in bad.output and "\nLINE 1:" in bad.output
 
 
@@ -141,7 +148,9 @@ def test_invalid_manifest_and_nothing_complete(root, tmp_path):
     assert "INVALID beta: FormatError:" in result.output and "expected format 'lerobot-shards'" in result.output
     empty = tmp_path / "empty"
     (empty / "gamma").mkdir(parents=True)
-    with pytest.raises(MixtureError, match=r"no complete packed dataset under .*empty \(1 dataset\(s\) found\); mixture.json not written"):
+    with pytest.raises(
+        MixtureError, match=r"no complete packed dataset under .*empty \(1 dataset\(s\) found\); mixture.json not written"
+    ):
         create_mixture(str(empty))
     assert not (empty / "mixture.json").exists()
     assert _invoke("mixture", "create", empty).exit_code == 1
@@ -203,15 +212,30 @@ def test_sources_file_errors_name_the_line(text, message):
 
 def test_sources_module_validates_and_counts(tmp_path):
     (tmp_path / "s.txt").write_text("a/b\n# c\n/x/y\n")
-    ok = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", str(tmp_path / "s.txt")],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and ok.stdout == f"{tmp_path / 's.txt'}: 2 dataset(s) (1 from the Hub, 1 paths or URLs); valid\n"
-    count = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--count", str(tmp_path / "s.txt")],
-                           capture_output=True, text=True)
+    count = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--count", str(tmp_path / "s.txt")],
+        capture_output=True,
+        text=True,
+    )
     assert count.returncode == 0 and count.stdout == "2\n"  # what submit_mixture.sh reads
-    listing = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--list", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    listing = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--list", str(tmp_path / "s.txt")],
+        capture_output=True,
+        text=True,
+    )
     assert listing.stdout == "0\ta--b\ta/b\n1\ty\t/x/y\n"
     (tmp_path / "s.txt").write_text("a/b\nc/b b\nb\n")
-    bad = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", str(tmp_path / "s.txt")], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", str(tmp_path / "s.txt")],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "s.txt:3: name 'b'" in bad.stderr
 
 
@@ -240,6 +264,10 @@ def test_scanning_in_processes_reports_what_one_process_does(root):
     assert {r.status for r in many[0].rows} == {"ok", "duplicate", "invalid", "incomplete", "failed"}
     shutil.rmtree(root / "Bad Name")
     create_mixture(str(root), processes=1, allow_partial=True)
-    single = {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {"mixture.json": (root / "mixture.json").read_bytes()}
+    single = {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {
+        "mixture.json": (root / "mixture.json").read_bytes()
+    }
     create_mixture(str(root), processes=3, allow_partial=True)
-    assert {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {"mixture.json": (root / "mixture.json").read_bytes()} == single
+    assert {p.name: p.read_bytes() for p in (root / "_mixture").iterdir()} | {
+        "mixture.json": (root / "mixture.json").read_bytes()
+    } == single

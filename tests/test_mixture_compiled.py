@@ -156,7 +156,9 @@ def test_a_resealed_index_that_lies_is_refused(mixture):
 
 def test_a_pack_replaced_after_mixture_create_is_caught_naming_it(mixture):
     shutil.rmtree(mixture / "b")
-    write_tabular_pack(mixture / "b", episodes=3, length=LENGTHS["b"], seed=99, camera=(CAMERA, tiny_member(LENGTHS["b"]), 16, 16))
+    write_tabular_pack(
+        mixture / "b", episodes=3, length=LENGTHS["b"], seed=99, camera=(CAMERA, tiny_member(LENGTHS["b"]), 16, 16)
+    )
     dataset = MixtureDataset(str(mixture / "mixture.json"), return_uint8=True)
     with pytest.raises(IntegrityError, match=r"/b/shards/shard-000000.parquet.*(differs from the recorded|damaged or replaced)"):
         list(dataset)
@@ -165,10 +167,11 @@ def test_a_pack_replaced_after_mixture_create_is_caught_naming_it(mixture):
 def test_a_process_limit_is_named_and_never_retried(mixture, tmp_path):
     """No descriptor left: the reader says which limit, with its value, instead of retrying."""
     script = tmp_path / "limit.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import os, resource, sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-        from lerobot_shards.reader import MixtureDataset, ResourceLimitError
+        from lerobot_shards import MixtureDataset, ResourceLimitError
         dataset = MixtureDataset({str(mixture / "mixture.json")!r}, return_uint8=True, prefetch_episodes=0)
         samples = iter(dataset)
         next(samples)
@@ -181,7 +184,8 @@ def test_a_process_limit_is_named_and_never_retried(mixture, tmp_path):
         except ResourceLimitError as err:
             print("LIMIT", err)
         print("RETRIES", dataset.stats()["storage_retries"])
-    """))
+    """)
+    )
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert "LIMIT" in result.stdout, result.stdout + result.stderr
     assert "too many open files (EMFILE): this process may open" in result.stdout and "ulimit -n" in result.stdout
@@ -238,11 +242,18 @@ def test_an_honest_compiled_index_of_300k_episodes_opens(tmp_path):
     rng = np.random.default_rng(0)
     groups = [rng.bytes(32) for _ in range(rows // per_group + 1)]
     columns = {
-        "dataset": pa.array(index // 106, pa.int32()), "episode_index": pa.array(index % 106), "length": pa.array(np.full(rows, 50)),
-        "dataset_from_index": pa.array((index % 106) * 50), "shard_row": pa.array(index // 106), "row_start": pa.array((index % 100) * 50),
-        "row_group": pa.array(np.zeros(rows), pa.int32()), "row_group_offset": pa.array(np.full(rows, 4)),
-        "row_group_bytes": pa.array(np.full(rows, 90_000)), "row_group_sha256": pa.array([groups[i // per_group] for i in range(rows)], pa.binary(32)),
-        "row_group_episodes": pa.array(np.full(rows, per_group), pa.int32()), "row_group_rows": pa.array(np.full(rows, 5_000)),
+        "dataset": pa.array(index // 106, pa.int32()),
+        "episode_index": pa.array(index % 106),
+        "length": pa.array(np.full(rows, 50)),
+        "dataset_from_index": pa.array((index % 106) * 50),
+        "shard_row": pa.array(index // 106),
+        "row_start": pa.array((index % 100) * 50),
+        "row_group": pa.array(np.zeros(rows), pa.int32()),
+        "row_group_offset": pa.array(np.full(rows, 4)),
+        "row_group_bytes": pa.array(np.full(rows, 90_000)),
+        "row_group_sha256": pa.array([groups[i // per_group] for i in range(rows)], pa.binary(32)),
+        "row_group_episodes": pa.array(np.full(rows, per_group), pa.int32()),
+        "row_group_rows": pa.array(np.full(rows, 5_000)),
         "anchors": pa.array(np.full(rows, 50)),
     }
     empty = pa.array([[]] * rows, pa.list_(pa.int64()))
@@ -256,4 +267,6 @@ def test_an_honest_compiled_index_of_300k_episodes_opens(tmp_path):
     assert table.num_rows == rows
     # The expansion budget alone refused it.
     with pytest.raises(FormatError, match="decodes to up to .* bytes from .*; at most .* are allowed"):
-        read_bounded(data, where="episodes.parquet", rows=rows, max_rows=rows, budget=Budget(values_per_row=budget.values_per_row))
+        read_bounded(
+            data, where="episodes.parquet", rows=rows, max_rows=rows, budget=Budget(values_per_row=budget.values_per_row)
+        )

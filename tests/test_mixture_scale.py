@@ -80,8 +80,14 @@ def test_opening_a_compiled_mixture_of_a_thousand_packs_reads_a_handful_of_files
 
 def test_one_consumer_stays_within_one_bound_across_a_thousand_packs(scale_root):
     budget = 4 * len(tiny_member(3))  # room for four episodes' members ahead
-    dataset = MixtureDataset(str(scale_root / "big" / "mixture.json"), return_uint8=True, episode_pool_size=8,
-                             prefetch_episodes=4, prefetch_bytes=budget, seed=3)
+    dataset = MixtureDataset(
+        str(scale_root / "big" / "mixture.json"),
+        return_uint8=True,
+        episode_pool_size=8,
+        prefetch_episodes=4,
+        prefetch_bytes=budget,
+        seed=3,
+    )
     fds_before = len(os.listdir("/proc/self/fd"))
     counter = _OPENS.counting(scale_root)
     samples = iter(dataset)
@@ -123,8 +129,11 @@ def test_exactly_once_and_resume_on_another_shape_over_a_thousand_packs(scale_ro
         dataset = MixtureDataset(path, return_uint8=True, rank=rank, world_size=3, seed=5)
         dataset.load_state_dict(states[0])
         expected = len(dataset)
-        mine = [(d, i) for b in torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=1)
-                for d, i in zip(b["dataset_index"].tolist(), b["index"].tolist())]
+        mine = [
+            (d, i)
+            for b in torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=1)
+            for d, i in zip(b["dataset_index"].tolist(), b["index"].tolist())
+        ]
         assert len(mine) == expected
         seen += mine
     assert len(seen) == len(set(seen)), "a sample was served twice"

@@ -44,8 +44,16 @@ def _spec_dict() -> dict:
         "version": 1,
         "default_weights": "anchors",
         "datasets": [
-            {"name": name, "path": name, "anchors": 10 * (i + 1), "episodes": i + 1, "fps": fps, "features": feats,
-             "video_keys": [k for k, f in feats.items() if f["dtype"] == "video"], "weight": 10 * (i + 1)}
+            {
+                "name": name,
+                "path": name,
+                "anchors": 10 * (i + 1),
+                "episodes": i + 1,
+                "fps": fps,
+                "features": feats,
+                "video_keys": [k for k, f in feats.items() if f["dtype"] == "video"],
+                "weight": 10 * (i + 1),
+            }
             for i, (name, (fps, feats)) in enumerate(FEATURES.items())
         ],
     }
@@ -117,7 +125,10 @@ def _broken(edit) -> dict:
     [
         (lambda d: d.update(format="lerobot-shards"), "expected format 'lerobot-shards-mixture', found 'lerobot-shards'"),
         (lambda d: d.update(version=4), r"version 4 is not supported \(supported: \[1, 2, 3\]\)"),
-        (lambda d: d.update(default_weights="uniform"), r"default_weights must be one of \['anchors', 'explicit'\], got 'uniform'"),
+        (
+            lambda d: d.update(default_weights="uniform"),
+            r"default_weights must be one of \['anchors', 'explicit'\], got 'uniform'",
+        ),
         (lambda d: d.update(datasets={}), "field 'datasets' must be a list, got dict"),
         (lambda d: d.update(datasets=[]), "a mixture needs at least one dataset"),
         (lambda d: d["datasets"][1].pop("fps"), r"datasets\[1\] \('slow'\): missing field\(s\) \['fps'\]; write the file with"),
@@ -125,13 +136,24 @@ def _broken(edit) -> dict:
         (lambda d: d["datasets"][0].update(anchors=-1), r"\('arm'\): field 'anchors' must be an int >= 0, got -1"),
         (lambda d: d["datasets"][0].update(name=""), r"datasets\[0\]: field 'name' must be a non-empty string, got ''"),
         (lambda d: d["datasets"][2].update(name="arm"), r"dataset names must be unique, found \['arm'\] more than once"),
-        (lambda d: d["datasets"][0].update(weight=3), r"\('arm'\): field 'weight' is 3 but default_weights is 'anchors' \(weight = anchors = 10\)"),
-        (lambda d: d["datasets"][0].update(video_keys=["action"]), r"\('arm'\): field 'video_keys' lists \['action'\], which are not video"),
-        (lambda d: d["datasets"][0]["features"]["action"].update(shape="6"), r"\('arm'\): features\['action'\]: field 'shape' must be a list"),
+        (
+            lambda d: d["datasets"][0].update(weight=3),
+            r"\('arm'\): field 'weight' is 3 but default_weights is 'anchors' \(weight = anchors = 10\)",
+        ),
+        (
+            lambda d: d["datasets"][0].update(video_keys=["action"]),
+            r"\('arm'\): field 'video_keys' lists \['action'\], which are not video",
+        ),
+        (
+            lambda d: d["datasets"][0]["features"]["action"].update(shape="6"),
+            r"\('arm'\): features\['action'\]: field 'shape' must be a list",
+        ),
         (lambda d: [e.update(anchors=0, weight=0) for e in d["datasets"]], "the weights sum to 0"),
         # Issue 31: the mixture maxima that size its compiled index (episodes, camera members).
-        (lambda d: d["datasets"][1].update(episodes=10_000_000), "10000004 episodes with 10000005 camera members; a mixture "
-                                                                 "holds at most 10000000 episodes and 40000000 members"),
+        (
+            lambda d: d["datasets"][1].update(episodes=10_000_000),
+            "10000004 episodes with 10000005 camera members; a mixture holds at most 10000000 episodes and 40000000 members",
+        ),
         (lambda d: d["datasets"][0].update(episodes=20_000_000), "20000005 episodes with 40000005 camera members"),
     ],
 )
@@ -205,7 +227,10 @@ def test_missing_camera_windows_fill_and_flag_every_step():
         DatasetFeatures.from_manifest_features("b", 30, _features(2, 2, {TOP: (8, 12)})),
     ]
     h = FeatureHarmonizer.build(datasets, delta_timestamps={WRIST: [-1 / 30, 0.0]}, return_uint8=True)
-    sample = {k: torch.zeros(2) for k in ("observation.state",)} | {"action": torch.zeros(2), TOP: torch.zeros(3, 8, 12, dtype=torch.uint8)}
+    sample = {k: torch.zeros(2) for k in ("observation.state",)} | {
+        "action": torch.zeros(2),
+        TOP: torch.zeros(3, 8, 12, dtype=torch.uint8),
+    }
     sample |= {k: torch.tensor(0) for k in SCALARS}
     out = h.apply(1, sample)
     assert out[WRIST].shape == (2, 3, 4, 4) and out[WRIST].dtype == torch.uint8
@@ -218,23 +243,37 @@ def test_missing_vector_is_zeros_with_an_all_false_mask_and_drops_select():
     extra = {**feats, "observation.effort": {"dtype": "float32", "shape": [3]}}
     h = FeatureHarmonizer.build(
         [DatasetFeatures.from_manifest_features("a", 10, extra), DatasetFeatures.from_manifest_features("b", 10, without_state)],
-        key_map={"a": {"timestamp": None}}, delta_timestamps={"observation.state": [0.0, 0.1]},
+        key_map={"a": {"timestamp": None}},
+        delta_timestamps={"observation.state": [0.0, 0.1]},
     )
     # "timestamp" dropped from a, so only b has it; "observation.effort" only in a: numeric keys
     # only some datasets have are kept, zeros and a False mask where missing (issue 40).
     assert h.filled == {"timestamp": ((), "float32"), "observation.effort": ((3,), "float32")} and not h.dropped
     base = {k: torch.tensor(0) for k in SCALARS} | {"action": torch.ones(2)}
     out = h.apply(1, base)
-    assert not out["observation.effort"].any() and out["observation.effort"].shape == (3,) and not bool(out["observation.effort_mask"])
+    assert (
+        not out["observation.effort"].any()
+        and out["observation.effort"].shape == (3,)
+        and not bool(out["observation.effort_mask"])
+    )
     assert out["observation.state"].shape == (2, 3) and not out["observation.state"].any()
     assert out["observation.state_mask"].tolist() == [False] * 3 and out["observation.state_is_pad"].tolist() == [True, True]
-    full = h.apply(0, base | {"observation.state": torch.ones(2, 3), "observation.state_is_pad": torch.tensor([False, True]),
-                              "observation.effort": torch.ones(3)})
+    full = h.apply(
+        0,
+        base
+        | {
+            "observation.state": torch.ones(2, 3),
+            "observation.state_is_pad": torch.tensor([False, True]),
+            "observation.effort": torch.ones(3),
+        },
+    )
     assert set(full) == set(out) == set(h.output_keys())
     assert full["observation.effort"].tolist() == [1.0] * 3 and bool(full["observation.effort_mask"])
     assert float(full["timestamp"]) == 0.0 and not bool(full["timestamp_mask"]) and bool(out["timestamp_mask"])
     assert full["observation.state_is_pad"].tolist() == [False, True]
-    with pytest.raises(HarmonizeError, match=r"dataset 'a': the sample lacks \['observation.state', 'action', 'observation.effort'\], which"):
+    with pytest.raises(
+        HarmonizeError, match=r"dataset 'a': the sample lacks \['observation.state', 'action', 'observation.effort'\], which"
+    ):
         h.apply(0, {k: torch.tensor(0) for k in SCALARS})
 
 
@@ -245,26 +284,59 @@ def test_from_spec_uses_the_recorded_features():
 
 
 def _build(features: dict[str, tuple[int, dict]], **kwargs):
-    return FeatureHarmonizer.build([DatasetFeatures.from_manifest_features(n, fps, f) for n, (fps, f) in features.items()], **kwargs)
+    return FeatureHarmonizer.build(
+        [DatasetFeatures.from_manifest_features(n, fps, f) for n, (fps, f) in features.items()], **kwargs
+    )
 
 
 @pytest.mark.parametrize(
     "features,kwargs,message",
     [
-        ({"a": (30, _features(2, 2, {TOP: (8, 12)})), "b": (30, _features(2, 2, {TOP: (16, 12)}))}, {},
-         r"camera 'observation.images.top' is \(H, W, C\) \(8, 12, 3\) in 'a' and \(16, 12, 3\) in 'b'; repack with"),
-        (FEATURES, {"delta_timestamps": {"action": [1 / 15]}, "key_map": KEY_MAP},
-         r"dataset 'slow' \(fps 10\): delta_timestamps\['action'\] has values that are not multiples"),
-        (FEATURES, {"delta_timestamps": {"observation.velocity": [0.0]}}, r"delta_timestamps keys \['observation.velocity'\] are in no dataset"),
-        ({"a": (30, {**SCALARS, "x": {"dtype": "string", "shape": [1]}}), "b": (30, SCALARS)}, {"delta_timestamps": {"x": [0.0]}},
-         r"delta_timestamps keys \['x'\] are not in every dataset and cannot be filled where missing"),
+        (
+            {"a": (30, _features(2, 2, {TOP: (8, 12)})), "b": (30, _features(2, 2, {TOP: (16, 12)}))},
+            {},
+            r"camera 'observation.images.top' is \(H, W, C\) \(8, 12, 3\) in 'a' and \(16, 12, 3\) in 'b'; repack with",
+        ),
+        (
+            FEATURES,
+            {"delta_timestamps": {"action": [1 / 15]}, "key_map": KEY_MAP},
+            r"dataset 'slow' \(fps 10\): delta_timestamps\['action'\] has values that are not multiples",
+        ),
+        (
+            FEATURES,
+            {"delta_timestamps": {"observation.velocity": [0.0]}},
+            r"delta_timestamps keys \['observation.velocity'\] are in no dataset",
+        ),
+        (
+            {"a": (30, {**SCALARS, "x": {"dtype": "string", "shape": [1]}}), "b": (30, SCALARS)},
+            {"delta_timestamps": {"x": [0.0]}},
+            r"delta_timestamps keys \['x'\] are not in every dataset and cannot be filled where missing",
+        ),
         (FEATURES, {"key_map": {"nope": {}}}, r"key_map names datasets \['nope'\] that are not in the mixture"),
-        (FEATURES, {"key_map": {"arm": {"observation.images.left": TOP}}}, r"key_map\['arm'\] renames \['observation.images.left'\], which dataset 'arm' lacks"),
+        (
+            FEATURES,
+            {"key_map": {"arm": {"observation.images.left": TOP}}},
+            r"key_map\['arm'\] renames \['observation.images.left'\], which dataset 'arm' lacks",
+        ),
         (FEATURES, {"key_map": {"arm": {WRIST: TOP}}}, r"dataset 'arm': several source keys map to \['observation.images.top'\]"),
-        (FEATURES, {"pad_keys": ("action",)}, r"feature 'observation.state' has different shapes across datasets \('arm' \(6,\), 'slow' \(4,\)"),
-        ({"a": (30, _features(2, 2, {TOP: (8, 12)}))}, {"pad_keys": (TOP,)}, r"dataset 'a': pad key 'observation.images.top' has shape \(8, 12, 3\)"),
-        ({"a": (30, {**SCALARS, "lang": {"dtype": "string", "shape": [1]}}), "b": (30, {**SCALARS, "lang": {"dtype": "int64", "shape": [1]}})}, {},
-         r"feature 'lang' has dtypes \['int64', 'string'\] across datasets"),
+        (
+            FEATURES,
+            {"pad_keys": ("action",)},
+            r"feature 'observation.state' has different shapes across datasets \('arm' \(6,\), 'slow' \(4,\)",
+        ),
+        (
+            {"a": (30, _features(2, 2, {TOP: (8, 12)}))},
+            {"pad_keys": (TOP,)},
+            r"dataset 'a': pad key 'observation.images.top' has shape \(8, 12, 3\)",
+        ),
+        (
+            {
+                "a": (30, {**SCALARS, "lang": {"dtype": "string", "shape": [1]}}),
+                "b": (30, {**SCALARS, "lang": {"dtype": "int64", "shape": [1]}}),
+            },
+            {},
+            r"feature 'lang' has dtypes \['int64', 'string'\] across datasets",
+        ),
     ],
 )
 def test_harmonizer_errors(features, kwargs, message):

@@ -28,7 +28,7 @@ from lerobot_shards.packer.source import VideoLocation
 from lerobot_shards.reader.decode import CpuDecoders, FrameSpec
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
 from tests.pack_tamper import replace_member
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import CAMERAS, member_bytes
 
 CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts"}
@@ -96,10 +96,14 @@ def test_a_sample_count_claiming_85m_samples_is_refused(member):
     data, frames, _, _ = member
     # stsz: version/flags, sample_size = 1 (constant: no table needed), sample_count = 85M.
     hostile = patch(data, b"stsz", 4, struct.pack(">II", 1, 85_000_000))
-    with pytest.raises(EpisodeDataError, match=rf"m: mp4 box stsz: claims 85,000,000 samples; the dataset records {frames} frames"):
+    with pytest.raises(
+        EpisodeDataError, match=rf"m: mp4 box stsz: claims 85,000,000 samples; the dataset records {frames} frames"
+    ):
         check_mp4(hostile, where="m", frames=frames)
     # Without a recorded count: at most MAX_TRACK_SAMPLES, and the samples must fit the file.
-    with pytest.raises(FormatError, match=r"claims 85,000,000 samples; at most 10,000,000 are read without a recorded frame count"):
+    with pytest.raises(
+        FormatError, match=r"claims 85,000,000 samples; at most 10,000,000 are read without a recorded frame count"
+    ):
         check_mp4(hostile, where="m")
     fewer = patch(data, b"stsz", 4, struct.pack(">II", 1, 5_000_000))
     with pytest.raises(FormatError, match=r"5,000,000 samples claim more bytes than the member's"):
@@ -215,7 +219,7 @@ def _count_decoded(data: bytes, j: int) -> int:
 
 HOSTILE_READ = """
 import sys
-from lerobot_shards.reader import PackedDataset
+from lerobot_shards import PackedDataset
 dataset = PackedDataset(sys.argv[1], shuffle=False, return_uint8=True, prefetch_episodes=0)
 for sample in dataset:
     pass
@@ -229,7 +233,9 @@ def test_a_resealed_pack_with_an_85m_sample_member_costs_little(packed_copy, tmp
     data = member_bytes(root, row, CAMERAS[0])
     replace_member(root, row["episode_index"], CAMERAS[0], patch(data, b"stsz", 4, struct.pack(">II", 1, 85_000_000)))
     measured = run_measured(HOSTILE_READ, str(root))
-    assert measured.outcome.startswith("EpisodeDataError: ") and "mp4 box stsz: claims 85,000,000 samples" in measured.outcome, measured
+    assert measured.outcome.startswith("EpisodeDataError: ") and "mp4 box stsz: claims 85,000,000 samples" in measured.outcome, (
+        measured
+    )
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, measured
     result = CliRunner().invoke(cli, ["verify", str(root), "--decode"])
     assert result.exit_code == 1 and "claims 85,000,000 samples" in result.output and "Traceback" not in result.output

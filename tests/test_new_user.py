@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from lerobot_shards.cli import main as cli
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import episodes_index
 from tests.s3_server import s3_server  # noqa: F401 (fixture)
 
@@ -90,8 +90,17 @@ def test_5_preview_plots_every_dimension_with_names_and_seconds(tmp_path):
     from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
     # ALOHA's shape: 14-dim state and action with joint names, 50 fps (the report lost 4 dims).
-    write_sample_dataset(tmp_path / "src", SampleSpec(episodes=1, lengths=(251,), fps=50, state_dim=14, action_dim=14,
-                                                      cameras=(CameraSpec("observation.images.top", 24, 32),)))
+    write_sample_dataset(
+        tmp_path / "src",
+        SampleSpec(
+            episodes=1,
+            lengths=(251,),
+            fps=50,
+            state_dim=14,
+            action_dim=14,
+            cameras=(CameraSpec("observation.images.top", 24, 32),),
+        ),
+    )
     pack_dataset(str(tmp_path / "src"), str(tmp_path / "pack"))
     page, _ = render_preview(str(tmp_path / "pack"), max_episodes=1, frames_per_episode=1)
     charts = dict(re.findall(r'<div class="chart"><div class="cam">([^<]+)</div>(.*?)</div></div>', page, re.S))
@@ -109,10 +118,16 @@ def test_6_unmixable_camera_sizes_are_reported_at_create_and_report_shows_the_mi
     from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
     for name, (height, width) in {"big": (48, 64), "big2": (48, 64), "small": (24, 32)}.items():
-        write_sample_dataset(tmp_path / "src" / name, SampleSpec(episodes=2, lengths=(6, 8), seed=len(name),
-                                                                 cameras=(CameraSpec("observation.images.top", height, width),)))
+        write_sample_dataset(
+            tmp_path / "src" / name,
+            SampleSpec(
+                episodes=2, lengths=(6, 8), seed=len(name), cameras=(CameraSpec("observation.images.top", height, width),)
+            ),
+        )
         pack_dataset(str(tmp_path / "src" / name), str(tmp_path / "mix" / name))
-    result = CliRunner().invoke(cli, ["mixture", "create", str(tmp_path / "mix"), "--where", "frame_index >= 2", "--allow-partial"])
+    result = CliRunner().invoke(
+        cli, ["mixture", "create", str(tmp_path / "mix"), "--where", "frame_index >= 2", "--allow-partial"]
+    )
     assert result.exit_code == 0, result.output
     assert "UNMIXABLE small: camera 'observation.images.top' is 24x32 here and 48x64 in 2 other dataset(s)" in result.output
     assert "--resize 48x64" in result.output
@@ -140,8 +155,11 @@ def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_sourc
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
     assert "the bucket no-such-bucket does not exist: create it first" in missing.stderr
     anonymous = {k: v for k, v in env.items() if not k.startswith("AWS_") or k == "AWS_ENDPOINT_URL"}
-    anonymous.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
-                     AWS_EC2_METADATA_DISABLED="true")
+    anonymous.update(
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     no_keys = subprocess.run(command, env=anonymous, capture_output=True, text=True, timeout=120)
     assert no_keys.returncode == 1 and len(no_keys.stderr.strip().splitlines()) == 1, no_keys.stderr
     # The cause first (issue 42: the line began "read of the first 268435457 bytes failed").
@@ -149,11 +167,28 @@ def test_7_bucket_errors_name_the_fix_and_ctrl_c_says_how_to_resume(sample_sourc
     assert "): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in no_keys.stderr
 
     dst = tmp_path / "interrupted"
-    pack = [sys.executable, "-m", "lerobot_shards.cli", "pack", str(sample_source), str(dst), "--video", "hevc", "--shard-size-mb", "0.001"]
+    pack = [
+        sys.executable,
+        "-m",
+        "lerobot_shards.cli",
+        "pack",
+        str(sample_source),
+        str(dst),
+        "--video",
+        "hevc",
+        "--shard-size-mb",
+        "0.001",
+    ]
     # SIGINT as a terminal's Ctrl-C finds it: a test run started as a background job of a
     # non-interactive shell ignores SIGINT, and the pack would inherit that and never stop.
-    process = subprocess.Popen(pack, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        pack,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     # Poll until the first shard is committed: a bounded number of polls (a hang guard of
     # minutes), and the pack must still be running when it is.
     for _ in range(60_000):
@@ -176,7 +211,7 @@ def _readme_block(heading: str, language: str) -> str:
     import re
 
     text = (ROOT / "README.md").read_text()
-    section = text[text.index(heading):]
+    section = text[text.index(heading) :]
     return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
 
 
@@ -195,9 +230,11 @@ def test_8_readme_pack_commands_and_stream_snippet_run_on_a_50_fps_dataset(tmp_p
     code = _readme_block("### Stream into PyTorch", "python").replace("/tmp/", f"{tmp_path}/")
     # Issue 34 row 5: the snippet picks its device itself; it runs as written on the CPU install.
     code = code.replace("num_workers=4", "num_workers=0").replace("range(start_epoch, 10)", "range(start_epoch, 1)")
-    code = code.replace("        ...                                        # train", "        assert batch['action'].shape[1] == 3")
+    code = code.replace(
+        "        ...                                        # train", "        assert batch['action'].shape[1] == 3"
+    )
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 (our own README)
+    exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["fps"] == 50 and namespace["checkpoint"]["data"]["samples_consumed"] == len(namespace["ds"])
 
 
@@ -208,8 +245,12 @@ def _same_episodes_index(a: Path, b: Path) -> None:
 
     left, right = (pq.read_table(root / "index" / "episodes.parquet").to_pylist() for root in (a, b))
     assert len(left) == len(right)
-    differ = {(row["episode_index"], key): (row[key], other[key])
-              for row, other in zip(left, right) for key in row if row[key] != other.get(key)}
+    differ = {
+        (row["episode_index"], key): (row[key], other[key])
+        for row, other in zip(left, right)
+        for key in row
+        if row[key] != other.get(key)
+    }
     assert not differ, f"episodes index differs (episode, column): (sequential, parallel): {differ}"
 
 
@@ -227,8 +268,13 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
     # 2078 bytes, about 1 run in 10, encoder threads or not), as x265's does for frames one
     # CTU wide; real cameras are far larger. See the issue 33/34 note.
     source = tmp_path / "source"
-    write_sample_dataset(source, replace(rollover_spec(), cameras=(CameraSpec("observation.images.top", 48, 64),
-                                                                   CameraSpec("observation.images.wrist", 64, 64))))
+    write_sample_dataset(
+        source,
+        replace(
+            rollover_spec(),
+            cameras=(CameraSpec("observation.images.top", 48, 64), CameraSpec("observation.images.wrist", 64, 64)),
+        ),
+    )
     with caplog.at_level(logging.INFO, logger="lerobot_shards.packer.run"):
         pack_dataset(str(source), str(tmp_path / "parallel"), video="h264", workers=2)
     assert any("re-encoding" in r.message and "members in 2 processes" in r.message for r in caplog.records), caplog.text
@@ -239,8 +285,9 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="lerobot_shards.packer.run.pack"):
         pack_dataset(str(sample_source), str(tmp_path / "one"), workers=2)
-    assert any("--workers 2, but only 1 shard(s) to build" in r.message and "--shard-size-mb" in r.message
-               for r in caplog.records), caplog.text
+    assert any(
+        "--workers 2, but only 1 shard(s) to build" in r.message and "--shard-size-mb" in r.message for r in caplog.records
+    ), caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="lerobot_shards.packer.run.pack"):
         report = pack_dataset(str(sample_source), str(tmp_path / "many"), workers=2, shard_size_mb=0.01)
@@ -267,7 +314,9 @@ def test_10_to_device_on_cpu_gives_lerobots_values_contiguous(packed_copy):
 
     from lerobot_shards import BatchLoader, PackedDataset, to_device
 
-    batch = next(iter(BatchLoader(PackedDataset(str(packed_copy), return_uint8=True, shuffle=False), batch_size=8, num_workers=1)))
+    batch = next(
+        iter(BatchLoader(PackedDataset(str(packed_copy), return_uint8=True, shuffle=False), batch_size=8, num_workers=1))
+    )
     key = "observation.images.top"
     assert not batch[key].is_contiguous()  # channels-last from the workers
     out = to_device(batch, "cpu")
@@ -303,16 +352,37 @@ def test_34_1_2_train_py_creates_the_log_folder_and_takes_storage_options(packed
     url, options = make_bucket(s3_server)
     s3fs.S3FileSystem(**options).put(str(packed_copy), f"{url.removeprefix('s3://')}/packed", recursive=True)
     run = tmp_path / "run"  # does not exist: the batch log is opened before any checkpoint
-    result = _train_py("--data", f"{url}/packed", "--storage-options", json.dumps(dict(options)), "--ckpt", str(run / "ckpt.pt"),
-                       "--log-batches", str(run / "batches.jsonl"), "--steps", "2", "--num-workers", "0", "--batch-size", "4",
-                       env={"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+    result = _train_py(
+        "--data",
+        f"{url}/packed",
+        "--storage-options",
+        json.dumps(dict(options)),
+        "--ckpt",
+        str(run / "ckpt.pt"),
+        "--log-batches",
+        str(run / "batches.jsonl"),
+        "--steps",
+        "2",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        "4",
+        env={"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert len((run / "batches.jsonl").read_text().splitlines()) == 2 and (run / "ckpt.pt").is_file()
 
     # A bucket whose endpoint cannot be reached: one short line that says what to pass, no traceback.
     closed = f"http://127.0.0.1:{free_port()}"
-    result = _train_py("--data", f"{url}/packed", "--ckpt", str(tmp_path / "other" / "ckpt.pt"), "--steps", "1",
-                       env={"AWS_ENDPOINT_URL": closed, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+    result = _train_py(
+        "--data",
+        f"{url}/packed",
+        "--ckpt",
+        str(tmp_path / "other" / "ckpt.pt"),
+        "--steps",
+        "1",
+        env={"AWS_ENDPOINT_URL": closed, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
+    )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 3, result.stderr
     assert "cannot connect" in result.stderr and "endpoint_url" in result.stderr, result.stderr
@@ -329,7 +399,9 @@ def test_34_3_windows_longer_than_every_episode_are_said(sample_source, packed_c
     longest = max(row["length"] for row in episodes_index(packed_copy))
     window = json.dumps({"action": list(range(longest + 10))})
     with caplog.at_level(logging.WARNING):
-        result = CliRunner().invoke(cli, ["pack", str(sample_source), str(tmp_path / "long"), "--window-frames", f"long={window}"])
+        result = CliRunner().invoke(
+            cli, ["pack", str(sample_source), str(tmp_path / "long"), "--window-frames", f"long={window}"]
+        )
     assert result.exit_code == 0, result.output
     assert f"window 'long': the window of 'action' spans {longest + 10} frames" in caplog.text
     assert f"longest episode has {longest}: every sample pads it" in caplog.text
@@ -375,8 +447,16 @@ def test_34_6_progress_eta_counts_from_the_start_of_the_work():
     log = PackProgressLog(stream=stream)
 
     def state(done, seconds):
-        return PackProgress(episodes_done=done, episodes_total=10, episodes_before=0, bytes_in=done * 10**6, bytes_out=0,
-                            shards_written=0, shards_total=1, seconds=seconds)
+        return PackProgress(
+            episodes_done=done,
+            episodes_total=10,
+            episodes_before=0,
+            bytes_in=done * 10**6,
+            bytes_out=0,
+            shards_written=0,
+            shards_total=1,
+            seconds=seconds,
+        )
 
     log(state(1, 6.0))  # the first line comes when the first episode is done, 6 s into the pack
     log.log.interval_s = 0
@@ -411,7 +491,9 @@ def test_34_10_a_pack_as_source_a_missing_bucket_and_the_tasks_view(packed_copy,
 
     with pytest.raises(FormatError, match=r"s3://no-such-bucket-34/packed: no such bucket 'no-such-bucket-34'"):
         PackedDataset("s3://no-such-bucket-34/packed", storage_options=s3_server.storage_options())
-    tasks = CliRunner().invoke(cli, ["sql", str(packed_copy), "SELECT task_index, task FROM tasks ORDER BY 1", "--format", "json"])
+    tasks = CliRunner().invoke(
+        cli, ["sql", str(packed_copy), "SELECT task_index, task FROM tasks ORDER BY 1", "--format", "json"]
+    )
     assert tasks.exit_code == 0, tasks.output
     rows = json.loads(tasks.output)
     assert rows and [r["task_index"] for r in rows] == sorted(r["task_index"] for r in rows) and all(r["task"] for r in rows)
@@ -432,7 +514,9 @@ def test_34_9_preview_lines_are_all_distinct_and_the_last_label_fits():
     keys = re.findall(r'<i style="background:([^"]+)"></i>', html)
     assert len(strokes) == 14 and len(set(strokes)) == 14 and keys == strokes  # q0 and q10 no longer look the same
     width = int(re.search(r'<svg [^>]*width="(\d+)"', html).group(1))
-    for x, anchor, text in re.findall(r'<text x="([\d.]+)" y="\d+" font-size="10" fill="#666" text-anchor="(\w+)">([^<]*s)</text>', html):
+    for x, anchor, text in re.findall(
+        r'<text x="([\d.]+)" y="\d+" font-size="10" fill="#666" text-anchor="(\w+)">([^<]*s)</text>', html
+    ):
         extent = 6 * len(text)  # about 6 px a character at font-size 10
         right = float(x) + (extent / 2 if anchor == "middle" else 0 if anchor == "end" else extent)
         assert right <= width, (text, x, anchor)

@@ -20,7 +20,7 @@ from lerobot_shards.core.errors import ArgumentError, MixtureSpecError
 from lerobot_shards.core.format import MixtureSpec
 from lerobot_shards.packer.options import PackOptions, options_as_flags
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 
 # -- 1: decode_device the loader cannot serve ---------------------------------------------------
@@ -45,8 +45,11 @@ def test_1_a_plain_dataloader_says_what_to_use_instead(packed_hevc):
 
 def test_1_cuda_decoding_of_an_av1_pack_is_refused_when_the_dataset_is_made(packed_copy, packed_hevc):
     """Was: accepted at construction, although the manifest says AV1 and NVDEC has none."""
-    with pytest.raises(ArgumentError, match=r"decode_device='cuda' decodes .*h264.*camera observation\.images\.\S+ of .* holds "
-                                            r"av1.*--video hevc"):
+    with pytest.raises(
+        ArgumentError,
+        match=r"decode_device='cuda' decodes .*h264.*camera observation\.images\.\S+ of .* holds "
+        r"av1.*--video hevc",
+    ):
         PackedDataset(str(packed_copy), decode_device="cuda")
     PackedDataset(str(packed_hevc), decode_device="cuda")  # HEVC is what NVDEC decodes: accepted
 
@@ -75,7 +78,10 @@ def test_2_pack_repair_rebuilds_a_damaged_shard_that_verify_names(sample_source,
     assert failed.exit_code == 1 and f"{tars[1].name[:-4]}.tar" in failed.output
     last = failed.output.strip().splitlines()[-1]
     # The command that repairs: the recorded options as flags, the local source by its name.
-    assert f"to repair it: lerobot-shards pack SRC {dst} --window 'chunk={{\"action\":[0,0.1]}}' --shard-size-mb 0.03 --repair" in last
+    assert (
+        f"to repair it: lerobot-shards pack SRC {dst} --window 'chunk={{\"action\":[0,0.1]}}' --shard-size-mb 0.03 --repair"
+        in last
+    )
     assert f"(SRC: the LeRobot dataset folder {sample_source.name!r} it was packed from)" in last
 
     repaired = CliRunner().invoke(cli, [*args, "--repair"])
@@ -100,12 +106,24 @@ def test_2_a_shard_of_another_size_is_rebuilt_by_a_plain_rerun(sample_source, tm
     assert verify(str(dst)).ok
 
 
-@pytest.mark.parametrize("options", [
-    dict(video="hevc", crf=30, preset="fast", gop=4, resize=(32, 48), episodes=(0, 2, 3, 4, 7),
-         on_frame_mismatch="pad", tolerance_s=0.001, shard_size_mb=0.5,
-         windows={"chunk": {"action": [0.0, 0.1, 0.2]}, "past": {"observation.state": [-0.1, 0.0]}}),
-    dict(),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(
+            video="hevc",
+            crf=30,
+            preset="fast",
+            gop=4,
+            resize=(32, 48),
+            episodes=(0, 2, 3, 4, 7),
+            on_frame_mismatch="pad",
+            tolerance_s=0.001,
+            shard_size_mb=0.5,
+            windows={"chunk": {"action": [0.0, 0.1, 0.2]}, "past": {"observation.state": [-0.1, 0.0]}},
+        ),
+        dict(),
+    ],
+)
 def test_2_recorded_options_become_flags_that_parse_back_to_them(options):
     recorded = PackOptions(**options).to_json_dict()
     flags, unflagged = options_as_flags(recorded)
@@ -136,13 +154,18 @@ def test_3_an_unmixable_dataset_fails_the_run_and_a_key_map_brings_it_back(two_s
     assert "--key-map wide:observation.images.top=observation.images.top_32x48" in refused.output
     assert "1 dataset would be left out of the mixture: wide (unmixable)" in refused.output
 
-    mapped = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map",
-                                      "wide:observation.images.top=observation.images.top_32x48"])
+    mapped = CliRunner().invoke(
+        cli, ["mixture", "create", str(mix), "--key-map", "wide:observation.images.top=observation.images.top_32x48"]
+    )
     assert mapped.exit_code == 0, mapped.output
     assert "mixture.json: 3 datasets, 36 anchors, key maps for 1" in mapped.output
     spec = json.loads((mix / "mixture.json").read_text())
     assert spec["version"] == 3
-    assert [d.get("key_map") for d in spec["datasets"]] == [None, None, {"observation.images.top": "observation.images.top_32x48"}]
+    assert [d.get("key_map") for d in spec["datasets"]] == [
+        None,
+        None,
+        {"observation.images.top": "observation.images.top_32x48"},
+    ]
     # Every reader of the file applies it: the wide camera is a camera of its own, masked elsewhere.
     dataset = MixtureDataset(str(mix / "mixture.json"), return_uint8=True, shuffle=False)
     samples = {(int(s["dataset_index"]), int(s["index"])): s for s in dataset}
@@ -158,20 +181,24 @@ def test_3_key_maps_from_the_sources_file_and_their_errors(two_sizes, tmp_path):
     mix = tmp_path / "mix"
     shutil.copytree(two_sizes / "mix", mix)
     sources = tmp_path / "sources.txt"
-    sources.write_text(f"{two_sizes}/src/a\n{two_sizes}/src/b\n"
-                       f"{two_sizes}/src/wide wide observation.images.top=observation.images.top_32x48\n")
+    sources.write_text(
+        f"{two_sizes}/src/a\n{two_sizes}/src/b\n{two_sizes}/src/wide wide observation.images.top=observation.images.top_32x48\n"
+    )
     assert parse_sources(sources.read_text())[2].key_map == {"observation.images.top": "observation.images.top_32x48"}
     result = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--sources", str(sources)])
     assert result.exit_code == 0, result.output
     assert json.loads((mix / "mixture.json").read_text())["datasets"][2]["key_map"] == {
-        "observation.images.top": "observation.images.top_32x48"}
+        "observation.images.top": "observation.images.top_32x48"
+    }
     # OLD= leaves the camera out; a key the dataset lacks, or a dataset not listed, is named.
     dropped = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "wide:observation.images.top="])
     assert dropped.exit_code == 0, dropped.output
     assert json.loads((mix / "mixture.json").read_text())["datasets"][2]["key_map"] == {"observation.images.top": None}
     lacks = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "wide:observation.images.side=x"])
-    assert lacks.exit_code == 1 and "INVALID wide: key map of wide: key_map renames 'observation.images.side', which the " \
-                                    "dataset lacks" in lacks.output, lacks.output
+    assert (
+        lacks.exit_code == 1
+        and "INVALID wide: key map of wide: key_map renames 'observation.images.side', which the dataset lacks" in lacks.output
+    ), lacks.output
     unknown = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "nope:observation.images.top=x"])
     assert unknown.exit_code == 1 and "key maps name dataset(s) ['nope'] that are not listed" in unknown.output
     bad = CliRunner().invoke(cli, ["mixture", "create", str(mix), "--key-map", "wide-observation.images.top"])
@@ -182,9 +209,17 @@ def test_3_key_maps_from_the_sources_file_and_their_errors(two_sizes, tmp_path):
 def test_3_a_version_2_reader_could_not_ignore_a_key_map():
     """A key map makes the file version 3 (a version-2 reader refuses it instead of batching the
     dataset under its own keys), and a version-2 file may not carry one."""
-    entry = {"name": "a", "path": "a", "anchors": 1, "episodes": 1, "fps": 30, "video_keys": [],
-             "features": {"action": {"dtype": "float32", "shape": [2]}}, "manifest_sha256": "sha256:" + "0" * 64,
-             "key_map": {"action": "actions"}}
+    entry = {
+        "name": "a",
+        "path": "a",
+        "anchors": 1,
+        "episodes": 1,
+        "fps": 30,
+        "video_keys": [],
+        "features": {"action": {"dtype": "float32", "shape": [2]}},
+        "manifest_sha256": "sha256:" + "0" * 64,
+        "key_map": {"action": "actions"},
+    }
     with pytest.raises(MixtureSpecError, match=r"field 'key_map' needs version 3"):
         MixtureSpec.from_dict({"format": "lerobot-shards-mixture", "version": 2, "datasets": [entry]})
     spec = MixtureSpec.from_dict({"format": "lerobot-shards-mixture", "version": 3, "datasets": [entry]})
@@ -201,9 +236,12 @@ def test_4_errors_are_named_where_users_import_them_and_survive_workers():
     import lerobot_shards.core.errors
     import lerobot_shards.packer.errors
 
-    classes = [c for m in (lerobot_shards.core.errors, lerobot_shards.packer.errors) for c in vars(m).values()
-               if isinstance(c, type) and issubclass(c, Warning | Exception) and c.__name__ != "Exception"
-               and c.__module__ != "builtins"]
+    classes = [
+        c
+        for m in (lerobot_shards.core.errors, lerobot_shards.packer.errors)
+        for c in vars(m).values()
+        if isinstance(c, type) and issubclass(c, Warning | Exception) and c.__name__ != "Exception" and c.__module__ != "builtins"
+    ]
     assert len(classes) >= 35
     for cls in classes:
         assert cls.__module__ == "lerobot_shards" and getattr(lerobot_shards, cls.__name__) is cls, cls
@@ -263,14 +301,18 @@ def test_6_train_help_lists_every_shards_flag():
 
     from lerobot_shards.train.lerobot_train import known_flags
 
-    result = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "train", "--help"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards.cli", "train", "--help"], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     for name in known_flags():
         assert f"--shards.{name}=" in result.stdout, name
     assert "--shards.depth_unit=mm|m" in result.stdout
     if importlib.util.find_spec("lerobot") is None:
-        assert "lerobot-train's own flags are not shown: lerobot-shards train runs LeRobot's trainer, and LeRobot is not " \
-               "installed" in result.stdout
+        assert (
+            "lerobot-train's own flags are not shown: lerobot-shards train runs LeRobot's trainer, and LeRobot is not "
+            "installed" in result.stdout
+        )
     else:  # (the parity venv): LeRobot's own help follows ours
         assert "lerobot-train's own flags:" in result.stdout and "--policy.type" in result.stdout
 
@@ -315,8 +357,10 @@ def test_7_a_failed_name_lookup_is_not_retried():
 
 def test_7_info_shows_codecs_widths_tasks_and_full_windows(packed_copy, packed_hevc):
     copy = CliRunner().invoke(cli, ["info", str(packed_copy)], env={"COLUMNS": "240"})
-    assert "copy: observation.images.top 48x64 av1, observation.images.wrist 32x32 av1; NVDEC: no (repack with --video hevc)" \
-        in copy.output, copy.output
+    assert (
+        "copy: observation.images.top 48x64 av1, observation.images.wrist 32x32 av1; NVDEC: no (repack with --video hevc)"
+        in copy.output
+    ), copy.output
     assert "state / action widths" in copy.output and "│ 6 / 6 " in copy.output
     assert "full window on" in copy.output and "anchors (" in copy.output
     hevc = json.loads(CliRunner().invoke(cli, ["info", str(packed_hevc), "--format", "json"]).output)
@@ -329,8 +373,10 @@ def test_7_indexing_a_stream_says_how_to_read_it_and_repr_says_what_it_is(packed
     ds = PackedDataset(str(packed_copy))
     with pytest.raises(TypeError, match="streams whole episodes and has no random access by index: iterate it"):
         ds[0]
-    assert repr(ds) == ("PackedDataset(copy: 141 anchors, 9 episodes, cameras ['observation.images.top', "
-                        "'observation.images.wrist'], epoch 0, 141 samples for rank 0 of 1)")
+    assert repr(ds) == (
+        "PackedDataset(copy: 141 anchors, 9 episodes, cameras ['observation.images.top', "
+        "'observation.images.wrist'], epoch 0, 141 samples for rank 0 of 1)"
+    )
 
 
 def test_7_connect_is_documented_and_works_as_shown(packed_copy):
@@ -352,9 +398,13 @@ def test_7_docs_say_what_the_code_does():
     workers = [int(n) for block in local for n in re.findall(r"num_workers=(\d+)", block)]
     assert len(workers) >= 2 and max(workers) <= 2  # the snippets on local packs run without a warning on 2 cores
     # One spelling of a bucket endpoint in every help text and doc.
-    texts = [readme, (root / "lerobot_shards" / "packer" / "options.py").read_text(),
-             (root / "lerobot_shards" / "cli" / "flags.py").read_text(),
-             (root / "lerobot_shards" / "reader" / "read_options.py").read_text(), train]
+    texts = [
+        readme,
+        (root / "lerobot_shards" / "packer" / "options.py").read_text(),
+        (root / "lerobot_shards" / "cli" / "flags.py").read_text(),
+        (root / "lerobot_shards" / "reader" / "read_options.py").read_text(),
+        train,
+    ]
     assert not any("client_kwargs" in t for t in texts)
     import tomllib
 
@@ -370,9 +420,27 @@ def test_7_normalized_training_keeps_the_loss_in_normalized_units(packed_copy, t
 
     root = Path(__file__).resolve().parents[1]
     log = tmp_path / "batches.jsonl"
-    run = subprocess.run([sys.executable, str(root / "scripts" / "train.py"), "--data", str(packed_copy), "--ckpt", str(tmp_path / "c.pt"),
-                          "--steps", "20", "--batch-size", "8", "--num-workers", "0", "--log-batches", str(log)],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(root / "scripts" / "train.py"),
+            "--data",
+            str(packed_copy),
+            "--ckpt",
+            str(tmp_path / "c.pt"),
+            "--steps",
+            "20",
+            "--batch-size",
+            "8",
+            "--num-workers",
+            "0",
+            "--log-batches",
+            str(log),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     losses = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
     actions = PackedDataset(str(packed_copy)).meta.stats["action"]
@@ -383,9 +451,13 @@ def test_7_normalized_training_keeps_the_loss_in_normalized_units(packed_copy, t
 def test_7_option_typos_and_episode_lists_say_enough(sample_source, tmp_path):
     from lerobot_shards import ReadOptions
 
-    with pytest.raises(ArgumentError, match=r"ReadOptions got an unexpected option 'retrun_uint8'; did you mean 'return_uint8'\?"):
+    with pytest.raises(
+        ArgumentError, match=r"ReadOptions got an unexpected option 'retrun_uint8'; did you mean 'return_uint8'\?"
+    ):
         ReadOptions(retrun_uint8=True)
     with pytest.raises(ArgumentError, match=r"PackOptions got an unexpected option 'vidoe'; did you mean 'video'\?"):
         PackOptions(vidoe="hevc")
-    with pytest.raises(ArgumentError, match=r"episodes \[9, 10, .*, 28\] and 99972 more are not in the source \(9 episodes, 0-8\)"):
-        pack_dataset(str(sample_source), str(tmp_path / "p"), episodes=range(0, 100001))
+    with pytest.raises(
+        ArgumentError, match=r"episodes \[9, 10, .*, 28\] and 99972 more are not in the source \(9 episodes, 0-8\)"
+    ):
+        pack_dataset(str(sample_source), str(tmp_path / "p"), episodes=range(100001))

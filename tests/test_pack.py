@@ -22,7 +22,7 @@ from lerobot_shards import FrameMismatchError, PackError, SourceError, pack_data
 from lerobot_shards.cli import main as cli
 from lerobot_shards.core.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
 from lerobot_shards.testing import read_identity
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import (
     CAMERAS,
     PACK_WINDOWS,
@@ -188,7 +188,18 @@ def test_a_pack_killed_with_sigkill_resumes_and_ends_identical(sample_source, tm
     reference = tmp_path / "reference"
     pack_dataset(str(sample_source), str(reference), video="hevc", shard_size_mb=0.001)
     killed = tmp_path / "killed"
-    command = [sys.executable, "-m", "lerobot_shards.cli", "pack", str(sample_source), str(killed), "--video", "hevc", "--shard-size-mb", "0.001"]
+    command = [
+        sys.executable,
+        "-m",
+        "lerobot_shards.cli",
+        "pack",
+        str(sample_source),
+        str(killed),
+        "--video",
+        "hevc",
+        "--shard-size-mb",
+        "0.001",
+    ]
     process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     deadline = time.time() + 120
     while not (killed / "shards" / "shard-000000.json").exists():
@@ -277,7 +288,9 @@ def _shorten_episode_metadata(root: Path, episode: int, frames_missing: int) -> 
 def test_frame_mismatch_errors_pads_or_drops(sample_source, tmp_path):
     root = copy_source(sample_source, tmp_path)
     _shorten_episode_metadata(root, 2, 3)
-    with pytest.raises(FrameMismatchError, match="episode 2, camera observation.images.top: video has 27 frames but the episode has 30 rows"):
+    with pytest.raises(
+        FrameMismatchError, match="episode 2, camera observation.images.top: video has 27 frames but the episode has 30 rows"
+    ):
         pack_dataset(str(root), str(tmp_path / "err"))
     padded = pack_dataset(str(root), str(tmp_path / "pad"), on_frame_mismatch="pad")
     assert padded.padded_episodes == [2]
@@ -311,13 +324,18 @@ def test_resize_reencodes_to_the_requested_size(sample_source, tmp_path):
 def test_cli_pack_verify_info_sql(sample_source, tmp_path):
     dst = tmp_path / "cli"
     runner = CliRunner()
-    result = runner.invoke(cli, ["pack", str(sample_source), str(dst), "--episodes", "0-4", "--window", 'chunk={"action": [0, 0.0333333, 0.0666667]}'])
+    result = runner.invoke(
+        cli,
+        ["pack", str(sample_source), str(dst), "--episodes", "0-4", "--window", 'chunk={"action": [0, 0.0333333, 0.0666667]}'],
+    )
     assert result.exit_code == 0, result.output
     assert "packed 5 episodes" in result.output
     assert runner.invoke(cli, ["verify", str(dst), "--decode"]).exit_code == 0
     info = runner.invoke(cli, ["info", str(dst)])
     assert info.exit_code == 0 and "5 / 62" in info.output
-    sql = runner.invoke(cli, ["sql", str(dst), "SELECT count(*) AS n FROM samples WHERE chunk_action_pad_after = 0", "--format", "json"])
+    sql = runner.invoke(
+        cli, ["sql", str(dst), "SELECT count(*) AS n FROM samples WHERE chunk_action_pad_after = 0", "--format", "json"]
+    )
     assert sql.exit_code == 0, sql.output
     lengths = [12, 1, 30, 2, 17]
     assert json.loads(sql.output) == [{"n": sum(max(n - 2, 0) for n in lengths)}]

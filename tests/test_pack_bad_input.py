@@ -16,7 +16,7 @@ from torchcodec.decoders import VideoDecoder
 from lerobot_shards import FrameMismatchError, PackError, SourceError, pack_dataset, verify
 from lerobot_shards.core.format import Manifest
 from lerobot_shards.testing import read_identity
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import (
     CAMERAS,
     copy_source,
@@ -86,7 +86,9 @@ def test_an_empty_video_window_can_only_be_dropped(sample_source, tmp_path):
             row[f"videos/{TOP}/from_timestamp"] = row[f"videos/{TOP}/to_timestamp"] = 99.0
 
     edit_episodes_metadata(root, empty)
-    with pytest.raises(FrameMismatchError, match="episode 3, camera .*: video has 0 frames .* set on_frame_mismatch to 'drop-episode'"):
+    with pytest.raises(
+        FrameMismatchError, match="episode 3, camera .*: video has 0 frames .* set on_frame_mismatch to 'drop-episode'"
+    ):
         pack_dataset(str(root), str(tmp_path / "pad"), on_frame_mismatch="pad")
     report = pack_dataset(str(root), str(tmp_path / "drop"), on_frame_mismatch="drop-episode")
     assert report.dropped_episodes == [3]
@@ -123,7 +125,9 @@ def test_schema_drift_packs_what_the_parquet_holds_and_warns_once(sample_source,
     assert "observation.state" not in manifest.features
     assert manifest.features["gripper.force"] == {"dtype": "float32", "shape": [1], "names": None}
     assert manifest.extra["schema_drift"] == {"only_in_info": ["observation.state"], "only_in_parquet": ["gripper.force"]}
-    with pytest.raises(PackError, match=r"window 'w': \['observation.state'\] declared in meta/info.json but missing from the data parquet"):
+    with pytest.raises(
+        PackError, match=r"window 'w': \['observation.state'\] declared in meta/info.json but missing from the data parquet"
+    ):
         pack_dataset(str(root), str(tmp_path / "w"), windows={"w": {"observation.state": [0.0]}})
 
 
@@ -133,7 +137,13 @@ def test_task_index_missing_from_tasks_parquet_is_refused_naming_the_data_file(s
     root = copy_source(sample_source, tmp_path)
     tasks = pd.read_parquet(root / "meta" / "tasks.parquet")
     tasks.iloc[:1].to_parquet(root / "meta" / "tasks.parquet")
-    with caplog.at_level(logging.WARNING), pytest.raises(SourceError, match=r"data/chunk-000/file-000.parquet: episode \d+ has task_index \[1\], which .*tasks.parquet does not define"):
+    with (
+        caplog.at_level(logging.WARNING),
+        pytest.raises(
+            SourceError,
+            match=r"data/chunk-000/file-000.parquet: episode \d+ has task_index \[1\], which .*tasks.parquet does not define",
+        ),
+    ):
         pack_dataset(str(root), str(tmp_path / "out"))
     # Episodes metadata listing task strings tasks.parquet lacks is reported too (once).
     assert len(_warnings(caplog, "list tasks missing from meta/tasks.parquet")) == 1

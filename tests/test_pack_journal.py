@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from lerobot_shards import PackError, finalize, pack_dataset
 from lerobot_shards.cli import main as cli
 from tests.pack_tamper import fill_column, plant_shard
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB, assert_same_tree
 
 PLANTED = 666.0
@@ -70,7 +70,9 @@ def test_finalize_refuses_receipts_it_did_not_write(sample_source, packed_copy, 
     _pack(sample_source, victim, part=(0, 2))
     for shard in (1, 3):
         _plant(victim, packed_copy, shard)
-    with pytest.raises(PackError, match=r"2 shard receipt\(s\) not in this machine's pack journal .*shard-000001.*--trust-destination"):
+    with pytest.raises(
+        PackError, match=r"2 shard receipt\(s\) not in this machine's pack journal .*shard-000001.*--trust-destination"
+    ):
         finalize(str(victim))
     assert not (victim / "manifest.json").exists()
 

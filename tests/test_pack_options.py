@@ -16,7 +16,7 @@ from lerobot_shards.cli import main as cli, parse_pack_args
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.core.option_fields import option_fields
 from lerobot_shards.packer.options import flag_of
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 
 def test_pack_dataset_shows_every_option_of_both_values():
@@ -39,8 +39,23 @@ def test_every_flag_is_a_field_with_its_help_and_default():
         assert flag_of(f.name) == f.flag
     assert flag_of("windows") == "--window"
     # Parsed flags are exactly the fields' values, ready for pack_dataset.
-    given = parse_pack_args(["--episodes", "3,1-2", "--window", 'chunk={"action": [0, 0.1]}', "--part", "1/2", "--resize", "48x64",
-                             "--video", "h264", "--storage-options", '{"anon": true}', "--follow-symlinks"])
+    given = parse_pack_args(
+        [
+            "--episodes",
+            "3,1-2",
+            "--window",
+            'chunk={"action": [0, 0.1]}',
+            "--part",
+            "1/2",
+            "--resize",
+            "48x64",
+            "--video",
+            "h264",
+            "--storage-options",
+            '{"anon": true}',
+            "--follow-symlinks",
+        ]
+    )
     assert set(given) == {f.name for f in flagged}
     options = PackOptions(**{k: v for k, v in given.items() if k in {f.name for f in dataclasses.fields(PackOptions)}})
     run = PackRunOptions(**{k: v for k, v in given.items() if k in {f.name for f in dataclasses.fields(PackRunOptions)}})
@@ -63,7 +78,9 @@ def test_bad_flags_name_the_flag():
 
 
 def test_values_have_one_normal_form_and_are_checked():
-    assert PackOptions(episodes=[3, 1, 3], resize=[48, 64], video="h264") == PackOptions(episodes=(1, 3), resize=(48, 64), video="h264")
+    assert PackOptions(episodes=[3, 1, 3], resize=[48, 64], video="h264") == PackOptions(
+        episodes=(1, 3), resize=(48, 64), video="h264"
+    )
     with pytest.raises(OptionsError, match="workers must be >= 1, got 0") as caught:
         PackRunOptions(workers=0)
     assert caught.value.option == "workers"
@@ -72,19 +89,33 @@ def test_values_have_one_normal_form_and_are_checked():
 
 
 def test_values_and_keywords_pack_the_same(sample_source, tmp_path):
-    by_keywords = pack_dataset(str(sample_source), str(tmp_path / "a"), episodes=[0, 2], windows={"chunk": {"action": [0.0]}},
-                               shard_size_mb=0.001, workers=1)
-    by_value = pack_dataset(str(sample_source), str(tmp_path / "b"),
-                            options=PackOptions(episodes=(2, 0), windows={"chunk": {"action": [0.0]}}, shard_size_mb=0.001),
-                            run=PackRunOptions(workers=1))
+    by_keywords = pack_dataset(
+        str(sample_source),
+        str(tmp_path / "a"),
+        episodes=[0, 2],
+        windows={"chunk": {"action": [0.0]}},
+        shard_size_mb=0.001,
+        workers=1,
+    )
+    by_value = pack_dataset(
+        str(sample_source),
+        str(tmp_path / "b"),
+        options=PackOptions(episodes=(2, 0), windows={"chunk": {"action": [0.0]}}, shard_size_mb=0.001),
+        run=PackRunOptions(workers=1),
+    )
     assert by_keywords.episodes == by_value.episodes == 2
     plans = [json.loads((tmp_path / name / "pack-plan.json").read_text()) for name in "ab"]
-    assert plans[0]["options"] == plans[1]["options"] == PackOptions(
-        episodes=(0, 2), windows={"chunk": {"action": [0.0]}}, shard_size_mb=0.001).to_json_dict()
+    assert (
+        plans[0]["options"]
+        == plans[1]["options"]
+        == PackOptions(episodes=(0, 2), windows={"chunk": {"action": [0.0]}}, shard_size_mb=0.001).to_json_dict()
+    )
 
 
 def test_an_empty_flag_value_means_not_given():
     """Scripts pass "$VAR" for an unset option (slurm/submit_mixture.sh does): an empty value is
     the default, as before the flags were made from the fields."""
-    empty = parse_pack_args(["--episodes", "", "--resize", "", "--part", "", "--storage-options", "", "--src-storage-options", ""])
+    empty = parse_pack_args(
+        ["--episodes", "", "--resize", "", "--part", "", "--storage-options", "", "--src-storage-options", ""]
+    )
     assert empty == parse_pack_args([])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lerobot_shards import FrameMismatchError, pack_dataset
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import (
     CAMERAS,
     PACK_WINDOWS,
@@ -35,7 +35,9 @@ def progress_events():
 
 def test_two_workers_write_the_same_bytes_as_one_process(sample_source, packed_copy, tmp_path, progress_events):
     dst = tmp_path / "pool"
-    report = pack_dataset(str(sample_source), str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, workers=2, progress=progress_events)
+    report = pack_dataset(
+        str(sample_source), str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, workers=2, progress=progress_events
+    )
     assert report.shards_written == report.shards > 1 and report.finalized
     assert_same_tree(packed_copy, dst)
     assert len(progress_events.events) == 9, "one progress event per episode, from the worker processes"
@@ -56,7 +58,9 @@ def test_a_failing_shard_in_the_pool_names_its_episode(sample_source, tmp_path):
             row[f"videos/{CAMERAS[1]}/to_timestamp"] -= 2 / 30
 
     edit_episodes_metadata(root, short)
-    with pytest.raises(FrameMismatchError, match=f"episode 5, camera {CAMERAS[1]}: video has 23 frames but the episode has 25 rows"):
+    with pytest.raises(
+        FrameMismatchError, match=f"episode 5, camera {CAMERAS[1]}: video has 23 frames but the episode has 25 rows"
+    ):
         pack_dataset(str(root), str(tmp_path / "out"), shard_size_mb=0.001, workers=2)
     assert not (tmp_path / "out" / "manifest.json").exists()
 

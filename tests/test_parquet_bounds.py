@@ -55,8 +55,13 @@ def page_header(kind: int, uncompressed: int, compressed: int, *, values: int = 
 
 
 def _chunk(pages: bytes, physical: str = "INT64", repeated: int = 0):
-    column = SimpleNamespace(data_page_offset=0, has_dictionary_page=False, dictionary_page_offset=None,
-                             total_compressed_size=len(pages), path_in_schema="x")
+    column = SimpleNamespace(
+        data_page_offset=0,
+        has_dictionary_page=False,
+        dictionary_page_offset=None,
+        total_compressed_size=len(pages),
+        path_in_schema="x",
+    )
     schema = SimpleNamespace(physical_type=physical, max_repetition_level=repeated, length=None)
     return memoryview(pages), column, schema
 
@@ -131,17 +136,19 @@ def test_old_parquet_mr_files_are_refused():
 # -- real files -------------------------------------------------------------------------------
 def _honest_table(rows: int = 3000) -> pa.Table:
     rng = np.random.default_rng(0)
-    return pa.table({
-        "index": pa.array(np.arange(rows), pa.int64()),
-        "timestamp": pa.array(np.arange(rows) / 30, pa.float32()),
-        "action": pa.array(list(rng.random((rows, 7)).astype("float32")), pa.list_(pa.float32(), 7)),
-        "nested": pa.array([[[1, 2], [3]]] * rows, pa.list_(pa.list_(pa.int64()))),
-        "task": pa.array([f"task {i % 17} " * (1 + i % 5) for i in range(rows)]),
-        "tasks": pa.array([[f"t{i % 3}"] * (i % 4) for i in range(rows)], pa.list_(pa.string())),
-        "maybe": pa.array([None if i % 3 else float(i) for i in range(rows)], pa.float64()),
-        "image": pa.array([{"bytes": bytes([i % 256]) * 50, "path": f"p{i}"} for i in range(rows)]),
-        "flag": pa.array([i % 2 == 0 for i in range(rows)]),
-    })
+    return pa.table(
+        {
+            "index": pa.array(np.arange(rows), pa.int64()),
+            "timestamp": pa.array(np.arange(rows) / 30, pa.float32()),
+            "action": pa.array(list(rng.random((rows, 7)).astype("float32")), pa.list_(pa.float32(), 7)),
+            "nested": pa.array([[[1, 2], [3]]] * rows, pa.list_(pa.list_(pa.int64()))),
+            "task": pa.array([f"task {i % 17} " * (1 + i % 5) for i in range(rows)]),
+            "tasks": pa.array([[f"t{i % 3}"] * (i % 4) for i in range(rows)], pa.list_(pa.string())),
+            "maybe": pa.array([None if i % 3 else float(i) for i in range(rows)], pa.float64()),
+            "image": pa.array([{"bytes": bytes([i % 256]) * 50, "path": f"p{i}"} for i in range(rows)]),
+            "flag": pa.array([i % 2 == 0 for i in range(rows)]),
+        }
+    )
 
 
 WRITERS = {
@@ -151,8 +158,10 @@ WRITERS = {
     "gzip-small-pages": {"compression": "gzip", "data_page_size": 1024, "row_group_size": 700},
     "brotli": {"compression": "brotli"},
     "lz4": {"compression": "lz4"},
-    "delta": {"use_dictionary": False, "column_encoding": {"index": "DELTA_BINARY_PACKED", "task": "DELTA_LENGTH_BYTE_ARRAY",
-                                                           "timestamp": "BYTE_STREAM_SPLIT"}},
+    "delta": {
+        "use_dictionary": False,
+        "column_encoding": {"index": "DELTA_BINARY_PACKED", "task": "DELTA_LENGTH_BYTE_ARRAY", "timestamp": "BYTE_STREAM_SPLIT"},
+    },
 }
 
 
@@ -169,14 +178,20 @@ def test_honest_files_read_back_identically_within_their_bound(writer):
     # Strings read as dictionaries count as their indices; everything else is bounded outright.
     others = sum(table[name].nbytes for name in table.column_names if name not in ("task", "tasks"))
     assert bound >= others
-    assert [path for path, _, _ in leaf_columns(metadata, where="f")][:4] == ["index", "timestamp", "action.list.element",
-                                                                             "nested.list.element.list.element"]
+    assert [path for path, _, _ in leaf_columns(metadata, where="f")][:4] == [
+        "index",
+        "timestamp",
+        "action.list.element",
+        "nested.list.element.list.element",
+    ]
 
 
 def _list_bomb(values_per_row: int, rows: int = 6) -> bytes:
     # One value repeated: dictionary + run-length encoding store it in a few bytes.
-    column = pa.ListArray.from_arrays(pa.array(np.arange(0, (rows + 1) * values_per_row, values_per_row, dtype=np.int32)),
-                                      pa.array(np.zeros(rows * values_per_row, dtype=np.float32)))
+    column = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, (rows + 1) * values_per_row, values_per_row, dtype=np.int32)),
+        pa.array(np.zeros(rows * values_per_row, dtype=np.float32)),
+    )
     buffer = io.BytesIO()
     pq.write_table(pa.table({"action": column}), buffer, compression="zstd")
     return buffer.getvalue()

@@ -87,10 +87,10 @@ def test_admission_order_matches_brute_force(lengths, pool_size, block_size):
     rng = np.random.default_rng(0)
     for start, stop in [(0, n), (0, 1), (n - 1, n), *(sorted(rng.integers(0, n + 1, 2)) for _ in range(10))]:
         got = schedule.admission_order(int(start), int(stop))
-        expected = sorted((f, l, p) for p, (f, l) in spans.items() if f < stop and l >= start and start < stop)
+        expected = sorted((f, last, p) for p, (f, last) in spans.items() if f < stop and last >= start and start < stop)
         assert list(zip(got.first_draw.tolist(), got.last_draw.tolist(), got.piece.tolist())) == expected
     for t in rng.integers(0, n, 10).tolist():
-        open_now = {p for p, (f, l) in spans.items() if f <= t <= l}
+        open_now = {p for p, (f, last) in spans.items() if f <= t <= last}
         assert set(schedule.open_pieces_at(t).tolist()) == open_now
 
 

@@ -28,8 +28,13 @@ HOSTILE_TASK = '<img src=x onerror="document.title=1">pick & place'
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory):
     root = tmp_path_factory.mktemp("preview")
-    spec = SampleSpec(episodes=3, lengths=(12, 20, 9), tasks=(HOSTILE_TASK, "stack"), seed=3,
-                      cameras=(CameraSpec("observation.images.top", 48, 64), CameraSpec("observation.images.wrist", 32, 32)))
+    spec = SampleSpec(
+        episodes=3,
+        lengths=(12, 20, 9),
+        tasks=(HOSTILE_TASK, "stack"),
+        seed=3,
+        cameras=(CameraSpec("observation.images.top", 48, 64), CameraSpec("observation.images.wrist", 32, 32)),
+    )
     write_sample_dataset(root / "src", spec)
     pack_dataset(str(root / "src"), str(root / "pack"), windows={"chunk": {"action": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}})
     return root / "pack"
@@ -81,15 +86,26 @@ def _run_browser(args: list[str], tmp_path: Path, name: str) -> str:
     return out.read_text(errors="replace")
 
 
-@pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed (apt-get install chromium): the browser rendering test needs it")
+@pytest.mark.skipif(
+    _chromium() is None, reason="Chromium is not installed (apt-get install chromium): the browser rendering test needs it"
+)
 def test_headless_chromium_loads_every_image_and_draws_a_page(pack, tmp_path):
     from PIL import Image, ImageStat
 
     page, _ = render_preview(str(pack), frames_per_episode=3)
     path = tmp_path / "preview.html"
     path.write_text(page)
-    common = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000", "--no-first-run",
-              "--disable-extensions", "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}"]
+    common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--virtual-time-budget=5000",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
     dom = _run_browser([*common, "--dump-dom", path.as_uri()], tmp_path, "dump-dom")
     loaded = re.search(r'data-images-loaded="(\d+)/(\d+)"', dom)
     assert loaded, dom[:500]

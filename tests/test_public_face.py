@@ -37,11 +37,18 @@ def static_names(source: str) -> set[str]:
 
 def test_the_static_face_names_exactly_the_runtime_face():
     static = static_names(FACE.read_text())
-    assert static == set(lerobot_shards.__all__), (sorted(static - set(lerobot_shards.__all__)),
-                                                  sorted(set(lerobot_shards.__all__) - static))
+    assert static == set(lerobot_shards.__all__), (
+        sorted(static - set(lerobot_shards.__all__)),
+        sorted(set(lerobot_shards.__all__) - static),
+    )
     # ... and each static import names the module the lazy table loads it from.
-    modules = {alias.name: stmt.module for node in ast.parse(FACE.read_text()).body if isinstance(node, ast.If)
-               for stmt in node.body for alias in stmt.names}
+    modules = {
+        alias.name: stmt.module
+        for node in ast.parse(FACE.read_text()).body
+        if isinstance(node, ast.If)
+        for stmt in node.body
+        for alias in stmt.names
+    }
     table = {name: module for module, names in lerobot_shards._EXPORTS.items() for name in names}
     assert modules == table
 
@@ -73,15 +80,17 @@ def errors_named_but_not_exported(objects: dict[str, object], exported: set[str]
 def test_every_error_a_public_docstring_names_is_exported():
     objects = {name: getattr(lerobot_shards, name) for name in lerobot_shards.__all__}
     assert "ArgumentError" in (inspect.getdoc(lerobot_shards.PackedDataset) or "") + str(
-        lerobot_shards.PackedDataset.__init__.__doc__)
+        lerobot_shards.PackedDataset.__init__.__doc__
+    )
     assert errors_named_but_not_exported(objects, set(lerobot_shards.__all__)) == {}
 
     def documented():
         """Raises:
-            GhostError: never exported."""
+        GhostError: never exported."""
 
     assert errors_named_but_not_exported({"documented": documented}, set(lerobot_shards.__all__)) == {
-        "GhostError": {"documented"}}
+        "GhostError": {"documented"}
+    }
 
 
 def test_a_type_checker_resolves_the_public_names(tmp_path):
@@ -94,13 +103,18 @@ def test_a_type_checker_resolves_the_public_names(tmp_path):
     )
     # The checkout on the search path, as an editable install's source would be for an IDE.
     (tmp_path / "pyrightconfig.json").write_text(json.dumps({"extraPaths": [str(ROOT)], "pythonVersion": "3.11"}))
-    result = subprocess.run([pyright, "--outputjson", "--pythonpath", sys.executable, "use.py"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [pyright, "--outputjson", "--pythonpath", sys.executable, "use.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads(result.stdout)
     said = {d["range"]["start"]["line"]: d["message"] for d in report["generalDiagnostics"]}
     errors = [d["message"] for d in report["generalDiagnostics"] if d["severity"] == "error"]
     assert not errors, errors
     assert said[1] == 'Type of "PackedDataset" is "type[PackedDataset]"'
     assert said[2] == 'Type of "BatchLoader" is "type[BatchLoader]"'
-    assert said[3].startswith('Type of "pack_dataset" is "(src: str | None, dst: str') and said[3].endswith("-> PackReport\"")
+    assert said[3].startswith('Type of "pack_dataset" is "(src: str | None, dst: str') and said[3].endswith('-> PackReport"')
     assert said[4] == 'Type of "ArgumentError" is "type[ArgumentError]"'

@@ -12,7 +12,7 @@ import pytest
 from lerobot_shards import MixtureDataset, PackedDataset, ReadOptions, RetryPolicy
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.train.lerobot_train import TRAINER_SETS, ShardsOptions, known_flags
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 
 def test_both_datasets_show_every_read_option_with_its_default():
@@ -42,7 +42,9 @@ def test_keywords_and_the_value_read_the_same_and_keywords_win(packed_copy):
 
 
 def test_unknown_and_bad_options_are_refused_by_name(packed_copy):
-    with pytest.raises(ArgumentError, match=r"PackedDataset got an unexpected option 'prefetch_episode'; did you mean 'prefetch_episodes'"):
+    with pytest.raises(
+        ArgumentError, match=r"PackedDataset got an unexpected option 'prefetch_episode'; did you mean 'prefetch_episodes'"
+    ):
         PackedDataset(str(packed_copy), prefetch_episode=2)
     with pytest.raises(ArgumentError, match=r"MixtureDataset got an unexpected option 'sed'; did you mean 'seed'"):
         MixtureDataset([str(packed_copy)], sed=2)

@@ -9,7 +9,7 @@ import torch
 from lerobot_shards import PackedDataset
 from lerobot_shards.testing import read_identity
 from tests.lerobot_reference import reference_item
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 WINDOWS = {
     "past_and_future": {
@@ -31,7 +31,9 @@ def assert_same_sample(expected: dict, actual: dict, where: str) -> None:
             assert actual[key] == value, f"{where}: {key}"
             continue
         other = actual[key]
-        assert other.dtype == value.dtype and other.shape == value.shape, f"{where}: {key} {other.dtype}{tuple(other.shape)} != {value.dtype}{tuple(value.shape)}"
+        assert other.dtype == value.dtype and other.shape == value.shape, (
+            f"{where}: {key} {other.dtype}{tuple(other.shape)} != {value.dtype}{tuple(value.shape)}"
+        )
         assert torch.equal(other, value), f"{where}: {key} values differ"
 
 
@@ -97,4 +99,7 @@ def test_pyav_fallback_decodes_the_same_frames(packed_copy):
     ours = PackedDataset(str(packed_copy), decoder="pyav", shuffle=False, return_uint8=True)
     assert ours.decoder_backend == "pyav"
     for sample in ours:
-        assert read_identity(sample["observation.images.wrist"].numpy()) == (int(sample["episode_index"]), int(sample["frame_index"]))
+        assert read_identity(sample["observation.images.wrist"].numpy()) == (
+            int(sample["episode_index"]),
+            int(sample["frame_index"]),
+        )

@@ -22,7 +22,7 @@ from lerobot_shards.core.format import video_column
 from lerobot_shards.reader.fetch import EpisodeFetcher, Prefetcher, PrefetchError
 from tests.hang_guard import hang_guard
 from tests.pack_tamper import replace_member
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import episodes_index
 
 TOTAL = 141
@@ -154,7 +154,9 @@ def test_decoder_errors_name_shard_episode_and_camera(packed_copy, tmp_path, dec
     dataset = PackedDataset(str(dst), episodes=[2], decoder=decoder, shuffle=False, decode_threads=decode_threads)
     # Refused by the mp4 box check (lerobot_shards/core/format/mp4.py) or by the decoder, whichever the
     # damaged bytes reach first: either way the error names shard, episode and camera.
-    with pytest.raises((DecodeError, FormatError), match=rf"shard-\d{{6}} episode 2 camera {TOP}: (cannot (open video|decode frames)|mp4 )"):
+    with pytest.raises(
+        (DecodeError, FormatError), match=rf"shard-\d{{6}} episode 2 camera {TOP}: (cannot (open video|decode frames)|mp4 )"
+    ):
         next(iter(dataset))
 
 

@@ -11,7 +11,7 @@ import s3fs
 import torch
 
 from lerobot_shards import PackedDataset
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 DELTA = {"action": [0.0, 1 / 30, 2 / 30], "observation.images.wrist": [-1 / 30, 0.0]}
@@ -42,7 +42,9 @@ def test_bucket_with_where_and_disk_cache_equals_local(packed_copy, s3_bucket, t
     local = _samples(PackedDataset(str(packed_copy), delta_timestamps=DELTA, where=WHERE, seed=4, episode_pool_size=3))
     cache = tmp_path / "cache"
 
-    cold = PackedDataset(url, storage_options=options, delta_timestamps=DELTA, where=WHERE, seed=4, episode_pool_size=3, cache_dir=str(cache))
+    cold = PackedDataset(
+        url, storage_options=options, delta_timestamps=DELTA, where=WHERE, seed=4, episode_pool_size=3, cache_dir=str(cache)
+    )
     assert cold.num_anchors == sum(len(b["index"]) for b in local) > 0
     _assert_same(local, _samples(cold))
     assert any(cache.rglob("*")), "fetched episode bytes should be in the disk cache"
@@ -50,7 +52,9 @@ def test_bucket_with_where_and_disk_cache_equals_local(packed_copy, s3_bucket, t
     # Cold: only an episode split between the two workers can be a hit (the second fetch).
     assert cold.stats()["disk_cache_hits"] < cold.stats()["episodes_admitted"] / 2
 
-    warm = PackedDataset(url, storage_options=options, delta_timestamps=DELTA, where=WHERE, seed=4, episode_pool_size=3, cache_dir=str(cache))
+    warm = PackedDataset(
+        url, storage_options=options, delta_timestamps=DELTA, where=WHERE, seed=4, episode_pool_size=3, cache_dir=str(cache)
+    )
     _assert_same(local, _samples(warm))
     stats = warm.stats()  # rows still come from the bucket: only video bytes are cached
     assert stats["disk_cache_hits"] == stats["episodes_admitted"] >= 1

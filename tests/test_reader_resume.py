@@ -12,7 +12,7 @@ import torch
 
 from lerobot_shards import PackedDataset
 from lerobot_shards.testing import write_tabular_pack
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.work_counter import lines_executed
 
 TOTAL = 141

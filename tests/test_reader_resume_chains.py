@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lerobot_shards import PackedDataset, ResumeStateError
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 TOTAL = 141
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")

@@ -13,7 +13,7 @@ import torch
 from lerobot_shards import FormatError, IntegrityError, PackedDataset, ResumeStateError, UnsupportedFormatVersionError
 from lerobot_shards.reader.runtime import detect_world
 from tests.pack_tamper import edit_manifest
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 TOTAL = 141
 
@@ -31,7 +31,9 @@ def _loader(dataset, *, batch_size: int, num_workers: int):
 def test_exactly_once_and_equal_counts(packed_copy, world_size, num_workers):
     per_rank = []
     for rank in range(world_size):
-        dataset = PackedDataset(str(packed_copy), rank=rank, world_size=world_size, seed=7, episode_pool_size=3, return_uint8=True)
+        dataset = PackedDataset(
+            str(packed_copy), rank=rank, world_size=world_size, seed=7, episode_pool_size=3, return_uint8=True
+        )
         batches = _indices(_loader(dataset, batch_size=5, num_workers=num_workers))
         flat = [i for batch in batches for i in batch]
         assert len(flat) == len(dataset) == TOTAL // world_size
@@ -88,8 +90,12 @@ def test_resume_continues_the_exact_sequence(packed_copy, num_workers):
     for k in (1, 3, 8, len(full) - 1):
         resumed_ds = dataset()
         consumed = sum(len(b) for b in full[:k])
-        resumed_ds.load_state_dict(dataset().state_dict(samples_consumed=consumed, batch_size=batch_size, num_workers=num_workers))
-        assert len(resumed_ds) == len(resumed_ds.upcoming_anchors(num_workers=0, limit=None).index) == sum(len(b) for b in full[k:])
+        resumed_ds.load_state_dict(
+            dataset().state_dict(samples_consumed=consumed, batch_size=batch_size, num_workers=num_workers)
+        )
+        assert (
+            len(resumed_ds) == len(resumed_ds.upcoming_anchors(num_workers=0, limit=None).index) == sum(len(b) for b in full[k:])
+        )
         resumed = _indices(_loader(resumed_ds, batch_size=batch_size, num_workers=num_workers))
         assert resumed == full[k:], f"resume after {k} batches with {num_workers} workers diverged"
 
@@ -159,7 +165,9 @@ def test_member_bytes_that_do_not_match_the_index(packed_copy, tmp_path):
     data = bytearray(tar.read_bytes())
     data[700] ^= 0xFF
     tar.write_bytes(bytes(data))
-    with pytest.raises(IntegrityError, match=r"shard-000000.tar shard-000000 episode 0 camera observation.images.top: sha256 .* differs"):
+    with pytest.raises(
+        IntegrityError, match=r"shard-000000.tar shard-000000 episode 0 camera observation.images.top: sha256 .* differs"
+    ):
         list(PackedDataset(str(dst), shuffle=False))
 
 
@@ -170,7 +178,9 @@ def test_unknown_version_and_index_disagreement(packed_copy, tmp_path):
     with pytest.raises(UnsupportedFormatVersionError, match="format_version 99 is not supported"):
         PackedDataset(str(dst))
     (dst / "manifest.json").write_text(manifest.replace('"format_version": 3', '"format_version": 1'))
-    with pytest.raises(UnsupportedFormatVersionError, match="format_version 1: .*re-pack the source with this version: lerobot-shards pack"):
+    with pytest.raises(
+        UnsupportedFormatVersionError, match="format_version 1: .*re-pack the source with this version: lerobot-shards pack"
+    ):
         PackedDataset(str(dst))
     # Damage to the manifest itself: its content digest no longer matches.
     (dst / "manifest.json").write_text(manifest.replace('"frames": 141', '"frames": 142', 1))

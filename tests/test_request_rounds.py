@@ -14,7 +14,7 @@ from lerobot_shards import MixtureDataset, PackedDataset, create_mixture
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.fetch import EpisodeFetcher
 from tests.fault_proxy import faulty_s3  # noqa: F401
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 

@@ -61,7 +61,7 @@ def progress_by_brute_force(counts, batch_size, n_batches, drop_last=False):
     """(samples consumed, delivered, rotation) after the first ``n_batches`` batches."""
     order = loader_batches(counts, batch_size, drop_last)
     delivered = np.zeros(len(counts), dtype=np.int64)
-    for w, a, b in order[:n_batches]:
+    for w, _, b in order[:n_batches]:
         delivered[w] = b
     pending = order[n_batches:]
     active = len({w for w, _, _ in pending})

@@ -72,7 +72,10 @@ def test_random_chains_serve_every_anchor_exactly_once(chunk):
             assert (per_rank.sum(axis=1) == per_rank.sum(axis=1)[0]).all(), f"seed {seed}: unequal ranks"
             edges = batch_edges(per_rank[0], phase.batch_size, phase.drop_last)
             step = int(rng.choice(edges))
-            progress = [worker_progress(row, batch_size=phase.batch_size, samples_consumed=step, drop_last=phase.drop_last) for row in per_rank]
+            progress = [
+                worker_progress(row, batch_size=phase.batch_size, samples_consumed=step, drop_last=phase.drop_last)
+                for row in per_rank
+            ]
             delivered = np.concatenate([p.delivered for p in progress])
             for consumer, count in enumerate(delivered.tolist()):
                 consumed += served(streams, consumer, count)
@@ -80,7 +83,9 @@ def test_random_chains_serve_every_anchor_exactly_once(chunk):
             batch = int(rng.integers(1, 65)) if rng.random() < 0.7 else phase.batch_size
             nxt = Phase(phase.start + step, world, workers, batch, bool(rng.random() < 0.2))
             before = streams.dropped
-            streams = resume_streams(plan_counts, phases, resumed_at=nxt.start, world_size=world, workers_per_rank=nxt.workers_per_rank)
+            streams = resume_streams(
+                plan_counts, phases, resumed_at=nxt.start, world_size=world, workers_per_rank=nxt.workers_per_rank
+            )
             resplit_drops.append((streams.dropped - before, world))
             if (phase.world_size, phase.workers_per_rank) == (world, nxt.workers_per_rank):
                 assert streams.dropped == before, f"seed {seed}: an unchanged shape dropped anchors"
@@ -112,7 +117,9 @@ def test_an_unchanged_shape_continues_the_same_streams():
     assert once.exact and once.dropped == 0
     # Saving again later on the same shape needs no new phase: the sequence is the same one.
     twice = resume_streams(counts, phases, resumed_at=60, world_size=2, workers_per_rank=3)
-    again = resume_streams(once.consumer_counts, [Phase(0, 2, 3, 5)], resumed_at=30, world_size=2, workers_per_rank=3).through(once)
+    again = resume_streams(once.consumer_counts, [Phase(0, 2, 3, 5)], resumed_at=30, world_size=2, workers_per_rank=3).through(
+        once
+    )
     for consumer in range(6):
         assert [a.tolist() for a in twice.segments_of(consumer)] == [a.tolist() for a in again.segments_of(consumer)]
 

@@ -19,7 +19,7 @@ from lerobot_shards.core.errors import ObjectNotFoundError
 from lerobot_shards.core.storage import Storage, is_transient
 from tests.fault_proxy import FaultProxy, faulty_s3  # noqa: F401
 from tests.hang_guard import hang_guard
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
@@ -28,7 +28,7 @@ DELTA = {"action": [0.0, 1 / 30], "observation.images.top": [-1 / 30, 0.0]}
 
 def _epoch(dataset) -> list[dict]:
     loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=2)
-    return [batch for batch in loader]
+    return list(loader)
 
 
 def _assert_same_batches(a: list[dict], b: list[dict]) -> None:
@@ -82,14 +82,21 @@ def test_pack_from_a_bucket_source(sample_source, packed_copy, s3_bucket, tmp_pa
     fs = s3fs.S3FileSystem(**options)
     fs.put(str(sample_source), f"{url.removeprefix('s3://')}/lerobot", recursive=True)
     dst = tmp_path / "from-bucket"
-    pack_dataset(f"{url}/lerobot", str(dst), windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB,
-                 src_storage_options=options, cache_dir=str(tmp_path / "cache"))
+    pack_dataset(
+        f"{url}/lerobot",
+        str(dst),
+        windows=PACK_WINDOWS,
+        shard_size_mb=SHARD_SIZE_MB,
+        src_storage_options=options,
+        cache_dir=str(tmp_path / "cache"),
+    )
     for tar in sorted(packed_copy.glob("shards/*")):
         if tar.suffix in (".tar", ".parquet"):
             assert (dst / "shards" / tar.name).read_bytes() == tar.read_bytes(), tar.name
     # A subset stages only the files its episodes need.
-    staged = pack_dataset(f"{url}/lerobot", str(tmp_path / "subset"), episodes=[0], src_storage_options=options,
-                          cache_dir=str(tmp_path / "cache2"))
+    staged = pack_dataset(
+        f"{url}/lerobot", str(tmp_path / "subset"), episodes=[0], src_storage_options=options, cache_dir=str(tmp_path / "cache2")
+    )
     assert staged.episodes == 1
     assert len(list((tmp_path / "cache2").rglob("*.mp4"))) == 2
 
@@ -102,10 +109,17 @@ def test_the_retry_policy_bounds_a_bucket_source_too(sample_source, s3_bucket, f
     fs.put(str(sample_source), f"{url.removeprefix('s3://')}/lerobot", recursive=True)
     faulty = faulty_s3(reset_probability=0.0, throttle_probability=1.0, seed=5)  # every request: 503 SlowDown
     policy = RetryPolicy(max_attempts=2, base_s=0.01, cap_s=0.02, connect_timeout_s=1.0, read_timeout_s=1.0)
-    with hang_guard(300, "staging a bucket source that only throttles"), \
-            pytest.raises(StorageError, match=r"after 2 attempts; last error: .*\[S3 SlowDown, HTTP 503\]") as failed:
-        pack_dataset(f"{url}/lerobot", str(tmp_path / "out"), src_storage_options=faulty.storage_options, retry=policy,
-                     cache_dir=str(tmp_path / "cache"))
+    with (
+        hang_guard(300, "staging a bucket source that only throttles"),
+        pytest.raises(StorageError, match=r"after 2 attempts; last error: .*\[S3 SlowDown, HTTP 503\]") as failed,
+    ):
+        pack_dataset(
+            f"{url}/lerobot",
+            str(tmp_path / "out"),
+            src_storage_options=faulty.storage_options,
+            retry=policy,
+            cache_dir=str(tmp_path / "cache"),
+        )
     assert failed.value.attempts == 2 and faulty.counters.throttles == 2
 
 
@@ -168,8 +182,14 @@ def test_pack_to_a_faulty_bucket_completes_with_retries_and_the_same_bytes(sampl
     faulty = faulty_s3(reset_probability=0.15, stall_probability=0.02, throttle_probability=0.1, seed=3)
     assert "retries" not in faulty.storage_options["config_kwargs"]
     with hang_guard(600, "packing through resets, stalls and throttling"):
-        report = pack_dataset(str(sample_source), f"{url}/faulty", windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB,
-                              storage_options=faulty.storage_options, retry=FAULT_RETRY)
+        report = pack_dataset(
+            str(sample_source),
+            f"{url}/faulty",
+            windows=PACK_WINDOWS,
+            shard_size_mb=SHARD_SIZE_MB,
+            storage_options=faulty.storage_options,
+            retry=FAULT_RETRY,
+        )
     counters = faulty.counters
     assert report.finalized and counters.resets > 0 and counters.stalls > 0 and counters.throttles > 0, counters
     # Every write (plan, meta, shards, receipts, index, manifest) went through the faults and
@@ -188,9 +208,19 @@ def test_a_destination_that_fails_mid_pack_leaves_no_finished_pack_and_resumes(s
         if state.shards_written == 1:  # the bucket starts answering 503 SlowDown to everything
             faulty.proxy.set_fault_probabilities(throttle=1.0)
 
-    with pytest.raises(StorageError, match=r"shard-000001\.\w+: upload failed after 3 attempts; last error: .*reduce your request rate.* \[S3 SlowDown, HTTP 503\]") as failed:
-        pack_dataset(str(sample_source), dst, windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, storage_options=faulty.storage_options,
-                     retry=policy, progress=outage_after_first_shard)
+    with pytest.raises(
+        StorageError,
+        match=r"shard-000001\.\w+: upload failed after 3 attempts; last error: .*reduce your request rate.* \[S3 SlowDown, HTTP 503\]",
+    ) as failed:
+        pack_dataset(
+            str(sample_source),
+            dst,
+            windows=PACK_WINDOWS,
+            shard_size_mb=SHARD_SIZE_MB,
+            storage_options=faulty.storage_options,
+            retry=policy,
+            progress=outage_after_first_shard,
+        )
     assert dst in str(failed.value) and failed.value.attempts == 3
     # Nothing a reader takes for a finished pack: no manifest, and readers say so.
     bucket = Storage(dst, options)
@@ -200,8 +230,14 @@ def test_a_destination_that_fails_mid_pack_leaves_no_finished_pack_and_resumes(s
     assert not verify(dst, storage_options=options).ok
     # The bucket heals; the same command resumes from the committed shard and finishes.
     faulty.proxy.set_fault_probabilities()
-    report = pack_dataset(str(sample_source), dst, windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB,
-                          storage_options=faulty.storage_options, retry=policy)
+    report = pack_dataset(
+        str(sample_source),
+        dst,
+        windows=PACK_WINDOWS,
+        shard_size_mb=SHARD_SIZE_MB,
+        storage_options=faulty.storage_options,
+        retry=policy,
+    )
     assert report.finalized and report.shards_skipped == 1 and report.shards_written == report.shards - 1
     assert _bucket_tree(dst, options) == _local_tree(packed_copy)
 

@@ -48,8 +48,11 @@ def cluster(tmp_path_factory):
 
 def _submit(cluster: SlurmCluster, script: str, args: list[str], cwd: Path, env: dict | None = None) -> tuple[list[str], str]:
     """Run a submit script; returns (array job ids, final job id) from what it prints."""
-    result = cluster.run(["bash", str(ROOT / "slurm" / script), *args], cwd=cwd,
-                         env={"SBATCH_ARGS": SBATCH_ARGS, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), **(env or {})})
+    result = cluster.run(
+        ["bash", str(ROOT / "slurm" / script), *args],
+        cwd=cwd,
+        env={"SBATCH_ARGS": SBATCH_ARGS, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
     arrays = re.findall(r"(?:array \S+: job|pack array: job) (\d+)", result.stdout)
     final = re.search(r"(?:mixture create|finalize): job (\d+)", result.stdout)
     assert arrays and final, result.stdout + result.stderr
@@ -64,8 +67,9 @@ def test_a_mixture_of_21_sources_with_one_broken_then_resubmitted(cluster, tmp_p
     lines = []
     for i in range(20):
         source = tmp_path / "src" / f"ds{i:02d}"
-        write_sample_dataset(source, SampleSpec(episodes=2, lengths=(4, 5), cameras=(CameraSpec("observation.images.top", 24, 32),),
-                                                seed=i))
+        write_sample_dataset(
+            source, SampleSpec(episodes=2, lengths=(4, 5), cameras=(CameraSpec("observation.images.top", 24, 32),), seed=i)
+        )
         lines.append(str(source))
     (tmp_path / "src" / "broken").mkdir()
     lines.insert(7, f"{tmp_path / 'src' / 'broken'}   # no meta/info.json")
@@ -83,16 +87,19 @@ def test_a_mixture_of_21_sources_with_one_broken_then_resubmitted(cluster, tmp_p
     assert "1 dataset would be left out of the mixture: broken (failed)" in report, report
 
     # Re-submitting does no packing again and says so; --allow-partial writes the mixture without it.
-    arrays, final = _submit(cluster, "submit_mixture.sh", [str(tmp_path / "sources.txt"), str(dst)], tmp_path,
-                            env={"MIXTURE_CREATE_ARGS": "--allow-partial"})
+    arrays, final = _submit(
+        cluster,
+        "submit_mixture.sh",
+        [str(tmp_path / "sources.txt"), str(dst)],
+        tmp_path,
+        env={"MIXTURE_CREATE_ARGS": "--allow-partial"},
+    )
     assert set(cluster.wait(arrays + [final]).values()) == {"COMPLETED"}
     task_logs = _log(tmp_path, f"lerobot-shards-mixture-{arrays[0]}_*.out")
     assert task_logs.count("already packed and verified") == 20, task_logs[-2000:]
     spec = json.loads((dst / "mixture.json").read_text())
     assert [d["name"] for d in spec["datasets"]] == [f"ds{i:02d}" for i in range(20)]
     assert "1 dataset(s) left out (--allow-partial)" in _log(tmp_path, f"lerobot-shards-mixture-create-{final}.out")
-
-
 
 
 @pytest.fixture(scope="module")
@@ -131,11 +138,16 @@ def test_scancel_and_a_killed_process_group_resume_to_the_same_bytes(cluster, bi
     arrays, final = _submit(cluster, "submit_pack.sh", [str(source), str(dst), "2", *PACK_ARGS], tmp_path)
     job = arrays[0]
     # Both tasks run (two CPUs); stop them once the first shard is committed, mid-pack.
-    _wait_for(lambda: list((dst / "shards").glob("*.json")) if (dst / "shards").exists() else False, 600,
-              f"no shard committed: {cluster.run(['squeue'], check=False).stdout}")
+    _wait_for(
+        lambda: list((dst / "shards").glob("*.json")) if (dst / "shards").exists() else False,
+        600,
+        f"no shard committed: {cluster.run(['squeue'], check=False).stdout}",
+    )
     # Task 0: cancelled the way a user does. Task 1: its whole process group SIGKILLed, as
     # when a node dies under it (SLURM sees the batch script die).
-    pids = [int(p) for p in re.findall(r"^\s*(\d+)\s", cluster.run(["scontrol", "listpids", f"{job}_1"], check=False).stdout, re.M)]
+    pids = [
+        int(p) for p in re.findall(r"^\s*(\d+)\s", cluster.run(["scontrol", "listpids", f"{job}_1"], check=False).stdout, re.M)
+    ]
     cluster.run(["scancel", f"{job}_0"])
     for pid in pids:
         try:
@@ -175,8 +187,10 @@ def test_a_mixture_to_a_flaky_bucket_completes_or_reports_and_resubmitting_finis
     faulty = faulty_s3(reset_probability=0.08, stall_probability=0.01, throttle_probability=0.08, seed=11, stall_s=3.0)
     names = [f"ds{i}" for i in range(6)]
     for i, name in enumerate(names):
-        write_sample_dataset(tmp_path / "src" / name, SampleSpec(episodes=2, lengths=(4, 5), seed=i,
-                                                                  cameras=(CameraSpec("observation.images.top", 24, 32),)))
+        write_sample_dataset(
+            tmp_path / "src" / name,
+            SampleSpec(episodes=2, lengths=(4, 5), seed=i, cameras=(CameraSpec("observation.images.top", 24, 32),)),
+        )
     (tmp_path / "sources.txt").write_text("\n".join(str(tmp_path / "src" / n) for n in names) + "\n")
     dst = f"{url}/mix"
     # The endpoint reaches every task (and the final job) through the environment, as on a

@@ -29,8 +29,22 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for task in range(3):
         result = subprocess.run(
-            [sys.executable, "-m", "lerobot_shards.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", str(task)],
-            env=env, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "lerobot_shards.cli",
+                "mixture",
+                "task",
+                str(dst),
+                "--sources",
+                str(tmp_path / "sources.txt"),
+                "--index",
+                str(task),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert result.returncode == 0, result.stderr  # a failure never fails the array task
     failure = json.loads((dst / "_failures" / "broken.json").read_text())
@@ -45,8 +59,22 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     assert runner.invoke(cli, ["mixture", "create", str(dst), "--strict"]).exit_code != 0
     # Re-running a finished task skips the verified dataset.
     rerun = subprocess.run(
-        [sys.executable, "-m", "lerobot_shards.cli", "mixture", "task", str(dst), "--sources", str(tmp_path / "sources.txt"), "--index", "0"],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "lerobot_shards.cli",
+            "mixture",
+            "task",
+            str(dst),
+            "--sources",
+            str(tmp_path / "sources.txt"),
+            "--index",
+            "0",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert "already packed and verified" in rerun.stdout
     from lerobot_shards import MixtureDataset

@@ -31,7 +31,9 @@ def _env(**extra) -> dict:
 
 def _sbatch(script: str, *args, cwd: Path, **env) -> subprocess.CompletedProcess:
     """Run a batch script the way slurmd does: bash, in the submission directory."""
-    return subprocess.run(["bash", str(SLURM / script), *map(str, args)], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", str(SLURM / script), *map(str, args)], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
@@ -52,13 +54,22 @@ def test_mixture_array_packs_the_good_datasets_and_reports_the_broken_one(tmp_pa
     broken = tmp_path / "src" / "broken"
     (broken / "meta").mkdir(parents=True)  # no meta/info.json
     sources = tmp_path / "sources.txt"
-    sources.write_text(f"# a mixture\n{tmp_path / 'src' / 'alpha'}\n\n{broken}   # deliberately broken\n{tmp_path / 'src' / 'beta'}\n")
+    sources.write_text(
+        f"# a mixture\n{tmp_path / 'src' / 'alpha'}\n\n{broken}   # deliberately broken\n{tmp_path / 'src' / 'beta'}\n"
+    )
     dst = tmp_path / "mix"
-    count = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--count", str(sources)], capture_output=True, text=True, env=_env())
+    count = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards.cli", "mixture", "sources", "--count", str(sources)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert count.stdout.strip() == "3"
 
     for task in range(3):  # sbatch --array=0-2 slurm/pack_mixture.sbatch
-        result = _sbatch("pack_mixture.sbatch", cwd=tmp_path, SLURM_ARRAY_TASK_ID=task, SLURM_ARRAY_JOB_ID=77, SOURCES=sources, DST=dst)
+        result = _sbatch(
+            "pack_mixture.sbatch", cwd=tmp_path, SLURM_ARRAY_TASK_ID=task, SLURM_ARRAY_JOB_ID=77, SOURCES=sources, DST=dst
+        )
         assert result.returncode == 0, result.stderr  # a failed dataset never fails its task
     failure = json.loads((dst / "_failures" / "broken.json").read_text())
     assert failure["source"] == str(broken) and failure["error_type"] == "SourceError"
@@ -66,7 +77,9 @@ def test_mixture_array_packs_the_good_datasets_and_reports_the_broken_one(tmp_pa
     assert failure["slurm"]["SLURM_ARRAY_TASK_ID"] == "1" and failure["slurm"]["SLURM_ARRAY_JOB_ID"] == "77"
 
     for name in ("alpha", "beta"):
-        verified = subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "verify", str(dst / name)], capture_output=True, text=True, env=_env())
+        verified = subprocess.run(
+            [sys.executable, "-m", "lerobot_shards.cli", "verify", str(dst / name)], capture_output=True, text=True, env=_env()
+        )
         assert verified.returncode == 0, verified.stderr
 
     assert _sbatch("mixture_create.sbatch", cwd=tmp_path, SOURCES=sources, DST=dst).returncode == 1  # a dataset failed
@@ -110,7 +123,17 @@ def test_pack_array_then_finalize(tmp_path):
     outside = _sbatch("pack.sbatch", cwd=tmp_path, SLURM_ARRAY_TASK_ID=2, **env)
     assert outside.returncode == 2 and "array task 2 is outside the 2 parts" in outside.stderr
     # Re-submitting one part of 2 with --array=1: PARTS keeps the plan.
-    resubmit = _sbatch("pack.sbatch", "--shard-size-mb", "0.001", cwd=tmp_path, SLURM_ARRAY_TASK_ID=1, SLURM_ARRAY_TASK_COUNT=1, PARTS=2, SRC=tmp_path / "src", DST=dst)
+    resubmit = _sbatch(
+        "pack.sbatch",
+        "--shard-size-mb",
+        "0.001",
+        cwd=tmp_path,
+        SLURM_ARRAY_TASK_ID=1,
+        SLURM_ARRAY_TASK_COUNT=1,
+        PARTS=2,
+        SRC=tmp_path / "src",
+        DST=dst,
+    )
     assert resubmit.returncode == 0 and "(0 written, 2 already done)" in resubmit.stdout, resubmit.stdout + resubmit.stderr
     nothing = _sbatch("pack.sbatch", cwd=tmp_path, SLURM_ARRAY_TASK_ID=0, SLURM_ARRAY_TASK_COUNT=1, DST=dst)
     assert nothing.returncode == 2 and "set SRC (path or URL) or REPO_ID" in nothing.stderr
@@ -138,37 +161,58 @@ def test_submit_mixture_splits_large_arrays_and_waits_for_all(tmp_path, fake_sba
     (tmp_path / "sources.txt").write_text("a/one\na/two\n# skipped\na/three\n")
     result = subprocess.run(
         ["bash", str(SLURM / "submit_mixture.sh"), "sources.txt", "s3://b/mix", "--window", 'chunk={"action": [0, 0.1]}'],
-        cwd=tmp_path, env=_env(MAX_ARRAY=2, THROTTLE=8, **fake_sbatch), capture_output=True, text=True,
+        cwd=tmp_path,
+        env=_env(MAX_ARRAY=2, THROTTLE=8, **fake_sbatch),
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     log = (tmp_path / "log").read_text().splitlines()
     assert len(log) == 3
     first, second, final = log
-    quoted_window = "chunk=\\{\\\"action\\\":\\ \\[0\\,\\ 0.1\\]\\}"
+    quoted_window = 'chunk=\\{\\"action\\":\\ \\[0\\,\\ 0.1\\]\\}'
     assert first.startswith("--parsable --array=0-1%8 ") and "pack_mixture.sbatch --window " + quoted_window in first
     assert first.endswith("| SOURCES=sources.txt DST=s3://b/mix INDEX_OFFSET=0 PARTS= SRC=")
     assert second.startswith("--parsable --array=0-0%8 ") and "INDEX_OFFSET=2 " in second
-    assert final.startswith("--parsable --dependency=afterany:101:102 ") and final.split(" |")[0].endswith("mixture_create.sbatch")
+    assert final.startswith("--parsable --dependency=afterany:101:102 ") and final.split(" |")[0].endswith(
+        "mixture_create.sbatch"
+    )
     assert "mixture create: job 103 (after 101:102)" in result.stdout
     assert (tmp_path / "logs").is_dir()  # SLURM does not create the --output directory
 
     (tmp_path / "sources.txt").write_text("/p/x\nb/y x\n")
-    bad = subprocess.run(["bash", str(SLURM / "submit_mixture.sh"), "sources.txt", "s3://b/mix"], cwd=tmp_path,
-                         env=_env(**fake_sbatch), capture_output=True, text=True)
-    assert bad.returncode == 2 and "sources.txt:2: name 'x'" in bad.stderr and len((tmp_path / "log").read_text().splitlines()) == 3
+    bad = subprocess.run(
+        ["bash", str(SLURM / "submit_mixture.sh"), "sources.txt", "s3://b/mix"],
+        cwd=tmp_path,
+        env=_env(**fake_sbatch),
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        bad.returncode == 2 and "sources.txt:2: name 'x'" in bad.stderr and len((tmp_path / "log").read_text().splitlines()) == 3
+    )
 
 
 def test_submit_pack_chains_finalize_after_ok(tmp_path, fake_sbatch):
     result = subprocess.run(
         ["bash", str(SLURM / "submit_pack.sh"), "/data/src", "/data/dst", "4", "--video", "hevc"],
-        cwd=tmp_path, env=_env(**fake_sbatch), capture_output=True, text=True,
+        cwd=tmp_path,
+        env=_env(**fake_sbatch),
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     array, final = (tmp_path / "log").read_text().splitlines()
     assert array.startswith("--parsable --array=0-3 ") and "pack.sbatch --video hevc |" in array
     assert array.endswith("PARTS=4 SRC=/data/src") and "DST=/data/dst" in array
     assert final.startswith("--parsable --dependency=afterok:101 ") and "finalize.sbatch |" in final
-    bad = subprocess.run(["bash", str(SLURM / "submit_pack.sh"), "/s", "/d", "0"], cwd=tmp_path, env=_env(**fake_sbatch), capture_output=True, text=True)
+    bad = subprocess.run(
+        ["bash", str(SLURM / "submit_pack.sh"), "/s", "/d", "0"],
+        cwd=tmp_path,
+        env=_env(**fake_sbatch),
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "PARTS must be a positive integer, got '0'" in bad.stderr
 
 
@@ -184,7 +228,9 @@ def test_task_records_termination_and_config_errors(tmp_path):
         "t._pack = slow\n"
         f"main(['mixture', 'task', {str(tmp_path / 'mix')!r}, '--sources', {str(tmp_path / 'sources.txt')!r}], prog_name='lerobot-shards')\n"
     )
-    task = subprocess.Popen([sys.executable, "-c", code], env=_env(SLURM_ARRAY_TASK_ID=0), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    task = subprocess.Popen(
+        [sys.executable, "-c", code], env=_env(SLURM_ARRAY_TASK_ID=0), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 60
     while not ready.exists() and time.monotonic() < deadline and task.poll() is None:
         time.sleep(0.05)
@@ -195,8 +241,12 @@ def test_task_records_termination_and_config_errors(tmp_path):
     assert failure["error_type"] == "TaskTerminated" and "SIGTERM" in failure["error"]
 
     def run(*args, **env):
-        return subprocess.run([sys.executable, "-m", "lerobot_shards.cli", "mixture", "task", str(tmp_path / "mix"), *args], env=_env(**env),
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "lerobot_shards.cli", "mixture", "task", str(tmp_path / "mix"), *args],
+            env=_env(**env),
+            capture_output=True,
+            text=True,
+        )
 
     outside = run("--sources", str(tmp_path / "sources.txt"), "--index", "1")
     assert outside.returncode == 2 and "index 1 is outside the 1 sources" in outside.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lerobot_shards import pack_dataset
 from lerobot_shards.packer.source import SOURCE_FORMATS, LeRobotSource, Source, SourceFormat, base, open_dataset_source
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import assert_same_tree, copy_source
 
 
@@ -19,7 +19,10 @@ def test_lerobot_source_has_every_member_of_the_interface(sample_source):
     missing = [name for name in members if not hasattr(source, name)]
     assert not missing, missing
     files = {rel: (path, bound) for rel, path, bound in source.metadata_files()}
-    assert "meta/info.json" in files and files["meta/info.json"][0].read_bytes() == (Path(sample_source) / "meta" / "info.json").read_bytes()
+    assert (
+        "meta/info.json" in files
+        and files["meta/info.json"][0].read_bytes() == (Path(sample_source) / "meta" / "info.json").read_bytes()
+    )
 
 
 def test_a_new_format_is_a_row(sample_source, tmp_path, monkeypatch):

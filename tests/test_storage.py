@@ -215,7 +215,9 @@ def test_range_beyond_the_object_names_it_and_is_not_retried(s3_bucket):
     url, options = s3_bucket
     storage = Storage(url, options, retry=RetryPolicy(base_s=1.0))
     storage.write_bytes("shards/shard-000001.tar", b"x" * 1000)
-    with pytest.raises(ShortReadError, match=r"shard-000001\.tar: ranged read \[900, 1100\) got 100 of 200 bytes; the object has 1000 bytes"):
+    with pytest.raises(
+        ShortReadError, match=r"shard-000001\.tar: ranged read \[900, 1100\) got 100 of 200 bytes; the object has 1000 bytes"
+    ):
         storage.read_range("shards/shard-000001.tar", 900, 200)
     with pytest.raises(ShortReadError, match=r"shard-000001\.tar: ranged read \[5000, 5010\) got 0 of 10 bytes"):
         storage.read_range("shards/shard-000001.tar", 5000, 10)  # S3 answers 416 InvalidRange
@@ -259,7 +261,9 @@ def test_stalling_endpoint_raises_within_the_policy(s3_bucket, faulty_s3):
     # The policy's timeouts reach botocore (s3fs's default read timeout would be 15 s).
     assert storage.fs.config_kwargs["read_timeout"] == 1 and storage.fs.config_kwargs["connect_timeout"] == 1
     with hang_guard(120, "three 1-second read timeouts"):
-        with pytest.raises(StorageError, match=rf"{url}/blob\.bin: ranged read \[0, 10\) failed after 3 attempts; last error: .*[Tt]imeout") as caught:
+        with pytest.raises(
+            StorageError, match=rf"{url}/blob\.bin: ranged read \[0, 10\) failed after 3 attempts; last error: .*[Tt]imeout"
+        ) as caught:
             storage.read_range("blob.bin", 0, 10)
     assert caught.value.attempts == 3 and storage.counters.retries == 2
     assert faulty.counters.stalls == 3
@@ -388,7 +392,9 @@ def test_process_limits_are_named_and_never_retried(tmp_path):
         calls.append(1)
         raise wrapped
 
-    with pytest.raises(ResourceLimitError, match=r"read: too many open files \(EMFILE\): this process may open \d+ files \(ulimit -n"):
+    with pytest.raises(
+        ResourceLimitError, match=r"read: too many open files \(EMFILE\): this process may open \d+ files \(ulimit -n"
+    ):
         storage._call("read", "k", exhausted)
     assert len(calls) == 1 and storage.counters.retries == 0
 

@@ -55,13 +55,21 @@ def test_http_client_failures_are_classified_by_their_client_not_their_name():
     from lerobot_shards.core.storage import is_transient
 
     request = httpx2.Request("GET", "http://127.0.0.1/x")
-    for error in (httpx2.ConnectError("refused", request=request), httpx2.ReadTimeout("slow", request=request),
-                  httpx2.RemoteProtocolError("cut", request=request), requests.exceptions.ConnectionError("reset"),
-                  requests.exceptions.ChunkedEncodingError("cut")):
+    for error in (
+        httpx2.ConnectError("refused", request=request),
+        httpx2.ReadTimeout("slow", request=request),
+        httpx2.RemoteProtocolError("cut", request=request),
+        requests.exceptions.ConnectionError("reset"),
+        requests.exceptions.ChunkedEncodingError("cut"),
+    ):
         assert is_transient(error), type(error)
-    for error in (requests.exceptions.SSLError("certificate verify failed"), requests.exceptions.ProxyError("proxy"),
-                  botocore.exceptions.SSLError(endpoint_url="https://x", error="bad certificate"),
-                  botocore.exceptions.ProxyConnectionError(proxy_url="http://p", error="refused"), tarfile.ReadError("bad tar")):
+    for error in (
+        requests.exceptions.SSLError("certificate verify failed"),
+        requests.exceptions.ProxyError("proxy"),
+        botocore.exceptions.SSLError(endpoint_url="https://x", error="bad certificate"),
+        botocore.exceptions.ProxyConnectionError(proxy_url="http://p", error="refused"),
+        tarfile.ReadError("bad tar"),
+    ):
         assert not is_transient(error), type(error)
 
 

@@ -175,7 +175,9 @@ def test_each_episode_starts_on_a_keyframe(source):
     for path in sorted((source / "videos").rglob("*.mp4")):
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
-            keyframe_pts = {float(p.pts * stream.time_base) for p in container.demux(stream) if p.is_keyframe and p.pts is not None}
+            keyframe_pts = {
+                float(p.pts * stream.time_base) for p in container.demux(stream) if p.is_keyframe and p.pts is not None
+            }
         chunk, file = int(path.parent.name[-3:]), int(path.stem[-3:])
         key = path.parent.parent.name
         for e in _episodes(source):
@@ -245,10 +247,12 @@ def test_writing_av1_leaves_no_thread_real_time(tmp_path):
     import subprocess
     import sys
 
-    code = ("import os, sys\nfrom lerobot_shards.testing import SampleSpec, write_sample_dataset\n"
-            "write_sample_dataset(sys.argv[1], SampleSpec(episodes=2, lengths=(3, 4)))\n"
-            "realtime = {os.SCHED_FIFO, os.SCHED_RR}\n"
-            "print(sorted(t for t in os.listdir('/proc/self/task') if os.sched_getscheduler(int(t)) in realtime))\n")
+    code = (
+        "import os, sys\nfrom lerobot_shards.testing import SampleSpec, write_sample_dataset\n"
+        "write_sample_dataset(sys.argv[1], SampleSpec(episodes=2, lengths=(3, 4)))\n"
+        "realtime = {os.SCHED_FIFO, os.SCHED_RR}\n"
+        "print(sorted(t for t in os.listdir('/proc/self/task') if os.sched_getscheduler(int(t)) in realtime))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "src")], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"

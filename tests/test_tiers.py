@@ -11,8 +11,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _collected(marker: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", marker],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", marker],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
     return {line.strip() for line in out.splitlines() if "::" in line}
 
 
@@ -26,3 +31,12 @@ def test_system_tests_are_out_of_the_fast_tier_and_nothing_is_lost():
     # A pure planning test stays in the inner loop.
     assert any(t.startswith("tests/test_epoch_plan.py::") for t in fast)
     assert not any(t.startswith("tests/test_epoch_plan.py::") for t in system)
+
+
+def test_the_unit_tier_is_the_pure_layers_alone():
+    unit, fast = _collected("unit"), _collected("not system")
+    assert unit and unit <= fast  # pure tests start nothing
+    modules = {t.split("::")[0] for t in unit}
+    assert {"tests/test_epoch_plan.py", "tests/test_pool_schedule.py", "tests/test_resume.py"} <= modules
+    # Anything that makes packs, reads files or decodes is not a unit test.
+    assert not modules & {"tests/test_batch_loader.py", "tests/test_decode_stage.py", "tests/test_reader_split.py"}

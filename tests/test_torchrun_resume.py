@@ -13,23 +13,43 @@ import sys
 from pathlib import Path
 
 from tests.loopback import free_port
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 SCRIPT = Path(__file__).parent / "scripts" / "torchrun_resume.py"
 TOTAL = 141
 
 
 def _torchrun(packed, out: Path, ranks: int, workers: int, batch: int, stop_after: int | None):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--master_addr=127.0.0.1",
-               f"--master_port={free_port()}", str(SCRIPT), str(packed), str(out), "--workers", str(workers), "--batch", str(batch)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "OMP_NUM_THREADS": "1",
+        "GLOO_SOCKET_IFNAME": "lo",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={ranks}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(SCRIPT),
+        str(packed),
+        str(out),
+        "--workers",
+        str(workers),
+        "--batch",
+        str(batch),
+    ]
     if stop_after is not None:
         command += ["--stop-after", str(stop_after)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     if stop_after is None:
         # A failing rank's own traceback comes before the launcher's summary: show both.
         first_error = result.stderr.find("Traceback")
-        assert result.returncode == 0, (result.stderr[first_error : first_error + 4000] if first_error >= 0 else "") + result.stderr[-2000:]
+        assert result.returncode == 0, (
+            result.stderr[first_error : first_error + 4000] if first_error >= 0 else ""
+        ) + result.stderr[-2000:]
         return
     assert result.returncode != 0, "the ranks should have died after their checkpoint"
     states = [json.loads((out / f"state-rank{r}.json").read_text()) for r in range(ranks)]

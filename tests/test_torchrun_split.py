@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 from tests.loopback import free_port
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 SCRIPT = Path(__file__).parent / "scripts" / "torchrun_ranks.py"
-
 
 
 def test_torchrun_two_ranks_split_exactly(packed_copy, tmp_path):
@@ -22,9 +21,15 @@ def test_torchrun_two_ranks_split_exactly(packed_copy, tmp_path):
         "GLOO_SOCKET_IFNAME": "lo",
     }
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
-        str(SCRIPT), str(packed_copy), str(tmp_path),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(SCRIPT),
+        str(packed_copy),
+        str(tmp_path),
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]

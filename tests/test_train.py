@@ -11,19 +11,38 @@ import sys
 from pathlib import Path
 
 from tests.loopback import free_port
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train.py"
-
 
 
 def _torchrun(packed: Path, ckpt: Path, log: Path, *extra: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}", str(SCRIPT), "--data", str(packed), "--ckpt", str(ckpt),
-        "--log-batches", str(log), "--batch-size", "8", "--num-workers", "1", "--steps", "24", "--ckpt-every", "5",
-        "--lr", "0.05", *extra,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        str(SCRIPT),
+        "--data",
+        str(packed),
+        "--ckpt",
+        str(ckpt),
+        "--log-batches",
+        str(log),
+        "--batch-size",
+        "8",
+        "--num-workers",
+        "1",
+        "--steps",
+        "24",
+        "--ckpt-every",
+        "5",
+        "--lr",
+        "0.05",
+        *extra,
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -58,8 +77,10 @@ def test_the_example_trains_on_a_compiled_mixture_and_resumes(tmp_path):
     from lerobot_shards import create_mixture, pack_dataset
     from lerobot_shards.testing import SampleSpec, write_sample_dataset
 
-    for name, spec in {"arm": SampleSpec(episodes=3, lengths=(9, 7, 8)),
-                       "wide": SampleSpec(episodes=2, lengths=(6, 10), state_dim=8, action_dim=8, seed=4)}.items():
+    for name, spec in {
+        "arm": SampleSpec(episodes=3, lengths=(9, 7, 8)),
+        "wide": SampleSpec(episodes=2, lengths=(6, 10), state_dim=8, action_dim=8, seed=4),
+    }.items():
         write_sample_dataset(tmp_path / "src" / name, spec)
         pack_dataset(str(tmp_path / "src" / name), str(tmp_path / "mix" / name))
     create_mixture(str(tmp_path / "mix"))
@@ -67,8 +88,25 @@ def test_the_example_trains_on_a_compiled_mixture_and_resumes(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "OMP_NUM_THREADS": "1"}
 
     def train(*extra: str) -> list[str]:
-        command = [sys.executable, str(SCRIPT), "--data", str(mixture), "--ckpt", str(tmp_path / "m.pt"), "--batch-size", "4",
-                   "--num-workers", "1", "--steps", "8", "--ckpt-every", "2", "--log-every", "1", *extra]
+        command = [
+            sys.executable,
+            str(SCRIPT),
+            "--data",
+            str(mixture),
+            "--ckpt",
+            str(tmp_path / "m.pt"),
+            "--batch-size",
+            "4",
+            "--num-workers",
+            "1",
+            "--steps",
+            "8",
+            "--ckpt-every",
+            "2",
+            "--log-every",
+            "1",
+            *extra,
+        ]
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stdout.splitlines()
@@ -78,8 +116,11 @@ def test_the_example_trains_on_a_compiled_mixture_and_resumes(tmp_path):
     steps = [line for line in resumed if line.startswith("[train] step ")]
     assert resumed[0].startswith("[train] resumed at step 2") and steps[-1].startswith("[train] step 8 ")
     # Every rank reports how much of its step time went to waiting for data.
-    assert re.fullmatch(r"\[train\] rank 0 data wait \d+\.\d% of step time over 5 steps \(this run's first 1 skipped\): "
-                        r"\d+\.\d ms of \d+\.\d ms a step", resumed[-1]), resumed[-1]
+    assert re.fullmatch(
+        r"\[train\] rank 0 data wait \d+\.\d% of step time over 5 steps \(this run's first 1 skipped\): "
+        r"\d+\.\d ms of \d+\.\d ms a step",
+        resumed[-1],
+    ), resumed[-1]
 
 
 def test_one_checkpoint_resumes_on_1_then_2_then_1_ranks(packed_copy, tmp_path):
@@ -88,10 +129,28 @@ def test_one_checkpoint_resumes_on_1_then_2_then_1_ranks(packed_copy, tmp_path):
 
     def run(ranks: int, *extra: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1]), "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--master_addr=127.0.0.1",
-                   f"--master_port={free_port()}", str(SCRIPT), "--data", str(packed_copy), "--ckpt", str(tmp_path / "c.pt"),
-                   "--log-batches", str(tmp_path / f"log-{ranks}-{len(extra)}.jsonl"), "--batch-size", "8", "--num-workers", "1",
-                   "--ckpt-every", "2", *extra]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={ranks}",
+            "--master_addr=127.0.0.1",
+            f"--master_port={free_port()}",
+            str(SCRIPT),
+            "--data",
+            str(packed_copy),
+            "--ckpt",
+            str(tmp_path / "c.pt"),
+            "--log-batches",
+            str(tmp_path / f"log-{ranks}-{len(extra)}.jsonl"),
+            "--batch-size",
+            "8",
+            "--num-workers",
+            "1",
+            "--ckpt-every",
+            "2",
+            *extra,
+        ]
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         return result

@@ -28,7 +28,7 @@ from lerobot_shards.core.errors import DecodeError, EpisodeDataError, FormatErro
 from lerobot_shards.core.format import EPISODES_INDEX_PATH, manifest_sha256, video_column
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.pack_tamper import edit_episodes_index, edit_manifest, replace_member, reseal
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import (
     CAMERAS,
     assert_same_tree,
@@ -165,7 +165,10 @@ def test_4_a_member_larger_than_the_manifest_says_is_refused_before_decoding(pac
     replace_member(dst, 2, TOP, _encode_h264(512, 512, frames))  # the manifest says 32x48; re-sealed
     dataset = PackedDataset(str(dst), episodes=[2], decoder=decoder, shuffle=False)
     height, width = json.loads((dst / "manifest.json").read_text())["features"][TOP]["shape"][:2]
-    with pytest.raises(DecodeError, match=rf"episode 2 camera {TOP}: the member holds {frames} frames of 512x512; the dataset records {frames} frames of {height}x{width}"):
+    with pytest.raises(
+        DecodeError,
+        match=rf"episode 2 camera {TOP}: the member holds {frames} frames of 512x512; the dataset records {frames} frames of {height}x{width}",
+    ):
         next(iter(dataset))
     assert any(f"frames are 512x512, the manifest says {height}x{width}" in p for p in verify(str(dst), decode=True).problems)
 
@@ -178,9 +181,15 @@ def test_4_a_decompression_bomb_row_group_is_refused_before_decoding(packed_copy
     parquet = dst / "shards" / f"shard-{shard:06d}.parquet"
     original = pq.read_table(parquet)
     # One row group of 2M rows (zeros compress to almost nothing), the index unchanged and re-sealed.
-    bomb = pa.table({name: pa.nulls(2_000_000, original.schema.field(name).type).fill_null(0)
-                     if pa.types.is_integer(original.schema.field(name).type) or pa.types.is_floating(original.schema.field(name).type)
-                     else pa.repeat(original[name][0], 2_000_000) for name in original.column_names}, schema=original.schema)
+    bomb = pa.table(
+        {
+            name: pa.nulls(2_000_000, original.schema.field(name).type).fill_null(0)
+            if pa.types.is_integer(original.schema.field(name).type) or pa.types.is_floating(original.schema.field(name).type)
+            else pa.repeat(original[name][0], 2_000_000)
+            for name in original.column_names
+        },
+        schema=original.schema,
+    )
     pq.write_table(bomb, parquet, compression="zstd", row_group_size=2_000_000)
     assert parquet.stat().st_size < 2_000_000
     edit_episodes_index(dst, lambda index: [r.update(row_group=0) for r in index if r["shard"] == shard])
@@ -228,7 +237,10 @@ def test_6_fewer_frames_in_the_index_than_in_the_member(packed_copy, tmp_path):
     frames = next(r for r in episodes_index(dst) if r["episode_index"] == 8)[column]
     edit_episodes_index(dst, lambda rows: [r.update({column: frames - 2}) for r in rows if r["episode_index"] == 8])
     # Refused from the member's sample table, before a decoder opens it.
-    with pytest.raises(EpisodeDataError, match=rf"episode 8 camera {CAMERAS[1]}: mp4 box stsz: claims {frames} samples; the dataset records {frames - 2} frames"):
+    with pytest.raises(
+        EpisodeDataError,
+        match=rf"episode 8 camera {CAMERAS[1]}: mp4 box stsz: claims {frames} samples; the dataset records {frames - 2} frames",
+    ):
         list(PackedDataset(str(dst), episodes=[8], shuffle=False))
 
 
@@ -288,9 +300,23 @@ def _alive(pid: int) -> bool:
 
 
 def test_9_workers_die_with_a_killed_pack(tmp_path):
-    write_sample_dataset(tmp_path / "src", SampleSpec(episodes=8, min_length=60, max_length=80, cameras=(CameraSpec(TOP, 64, 96),)))
-    command = [sys.executable, "-m", "lerobot_shards.cli", "pack", str(tmp_path / "src"), str(tmp_path / "out"),
-               "--video", "hevc", "--workers", "2", "--shard-size-mb", "0.001"]
+    write_sample_dataset(
+        tmp_path / "src", SampleSpec(episodes=8, min_length=60, max_length=80, cameras=(CameraSpec(TOP, 64, 96),))
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "lerobot_shards.cli",
+        "pack",
+        str(tmp_path / "src"),
+        str(tmp_path / "out"),
+        "--video",
+        "hevc",
+        "--workers",
+        "2",
+        "--shard-size-mb",
+        "0.001",
+    ]
     pack = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     workers: set[int] = set()
     deadline = time.monotonic() + 120
@@ -366,9 +392,24 @@ def test_13_a_planted_checkpoint_does_not_run_code(packed_copy, tmp_path):
             return (Path.touch, (marker,))
 
     torch.save({"model": Payload()}, tmp_path / "ckpt.pt")
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "--data", str(packed_copy), "--ckpt",
-                             str(tmp_path / "ckpt.pt"), "--steps", "1", "--num-workers", "0"],
-                            capture_output=True, text=True, env=_env(), timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "train.py"),
+            "--data",
+            str(packed_copy),
+            "--ckpt",
+            str(tmp_path / "ckpt.pt"),
+            "--steps",
+            "1",
+            "--num-workers",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
     assert result.returncode != 0 and "Weights only load failed" in result.stderr
     assert not marker.exists()
 
@@ -396,7 +437,15 @@ def test_14_a_deeply_nested_manifest_is_a_format_error(packed_copy, tmp_path):
     (dst / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(FormatError, match="manifest.json: nested too deeply"):
         PackedDataset(str(dst))
-    (dst / "manifest.json").write_text(json.dumps({"format": "lerobot-shards", "format_version": 2, "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}))
+    (dst / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": "lerobot-shards",
+                "format_version": 2,
+                "x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],
+            }
+        )
+    )
     with pytest.raises(FormatError, match=r"nested \d+ levels deep; at most 32"):
         PackedDataset(str(dst))
     assert not verify(str(dst)).ok
@@ -458,7 +507,9 @@ def test_16_a_destination_inside_the_source_is_refused(sample_source, tmp_path):
 
 # -- 19. open files per consumer -----------------------------------------------------------------------
 def test_19_open_files_stay_bounded_with_many_shards(tmp_path):
-    write_sample_dataset(tmp_path / "src", SampleSpec(episodes=120, min_length=2, max_length=3, cameras=(CameraSpec(TOP, 32, 32),)))
+    write_sample_dataset(
+        tmp_path / "src", SampleSpec(episodes=120, min_length=2, max_length=3, cameras=(CameraSpec(TOP, 32, 32),))
+    )
     pack_dataset(str(tmp_path / "src"), str(tmp_path / "out"), shard_size_mb=0.0001)
     code = (
         "import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
@@ -476,8 +527,13 @@ def test_19_open_files_stay_bounded_with_many_shards(tmp_path):
 def test_17_hevc_packs_are_byte_identical_clean_and_resumed(tmp_path):
     # A 64-pixel-wide camera is one x265 CTU wide at the default CTU size: x265 then read
     # uninitialized memory and two packs differed in most files (issue 11, finding 17).
-    spec = SampleSpec(episodes=8, min_length=10, max_length=20, seed=1,
-                      cameras=(CameraSpec(TOP, 96, 128), CameraSpec("observation.images.wrist", 64, 64)))
+    spec = SampleSpec(
+        episodes=8,
+        min_length=10,
+        max_length=20,
+        seed=1,
+        cameras=(CameraSpec(TOP, 96, 128), CameraSpec("observation.images.wrist", 64, 64)),
+    )
     write_sample_dataset(tmp_path / "src", spec)
     for name in ("a", "b"):
         pack_dataset(str(tmp_path / "src"), str(tmp_path / name), video="hevc", shard_size_mb=0.02)
@@ -505,7 +561,7 @@ def test_meta_files_are_the_known_ones_bounded_and_streamed(sample_source, tmp_p
     with open(root / "meta" / "notes.bin", "wb") as handle:
         handle.truncate(3 << 29)  # 1.5 GiB of holes
     code = """
-from lerobot_shards.packer import pack_dataset
+from lerobot_shards import pack_dataset
 report = pack_dataset(sys.argv[1], sys.argv[2])
 print("LEFT", report.metadata_left_out)
 """

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from lerobot_shards import verify
 from lerobot_shards.cli import main as cli
 from tests.pack_tamper import edit_episodes_index
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import CAMERAS, episodes_index
 
 
@@ -46,7 +46,9 @@ def test_a_flipped_byte_inside_a_member_names_the_episode(damaged):
     tar.write_bytes(bytes(data))
     problems = verify(str(damaged)).problems
     assert any(f"{tar.name}: sha256" in p for p in problems)
-    assert any(f"episode {row['episode_index']} camera {CAMERAS[0]}: sha256" in p and "differs from the recorded" in p for p in problems)
+    assert any(
+        f"episode {row['episode_index']} camera {CAMERAS[0]}: sha256" in p and "differs from the recorded" in p for p in problems
+    )
     assert "differs from the recorded" in _cli_fails(damaged)
 
 

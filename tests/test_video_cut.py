@@ -16,7 +16,7 @@ from lerobot_shards import VideoCutError
 from lerobot_shards.packer.shard import EncodeSettings, cut_episode, reencode_episode
 from lerobot_shards.packer.source import LeRobotSource, SourceFrameDecoder, SourceVideoReader, VideoLocation
 from lerobot_shards.testing import read_identity
-from tests.packed_fixtures import *  # noqa: F401,F403
+from tests.packed_fixtures import *
 from tests.packed_fixtures import CAMERAS, source_episodes, source_frames
 
 TOP = CAMERAS[0]

@@ -30,8 +30,12 @@ except ImportError:
 
 def test_a_wheel_installs_and_streams_outside_the_checkout(tmp_path):
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (wheel,) = wheels.glob("lerobot_shards-*.whl")
     # One top-level package: `reader` and `packer` are other PyPI projects' names.
     with zipfile.ZipFile(wheel) as archive:
@@ -43,14 +47,24 @@ def test_a_wheel_installs_and_streams_outside_the_checkout(tmp_path):
     # Dependencies (torch, pyarrow, ...) from this environment's site-packages as a plain path:
     # its .pth files (the checkout's editable finder among them) are not run, so reader and
     # packer can only come from the wheel.
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], check=True, capture_output=True,
-                   timeout=300)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     outside = tmp_path / "work"
     outside.mkdir()
-    cli = subprocess.run([str(venv / "bin" / "lerobot-shards"), "--help"], cwd=outside, capture_output=True, text=True, timeout=300)
+    cli = subprocess.run(
+        [str(venv / "bin" / "lerobot-shards"), "--help"], cwd=outside, capture_output=True, text=True, timeout=300
+    )
     assert cli.returncode == 0 and "pack" in cli.stdout, cli.stderr[-2000:]
     run = subprocess.run([str(python), "-c", STREAM], cwd=outside, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

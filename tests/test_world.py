@@ -11,11 +11,7 @@ from lerobot_shards.reader.runtime import detect_world
 
 
 def test_consumer_numbering_is_rank_major():
-    ids = [
-        World(rank=r, world_size=3, worker=w, num_workers=4).consumer
-        for r in range(3)
-        for w in range(4)
-    ]
+    ids = [World(rank=r, world_size=3, worker=w, num_workers=4).consumer for r in range(3) for w in range(4)]
     assert ids == list(range(12))
     world = World(rank=2, world_size=3, worker=1, num_workers=4)
     assert (world.workers_per_rank, world.consumer, world.num_consumers) == (4, 9, 12)

@@ -26,8 +26,10 @@ def bench(ctx):
     # The benchmarks live in the repository, beside the packages (a wheel does not install them).
     script = Path(__file__).resolve().parents[2] / "benchmarks" / f"{_SCRIPTS[which].rsplit('.', 1)[1]}.py"
     if not script.is_file():
-        raise click.ClickException("the benchmarks ship with the repository, not the installed package: "
-                                   "run `lerobot-shards bench` from a checkout (git clone, then make install)")
+        raise click.ClickException(
+            "the benchmarks ship with the repository, not the installed package: "
+            "run `lerobot-shards bench` from a checkout (git clone, then make install)"
+        )
     if args[:1] in (["-h"], ["--help"]) and which == "read" and not ctx.args[:1] == ["read"]:
         click.echo(ctx.get_help())
         click.echo("\nOptions of `bench read`:\n")

@@ -25,6 +25,7 @@ def click_option(f: OptionField, **changes: Any) -> Callable:
     if kind is bool:
         return click.option(f.flag, f.name, is_flag=True, **{**kwargs, **changes})
     if spec.parse is not None:
+
         def parse(ctx, param, value, f=f):
             if value is None or value == () or value == "":  # an empty value is "not given" (scripts pass "$VAR")
                 return f.default
@@ -39,7 +40,8 @@ def click_option(f: OptionField, **changes: Any) -> Callable:
         kind = click.Choice(list(f.choices))
     elif kind in (int, float) and (spec.minimum is not None or spec.maximum is not None):
         kind = (click.IntRange if kind is int else click.FloatRange)(
-            spec.minimum, spec.maximum, **({"min_open": True} if spec.exclusive_minimum else {}))
+            spec.minimum, spec.maximum, **({"min_open": True} if spec.exclusive_minimum else {})
+        )
     kwargs.update(type=kind, default=f.default, show_default=f.default is not None)
     return click.option(f.flag, f.name, **{**kwargs, **changes})
 
@@ -61,8 +63,10 @@ def with_pack_flags(*names: str) -> Callable:
     return decorate
 
 
-storage_option = click_option(PACK_FIELDS["storage_options"], help=(
-    'fsspec options for the pack\'s bucket as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'))
+storage_option = click_option(
+    PACK_FIELDS["storage_options"],
+    help=('fsspec options for the pack\'s bucket as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'),
+)
 """``--storage-options`` for commands over a pack (parsed: a dict or None)."""
 
 

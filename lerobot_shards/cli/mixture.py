@@ -24,10 +24,20 @@ def _names(items: tuple[str, ...]) -> dict[str, str]:
 
 
 _datasets_options = [
-    click.option("--name", "name_items", multiple=True, metavar="NAME=PATH",
-                 help="A dataset to include (repeatable); PATH relative to DST, or absolute/URL. Default: every DST/*/."),
-    click.option("--sources", "sources_file", default=None, type=click.Path(dir_okay=False),
-                 help="The sources file of the packing array: its datasets, in its order (reports ones never packed)."),
+    click.option(
+        "--name",
+        "name_items",
+        multiple=True,
+        metavar="NAME=PATH",
+        help="A dataset to include (repeatable); PATH relative to DST, or absolute/URL. Default: every DST/*/.",
+    ),
+    click.option(
+        "--sources",
+        "sources_file",
+        default=None,
+        type=click.Path(dir_okay=False),
+        help="The sources file of the packing array: its datasets, in its order (reports ones never packed).",
+    ),
 ]
 
 
@@ -73,18 +83,30 @@ def _key_maps(items: tuple[str, ...]) -> dict[str, dict[str, str | None]]:
 @click.argument("dst")
 @_with_datasets_options
 @click.option("--where", default=None, help="DuckDB predicate over index/samples.parquet: anchors are the matching rows.")
-@click.option("--key-map", "key_map_items", multiple=True, metavar="DATASET:OLD=NEW",
-              help="Rename a dataset's feature in the mixture (repeatable; OLD= leaves it out): a camera recorded under "
-                   "another name, or at another size under the same one. Recorded in mixture.json for every reader.")
-@click.option("--allow-partial", is_flag=True,
-              help="Write the mixture even when datasets are left out (failed, incomplete, missing, invalid, unmixable).")
+@click.option(
+    "--key-map",
+    "key_map_items",
+    multiple=True,
+    metavar="DATASET:OLD=NEW",
+    help="Rename a dataset's feature in the mixture (repeatable; OLD= leaves it out): a camera recorded under "
+    "another name, or at another size under the same one. Recorded in mixture.json for every reader.",
+)
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Write the mixture even when datasets are left out (failed, incomplete, missing, invalid, unmixable).",
+)
 @click.option("--verify", "verify_datasets", is_flag=True, help="Also run `verify` on every dataset (reads all shards).")
 @click.option("--strict", is_flag=True, hidden=True, help="The default: exit non-zero when any dataset is left out.")
-@click.option("--allow-duplicates", is_flag=True,
-              help="Keep a pack that is listed twice (same manifest) under two names: it is then drawn twice as often.")
+@click.option(
+    "--allow-duplicates",
+    is_flag=True,
+    help="Keep a pack that is listed twice (same manifest) under two names: it is then drawn twice as often.",
+)
 @storage_option
-def create(dst, name_items, sources_file, where, key_map_items, allow_partial, verify_datasets, strict, allow_duplicates,
-           storage_options):
+def create(
+    dst, name_items, sources_file, where, key_map_items, allow_partial, verify_datasets, strict, allow_duplicates, storage_options
+):
     """Write DST/mixture.json from the packed datasets; exit 1, writing nothing, when any would be
     left out (each listed with its error) unless --allow-partial."""
     from lerobot_shards.core.errors import PredicateError
@@ -95,8 +117,14 @@ def create(dst, name_items, sources_file, where, key_map_items, allow_partial, v
         raise click.UsageError("--strict (the default) and --allow-partial contradict each other")
     try:
         report = create_mixture(
-            dst, names=_names(name_items), sources_file=sources_file, where=where, verify=verify_datasets,
-            storage_options=storage_options, allow_duplicates=allow_duplicates, key_map=_key_maps(key_map_items),
+            dst,
+            names=_names(name_items),
+            sources_file=sources_file,
+            where=where,
+            verify=verify_datasets,
+            storage_options=storage_options,
+            allow_duplicates=allow_duplicates,
+            key_map=_key_maps(key_map_items),
             allow_partial=allow_partial,
         )
     except MixtureError as err:
@@ -109,8 +137,11 @@ def create(dst, name_items, sources_file, where, key_map_items, allow_partial, v
         raise click.ClickException(printable_lines(str(err))) from None
     spec = report.spec
     mapped = sum(bool(d.key_map) for d in spec.datasets)
-    click.echo(f"mixture.json: {len(spec.datasets)} datasets, {spec.total_anchors} anchors"
-               + (f", key maps for {mapped}" if mapped else "") + f" -> {report.written_to}")
+    click.echo(
+        f"mixture.json: {len(spec.datasets)} datasets, {spec.total_anchors} anchors"
+        + (f", key maps for {mapped}" if mapped else "")
+        + f" -> {report.written_to}"
+    )
     _echo_problems(report)
     if not report.ok:  # --allow-partial: written, and said so
         click.echo(f"{len(report.failures)} dataset(s) left out (--allow-partial)", err=True)
@@ -189,15 +220,22 @@ def sources_command(sources_file, listing, count_only):
     else:
         hub = sum(s.is_hub for s in sources)
         mapped = sum(bool(s.key_map) for s in sources)
-        click.echo(printable(f"{sources_file}: {len(sources)} dataset(s) ({hub} from the Hub, {len(sources) - hub} paths or URLs"
-                             + (f", {mapped} with key maps" if mapped else "") + "); valid"))
+        click.echo(
+            printable(
+                f"{sources_file}: {len(sources)} dataset(s) ({hub} from the Hub, {len(sources) - hub} paths or URLs"
+                + (f", {mapped} with key maps" if mapped else "")
+                + "); valid"
+            )
+        )
 
 
 @mixture.command("task")
 @click.argument("dst")
 @click.option("--sources", "sources_file", required=True, help="The sources file (see `mixture sources`).")
 @click.option("--index", type=int, default=None, help="0-based dataset line (default: $SLURM_ARRAY_TASK_ID + --offset).")
-@click.option("--offset", type=int, default=0, show_default=True, help="Added to $SLURM_ARRAY_TASK_ID (arrays submitted in pieces).")
+@click.option(
+    "--offset", type=int, default=0, show_default=True, help="Added to $SLURM_ARRAY_TASK_ID (arrays submitted in pieces)."
+)
 @click_option(PACK_FIELDS["video"], default=None, show_default=False, help="Shorthand for `-- --video MODE`.")
 @click_option(PACK_FIELDS["workers"], default=None, show_default=False, help="Shorthand for `-- --workers N`.")
 @click.option("--no-verify", is_flag=True, help="Do not verify after packing.")

@@ -40,8 +40,10 @@ def pack_summary(report, video: str = "copy") -> str:
     if video != "copy":
         line += f"; re-encoded {reencoded} of {plural(report.episodes, 'episode')} (--video {video})"
     elif reencoded:
-        line += (f"; kept the source video of {report.episodes - reencoded} of {plural(report.episodes, 'episode')}, "
-                 f"re-encoded {reencoded} that could not be cut at a keyframe")
+        line += (
+            f"; kept the source video of {report.episodes - reencoded} of {plural(report.episodes, 'episode')}, "
+            f"re-encoded {reencoded} that could not be cut at a keyframe"
+        )
     else:
         line += f"; kept the source video of all {plural(report.episodes, 'episode')} (copy mode)"
     line += f", dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
@@ -122,8 +124,12 @@ def library_error(err: Exception) -> click.ClickException:
 @click.argument("paths", nargs=-1, metavar="[SRC] DST")
 @click.option("--repo-id", default=None, help="Hugging Face Hub dataset ORG/NAME (instead of SRC).")
 @click.option("--revision", default=None, help="Hub branch, tag or commit SHA.")
-@click.option("--check", "check_only", is_flag=True,
-              help="Only check the source as this pack would read it and list every problem; write nothing (DST optional).")
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="Only check the source as this pack would read it and list every problem; write nothing (DST optional).",
+)
 @_with_pack_options
 def pack(paths, repo_id, revision, check_only, **params):
     """Pack a LeRobot v3.0 dataset (SRC path/URL or --repo-id) into episode-aligned shards at DST."""
@@ -165,8 +171,16 @@ def pack(paths, repo_id, revision, check_only, **params):
     click.echo(pack_summary(report, kwargs["video"]))
 
 
-CHECK_FIELDS = ("video", "episodes", "resize", "on_frame_mismatch", "tolerance_s", "cache_dir", "src_storage_options",
-                "follow_symlinks")
+CHECK_FIELDS = (
+    "video",
+    "episodes",
+    "resize",
+    "on_frame_mismatch",
+    "tolerance_s",
+    "cache_dir",
+    "src_storage_options",
+    "follow_symlinks",
+)
 _with_check_options = with_pack_flags(*CHECK_FIELDS)
 
 
@@ -194,16 +208,19 @@ def _run_check(src, repo_id, revision, params) -> None:
 
     log = ProgressLog("check", unit="episodes")
     try:
-        report = check_dataset(src, repo_id=repo_id, revision=revision,
-                               progress=lambda done, total: log.update(done, total), **params)
+        report = check_dataset(
+            src, repo_id=repo_id, revision=revision, progress=lambda done, total: log.update(done, total), **params
+        )
     except LeRobotShardsError as err:
         raise library_error(err) from None
     finally:
         log.close()
     for finding in report.findings:
         click.echo(printable(finding.line()), err=finding.level == "error")
-    summary = (f"checked {plural(report.episodes, 'episode')}, {plural(report.frames, 'frame')}: "
-               f"{plural(len(report.errors), 'error')}, {plural(len(report.warnings), 'warning')}")
+    summary = (
+        f"checked {plural(report.episodes, 'episode')}, {plural(report.frames, 'frame')}: "
+        f"{plural(len(report.errors), 'error')}, {plural(len(report.warnings), 'warning')}"
+    )
     if report.reencoded:
         summary += f"; copy mode would re-encode {plural(len(report.reencoded), 'episode')}"
     if not report.ok:
@@ -222,8 +239,13 @@ def finalize_command(dst, storage_options, journal, trust_destination):
 
     try:
         log = ProgressLog("finalize", unit="shards")
-        manifest = finalize(dst, storage_options=storage_options, journal=journal, trust_destination=trust_destination,
-                            progress=lambda done, total: log.update(done, total))
+        manifest = finalize(
+            dst,
+            storage_options=storage_options,
+            journal=journal,
+            trust_destination=trust_destination,
+            progress=lambda done, total: log.update(done, total),
+        )
         log.close()
     except PackError as err:
         raise click.ClickException(printable(str(err))) from None
@@ -233,22 +255,34 @@ def finalize_command(dst, storage_options, journal, trust_destination):
 @click.command("verify")
 @click.argument("dst")
 @click.option("--decode", is_flag=True, help="Also decode every member and check its frame count and frame size.")
-@click.option("--manifest-sha256", "pin", default=None, metavar="sha256:HEX",
-              help="Pin: fail unless manifest.json is exactly this one (as `info` prints it).")
+@click.option(
+    "--manifest-sha256",
+    "pin",
+    default=None,
+    metavar="sha256:HEX",
+    help="Pin: fail unless manifest.json is exactly this one (as `info` prints it).",
+)
 @storage_option
 def verify_command(dst, decode, pin, storage_options):
     """Check sizes, sha256, index consistency (and decoding); non-zero exit on any problem."""
     from lerobot_shards.packer.tools.verify import verify
 
     log = ProgressLog("verify", unit="shards")
-    report = verify(dst, decode=decode, storage_options=storage_options, manifest_sha256=pin,
-                    progress=lambda done, total, episodes: log.update(done, total, note=f"{episodes} episodes checked"))
+    report = verify(
+        dst,
+        decode=decode,
+        storage_options=storage_options,
+        manifest_sha256=pin,
+        progress=lambda done, total, episodes: log.update(done, total, note=f"{episodes} episodes checked"),
+    )
     log.close()
     if not report.ok:
         for problem in report.problems:
             click.echo(f"FAIL {printable(problem)}", err=True)
-        raise click.ClickException(f"{len(report.problems)} problem(s) in {printable(dst)}; "
-                                   + repair_hint(dst, report.source, report.options, storage_options is not None))
+        raise click.ClickException(
+            f"{len(report.problems)} problem(s) in {printable(dst)}; "
+            + repair_hint(dst, report.source, report.options, storage_options is not None)
+        )
     click.echo(
         f"ok: {report.shards_checked} shards, {report.episodes_checked} episodes"
         + (f", {report.members_decoded} members decoded" if decode else "")
@@ -259,8 +293,14 @@ def verify_command(dst, decode, pin, storage_options):
 @click.command("info")
 @click.argument("dst")
 @storage_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="table for reading; json for scripts (the pin included).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table for reading; json for scripts (the pin included).",
+)
 def info_command(dst, storage_options, fmt):
     """Summary of a packed dataset, and its pin on a line of its own (to copy)."""
     from rich.console import Console
@@ -290,10 +330,21 @@ def info_command(dst, storage_options, fmt):
 @click.command("sql")
 @click.argument("dst")
 @click.argument("query")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
-              help="table for reading; csv, or json (an array of one object per row), for other tools (every row).")
-@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
-              help="Rows of each statement the table shows (the rest are counted); 0 shows all.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="table for reading; csv, or json (an array of one object per row), for other tools (every row).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="Rows of each statement the table shows (the rest are counted); 0 shows all.",
+)
 @storage_option
 def sql_command(dst, query, fmt, limit, storage_options):
     """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames` (every statement given)."""
@@ -321,7 +372,9 @@ def sql_command(dst, query, fmt, limit, storage_options):
         elif result.columns:
             _print_rows(result.columns, result.rows)
             if result.total_rows > len(result.rows):
-                click.echo(f"... {result.total_rows - len(result.rows):,} more rows ({result.total_rows:,} in all; --limit 0 shows all)")
+                click.echo(
+                    f"... {result.total_rows - len(result.rows):,} more rows ({result.total_rows:,} in all; --limit 0 shows all)"
+                )
 
 
 def _print_rows(columns: list[str], rows: list[tuple]) -> None:

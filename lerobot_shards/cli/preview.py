@@ -13,10 +13,22 @@ from lerobot_shards.cli.text import printable
 @click.command("preview")
 @click.argument("packed")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write.")
-@click.option("--episodes", "max_episodes", type=click.IntRange(min=0), default=12, show_default=True,
-              help="Episodes shown with frames and plots (the first ones; the summary covers all).")
-@click.option("--frames", "frames_per_episode", type=click.IntRange(min=1), default=6, show_default=True,
-              help="Frames per camera in each episode's contact sheet, evenly spaced.")
+@click.option(
+    "--episodes",
+    "max_episodes",
+    type=click.IntRange(min=0),
+    default=12,
+    show_default=True,
+    help="Episodes shown with frames and plots (the first ones; the summary covers all).",
+)
+@click.option(
+    "--frames",
+    "frames_per_episode",
+    type=click.IntRange(min=1),
+    default=6,
+    show_default=True,
+    help="Frames per camera in each episode's contact sheet, evenly spaced.",
+)
 @storage_option
 def preview_command(packed, output, max_episodes, frames_per_episode, storage_options):
     """Write one HTML file (images inlined) to look at PACKED: summary, cameras, tasks, window
@@ -28,10 +40,17 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
         click.echo(f"preview: episode {done}/{total}", err=True)
 
     try:
-        page, report = render_preview(packed, storage_options=storage_options, max_episodes=max_episodes,
-                                      frames_per_episode=frames_per_episode, progress=progress)
+        page, report = render_preview(
+            packed,
+            storage_options=storage_options,
+            max_episodes=max_episodes,
+            frames_per_episode=frames_per_episode,
+            progress=progress,
+        )
     except LeRobotShardsError as err:
         raise click.ClickException(printable(str(err))) from None
     output.write_text(page, encoding="utf-8")
-    click.echo(f"wrote {output} ({report.html_bytes / 1e6:.2f} MB): {report.episodes_shown} of {report.episodes_total} episodes, "
-               f"{report.frames_decoded} frames decoded, {report.seconds:.1f} s")
+    click.echo(
+        f"wrote {output} ({report.html_bytes / 1e6:.2f} MB): {report.episodes_shown} of {report.episodes_total} episodes, "
+        f"{report.frames_decoded} frames decoded, {report.seconds:.1f} s"
+    )

@@ -30,8 +30,11 @@ def eta_text(done: int, total: int, seconds: float) -> str:
 def progress_text(done: int, total: int, unit: str, note: str, seconds: float, *, started_done: int = 0) -> str:
     """``3/10 shards (30%), <note>, ETA 0:02:10``; the ETA from the ``done - started_done``
     items of this run (items done by an earlier run, e.g. resumed shards, cost nothing)."""
-    parts = [f"{done}/{total} {unit} ({100 * done / total if total else 100:.0f}%)", note,
-             eta_text(done - started_done, total - started_done, seconds)]
+    parts = [
+        f"{done}/{total} {unit} ({100 * done / total if total else 100:.0f}%)",
+        note,
+        eta_text(done - started_done, total - started_done, seconds),
+    ]
     return ", ".join(p for p in parts if p)
 
 
@@ -76,8 +79,9 @@ class ProgressLog:
 def progress_line(done: int, total: int, bytes_in: int, seconds: float, *, started_done: int = 0) -> str:
     """``12/40 episodes (30%), 30.1 MB in, 5.2 MB/s, ETA 0:01:20``: the rate and ETA from the
     episodes done in this run (resumed ones cost nothing)."""
-    return progress_text(done, total, "episodes", _bytes_note(bytes_in, seconds, done - started_done), seconds,
-                         started_done=started_done)
+    return progress_text(
+        done, total, "episodes", _bytes_note(bytes_in, seconds, done - started_done), seconds, started_done=started_done
+    )
 
 
 def _bytes_note(bytes_in: int, seconds: float, ran: int) -> str:
@@ -93,7 +97,10 @@ class PackProgressBar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(
-            TextColumn("[bold]packing"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
+            TextColumn("[bold]packing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("episodes"),
             TextColumn("{task.fields[mb_in]:.1f} MB in, {task.fields[mb_out]:.1f} MB out, {task.fields[rate]:.1f} MB/s"),
             TimeElapsedColumn(),
         )

@@ -40,7 +40,12 @@ def _parse_cameras(text: str) -> tuple:
 @click.option("--data-file-mb", default=100.0, show_default=True, help="Data parquet rollover size (MB).")
 @click.option("--video-file-mb", default=200.0, show_default=True, help="Video file rollover size (MB).")
 @click.option("--chunks-size", default=1000, show_default=True, help="Files per chunk directory.")
-@click.option("--seed", default=0, show_default=True, help="Seed of episode lengths, tasks and values: the same seed writes the same dataset.")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    help="Seed of episode lengths, tasks and values: the same seed writes the same dataset.",
+)
 def make_sample(out, episodes, fps, min_length, max_length, cameras, data_file_mb, video_file_mb, chunks_size, seed):
     """Write a synthetic LeRobot v3.0 dataset to OUT (AV1 video, frames carry their identity)."""
     from lerobot_shards.testing.dataset import SampleSpec, write_sample_dataset

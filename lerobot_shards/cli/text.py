@@ -6,9 +6,11 @@ from __future__ import annotations
 # its own, which could imitate our output) and the invisible Unicode format characters that
 # reorder or hide text: bidirectional overrides and isolates (U+202E shows "exe.txt" for
 # "txt.exe"), zero-width characters, line and paragraph separators, the byte-order mark.
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]}
-_CONTROL |= {c: f"\\u{c:04x}" for c in [0x061C, *range(0x200B, 0x2010), 0x2028, 0x2029, *range(0x202A, 0x202F),
-                                          *range(0x2060, 0x2070), 0xFEFF]}
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]}
+_CONTROL |= {
+    c: f"\\u{c:04x}"
+    for c in [0x061C, *range(0x200B, 0x2010), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2060, 0x2070), 0xFEFF]
+}
 
 
 def printable(text: str) -> str:

@@ -61,16 +61,33 @@ class OptionSpec:
     multiple: bool = False
 
 
-def option(default: Any = MISSING, *, help: str, flag: str | bool = True, default_factory: Any = MISSING,  # noqa: A002
-           parse: Callable[[Any], Any] | None = None, metavar: str | None = None,
-           choices: tuple | Callable[[], tuple] | None = None,
-           minimum: float | None = None, maximum: float | None = None, exclusive_minimum: bool = False,
-           multiple: bool = False) -> Any:
+def option(
+    default: Any = MISSING,
+    *,
+    help: str,
+    flag: str | bool = True,
+    default_factory: Any = MISSING,
+    parse: Callable[[Any], Any] | None = None,
+    metavar: str | None = None,
+    choices: tuple | Callable[[], tuple] | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+    multiple: bool = False,
+) -> Any:
     """A dataclass field carrying its ``OptionSpec`` (``flag=True``: ``--<name-with-dashes>``;
     ``False``: no flag). Returns what ``dataclasses.field`` returns."""
-    spec = OptionSpec(help=help, flag=flag if isinstance(flag, str) else ("" if flag else None), parse=parse,
-                      metavar=metavar, choices=choices, minimum=minimum, maximum=maximum,
-                      exclusive_minimum=exclusive_minimum, multiple=multiple)
+    spec = OptionSpec(
+        help=help,
+        flag=flag if isinstance(flag, str) else ("" if flag else None),
+        parse=parse,
+        metavar=metavar,
+        choices=choices,
+        minimum=minimum,
+        maximum=maximum,
+        exclusive_minimum=exclusive_minimum,
+        multiple=multiple,
+    )
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": spec})
 
 
@@ -189,7 +206,9 @@ def check_values(value: Any, error: Callable[[str, str], Exception] = lambda mes
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise error(f"{f.name} must be {unset}a number, got {v!r}", f.name)
             if low is not None and (v < low or (f.spec.exclusive_minimum and v == low)):
-                raise error(f"{f.name} must be {unset}{'>' if f.spec.exclusive_minimum else '>='} {_number(low)}, got {v}", f.name)
+                raise error(
+                    f"{f.name} must be {unset}{'>' if f.spec.exclusive_minimum else '>='} {_number(low)}, got {v}", f.name
+                )
             if high is not None and v > high:
                 raise error(f"{f.name} must be {unset}<= {_number(high)}, got {v}", f.name)
         kind = f.base_type
@@ -212,7 +231,7 @@ def merge_options(cls: type[T], base: T | None, overrides: dict[str, Any], *, ca
     (overrides,) = split_options((cls,), overrides, caller=caller)
     if base is None:
         return cls(**overrides)
-    return dataclasses.replace(base, **overrides) if overrides else base
+    return dataclasses.replace(base, **overrides) if overrides else base  # type: ignore[type-var]  # cls is a dataclass
 
 
 def split_options(classes: tuple[type, ...], overrides: dict[str, Any], *, caller: str) -> list[dict[str, Any]]:
@@ -251,7 +270,9 @@ def keyword_signature(*classes: type) -> Callable[[_F], _F]:
                     continue
                 default = _default_of(f)
                 default = inspect.Parameter.empty if default is MISSING else default
-                params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hints[f.name]))
+                params.append(
+                    inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hints[f.name])
+                )
                 taken.add(f.name)
         func.__signature__ = signature.replace(parameters=params)
         return func
@@ -264,7 +285,7 @@ def describe_options(cls: type[T]) -> type[T]:
     fields' help to the docstring (so the help is written once, on the field), and make the
     constructor name the closest option for a misspelt keyword (``ArgumentError``, where the
     dataclass's would say only "unexpected keyword argument"). Returns the class."""
-    init, names = cls.__init__, {f.name for f in dataclasses.fields(cls)}
+    init, names = cls.__init__, {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]  # a dataclass
 
     @functools.wraps(init)
     def checked_init(self, *args: Any, **kwargs: Any) -> None:
@@ -277,11 +298,20 @@ def describe_options(cls: type[T]) -> type[T]:
     lines = ["", "    Attributes:"]
     for f in option_fields(cls):
         default = "required" if f.default is MISSING else repr(f.default)
-        lines += textwrap.wrap(f"{f.name} (default {default}): {f.spec.help}", width=96, initial_indent=" " * 8,
-                               subsequent_indent=" " * 12)
+        lines += textwrap.wrap(
+            f"{f.name} (default {default}): {f.spec.help}", width=96, initial_indent=" " * 8, subsequent_indent=" " * 12
+        )
     cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + "\n".join(lines) + "\n"
     return cls
 
 
-__all__ = ["OptionField", "OptionSpec", "describe_options", "keyword_signature", "merge_options", "option", "option_fields",
-           "split_options"]
+__all__ = [
+    "OptionField",
+    "OptionSpec",
+    "describe_options",
+    "keyword_signature",
+    "merge_options",
+    "option",
+    "option_fields",
+    "split_options",
+]

@@ -33,11 +33,6 @@ _EXPORTS = {
     "lerobot_shards.packer.tools.preview": ["render_preview"],
     "lerobot_shards.packer.mixture.create": ["create_mixture", "scan_datasets", "MixtureReport", "failure_path", "format_report"],
     "lerobot_shards.packer.mixture.sources": ["parse_sources", "read_sources", "dataset_name"],
-    # errors: every one a lerobot_shards.core.errors.LeRobotShardsError
-    "lerobot_shards.packer.errors": [
-        "PackError", "FrameMismatchError", "PackInterrupted", "OptionsError", "SourceError", "VideoCutError",
-        "ShardPlanError", "InspectError", "SqlSyntaxError", "MixtureError", "SourcesError",
-    ],
 }
 
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)

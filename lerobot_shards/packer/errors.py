@@ -92,7 +92,8 @@ __all__ = [
 # not this internal module; pickling (errors raised in DataLoader workers) resolves that name
 # too, since the package exports every one (tests/test_nothing_silent.py checks both).
 PUBLIC_MODULE = "lerobot_shards"
-for _cls in [c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, Warning | Exception)
-             and c.__module__ == __name__]:
+for _cls in [
+    c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, Warning | Exception) and c.__module__ == __name__
+]:
     _cls.__module__ = PUBLIC_MODULE
 del _cls

@@ -144,28 +144,63 @@ class PackOptions:
             and what is allowed, ``error.option`` the option.
     """
 
-    video: str = option("copy", choices=VIDEO_MODES, help=(
-        "copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
-        "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study)."))
-    episodes: tuple[int, ...] | None = option(None, parse=parse_episode_ranges, metavar="0,3,10-20", help=(
-        "Subset of episodes packed, e.g. 0,3,10-20 (default: all)."))
-    gop: int = option(2, minimum=1, help=(
-        "Keyframe interval of re-encodes: 1-2 for random access; longer GOPs are smaller but a random frame costs "
-        "up to GOP-1 extra decodes."))
-    crf: int | None = option(None, minimum=0, maximum=51, help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20).")
+    video: str = option(
+        "copy",
+        choices=VIDEO_MODES,
+        help=(
+            "copy: keep the source's video (AV1 from LeRobot; CPU decode); hevc/h264: re-encode, decodable by "
+            "A100/H100 NVDEC and faster to seek on CPU (docs/BENCHMARKS.md, codec study)."
+        ),
+    )
+    episodes: tuple[int, ...] | None = option(
+        None, parse=parse_episode_ranges, metavar="0,3,10-20", help=("Subset of episodes packed, e.g. 0,3,10-20 (default: all).")
+    )
+    gop: int = option(
+        2,
+        minimum=1,
+        help=(
+            "Keyframe interval of re-encodes: 1-2 for random access; longer GOPs are smaller but a random frame costs "
+            "up to GOP-1 extra decodes."
+        ),
+    )
+    crf: int | None = option(
+        None, minimum=0, maximum=51, help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20)."
+    )
     preset: str | None = option(None, help="Encoder preset (default: hevc ultrafast, h264 veryfast).")
     resize: tuple[int, int] | None = option(None, parse=parse_resize, metavar="HxW", help="HxW downscale during re-encode.")
-    on_frame_mismatch: str = option("error", choices=FRAME_MISMATCH_POLICIES, help=(
-        "When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short video "
-        "with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."))
-    windows: dict = option(flag="--window", default_factory=dict, parse=parse_windows, multiple=True, metavar="NAME=JSON", help=(
-        "NAME=JSON delta_timestamps window in seconds, multiples of 1/fps of YOUR dataset (see `info`'s fps; at 50 fps "
-        "chunk='{\"action\": [0, 0.02, 0.04]}'); --window-frames is the same in frames, at any fps."))
-    tolerance_s: float = option(DEFAULT_TOLERANCE_S, minimum=0, help=(
-        "How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s)."))
-    shard_size_mb: float = option(512, minimum=0, exclusive_minimum=True, help=(
-        "Target shard size; shards hold whole episodes, so one long episode may exceed it."))
-    row_group_max_bytes: int = option(ROW_GROUP_TARGET_BYTES, flag=False, minimum=1, help="The parquet row-group size the packer aims for.")
+    on_frame_mismatch: str = option(
+        "error",
+        choices=FRAME_MISMATCH_POLICIES,
+        help=(
+            "When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short video "
+            "with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."
+        ),
+    )
+    windows: dict = option(
+        flag="--window",
+        default_factory=dict,
+        parse=parse_windows,
+        multiple=True,
+        metavar="NAME=JSON",
+        help=(
+            "NAME=JSON delta_timestamps window in seconds, multiples of 1/fps of YOUR dataset (see `info`'s fps; at 50 fps "
+            "chunk='{\"action\": [0, 0.02, 0.04]}'); --window-frames is the same in frames, at any fps."
+        ),
+    )
+    tolerance_s: float = option(
+        DEFAULT_TOLERANCE_S,
+        minimum=0,
+        help=("How far (seconds) a timestamp or window delta may sit from a multiple of 1/fps (LeRobot's tolerance_s)."),
+    )
+    shard_size_mb: float = option(
+        512,
+        minimum=0,
+        exclusive_minimum=True,
+        help=("Target shard size; shards hold whole episodes, so one long episode may exceed it."),
+    )
+    row_group_max_bytes: int = option(
+        ROW_GROUP_TARGET_BYTES, flag=False, minimum=1, help="The parquet row-group size the packer aims for."
+    )
 
     def __post_init__(self) -> None:
         # Normal forms, so equal options compare (and record) equal: sorted unique episodes,
@@ -181,8 +216,12 @@ class PackOptions:
                 f"resize {tuple(self.resize)} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source bytes",
                 option="resize",
             )
-        if self.resize is not None and (len(self.resize) != 2 or self.resize[0] % 2 or self.resize[1] % 2 or min(self.resize) <= 0):
-            raise OptionsError(f"resize {tuple(self.resize)} needs positive even sizes (height, width) for yuv420p", option="resize")
+        if self.resize is not None and (
+            len(self.resize) != 2 or self.resize[0] % 2 or self.resize[1] % 2 or min(self.resize) <= 0
+        ):
+            raise OptionsError(
+                f"resize {tuple(self.resize)} needs positive even sizes (height, width) for yuv420p", option="resize"
+            )
         if self.episodes is not None and any(e < 0 for e in self.episodes):
             raise OptionsError(f"episodes {[e for e in self.episodes if e < 0][:10]} are negative", option="episodes")
 
@@ -204,29 +243,58 @@ class PackRunOptions:
         OptionsError: a value out of range (``error.option`` names it).
     """
 
-    window_frames: dict = option(default_factory=dict, parse=parse_window_frames, multiple=True, metavar="NAME=JSON", help=(
-        'NAME=JSON window in frames, whatever the fps: chunk=\'{"action": [0, 1, 2]}\' is [0, 1/fps, 2/fps] s '
-        "(recorded in seconds, as --window)."))
+    window_frames: dict = option(
+        default_factory=dict,
+        parse=parse_window_frames,
+        multiple=True,
+        metavar="NAME=JSON",
+        help=(
+            "NAME=JSON window in frames, whatever the fps: chunk='{\"action\": [0, 1, 2]}' is [0, 1/fps, 2/fps] s "
+            "(recorded in seconds, as --window)."
+        ),
+    )
     workers: int = option(1, minimum=1, help="Parallel packing processes (one shard each); up to the cores you have.")
-    part: tuple[int, int] | None = option(None, parse=parse_part, metavar="I/N", help=(
-        "Pack only part I/N of the plan (then run finalize)."))
+    part: tuple[int, int] | None = option(
+        None, parse=parse_part, metavar="I/N", help=("Pack only part I/N of the plan (then run finalize).")
+    )
     cache_dir: str | None = option(None, help="Where remote/Hub sources are staged.")
-    src_storage_options: dict | None = option(None, parse=_json_object_parser("src_storage_options"), metavar="JSON", help="fsspec options for SRC as JSON.")
-    follow_symlinks: bool = option(False, help=(
-        "Read symbolic links inside a local SRC (refused by default: they may point outside the dataset)."))
-    storage_options: dict | None = option(None, parse=_json_object_parser("storage_options"), metavar="JSON", help=(
-        'fsspec options for DST as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'))
-    retry: RetryPolicy = option(RetryPolicy(), flag=False, help=(
-        "Bounds every read and write at the destination (and a bucket source)."))
-    journal: str | None = option(None, metavar="DIR", help=(
-        "Pack journal: what this machine wrote to DST (default $LEROBOT_SHARDS_JOURNAL or "
-        "~/.cache/lerobot-shards/journal). --part tasks and finalize must share it."))
-    trust_destination: bool = option(False, help=(
-        "Adopt shards this machine's journal does not record, after re-hashing them (only for a destination nobody "
-        "else can write)."))
-    repair: bool = option(False, help=(
-        "Re-hash every kept shard against its receipt and rebuild the damaged ones (a re-run otherwise checks their "
-        "sizes only); what `verify` prints when it finds damage."))
+    src_storage_options: dict | None = option(
+        None, parse=_json_object_parser("src_storage_options"), metavar="JSON", help="fsspec options for SRC as JSON."
+    )
+    follow_symlinks: bool = option(
+        False, help=("Read symbolic links inside a local SRC (refused by default: they may point outside the dataset).")
+    )
+    storage_options: dict | None = option(
+        None,
+        parse=_json_object_parser("storage_options"),
+        metavar="JSON",
+        help=('fsspec options for DST as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'),
+    )
+    retry: RetryPolicy = option(
+        RetryPolicy(), flag=False, help=("Bounds every read and write at the destination (and a bucket source).")
+    )
+    journal: str | None = option(
+        None,
+        metavar="DIR",
+        help=(
+            "Pack journal: what this machine wrote to DST (default $LEROBOT_SHARDS_JOURNAL or "
+            "~/.cache/lerobot-shards/journal). --part tasks and finalize must share it."
+        ),
+    )
+    trust_destination: bool = option(
+        False,
+        help=(
+            "Adopt shards this machine's journal does not record, after re-hashing them (only for a destination nobody "
+            "else can write)."
+        ),
+    )
+    repair: bool = option(
+        False,
+        help=(
+            "Re-hash every kept shard against its receipt and rebuild the damaged ones (a re-run otherwise checks their "
+            "sizes only); what `verify` prints when it finds damage."
+        ),
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_frames", dict(self.window_frames or {}))
@@ -289,5 +357,14 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-__all__ = ["PackOptions", "PackRunOptions", "flag_of", "options_as_flags", "parse_episode_ranges",
-           "parse_part", "parse_resize", "parse_window_frames", "parse_windows"]
+__all__ = [
+    "PackOptions",
+    "PackRunOptions",
+    "flag_of",
+    "options_as_flags",
+    "parse_episode_ranges",
+    "parse_part",
+    "parse_resize",
+    "parse_window_frames",
+    "parse_windows",
+]

@@ -16,13 +16,6 @@ _EXPORTS = {
     "lerobot_shards.reader.decode.stage": ["DecodeStage"],
     "lerobot_shards.core.format": ["FORMAT_VERSION", "Manifest"],
     "lerobot_shards.core.storage": ["RetryPolicy"],
-    # The one error hierarchy (lerobot_shards.core.errors): catch LeRobotShardsError for all of ours.
-    "lerobot_shards.core.errors": [
-        "LeRobotShardsError", "FormatError", "BoundExceededError", "UnsupportedFormatVersionError", "IntegrityError", "PinMismatchError",
-        "EpisodeDataError", "MixtureSpecError", "StorageError", "ObjectNotFoundError", "PlanError",
-        "ResumeStateError", "ResumeWarning", "WindowWarning", "MixtureFeatureWarning", "WindowError", "PredicateError", "LeRobotTrainError", "DecodeError", "DecodeStageError", "PrefetchError",
-        "ResourceLimitError", "AccessDeniedError", "ShortReadError", "HarmonizeError", "ArgumentError",
-    ],
 }
 
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)

@@ -82,7 +82,9 @@ class PackedDataset(EpochStream):
         self._columns: tuple[np.ndarray, np.ndarray] | None = None
         manifest = self.index.manifest
         # The selection's identity: the sorted distinct episodes (the index selected them).
-        selection = None if episodes is None else "sha256:" + sha256_hex(json.dumps(self.index.episodes.episode_index.tolist()).encode())
+        selection = (
+            None if episodes is None else "sha256:" + sha256_hex(json.dumps(self.index.episodes.episode_index.tolist()).encode())
+        )
         super().__init__(
             kind="PackedDataset",
             identity={
@@ -100,15 +102,23 @@ class PackedDataset(EpochStream):
         self.video_keys = list(manifest.video_keys)
         # Every camera: videos, then pictures stored in the rows (image features).
         self.camera_keys = self.video_keys + image_keys_of(manifest.features)
-        self.frame_sizes = {k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys}
+        self.frame_sizes = {
+            k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys
+        }
         self.tolerance_s = manifest.tolerance_s if options.tolerance_s is None else options.tolerance_s
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
         self.offsets = resolve_windows(self.delta_timestamps, self.fps, self.tolerance_s, list(self.features))
         self.tasks = self.index.tasks
         self._meta: PackedMeta | None = None
         info = CatalogPack(
-            name=self.root.rstrip("/").rsplit("/", 1)[-1], root=self.storage.url, manifest_sha256=self.index.manifest_sha256,
-            fps=self.fps, features=self.features, video_keys=tuple(self.video_keys), tolerance_s=self.tolerance_s, where=where,
+            name=self.root.rstrip("/").rsplit("/", 1)[-1],
+            root=self.storage.url,
+            manifest_sha256=self.index.manifest_sha256,
+            fps=self.fps,
+            features=self.features,
+            video_keys=tuple(self.video_keys),
+            tolerance_s=self.tolerance_s,
+            where=where,
         )
         self.catalog = EpisodeCatalog.from_packs([(info, self.index, self.tasks)])
         self._warn_windows_beyond_episodes([self.offsets], [self.fps])
@@ -155,7 +165,9 @@ class PackedDataset(EpochStream):
             remaining = None if limit is None else limit - len(positions)
             if remaining is not None and remaining <= 0:
                 break
-            for position, anchor_position, _ in itertools.islice(SegmentDraws(plan, consumer, start, stop, self.options.episode_pool_size), remaining):
+            for position, anchor_position, _ in itertools.islice(
+                SegmentDraws(plan, consumer, start, stop, self.options.episode_pool_size), remaining
+            ):
                 positions.append(position)
                 anchors.append(anchor_position)
         episode_position = np.asarray(positions, dtype=np.int64)
@@ -194,8 +206,9 @@ class PackedDataset(EpochStream):
 
     # -- iteration ------------------------------------------------------------------------
     def _view(self) -> StreamView:
-        return StreamView(catalog=self.catalog, offsets=[self.offsets], options=self.options, decoders=self.decoders,
-                          storages=(self.storage,))
+        return StreamView(
+            catalog=self.catalog, offsets=[self.offsets], options=self.options, decoders=self.decoders, storages=(self.storage,)
+        )
 
     def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
         """This consumer's draws, segment by segment (see ``lerobot_shards.reader.runtime.consumer``)."""
@@ -205,4 +218,3 @@ class PackedDataset(EpochStream):
         pool_size = self.options.episode_pool_size
         ahead = max(self.options.prefetch_episodes, 1) + pool_size
         return segment_blocks(plan, segments, pool_size=pool_size, ahead=ahead)
-

@@ -163,12 +163,16 @@ class EpochStream(torch.utils.data.IterableDataset):
 
     def __repr__(self) -> str:
         catalog = self.catalog
-        names = ", ".join(d.name for d in catalog.datasets[:3]) + (f" and {len(catalog.datasets) - 3} more" if len(catalog.datasets) > 3 else "")
+        names = ", ".join(d.name for d in catalog.datasets[:3]) + (
+            f" and {len(catalog.datasets) - 3} more" if len(catalog.datasets) > 3 else ""
+        )
         cameras = sorted({k for d in catalog.datasets for k in d.video_keys})
         world = self._world()
-        return (f"{type(self).__name__}({names}: {int(catalog.anchor_counts.sum())} anchors, "
-                f"{len(catalog.episode_index)} episodes, cameras {cameras}, epoch {self.epoch}, "
-                f"{len(self)} samples for rank {world.rank} of {world.world_size})")
+        return (
+            f"{type(self).__name__}({names}: {int(catalog.anchor_counts.sum())} anchors, "
+            f"{len(catalog.episode_index)} episodes, cameras {cameras}, epoch {self.epoch}, "
+            f"{len(self)} samples for rank {world.rank} of {world.world_size})"
+        )
 
     def worker_counts(self, num_workers: int) -> np.ndarray:
         """(max(1, num_workers),) samples each DataLoader worker of this rank yields until the
@@ -191,7 +195,10 @@ class EpochStream(torch.utils.data.IterableDataset):
             warnings.warn(
                 f"set_epoch({epoch}) leaves the loaded resume state unused (epoch {pending[0]}, {pending[1]} samples "
                 f"consumed): epoch {epoch} starts from its beginning. To resume, start the epoch loop at "
-                f"state['epoch'] ({pending[0]})", ResumeWarning, stacklevel=2)
+                f"state['epoch'] ({pending[0]})",
+                ResumeWarning,
+                stacklevel=2,
+            )
         self._pending_resume = None
         self.epoch = epoch
 
@@ -212,8 +219,12 @@ class EpochStream(torch.utils.data.IterableDataset):
             ResumeStateError: ``samples_consumed`` is behind the point this run resumed from.
         """
         return self._resume.state_dict(
-            epoch=self.epoch, world_size=self._world().world_size, samples_consumed=int(samples_consumed),
-            batch_size=int(batch_size), num_workers=int(num_workers), drop_last=bool(drop_last),
+            epoch=self.epoch,
+            world_size=self._world().world_size,
+            samples_consumed=int(samples_consumed),
+            batch_size=int(batch_size),
+            num_workers=int(num_workers),
+            drop_last=bool(drop_last),
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

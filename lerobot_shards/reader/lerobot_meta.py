@@ -128,7 +128,10 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: di
         repo_id=str(source.get("uri") or storage.describe("")),
         fps=int(manifest.fps),
         # A copy the caller may edit, shapes as tuples (as LeRobot's DatasetInfo loads them).
-        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(manifest.features)).items()},
+        features={
+            key: {**feature, "shape": tuple(feature["shape"])}
+            for key, feature in json.loads(json.dumps(manifest.features)).items()
+        },
         stats=stats,
         robot_type=robot_type,
         total_episodes=int(manifest.totals["episodes"]),
@@ -156,16 +159,29 @@ def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> Packe
     if not isinstance(raw, dict):
         raise FormatError(f"{where}: stats must be an object")
     features = record.get("features", dataset.features)
-    if not isinstance(features, dict) or set(features) != set(dataset.features) or not all(
-        isinstance(f, dict) and f.get("dtype") == dataset.features[k].get("dtype") and list(f.get("shape", ())) == list(dataset.features[k]["shape"])
-        for k, f in features.items()
+    if (
+        not isinstance(features, dict)
+        or set(features) != set(dataset.features)
+        or not all(
+            isinstance(f, dict)
+            and f.get("dtype") == dataset.features[k].get("dtype")
+            and list(f.get("shape", ())) == list(dataset.features[k]["shape"])
+            for k, f in features.items()
+        )
     ):
         raise FormatError(f"{where}: features disagree with the mixture file's")
     return PackedMeta(
-        repo_id=str(record.get("repo_id") or dataset.name), fps=int(dataset.fps),
-        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(features)).items()},
-        stats=_stats(raw, where), robot_type=robot_type, total_episodes=totals[0], total_frames=totals[1],
-        task_names=dict(tasks), info={"robot_type": robot_type},
+        repo_id=str(record.get("repo_id") or dataset.name),
+        fps=int(dataset.fps),
+        features={
+            key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(features)).items()
+        },
+        stats=_stats(raw, where),
+        robot_type=robot_type,
+        total_episodes=totals[0],
+        total_frames=totals[1],
+        task_names=dict(tasks),
+        info={"robot_type": robot_type},
     )
 
 

@@ -58,8 +58,14 @@ class _BatchedView(torch.utils.data.IterableDataset):
             view = uint8_view()
             if view is not None:
                 dataset, float_frames = view, True
-        return batches(iter(dataset), batch_size=self.batch_size, drop_last=self.drop_last,
-                       frame_keys=frame_keys_of(dataset), ring=ring, float_frames=float_frames)
+        return batches(
+            iter(dataset),
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            frame_keys=frame_keys_of(dataset),
+            ring=ring,
+            float_frames=float_frames,
+        )
 
 
 def frame_keys_of(dataset) -> list[str]:
@@ -112,14 +118,20 @@ class BatchLoader:
         # the trainer's loop variable still holds while the next is fetched.
         slots = prefetch_factor + 3
         if slots > MAX_SLOTS:
-            raise ArgumentError(f"prefetch_factor {prefetch_factor} needs {slots} ring slots; at most {MAX_SLOTS - 3} is supported")
+            raise ArgumentError(
+                f"prefetch_factor {prefetch_factor} needs {slots} ring slots; at most {MAX_SLOTS - 3} is supported"
+            )
         self.dataset, self.batch_size, self.num_workers, self.drop_last = dataset, batch_size, num_workers, drop_last
         self._flags = SlotFlags()
         self._releaser = RingReleaser(self._flags)
         self._view = _BatchedView(dataset, batch_size=batch_size, drop_last=drop_last, flags=self._flags, slots=slots)
         self._loader_options: dict[str, Any] = dict(
-            batch_size=None, num_workers=num_workers, pin_memory=pin_memory, timeout=timeout,
-            multiprocessing_context=multiprocessing_context, worker_init_fn=worker_init_fn,
+            batch_size=None,
+            num_workers=num_workers,
+            pin_memory=pin_memory,
+            timeout=timeout,
+            multiprocessing_context=multiprocessing_context,
+            worker_init_fn=worker_init_fn,
         )
         if num_workers > 0:
             self._loader_options["prefetch_factor"] = prefetch_factor
@@ -127,7 +139,9 @@ class BatchLoader:
         self._loaded_epoch: int | None = None
         decode_device = getattr(getattr(dataset, "options", None), "decode_device", None)
         if decode_stage is not None and decode_device is None:
-            raise ArgumentError("decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers")
+            raise ArgumentError(
+                "decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers"
+            )
         if decode_stage is None and decode_device is not None:
             # The workers ship compressed members: without a stage the batches would hold no
             # frames. The loader makes the stage the dataset names (its errors say what is missing).
@@ -148,8 +162,12 @@ class BatchLoader:
 
     def state_dict(self) -> dict:
         """The dataset's resume state at the samples this loader delivered this epoch."""
-        return self.dataset.state_dict(samples_consumed=self.samples_consumed, batch_size=self.batch_size,
-                                       num_workers=self.num_workers, drop_last=self.drop_last)
+        return self.dataset.state_dict(
+            samples_consumed=self.samples_consumed,
+            batch_size=self.batch_size,
+            num_workers=self.num_workers,
+            drop_last=self.drop_last,
+        )
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict`` (this loader's or a ``DataLoader``'s with the dataset's

@@ -77,7 +77,11 @@ sample's source at random, a sequence a state of this version could not continue
 
 
 def load_mixture_file(
-    path: str, storage_options: dict | None = None, *, allow_remote_paths: bool = False, manifest_sha256: str | None = None,
+    path: str,
+    storage_options: dict | None = None,
+    *,
+    allow_remote_paths: bool = False,
+    manifest_sha256: str | None = None,
     retry: RetryPolicy = RetryPolicy(),
 ) -> tuple[MixtureSpec, str]:
     """Read and validate ``mixture.json``; entries' paths are resolved against its directory.
@@ -192,8 +196,13 @@ class MixtureDataset(EpochStream):
         """
         options = self.options
         if isinstance(sources, str):
-            spec, self.mixture_sha256 = load_mixture_file(sources, options.storage_options, allow_remote_paths=allow_remote_paths,
-                                                          manifest_sha256=options.manifest_sha256, retry=options.retry)
+            spec, self.mixture_sha256 = load_mixture_file(
+                sources,
+                options.storage_options,
+                allow_remote_paths=allow_remote_paths,
+                manifest_sha256=options.manifest_sha256,
+                retry=options.retry,
+            )
             names = list(names or spec.names)
             if len(names) != len(spec.datasets):
                 raise ArgumentError(f"{len(names)} names for the {len(spec.datasets)} datasets of {sources}")
@@ -222,8 +231,9 @@ class MixtureDataset(EpochStream):
             view.harmonizer = dataclasses.replace(self.harmonizer, return_uint8=True)
         return view
 
-    def _harmonize(self, key_map: dict[str, dict[str, str]], pad_keys: tuple[str, ...],
-                   delta_timestamps: dict[str, list[float]] | None) -> None:
+    def _harmonize(
+        self, key_map: dict[str, dict[str, str]], pad_keys: tuple[str, ...], delta_timestamps: dict[str, list[float]] | None
+    ) -> None:
         """The common layout of the datasets' samples and each dataset's windows at its fps.
 
         Raises:
@@ -240,17 +250,27 @@ class MixtureDataset(EpochStream):
         self.key_map = {name: {**recorded[i], **key_map.get(name, {})} for i, name in enumerate(self.names)}
         self.harmonizer = FeatureHarmonizer.build(
             [DatasetFeatures.from_manifest_features(d.name, d.fps, d.features) for d in datasets],
-            key_map=self.key_map, pad_keys=pad_keys, delta_timestamps=delta_timestamps, return_uint8=self.options.return_uint8,
+            key_map=self.key_map,
+            pad_keys=pad_keys,
+            delta_timestamps=delta_timestamps,
+            return_uint8=self.options.return_uint8,
         )
         if self.harmonizer.dropped:
             named = "; ".join(f"{key} (in {', '.join(having)})" for key, having in self.harmonizer.dropped.items())
-            warnings.warn(f"features only some datasets have, which samples cannot carry (not numeric, or shapes differ), "
-                          f"are left out of every sample: {named}; map or drop them with key_map to silence this",
-                          MixtureFeatureWarning, stacklevel=3)
+            warnings.warn(
+                f"features only some datasets have, which samples cannot carry (not numeric, or shapes differ), "
+                f"are left out of every sample: {named}; map or drop them with key_map to silence this",
+                MixtureFeatureWarning,
+                stacklevel=3,
+            )
         self.tolerance_s = tolerance_s
         self._offsets = [
-            resolve_windows(self.harmonizer.source_delta_timestamps(i), d.fps, d.tolerance_s if tolerance_s is None else tolerance_s,
-                            list(d.features))
+            resolve_windows(
+                self.harmonizer.source_delta_timestamps(i),
+                d.fps,
+                d.tolerance_s if tolerance_s is None else tolerance_s,
+                list(d.features),
+            )
             for i, d in enumerate(datasets)
         ]
         self.delta_timestamps = delta_timestamps or {}
@@ -265,7 +285,9 @@ class MixtureDataset(EpochStream):
         """What this mixture's resume states are checked against: its packs (names, pins,
         selections, anchors), the mode, the order's seed and the pool."""
         datasets, options = self.catalog.datasets, self.options
-        members = [[d.name, d.manifest_sha256, d.where, int(a.sum())] for d, a in zip(datasets, self.catalog.dataset_anchor_counts())]
+        members = [
+            [d.name, d.manifest_sha256, d.where, int(a.sum())] for d, a in zip(datasets, self.catalog.dataset_anchor_counts())
+        ]
         return {
             "mixture": "sha256:" + sha256_hex(json.dumps(members).encode()),
             "weights": None if self.weights is None else [float(w) for w in self.weights],
@@ -287,12 +309,21 @@ class MixtureDataset(EpochStream):
             pin = entry.manifest_sha256 if entry is not None else None
             index = PackedIndex(storage, where=where, manifest_sha256=pin)
             if entry is not None and int(index.anchor_counts.sum()) != entry.anchors:
-                raise MixtureSpecError(f"{name}: {int(index.anchor_counts.sum())} anchors{f' where {where}' if where else ''}, "
-                                       f"the mixture file records {entry.anchors}; re-run `lerobot-shards mixture create`")
+                raise MixtureSpecError(
+                    f"{name}: {int(index.anchor_counts.sum())} anchors{f' where {where}' if where else ''}, "
+                    f"the mixture file records {entry.anchors}; re-run `lerobot-shards mixture create`"
+                )
             manifest = index.manifest
-            info = CatalogPack(name=name, root=storage.url, manifest_sha256=index.manifest_sha256, fps=manifest.fps,
-                                  features=manifest.features, video_keys=tuple(manifest.video_keys),
-                                  tolerance_s=manifest.tolerance_s, where=where)
+            info = CatalogPack(
+                name=name,
+                root=storage.url,
+                manifest_sha256=index.manifest_sha256,
+                fps=manifest.fps,
+                features=manifest.features,
+                video_keys=tuple(manifest.video_keys),
+                tolerance_s=manifest.tolerance_s,
+                where=where,
+            )
             packs.append((info, index, index.tasks))
         return EpisodeCatalog.from_packs(packs)
 
@@ -336,7 +367,11 @@ class MixtureDataset(EpochStream):
             for key in h.keys:
                 if key in h.cameras:
                     channels, height, width = h.cameras[key]
-                    features[key] = {"dtype": "video", "shape": (height, width, channels), "names": ["height", "width", "channels"]}
+                    features[key] = {
+                        "dtype": "video",
+                        "shape": (height, width, channels),
+                        "names": ["height", "width", "channels"],
+                    }
                     continue
                 first = next(i for i in range(len(metas)) if key in sources[i])
                 feature = dict(metas[first].features[sources[first][key]])
@@ -345,17 +380,25 @@ class MixtureDataset(EpochStream):
                 if key in h.dtypes:
                     feature["dtype"] = h.dtypes[key]
                 features[key] = feature
-            stats = aggregate_stats([
-                {h.key_maps[i][k]: v for k, v in m.stats.items() if h.key_maps[i].get(k) in features} for i, m in enumerate(metas)
-            ])
+            stats = aggregate_stats(
+                [
+                    {h.key_maps[i][k]: v for k, v in m.stats.items() if h.key_maps[i].get(k) in features}
+                    for i, m in enumerate(metas)
+                ]
+            )
             fps = {m.fps for m in metas}
             robots = {m.robot_type for m in metas}
             tasks = sorted({t for m in metas for t in m.task_names.values()})
             self._meta = PackedMeta(
-                repo_id="mixture:" + ",".join(self.names), fps=fps.pop() if len(fps) == 1 else None, features=features,
-                stats=stats, robot_type=robots.pop() if len(robots) == 1 else None,
-                total_episodes=sum(m.total_episodes for m in metas), total_frames=sum(m.total_frames for m in metas),
-                task_names=dict(enumerate(tasks)), info={"datasets": list(self.names)},
+                repo_id="mixture:" + ",".join(self.names),
+                fps=fps.pop() if len(fps) == 1 else None,
+                features=features,
+                stats=stats,
+                robot_type=robots.pop() if len(robots) == 1 else None,
+                total_episodes=sum(m.total_episodes for m in metas),
+                total_frames=sum(m.total_frames for m in metas),
+                task_names=dict(enumerate(tasks)),
+                info={"datasets": list(self.names)},
             )
         return self._meta
 
@@ -380,16 +423,29 @@ class MixtureDataset(EpochStream):
             if self.weights is None:
                 pieces = proportional_pieces(self.layout)
             else:
-                pieces = weighted_pieces(self.layout, self.weights, samples_per_epoch=self.samples_per_epoch, seed=self.options.seed,
-                                         epoch=epoch, shuffle=self.options.shuffle, names=self.names)
+                pieces = weighted_pieces(
+                    self.layout,
+                    self.weights,
+                    samples_per_epoch=self.samples_per_epoch,
+                    seed=self.options.seed,
+                    epoch=epoch,
+                    shuffle=self.options.shuffle,
+                    names=self.names,
+                )
             self._pieces_cache = {**dict(list(self._pieces_cache.items())[-1:]), epoch: pieces}
         return pieces
 
     def plan(self, *, world_size: int, workers_per_rank: int, epoch: int | None = None) -> EpochPlan:
         """The epoch plan over this epoch's pieces for a world shape (pure arithmetic)."""
         epoch = self.epoch if epoch is None else epoch
-        return plan_epoch(self._pieces(epoch).counts, seed=self.options.seed, epoch=epoch, world_size=world_size,
-                          workers_per_rank=workers_per_rank, shuffle=self.options.shuffle)
+        return plan_epoch(
+            self._pieces(epoch).counts,
+            seed=self.options.seed,
+            epoch=epoch,
+            world_size=world_size,
+            workers_per_rank=workers_per_rank,
+            shuffle=self.options.shuffle,
+        )
 
     def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
         return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
@@ -420,7 +476,9 @@ def _check_names_and_mode(names: list[str], weights: list[float] | None, samples
             not match the datasets.
     """
     if len(set(names)) != len(names):
-        raise ArgumentError(f"need one unique name per dataset, got duplicates {sorted({n for n in names if names.count(n) > 1})}")
+        raise ArgumentError(
+            f"need one unique name per dataset, got duplicates {sorted({n for n in names if names.count(n) > 1})}"
+        )
     if (weights is None) != (samples_per_epoch is None):
         raise ArgumentError("weighted mode needs both weights and samples_per_epoch (proportional mode: neither)")
     if weights is not None and len(weights) != len(names):
@@ -459,10 +517,22 @@ def _read_table(base: Storage, spec: MixtureSpec, name: str, data: bytes, where:
     entry = spec.index[name]
     cameras = max((len(d.video_keys) for d in spec.datasets), default=0)
     listed = Counter(d.manifest_sha256 for d in spec.datasets if d.manifest_sha256)
-    budget = table_budget(name, rows=entry.rows, members=spec.members, cameras=cameras, encoded=len(data),
-                          duplicates=max(listed.values(), default=1))
-    return read_bounded(data, where=base.describe(entry.path), rows=entry.rows, rows_expected=f"{where} records {entry.rows}",
-                        max_rows=entry.rows, budget=budget)
+    budget = table_budget(
+        name,
+        rows=entry.rows,
+        members=spec.members,
+        cameras=cameras,
+        encoded=len(data),
+        duplicates=max(listed.values(), default=1),
+    )
+    return read_bounded(
+        data,
+        where=base.describe(entry.path),
+        rows=entry.rows,
+        rows_expected=f"{where} records {entry.rows}",
+        max_rows=entry.rows,
+        budget=budget,
+    )
 
 
 def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: str) -> EpisodeCatalog:
@@ -470,9 +540,13 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
     and row count ``mixture.json`` records, then every value checked (``EpisodeCatalog``)."""
     datasets = [
         CatalogPack(
-            name=name, root=entry.path, manifest_sha256=entry.manifest_sha256, fps=entry.fps,
+            name=name,
+            root=entry.path,
+            manifest_sha256=entry.manifest_sha256,
+            fps=entry.fps,
             features={k: f.to_dict() for k, f in entry.features.items()},
-            video_keys=tuple(entry.video_keys), tolerance_s=entry.tolerance_s if entry.tolerance_s is not None else 1e-4,
+            video_keys=tuple(entry.video_keys),
+            tolerance_s=entry.tolerance_s if entry.tolerance_s is not None else 1e-4,
             where=entry.where,
         )
         for name, entry in zip(names, spec.datasets)
@@ -482,8 +556,11 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
     data = read_recorded_all(base, {n: _recorded(spec, n) for n in names_read})
     tables = {name: _read_table(base, spec, name, data.pop(name), where) for name in names_read}
     return EpisodeCatalog.from_tables(
-        datasets, tables, episodes_per_dataset=[e.episodes for e in spec.datasets],
-        anchors_per_dataset=[e.anchors for e in spec.datasets], where=where,
+        datasets,
+        tables,
+        episodes_per_dataset=[e.episodes for e in spec.datasets],
+        anchors_per_dataset=[e.anchors for e in spec.datasets],
+        where=where,
     )
 
 
@@ -496,4 +573,3 @@ def _read_meta_records(base: Storage, spec: MixtureSpec) -> list[dict]:
     if not isinstance(records, list) or len(records) != len(spec.datasets) or not all(isinstance(r, dict) for r in records):
         raise FormatError(f"{where}: 'datasets' must list one object per dataset of the mixture ({len(spec.datasets)})")
     return records
-

@@ -37,9 +37,13 @@ class ReadOptions:
     """
 
     # -- order and split
-    shuffle: bool = option(True, help=(
-        "Shuffle episodes per epoch and draw anchors at random from the pool. False: each consumer yields its "
-        "contiguous block of anchors in index order (consumers are ranks x workers, rank-major)."))
+    shuffle: bool = option(
+        True,
+        help=(
+            "Shuffle episodes per epoch and draw anchors at random from the pool. False: each consumer yields its "
+            "contiguous block of anchors in index order (consumers are ranks x workers, rank-major)."
+        ),
+    )
     seed: int = option(0, help="Base seed: the order is a pure function of (seed, epoch, world size, workers).")
     episode_pool_size: int = option(16, minimum=1, help="Whole episodes each consumer keeps open and draws from.")
     rank: int | None = option(None, flag=False, help="This rank (default: torch.distributed, else RANK, else 0).")
@@ -48,38 +52,66 @@ class ReadOptions:
     return_uint8: bool = option(False, help="Frames as uint8 (C, H, W) instead of float32 in [0, 1].")
     image_transforms: Callable | None = option(None, flag=False, help="Applied to each camera tensor, as LeRobot does.")
     tolerance_s: float | None = option(None, minimum=0, help="Window tolerance in seconds (default: each pack's own).")
-    decoder: str = option("auto", choices=decoder_names, help=(
-        "CPU decoder, a CPU row of the decode backends table: auto (torchcodec, else PyAV), torchcodec or pyav."))
-    depth_unit: DepthUnit = option("mm", help=(
-        "Unit of depth maps (cameras whose feature says is_depth_map): mm or m, as LeRobotDataset's "
-        "depth_output_unit. Depth is float32 whatever return_uint8 says, as LeRobot returns it."))
-    decode_threads: int | None = option(None, minimum=1, help=(
-        "Threads decoding a sample's cameras at once, per consumer. None: the cores this process may use divided "
-        "among the DataLoader workers and the node's ranks (LOCAL_WORLD_SIZE), at least 1. Same bytes either way."))
-    decode_device: str | None = option(None, help=(
-        "None decodes in the workers. cuda/cpu: workers ship compressed members and frame indices, which "
-        "BatchLoader decodes with DecodeStage(device) (its own, or decode_stage=): NVDEC for hevc/h264 packs."))
+    decoder: str = option(
+        "auto",
+        choices=decoder_names,
+        help=("CPU decoder, a CPU row of the decode backends table: auto (torchcodec, else PyAV), torchcodec or pyav."),
+    )
+    depth_unit: DepthUnit = option(
+        "mm",
+        help=(
+            "Unit of depth maps (cameras whose feature says is_depth_map): mm or m, as LeRobotDataset's "
+            "depth_output_unit. Depth is float32 whatever return_uint8 says, as LeRobot returns it."
+        ),
+    )
+    decode_threads: int | None = option(
+        None,
+        minimum=1,
+        help=(
+            "Threads decoding a sample's cameras at once, per consumer. None: the cores this process may use divided "
+            "among the DataLoader workers and the node's ranks (LOCAL_WORLD_SIZE), at least 1. Same bytes either way."
+        ),
+    )
+    decode_device: str | None = option(
+        None,
+        help=(
+            "None decodes in the workers. cuda/cpu: workers ship compressed members and frame indices, which "
+            "BatchLoader decodes with DecodeStage(device) (its own, or decode_stage=): NVDEC for hevc/h264 packs."
+        ),
+    )
     # -- fetch
     prefetch_episodes: int = option(4, minimum=0, help="Episodes fetched ahead of need per consumer (background threads).")
-    prefetch_bytes: int | None = option(256 * 1024 * 1024, minimum=0, help=(
-        "Cap on fetched-but-not-yet-used video bytes per consumer (None: no cap)."))
-    fetch_threads: int = option(2, minimum=1, help=(
-        "Episodes fetched at once per consumer. 2 keeps a local disk or a nearby bucket busy; raise it for a "
-        "distant bucket when episodes rotate faster than they arrive."))
+    prefetch_bytes: int | None = option(
+        256 * 1024 * 1024, minimum=0, help=("Cap on fetched-but-not-yet-used video bytes per consumer (None: no cap).")
+    )
+    fetch_threads: int = option(
+        2,
+        minimum=1,
+        help=(
+            "Episodes fetched at once per consumer. 2 keeps a local disk or a nearby bucket busy; raise it for a "
+            "distant bucket when episodes rotate faster than they arrive."
+        ),
+    )
     cache_dir: str | None = option(None, help="Local disk cache of fetched episode bytes, shared by workers (None: none).")
     cache_limit_gb: float | None = option(None, minimum=0, help="The disk cache's cap, LRU-evicted (None: 50 GB).")
     # -- storage and pin
     storage_options: dict | None = option(None, help='fsspec options for bucket roots (JSON), e.g. {"endpoint_url": ...}.')
     retry: RetryPolicy = option(RetryPolicy(), flag=False, help="How long a storage read may take before it raises.")
-    manifest_sha256: str | None = option(None, help=(
-        "Pin what is read: sha256:<hex> of the pack's manifest.json (or of mixture.json), as `lerobot-shards info` "
-        "prints it. Every other byte is checked against digests it records, so every sample is the packed one "
-        "or an error."))
+    manifest_sha256: str | None = option(
+        None,
+        help=(
+            "Pin what is read: sha256:<hex> of the pack's manifest.json (or of mixture.json), as `lerobot-shards info` "
+            "prints it. Every other byte is checked against digests it records, so every sample is the packed one "
+            "or an error."
+        ),
+    )
 
     def __post_init__(self) -> None:
         check_values(self)  # choices, ranges and types, as each field declares them
         if self.decode_device is not None and (not isinstance(self.decode_device, str) or not self.decode_device.strip()):
-            raise ArgumentError(f"decode_device must be None (decode in the workers) or a device such as 'cuda', got {self.decode_device!r}")
+            raise ArgumentError(
+                f"decode_device must be None (decode in the workers) or a device such as 'cuda', got {self.decode_device!r}"
+            )
         if self.decode_device is not None and self.image_transforms is not None:
             raise ArgumentError("image_transforms run on decoded frames: apply them after DecodeStage when decode_device is set")
 

@@ -7,7 +7,12 @@ from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
     "lerobot_shards.testing.dataset": [
-        "write_sample_dataset", "SampleSpec", "CameraSpec", "rollover_spec", "depth_map_mm", "quantize_depth_mm",
+        "write_sample_dataset",
+        "SampleSpec",
+        "CameraSpec",
+        "rollover_spec",
+        "depth_map_mm",
+        "quantize_depth_mm",
     ],
     "lerobot_shards.testing.frame_identity": ["identity_frame", "read_identity"],
     "lerobot_shards.testing.tabular_pack": ["write_tabular_pack"],

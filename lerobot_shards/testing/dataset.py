@@ -173,8 +173,11 @@ def _features(spec: SampleSpec) -> dict:
     features["next.done"] = {"dtype": "bool", "shape": [1], "names": None}
     for camera in spec.cameras:
         channels = 1 if camera.is_depth else 3
-        feature = {"dtype": "video" if camera.is_video else "image", "shape": [camera.height, camera.width, channels],
-                   "names": ["height", "width", "channels"]}
+        feature = {
+            "dtype": "video" if camera.is_video else "image",
+            "shape": [camera.height, camera.width, channels],
+            "names": ["height", "width", "channels"],
+        }
         if camera.is_video:
             feature["info"] = {
                 "video.height": camera.height,
@@ -193,8 +196,15 @@ def _features(spec: SampleSpec) -> dict:
                 "is_depth_map": camera.is_depth,
             }
             if camera.is_depth:  # LeRobot records the unit and the quantizer beside the marker
-                feature["info"] = {"is_depth_map": True, "depth_unit": "mm", **feature["info"], "video.depth_min": DEPTH_MIN_M,
-                                   "video.depth_max": DEPTH_MAX_M, "video.shift": DEPTH_SHIFT_M, "video.use_log": True}
+                feature["info"] = {
+                    "is_depth_map": True,
+                    "depth_unit": "mm",
+                    **feature["info"],
+                    "video.depth_min": DEPTH_MIN_M,
+                    "video.depth_max": DEPTH_MAX_M,
+                    "video.shift": DEPTH_SHIFT_M,
+                    "video.use_log": True,
+                }
         elif camera.is_depth:
             feature["info"] = {"is_depth_map": True, "depth_unit": "mm"}
         features[camera.key] = feature
@@ -214,9 +224,7 @@ def _features(spec: SampleSpec) -> dict:
 
 
 def _arrow_type(feature: dict) -> pa.DataType:
-    dtype = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}[
-        feature["dtype"]
-    ]
+    dtype = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}[feature["dtype"]]
     shape = feature["shape"]
     if list(shape) == [1]:
         return dtype
@@ -351,30 +359,71 @@ def _picture_column(frames: np.ndarray, camera: CameraSpec) -> pa.Array:
 
 
 # The types pyarrow infers for LeRobot's annotation writer's rows (it passes no schema).
-_TOOL_CALL = pa.struct([("type", pa.string()), ("function", pa.struct([("name", pa.string()),
-                                                                      ("arguments", pa.struct([("text", pa.string())]))]))])
+_TOOL_CALL = pa.struct(
+    [("type", pa.string()), ("function", pa.struct([("name", pa.string()), ("arguments", pa.struct([("text", pa.string())]))]))]
+)
 LANGUAGE_TYPES = {
-    "language_persistent": pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()), ("style", pa.string()),
-                                               ("timestamp", pa.float64()), ("camera", pa.null()), ("tool_calls", pa.null())])),
-    "language_events": pa.list_(pa.struct([("role", pa.string()), ("content", pa.null()), ("style", pa.null()),
-                                           ("camera", pa.null()), ("tool_calls", pa.list_(_TOOL_CALL))])),
+    "language_persistent": pa.list_(
+        pa.struct(
+            [
+                ("role", pa.string()),
+                ("content", pa.string()),
+                ("style", pa.string()),
+                ("timestamp", pa.float64()),
+                ("camera", pa.null()),
+                ("tool_calls", pa.null()),
+            ]
+        )
+    ),
+    "language_events": pa.list_(
+        pa.struct(
+            [
+                ("role", pa.string()),
+                ("content", pa.null()),
+                ("style", pa.null()),
+                ("camera", pa.null()),
+                ("tool_calls", pa.list_(_TOOL_CALL)),
+            ]
+        )
+    ),
 }
 
 
 def _language_columns(episode_index: int, timestamps: np.ndarray, fps: int) -> dict[str, pa.Array]:
     """A plan and a subtask on every row (persistent), a spoken line on every fourth frame
     (events): what LeRobot's annotation pipeline writes."""
-    persistent = [{"role": "user", "content": f"plan for episode {episode_index}", "style": "plan", "timestamp": 0.0,
-                   "camera": None, "tool_calls": None},
-                  {"role": "assistant", "content": "reach the cube", "style": "subtask", "timestamp": 0.1, "camera": None,
-                   "tool_calls": None}]
+    persistent = [
+        {
+            "role": "user",
+            "content": f"plan for episode {episode_index}",
+            "style": "plan",
+            "timestamp": 0.0,
+            "camera": None,
+            "tool_calls": None,
+        },
+        {
+            "role": "assistant",
+            "content": "reach the cube",
+            "style": "subtask",
+            "timestamp": 0.1,
+            "camera": None,
+            "tool_calls": None,
+        },
+    ]
     events = []
     for j, stamp in enumerate(timestamps.tolist()):
-        said = {"role": "assistant", "content": None, "style": None, "camera": None,
-                "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"at {stamp:.4f} s"}}}]}
+        said = {
+            "role": "assistant",
+            "content": None,
+            "style": None,
+            "camera": None,
+            "tool_calls": [{"type": "function", "function": {"name": "say", "arguments": {"text": f"at {stamp:.4f} s"}}}],
+        }
         events.append([said] if j % 4 == 1 else [])
-    return {"language_persistent": pa.array([persistent] * len(timestamps), LANGUAGE_TYPES["language_persistent"]),
-            "language_events": pa.array(events, LANGUAGE_TYPES["language_events"])}
+    return {
+        "language_persistent": pa.array([persistent] * len(timestamps), LANGUAGE_TYPES["language_persistent"]),
+        "language_events": pa.array(events, LANGUAGE_TYPES["language_events"]),
+    }
 
 
 def write_sample_dataset(
@@ -412,8 +461,9 @@ def write_sample_dataset(
     episode_rows: list[dict] = []
     episode_stats: list[dict] = []
     # Per camera: which episodes' temp files go into the current output file.
-    video_state = {c.key: {"loc": (0, 0), "pending": [], "bytes": 0, "duration": 0.0, "files": 0}
-                   for c in spec.cameras if c.is_video}
+    video_state = {
+        c.key: {"loc": (0, 0), "pending": [], "bytes": 0, "duration": 0.0, "files": 0} for c in spec.cameras if c.is_video
+    }
 
     def flush_video(camera_key: str) -> None:
         state = video_state[camera_key]
@@ -473,14 +523,23 @@ def write_sample_dataset(
         for camera in spec.cameras:
             frames = pictures[camera.key]
             # Depth statistics are in the stored unit (millimetres), colour ones in [0, 1].
-            stats[camera.key] = feature_stats(frames[..., None] if frames.ndim == 3 else frames, image=True,
-                                              scale=1.0 if camera.is_depth else 255.0)
+            stats[camera.key] = feature_stats(
+                frames[..., None] if frames.ndim == 3 else frames, image=True, scale=1.0 if camera.is_depth else 255.0
+            )
             if not camera.is_video:
                 continue
             ep_path = workdir / f"{camera.key}-{episode_index:06d}.mp4"
-            encode_episode_video(_depth_codes(frames) if camera.is_depth else frames, ep_path, spec.fps, crf=spec.crf,
-                                 gop=camera.gop or spec.gop, preset=spec.preset, codec="hevc" if camera.is_depth else camera.codec,
-                                 pix_fmt="gray12le" if camera.is_depth else camera.pix_fmt, bframes=camera.bframes)
+            encode_episode_video(
+                _depth_codes(frames) if camera.is_depth else frames,
+                ep_path,
+                spec.fps,
+                crf=spec.crf,
+                gop=camera.gop or spec.gop,
+                preset=spec.preset,
+                codec="hevc" if camera.is_depth else camera.codec,
+                pix_fmt="gray12le" if camera.is_depth else camera.pix_fmt,
+                bframes=camera.bframes,
+            )
             size = ep_path.stat().st_size
             duration = video_duration_s(ep_path)
             state = video_state[camera.key]
@@ -527,7 +586,9 @@ def write_sample_dataset(
         for start in range(0, len(episode_rows), EPISODES_METADATA_BUFFER):
             writer.write_table(episodes_table.slice(start, EPISODES_METADATA_BUFFER))
 
-    tasks_df = pd.DataFrame({"task_index": np.arange(len(task_strings), dtype=np.int64)}, index=pd.Index(task_strings, name="task"))
+    tasks_df = pd.DataFrame(
+        {"task_index": np.arange(len(task_strings), dtype=np.int64)}, index=pd.Index(task_strings, name="task")
+    )
     tasks_df.to_parquet(root / "meta" / "tasks.parquet")
 
     info = {
@@ -573,4 +634,3 @@ def rollover_spec(**overrides) -> SampleSpec:
     )
     base.update(overrides)
     return SampleSpec(**base)
-

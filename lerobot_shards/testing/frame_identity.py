@@ -26,8 +26,7 @@ def _block_size(height: int, width: int) -> int:
     size = 16 if min(height, width) >= 128 else 8
     if height < _GRID_ROWS * size or width < _GRID_COLS * size:
         raise ValueError(
-            f"frame {height}x{width} too small for the identity grid "
-            f"({_GRID_ROWS * size}x{_GRID_COLS * size} needed)"
+            f"frame {height}x{width} too small for the identity grid ({_GRID_ROWS * size}x{_GRID_COLS * size} needed)"
         )
     return size
 

@@ -44,7 +44,13 @@ from lerobot_shards.packer.shard.parquet import shard_parquet_layout
 from lerobot_shards.packer.shard.tar_writer import DeterministicTarWriter
 from lerobot_shards.packer.version import packer_version
 
-_SCALARS = (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"), ("index", "int64"), ("task_index", "int64"))
+_SCALARS = (
+    ("timestamp", "float32"),
+    ("frame_index", "int64"),
+    ("episode_index", "int64"),
+    ("index", "int64"),
+    ("task_index", "int64"),
+)
 
 
 def write_tabular_pack(
@@ -72,7 +78,9 @@ def write_tabular_pack(
     frames = episodes * length
     episode_index = np.repeat(np.arange(episodes, dtype=np.int64), length)
     frame_index = np.tile(np.arange(length, dtype=np.int64), episodes)
-    values = np.random.default_rng(seed).standard_normal(frames * 2).astype(np.float32) if seed else np.zeros(frames * 2, np.float32)
+    values = (
+        np.random.default_rng(seed).standard_normal(frames * 2).astype(np.float32) if seed else np.zeros(frames * 2, np.float32)
+    )
     table = pa.table(
         {
             "action": pa.FixedSizeListArray.from_arrays(pa.array(values), 2),
@@ -151,15 +159,38 @@ def write_tabular_pack(
     }
     features = {"action": {"dtype": "float32", "shape": [2], "names": None}}
     if camera:
-        features[camera[0]] = {"dtype": "video", "shape": [camera[2], camera[3], 3], "names": ["height", "width", "channels"],
-                               "info": {"video.codec": "h264"}}
+        features[camera[0]] = {
+            "dtype": "video",
+            "shape": [camera[2], camera[3], 3],
+            "names": ["height", "width", "channels"],
+            "info": {"video.codec": "h264"},
+        }
     features.update({name: {"dtype": dtype, "shape": [1], "names": None} for name, dtype in _SCALARS})
     parquet_bytes = parquet_path.stat().st_size
     manifest = Manifest(
-        format=FORMAT_NAME, format_version=FORMAT_VERSION, packer_version=packer_version(), options={"video": "copy"},
-        source={"uri": "synthetic-tabular"}, fps=fps, features=features, video_keys=video_keys, windows={}, tolerance_s=1e-4,
-        shards=[ShardEntry(0, "shard-000000", episodes, frames, len(tar), sha256_hex(tar), parquet_bytes,
-                           sha256_hex(parquet_path.read_bytes()), FooterEntry(**footer))],
+        format=FORMAT_NAME,
+        format_version=FORMAT_VERSION,
+        packer_version=packer_version(),
+        options={"video": "copy"},
+        source={"uri": "synthetic-tabular"},
+        fps=fps,
+        features=features,
+        video_keys=video_keys,
+        windows={},
+        tolerance_s=1e-4,
+        shards=[
+            ShardEntry(
+                0,
+                "shard-000000",
+                episodes,
+                frames,
+                len(tar),
+                sha256_hex(tar),
+                parquet_bytes,
+                sha256_hex(parquet_path.read_bytes()),
+                FooterEntry(**footer),
+            )
+        ],
         files=files,
         totals={"episodes": episodes, "frames": frames, "shards": 1, "bytes": len(tar) + parquet_bytes},
     )

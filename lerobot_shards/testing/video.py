@@ -15,8 +15,18 @@ import av
 import numpy as np
 
 
-def encode_episode_video(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int,
-                         codec: str = "av1", pix_fmt: str = "yuv420p", bframes: int = 0) -> None:
+def encode_episode_video(
+    frames: np.ndarray,
+    path: Path,
+    fps: int,
+    *,
+    crf: int,
+    gop: int,
+    preset: int,
+    codec: str = "av1",
+    pix_fmt: str = "yuv420p",
+    bframes: int = 0,
+) -> None:
     """Encode frames to an mp4 like LeRobot's writer: RGB (T, H, W, 3) uint8 with libsvtav1
     (``codec="av1"``, LeRobot's default), libx264 (``"h264"``) or libx265 (``"hevc"``) in
     ``pix_fmt``, or a depth map's 12-bit codes (T, H, W) uint16 as LeRobot's default depth
@@ -102,8 +112,7 @@ def _encode_svtav1(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: i
             container.mux(packet)
 
 
-def _encode_x26x(frames: np.ndarray, path: Path, fps: int, *, codec: str, pix_fmt: str, crf: int, gop: int,
-                 bframes: int) -> None:
+def _encode_x26x(frames: np.ndarray, path: Path, fps: int, *, codec: str, pix_fmt: str, crf: int, gop: int, bframes: int) -> None:
     if codec == "hevc":
         # cu-tree off and a CTU that fits twice: x265 corrupts its heap on small frames otherwise
         # (lerobot_shards.packer.shard.members.EncodeSettings.options).
@@ -141,9 +150,10 @@ def concatenate_by_stream_copy(inputs: Sequence[Path], output: Path) -> None:
         listing = Path(tmp) / "list.ffconcat"
         listing.write_text("ffconcat version 1.0\n" + "".join(f"file '{p.resolve()}'\n" for p in inputs))
         staged = Path(tmp) / "out.mp4"
-        with av.open(str(listing), "r", format="concat", options={"safe": "0"}) as source, av.open(
-            str(staged), "w", options={"movflags": "faststart"}
-        ) as sink:
+        with (
+            av.open(str(listing), "r", format="concat", options={"safe": "0"}) as source,
+            av.open(str(staged), "w", options={"movflags": "faststart"}) as sink,
+        ):
             mapping = {}
             for stream in source.streams:
                 if stream.type == "video":
@@ -157,8 +167,9 @@ def concatenate_by_stream_copy(inputs: Sequence[Path], output: Path) -> None:
         shutil.move(str(staged), str(output))
 
 
-def tiny_member(frames: int, height: int = 16, width: int = 16, *, fps: int = 30, gop: int = 1, step: int = 37,
-                crf: int = 30) -> bytes:
+def tiny_member(
+    frames: int, height: int = 16, width: int = 16, *, fps: int = 30, gop: int = 1, step: int = 37, crf: int = 30
+) -> bytes:
     """A self-contained h264 mp4 of ``frames`` uniformly gray frames (frame i at level
     ``i * step % 256``; closed GOPs of ``gop``, no B-frames; samples before ``moov``): a valid
     member for tiny synthetic packs (``write_tabular_pack(camera=...)``), and a source whose

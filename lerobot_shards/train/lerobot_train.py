@@ -56,8 +56,12 @@ _PREFIX = "--shards."
 
 
 # Reading options the trainer's own flags set: not --shards.* flags.
-TRAINER_SETS = {"seed": "--seed", "return_uint8": "(the trainer divides frames by 255)", "tolerance_s": "--tolerance_s",
-                "decoder": "--dataset.video_backend"}
+TRAINER_SETS = {
+    "seed": "--seed",
+    "return_uint8": "(the trainer divides frames by 255)",
+    "tolerance_s": "--tolerance_s",
+    "decoder": "--dataset.video_backend",
+}
 
 
 @describe_options
@@ -70,9 +74,13 @@ class ShardsOptions:
     """
 
     reading: dict = field(default_factory=dict)
-    log_samples: str | None = option(None, help=(
-        "Write each batch's index/episode_index (and dataset_index for a mixture) as the trainer receives it, one "
-        "JSON line per batch, to this path with .rank<R> appended (to check what was trained on)."))
+    log_samples: str | None = option(
+        None,
+        help=(
+            "Write each batch's index/episode_index (and dataset_index for a mixture) as the trainer receives it, one "
+            "JSON line per batch, to this path with .rank<R> appended (to check what was trained on)."
+        ),
+    )
     allow_untested_lerobot: bool = option(False, help="Run on a LeRobot version not in TESTED_LEROBOT.")
 
     def __post_init__(self) -> None:
@@ -127,7 +135,7 @@ def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
         if not arg.startswith(_PREFIX):
             rest.append(arg)
             continue
-        name, sep, raw = arg[len(_PREFIX):].partition("=")
+        name, sep, raw = arg[len(_PREFIX) :].partition("=")
         if not sep:
             if not args:
                 raise ArgumentError(f"{arg} needs a value")
@@ -202,9 +210,13 @@ class TrainLoader:
             stage = DecodeStage(decode_device)
         self.data = data
         self.loader = BatchLoader(
-            data.dataset, batch_size=int(data_loader.batch_size), num_workers=int(data_loader.num_workers),
-            pin_memory=bool(data_loader.pin_memory), multiprocessing_context=data_loader.multiprocessing_context,
-            drop_last=bool(data_loader.drop_last), decode_stage=stage,
+            data.dataset,
+            batch_size=int(data_loader.batch_size),
+            num_workers=int(data_loader.num_workers),
+            pin_memory=bool(data_loader.pin_memory),
+            multiprocessing_context=data_loader.multiprocessing_context,
+            drop_last=bool(data_loader.drop_last),
+            decode_stage=stage,
         )
         self.epoch = 0
         if data.resume_state is not None:
@@ -228,7 +240,10 @@ class TrainLoader:
             for key in LANGUAGE_COLUMNS:  # LeRobot's own collate (lerobot_collate_fn) leaves them out of batches
                 batch.pop(key, None)
             if self._log is not None:
-                record = {"epoch": self.epoch, **{k: batch[k].tolist() for k in ("dataset_index", "episode_index", "index") if k in batch}}
+                record = {
+                    "epoch": self.epoch,
+                    **{k: batch[k].tolist() for k in ("dataset_index", "episode_index", "index") if k in batch},
+                }
                 self._log.write(json.dumps(record) + "\n")
             yield batch
         self.epoch += 1
@@ -258,18 +273,23 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
 
     root = cfg.dataset.root
     if not root:
-        raise LeRobotTrainError("lerobot-shards train reads --dataset.root: a pack's root or a mixture.json (local or a bucket URL)")
+        raise LeRobotTrainError(
+            "lerobot-shards train reads --dataset.root: a pack's root or a mixture.json (local or a bucket URL)"
+        )
     root = str(root)
     if getattr(cfg.dataset, "eval_split", 0.0):
         raise LeRobotTrainError("--dataset.eval_split is not supported on packed data: pack the held-out episodes apart")
     read = options.read_options(
-        seed=int(cfg.seed or 0), return_uint8=True,
+        seed=int(cfg.seed or 0),
+        return_uint8=True,
         image_transforms=ImageTransforms(cfg.dataset.image_transforms) if cfg.dataset.image_transforms.enable else None,
         decoder=cfg.dataset.video_backend if cfg.dataset.video_backend in decoder_names() else "auto",
     )
     mixture = root.endswith(".json")
     if mixture and cfg.dataset.episodes is not None:
-        raise LeRobotTrainError("--dataset.episodes selects episodes of one pack; a mixture's are chosen by `mixture create --where`")
+        raise LeRobotTrainError(
+            "--dataset.episodes selects episodes of one pack; a mixture's are chosen by `mixture create --where`"
+        )
     # The windows need the features and fps: open once without them, then with them.
     probe = MixtureDataset(root, options=read) if mixture else PackedDataset(root, episodes=cfg.dataset.episodes, options=read)
     delta = resolve_delta_timestamps(cfg.trainable_config, probe.meta)
@@ -278,8 +298,9 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
     elif mixture:
         dataset = MixtureDataset(root, delta_timestamps=delta, options=replace(read, tolerance_s=cfg.tolerance_s))
     else:
-        dataset = PackedDataset(root, episodes=cfg.dataset.episodes, delta_timestamps=delta,
-                                options=replace(read, tolerance_s=cfg.tolerance_s))
+        dataset = PackedDataset(
+            root, episodes=cfg.dataset.episodes, delta_timestamps=delta, options=replace(read, tolerance_s=cfg.tolerance_s)
+        )
     if cfg.dataset.use_imagenet_stats:
         meta = dataset.meta
         for key in meta.camera_keys:
@@ -304,9 +325,12 @@ def read_state_file(path: Path) -> dict:
     Raises:
         LeRobotTrainError: anything else, in one line naming the file.
     """
+
     def bad(why: str) -> LeRobotTrainError:
-        return LeRobotTrainError(f"{path}: not a loader state lerobot-shards train wrote ({why}); resume from a checkpoint "
-                                 "this trainer saved, or start a new run")
+        return LeRobotTrainError(
+            f"{path}: not a loader state lerobot-shards train wrote ({why}); resume from a checkpoint "
+            "this trainer saved, or start a new run"
+        )
 
     try:
         if path.stat().st_size > MAX_RECORD_BYTES:
@@ -400,8 +424,7 @@ def resume_options(argv: list[str], given: dict[str, Any]) -> ShardsOptions:
             taken[name] = known[name].parse_text(_flag_text(value), spelled=f"{path}: {name}")
         except ArgumentError as err:
             raise LeRobotTrainError(f"{err}; the checkpoint's loader state is malformed") from None
-    differ = [name for name in NOT_FROM_CHECKPOINT
-              if name in taken and taken[name] != given.get(name, known[name].default)]
+    differ = [name for name in NOT_FROM_CHECKPOINT if name in taken and taken[name] != given.get(name, known[name].default)]
     if differ:
         shown = {name: (sorted(taken[name]) if isinstance(taken[name], dict) else taken[name]) for name in differ}
         raise LeRobotTrainError(
@@ -445,13 +468,19 @@ def shards_help() -> str:
     """The ``--shards.*`` flags with their defaults and help, as ``--help`` prints them."""
     import textwrap
 
-    lines = ["lerobot-shards train: LeRobot's lerobot-train on a pack (--dataset.root=PACK) or a mixture "
-             "(--dataset.root=MIXTURE.json); every lerobot-train flag as is, and these of our own:", ""]
+    lines = [
+        "lerobot-shards train: LeRobot's lerobot-train on a pack (--dataset.root=PACK) or a mixture "
+        "(--dataset.root=MIXTURE.json); every lerobot-train flag as is, and these of our own:",
+        "",
+    ]
     for name, f in known_flags().items():
-        value = f.spec.metavar or ("true|false" if f.base_type is bool else "|".join(map(str, f.choices)) if f.choices
-                                   else f.base_type.__name__.upper())
+        value = f.spec.metavar or (
+            "true|false" if f.base_type is bool else "|".join(map(str, f.choices)) if f.choices else f.base_type.__name__.upper()
+        )
         lines.append(f"  {_PREFIX}{name}={value}")
-        lines += textwrap.wrap(f"{f.spec.help} (default: {f.default!r})", width=96, initial_indent=" " * 6, subsequent_indent=" " * 6)
+        lines += textwrap.wrap(
+            f"{f.spec.help} (default: {f.default!r})", width=96, initial_indent=" " * 6, subsequent_indent=" " * 6
+        )
     return "\n".join(lines)
 
 

@@ -26,7 +26,9 @@ def dataset_fps(root: str) -> int:
 
 
 def main(root: str) -> None:
-    dataset = PackedDataset(root, decode_device="cpu", seed=0, delta_timestamps={"observation.images.top": [-1 / dataset_fps(root), 0.0]})
+    dataset = PackedDataset(
+        root, decode_device="cpu", seed=0, delta_timestamps={"observation.images.top": [-1 / dataset_fps(root), 0.0]}
+    )
     loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=1, collate_fn=collate)
     batches = DecodeStage("cpu").wrap(loader, ahead=2)
     KEPT.append(batches)

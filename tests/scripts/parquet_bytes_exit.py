@@ -29,7 +29,16 @@ def read_all(data: bytes, python_owned: bool) -> int:
     for group in range(metadata.num_row_groups):
         offset, nbytes = row_group_span(metadata, group)
         chunk = data[offset : offset + nbytes]
-        table = decode_row_group(metadata, group, chunk, offset=offset, sha256=sha256_hex(chunk), file_size=len(data), single_episode=False, where="child")
+        table = decode_row_group(
+            metadata,
+            group,
+            chunk,
+            offset=offset,
+            sha256=sha256_hex(chunk),
+            file_size=len(data),
+            single_episode=False,
+            where="child",
+        )
         rows -= table.num_rows
     assert rows == 0
     return metadata.num_rows

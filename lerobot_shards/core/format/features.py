@@ -130,7 +130,19 @@ def check_depth_features(features: Mapping[str, Any], *, where: str) -> dict[str
 
 
 __all__ = [
-    "DEPTH_QMAX", "DEPTH_UNITS", "LANGUAGE_COLUMNS", "LANGUAGE_EVENTS", "LANGUAGE_FIELDS", "LANGUAGE_PERSISTENT",
-    "MM_PER_METRE", "DepthQuantization", "camera_keys_of", "check_depth_features", "depth_keys_of", "image_keys_of",
-    "is_depth_feature", "language_keys_of", "video_keys_of",
+    "DEPTH_QMAX",
+    "DEPTH_UNITS",
+    "LANGUAGE_COLUMNS",
+    "LANGUAGE_EVENTS",
+    "LANGUAGE_FIELDS",
+    "LANGUAGE_PERSISTENT",
+    "MM_PER_METRE",
+    "DepthQuantization",
+    "camera_keys_of",
+    "check_depth_features",
+    "depth_keys_of",
+    "image_keys_of",
+    "is_depth_feature",
+    "language_keys_of",
+    "video_keys_of",
 ]

@@ -55,16 +55,21 @@ def open_image(data: bytes, *, max_elements: int, where: str, load: bool = True)
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=IMAGE_FORMATS)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-        raise FormatError(f"{where}: a picture whose header claims more pixels than Pillow decodes ({str(err)[:120]}); "
-                          f"its feature's shape allows {max_elements:,} values") from None
-    except Exception as err:  # noqa: BLE001 - Pillow raises many types for foreign bytes
-        raise FormatError(f"{where}: not an image Pillow opens as {'/'.join(IMAGE_FORMATS)} "
-                          f"({type(err).__name__}: {str(err)[:120]})") from None
+        raise FormatError(
+            f"{where}: a picture whose header claims more pixels than Pillow decodes ({str(err)[:120]}); "
+            f"its feature's shape allows {max_elements:,} values"
+        ) from None
+    except Exception as err:
+        raise FormatError(
+            f"{where}: not an image Pillow opens as {'/'.join(IMAGE_FORMATS)} ({type(err).__name__}: {str(err)[:120]})"
+        ) from None
     width, height = image.size
     bands = len(image.getbands())
     if width * height > MAX_FRAME_PIXELS or width * height * bands > max_elements:
-        raise FormatError(f"{where}: a {image.format} image of {height}x{width}x{bands} values; its feature's shape allows "
-                          f"{max_elements:,} values")
+        raise FormatError(
+            f"{where}: a {image.format} image of {height}x{width}x{bands} values; its feature's shape allows "
+            f"{max_elements:,} values"
+        )
     if not load:
         return image
     try:
@@ -72,7 +77,7 @@ def open_image(data: bytes, *, max_elements: int, where: str, load: bool = True)
         # Orientation as datasets.Image: only when the tag is there (exif_transpose copies).
         if image.getexif().get(_EXIF_ORIENTATION) is not None:
             image = ImageOps.exif_transpose(image)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         raise DecodeError(f"{where}: cannot decode the {image.format} image ({type(err).__name__}: {str(err)[:120]})") from None
     return image
 

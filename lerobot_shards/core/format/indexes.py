@@ -174,14 +174,25 @@ def _parse_episodes_index(data: bytes, manifest: Manifest, where: str, with_task
     if episodes > MAX_DATASET_EPISODES:
         raise FormatError(f"{where}: the manifest records {episodes} episodes, more than the {MAX_DATASET_EPISODES} allowed")
     budget = episodes_index_budget(manifest.video_keys, rows=episodes, encoded=len(data))
-    reader = read_bounded_columns(data, where=where, rows=episodes, rows_expected=f"the manifest records {episodes} episodes",
-                                  max_rows=MAX_DATASET_EPISODES, budget=budget)
+    reader = read_bounded_columns(
+        data,
+        where=where,
+        rows=episodes,
+        rows_expected=f"the manifest records {episodes} episodes",
+        max_rows=MAX_DATASET_EPISODES,
+        budget=budget,
+    )
     found = {f.name: f.type for f in reader.schema}
-    wrong = {k: (str(found[k]) if k in found else None, str(expected.field(k).type)) for k in columns
-             if found.get(k) != expected.field(k).type}
+    wrong = {
+        k: (str(found[k]) if k in found else None, str(expected.field(k).type))
+        for k in columns
+        if found.get(k) != expected.field(k).type
+    }
     extra = sorted(set(found) - set(expected.names))
     if wrong or extra:
-        raise FormatError(f"{where}: columns differ from the format: expected/found {wrong}" + (f", unexpected {extra}" if extra else ""))
+        raise FormatError(
+            f"{where}: columns differ from the format: expected/found {wrong}" + (f", unexpected {extra}" if extra else "")
+        )
     return _table(_IndexColumns(reader, where), manifest, where, with_tasks=with_tasks)
 
 
@@ -255,7 +266,9 @@ _HEX_ROWS = 1 << 16
 # An honest episodes index: this much per episode, and this much per camera member.
 # Strings at most a digest's 64 hex digits (codec names are shorter); task lists are left out.
 _EPISODE_ROW_BYTES = row_bytes((f for f in episodes_index_schema([]) if f.name != "tasks"), string_bytes=64)
-_MEMBER_ROW_BYTES = row_bytes(episodes_index_schema(["camera"]), string_bytes=64) - row_bytes(episodes_index_schema([]), string_bytes=64)
+_MEMBER_ROW_BYTES = row_bytes(episodes_index_schema(["camera"]), string_bytes=64) - row_bytes(
+    episodes_index_schema([]), string_bytes=64
+)
 # The honest index at the format's maxima (tasks aside): the most one may decode to.
 MAX_EPISODES_INDEX_BYTES = MAX_DATASET_EPISODES * _EPISODE_ROW_BYTES + MAX_DATASET_MEMBERS * _MEMBER_ROW_BYTES
 
@@ -273,10 +286,14 @@ def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int)
     cost is what an honest index of that count is."""
     honest = min(MAX_EPISODES_INDEX_BYTES, rows * (_EPISODE_ROW_BYTES + len(video_keys) * _MEMBER_ROW_BYTES))
     tasks = rows * INDEX_TASKS_PER_EPISODE * value_bytes(0, 1, strings=True)
-    return Budget(max_bytes=honest + tasks, values_per_row={"tasks": MAX_EPISODE_TASKS},
-                  backed={video_column(key, "sha256"): MIN_DIGEST_BYTES for key in video_keys},
-                  dictionary_chunk_bytes=INDEX_DICTIONARY_CHUNK_BYTES, min_group_rows=INDEX_MIN_GROUP_ROWS,
-                  expanding={"tasks": TEXT_EXPANSION})
+    return Budget(
+        max_bytes=honest + tasks,
+        values_per_row={"tasks": MAX_EPISODE_TASKS},
+        backed={video_column(key, "sha256"): MIN_DIGEST_BYTES for key in video_keys},
+        dictionary_chunk_bytes=INDEX_DICTIONARY_CHUNK_BYTES,
+        min_group_rows=INDEX_MIN_GROUP_ROWS,
+        expanding={"tasks": TEXT_EXPANSION},
+    )
 
 
 def check_task_lists(tasks: pa.ChunkedArray, *, where: str) -> None:
@@ -387,16 +404,27 @@ class EpisodeTable(Sequence):
             return self.take(np.arange(len(self))[position])
         i = range(len(self))[position]  # IndexError, negative positions as a list's
         cameras = {
-            key: CameraMember(offset=int(self.member_offset[i, k]), size=int(self.member_size[i, k]),
-                              frames=int(self.member_frames[i, k]), sha256=self.member_sha256[i, k].tobytes().hex(),
-                              codec=VIDEO_CODECS[int(self.member_codec[i, k])])
+            key: CameraMember(
+                offset=int(self.member_offset[i, k]),
+                size=int(self.member_size[i, k]),
+                frames=int(self.member_frames[i, k]),
+                sha256=self.member_sha256[i, k].tobytes().hex(),
+                codec=VIDEO_CODECS[int(self.member_codec[i, k])],
+            )
             for k, key in enumerate(self.video_keys)
         }
         return EpisodeEntry(
-            episode_index=int(self.episode_index[i]), shard=int(self.shard[i]), length=int(self.length[i]),
-            dataset_from_index=int(self.dataset_from_index[i]), row_start=int(self.row_start[i]),
-            row_group=RowGroupRef(int(self.row_group[i]), int(self.row_group_offset[i]), int(self.row_group_bytes[i]),
-                                  self.row_group_sha256[i].tobytes().hex()),
+            episode_index=int(self.episode_index[i]),
+            shard=int(self.shard[i]),
+            length=int(self.length[i]),
+            dataset_from_index=int(self.dataset_from_index[i]),
+            row_start=int(self.row_start[i]),
+            row_group=RowGroupRef(
+                int(self.row_group[i]),
+                int(self.row_group_offset[i]),
+                int(self.row_group_bytes[i]),
+                self.row_group_sha256[i].tobytes().hex(),
+            ),
             tasks=tuple(self.tasks[i].as_py() or ()) if self.tasks is not None else (),
             cameras=cameras,
         )
@@ -446,7 +474,9 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
         raise FormatError(f"{where}: episode {int(episode[np.argmax(length < 0)])} has a negative length")
     if n and (length > MAX_EPISODE_FRAMES).any():
         bad = int(np.argmax(length > MAX_EPISODE_FRAMES))
-        raise FormatError(f"{where}: episode {int(episode[bad])} has {int(length[bad])} frames; at most {MAX_EPISODE_FRAMES} are allowed")
+        raise FormatError(
+            f"{where}: episode {int(episode[bad])} has {int(length[bad])} frames; at most {MAX_EPISODE_FRAMES} are allowed"
+        )
     per_shard_counts = np.bincount(shard, minlength=len(shards))
     per_shard_frames = np.bincount(shard, weights=length, minlength=len(shards)).astype(np.int64)
     for s in shards:
@@ -499,8 +529,10 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
         out = (offset[:, k] < _TAR_BLOCK) | (size[:, k] < 0) | (offset[:, k] + size[:, k] > tar_bytes)
         if out.any():
             i = int(np.argmax(out))
-            raise FormatError(f"{label % int(episode[i])}: member [{int(offset[i, k])}, {int(offset[i, k] + size[i, k])}) lies "
-                              f"outside {shards[int(shard[i])].name}.tar ({int(tar_bytes[i])} bytes)")
+            raise FormatError(
+                f"{label % int(episode[i])}: member [{int(offset[i, k])}, {int(offset[i, k] + size[i, k])}) lies "
+                f"outside {shards[int(shard[i])].name}.tar ({int(tar_bytes[i])} bytes)"
+            )
         frames[:, k] = columns.numbers(video_column(key, "frames"))
         wrong = (frames[:, k] < np.minimum(1, length)) | (frames[:, k] > length)
         if wrong.any():
@@ -523,16 +555,28 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
         check_task_lists(tasks, where=f"{where}: column tasks")
         tasks = tasks.combine_chunks()
     return EpisodeTable(
-        video_keys=tuple(keys), episode_index=episode, shard=shard, length=length,
-        dataset_from_index=from_index, row_start=row_start, row_group=group,
-        row_group_offset=group_offset, row_group_bytes=group_bytes, row_group_sha256=group_sha,
-        member_offset=offset, member_size=size, member_frames=frames,
-        member_codec=codec, member_sha256=sha, tasks=tasks,
+        video_keys=tuple(keys),
+        episode_index=episode,
+        shard=shard,
+        length=length,
+        dataset_from_index=from_index,
+        row_start=row_start,
+        row_group=group,
+        row_group_offset=group_offset,
+        row_group_bytes=group_bytes,
+        row_group_sha256=group_sha,
+        member_offset=offset,
+        member_size=size,
+        member_frames=frames,
+        member_codec=codec,
+        member_sha256=sha,
+        tasks=tasks,
     )
 
 
-def _check_members_disjoint(shard: np.ndarray, offset: np.ndarray, size: np.ndarray, episode: np.ndarray, manifest: Manifest,
-                            where: str) -> None:
+def _check_members_disjoint(
+    shard: np.ndarray, offset: np.ndarray, size: np.ndarray, episode: np.ndarray, manifest: Manifest, where: str
+) -> None:
     """Members of a shard never overlap (a reader trusts each range to be its own member)."""
     if not offset.size:
         return
@@ -543,8 +587,10 @@ def _check_members_disjoint(shard: np.ndarray, offset: np.ndarray, size: np.ndar
     if overlap.any():
         i = int(np.argmax(overlap))
         first, second = int(episode[owner[order][i]]), int(episode[owner[order][i + 1]])
-        raise FormatError(f"{where}: members of episodes {first} and {second} overlap in "
-                          f"{manifest.shards[int(member_shard[order][i])].name}.tar")
+        raise FormatError(
+            f"{where}: members of episodes {first} and {second} overlap in "
+            f"{manifest.shards[int(member_shard[order][i])].name}.tar"
+        )
 
 
 __all__ = [

@@ -105,7 +105,9 @@ class ShardEntry:
             raise FormatError(f"{where}: shard {index} must be named {shard_name(index)!r}, found {name[:80]!r}")
         parquet_bytes = f.int("parquet_bytes", hi=_MAX_SIZE)
         footer = f.obj("parquet_footer")
-        entry = FooterEntry(footer.int("offset", hi=_MAX_SIZE), footer.int("bytes", lo=12, hi=MAX_FOOTER_BYTES), footer.sha256("sha256"))
+        entry = FooterEntry(
+            footer.int("offset", hi=_MAX_SIZE), footer.int("bytes", lo=12, hi=MAX_FOOTER_BYTES), footer.sha256("sha256")
+        )
         if entry.offset + entry.bytes != parquet_bytes:
             raise FormatError(
                 f"{where}: parquet_footer [{entry.offset}, {entry.offset + entry.bytes}) must end the "
@@ -219,7 +221,9 @@ class Manifest:
             )
         recorded = data.get(CONTENT_DIGEST_FIELD)
         if not is_sha256_hex(recorded):
-            raise FormatError(f"{where}: field {CONTENT_DIGEST_FIELD!r} must be a sha256 hex digest, found {str(recorded)[:80]!r}")
+            raise FormatError(
+                f"{where}: field {CONTENT_DIGEST_FIELD!r} must be a sha256 hex digest, found {str(recorded)[:80]!r}"
+            )
         if content_sha256(data) != recorded:
             raise IntegrityError(f"{where}: content does not match its {CONTENT_DIGEST_FIELD} (damaged after packing)")
         f = Fields(data, where)
@@ -251,8 +255,10 @@ class Manifest:
         _check_depth(manifest, where)
         members = manifest.totals["episodes"] * len(video_keys)
         if members > MAX_DATASET_MEMBERS:
-            raise FormatError(f"{where}: {manifest.totals['episodes']} episodes x {len(video_keys)} cameras = {members} members, "
-                              f"more than the {MAX_DATASET_MEMBERS} a dataset may hold")
+            raise FormatError(
+                f"{where}: {manifest.totals['episodes']} episodes x {len(video_keys)} cameras = {members} members, "
+                f"more than the {MAX_DATASET_MEMBERS} a dataset may hold"
+            )
         return manifest
 
     def file(self, rel: str) -> FileEntry:
@@ -288,9 +294,11 @@ def _check_depth(manifest: Manifest, where: str) -> None:
     lossy = manifest.options.get("video") != "copy" or manifest.extra.get("reencoded_episodes")
     recoded = [k for k in depth if k in manifest.video_keys]
     if manifest.format_version == 2 and recoded and lossy:
-        raise FormatError(f"{where}: format 2 with depth cameras {recoded} that its packer may have re-encoded as 8-bit "
-                          "colour (their depth values are not in the pack); re-pack the source with this version: "
-                          "lerobot-shards pack SRC NEW_DST")
+        raise FormatError(
+            f"{where}: format 2 with depth cameras {recoded} that its packer may have re-encoded as 8-bit "
+            "colour (their depth values are not in the pack); re-pack the source with this version: "
+            "lerobot-shards pack SRC NEW_DST"
+        )
 
 
 # -- field validators -----------------------------------------------------------------------------
@@ -336,7 +344,9 @@ def check_feature_shape(dtype: str, shape: list, *, where: str) -> None:
     for dim in shape:
         elements *= dim if dim is not None else 1
     if elements > MAX_FEATURE_ELEMENTS:
-        raise FormatError(f"{where}: shape {str(shape)[:80]} holds {elements} values per frame; at most {MAX_FEATURE_ELEMENTS} are allowed")
+        raise FormatError(
+            f"{where}: shape {str(shape)[:80]} holds {elements} values per frame; at most {MAX_FEATURE_ELEMENTS} are allowed"
+        )
 
 
 def _options(f: Fields) -> dict[str, Any]:
@@ -365,7 +375,7 @@ def _files(f: Fields) -> dict[str, FileEntry]:
     files: dict[str, FileEntry] = {}
     for rel, value in f.data.items():
         safe_relative_path(rel, where=f.where)
-        if not (rel.startswith(f"{META_DIR}/") or rel.startswith(f"{INDEX_DIR}/")):
+        if not rel.startswith((f"{META_DIR}/", f"{INDEX_DIR}/")):
             raise FormatError(f"{f.where}: {rel[:200]!r} is not under {META_DIR}/ or {INDEX_DIR}/")
         entry = Fields(value, f"{f.where}[{rel!r}]")
         files[rel] = FileEntry(entry.int("bytes", hi=_MAX_SIZE), entry.sha256("sha256"))

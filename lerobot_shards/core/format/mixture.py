@@ -81,7 +81,9 @@ class FeatureInfo:
         if not isinstance(dtype, str) or not dtype:
             raise MixtureSpecError(f"{where}: field 'dtype' must be a non-empty string, got {dtype!r}")
         if not isinstance(shape, (list, tuple)) or len(shape) > MAX_FEATURE_DIMS or not all(_is_int(s) and s >= 0 for s in shape):
-            raise MixtureSpecError(f"{where}: field 'shape' must be a list of at most {MAX_FEATURE_DIMS} ints >= 0, got {str(shape)[:200]}")
+            raise MixtureSpecError(
+                f"{where}: field 'shape' must be a list of at most {MAX_FEATURE_DIMS} ints >= 0, got {str(shape)[:200]}"
+            )
         try:
             check_feature_shape(dtype, list(shape), where=where)
         except FormatError as err:
@@ -92,7 +94,9 @@ class FeatureInfo:
         if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
             names = None
         depth = data.get("depth") is True or is_depth_feature(data)
-        return cls(dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None, depth=depth)
+        return cls(
+            dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None, depth=depth
+        )
 
 
 def _reader_dtype(kinds: set[str]) -> str | None:
@@ -209,8 +213,20 @@ class MixtureEntry:
         return {**out, **dict(self.extra)}
 
 
-_ENTRY_FIELDS = ("name", "path", "anchors", "episodes", "fps", "features", "video_keys", "weight", "where", "manifest_sha256",
-                 "tolerance_s", "key_map")
+_ENTRY_FIELDS = (
+    "name",
+    "path",
+    "anchors",
+    "episodes",
+    "fps",
+    "features",
+    "video_keys",
+    "weight",
+    "where",
+    "manifest_sha256",
+    "tolerance_s",
+    "key_map",
+)
 
 
 def check_key_map(key_map: Any, features: Collection[str], *, where: str) -> dict[str, str | None]:
@@ -222,8 +238,9 @@ def check_key_map(key_map: Any, features: Collection[str], *, where: str) -> dic
         MixtureSpecError: names the entry and what is wrong.
     """
     if not isinstance(key_map, Mapping):
-        raise MixtureSpecError(f"{where}: field 'key_map' must be an object {{source key: mixture key or null}}, "
-                               f"got {type(key_map).__name__}")
+        raise MixtureSpecError(
+            f"{where}: field 'key_map' must be an object {{source key: mixture key or null}}, got {type(key_map).__name__}"
+        )
     if len(key_map) > len(features):
         raise MixtureSpecError(f"{where}: key_map has {len(key_map)} entries for {len(features)} features")
     out: dict[str, str | None] = {}
@@ -274,14 +291,17 @@ class MixtureSpec:
         if not self.datasets:
             raise MixtureSpecError(f"{MIXTURE_FILE}: a mixture needs at least one dataset")
         if self.version < KEY_MAP_VERSION and any(d.key_map for d in self.datasets):
-            raise MixtureSpecError(f"{MIXTURE_FILE}: key maps need version {KEY_MAP_VERSION} (a version-{self.version} reader "
-                                   "would ignore them)")
+            raise MixtureSpecError(
+                f"{MIXTURE_FILE}: key maps need version {KEY_MAP_VERSION} (a version-{self.version} reader would ignore them)"
+            )
         if len(self.datasets) > MAX_MIXTURE_DATASETS:
             raise MixtureSpecError(f"{MIXTURE_FILE}: {len(self.datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
         episodes, members = sum(d.episodes for d in self.datasets), self.members
         if episodes > MAX_MIXTURE_EPISODES or members > MAX_MIXTURE_MEMBERS:
-            raise MixtureSpecError(f"{MIXTURE_FILE}: {episodes} episodes with {members} camera members; a mixture holds at most "
-                                   f"{MAX_MIXTURE_EPISODES} episodes and {MAX_MIXTURE_MEMBERS} members (split it into several)")
+            raise MixtureSpecError(
+                f"{MIXTURE_FILE}: {episodes} episodes with {members} camera members; a mixture holds at most "
+                f"{MAX_MIXTURE_EPISODES} episodes and {MAX_MIXTURE_MEMBERS} members (split it into several)"
+            )
         if sum(self.weights()) <= 0:
             raise MixtureSpecError(f"{MIXTURE_FILE}: the weights sum to 0; at least one dataset needs a positive weight")
 
@@ -386,9 +406,7 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
     label = f"{where}: datasets[{i}] ({name!r})"
     missing = [f for f in ("path", "anchors", "episodes", "fps", "features", "video_keys") if f not in item]
     if missing:
-        raise MixtureSpecError(
-            f"{label}: missing field(s) {missing}; write the file with `lerobot-shards mixture create`"
-        )
+        raise MixtureSpecError(f"{label}: missing field(s) {missing}; write the file with `lerobot-shards mixture create`")
 
     def check(field_name: str, ok: bool, expected: str) -> Any:
         if not ok:
@@ -420,8 +438,11 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
     check("where", where_filter is None or isinstance(where_filter, str), "a SQL predicate string or absent")
     pin = item.get("manifest_sha256")
     if version >= 2 or pin is not None:
-        check("manifest_sha256", isinstance(pin, str) and pin.startswith("sha256:") and is_sha256_hex(pin[7:]),
-              "'sha256:' and 64 hex digits")
+        check(
+            "manifest_sha256",
+            isinstance(pin, str) and pin.startswith("sha256:") and is_sha256_hex(pin[7:]),
+            "'sha256:' and 64 hex digits",
+        )
     tolerance = item.get("tolerance_s")
     check("tolerance_s", tolerance is None or (_is_number(tolerance) and 0 <= tolerance < 1), "a number in [0, 1) or absent")
     key_map = {}
@@ -431,9 +452,19 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
         key_map = check_key_map(item["key_map"], features, where=label)
     extra = {k: v for k, v in item.items() if k not in _ENTRY_FIELDS}
     return MixtureEntry(
-        name=name, path=path, anchors=int(anchors), episodes=int(episodes), fps=int(fps), features=features,
-        video_keys=tuple(video_keys), weight=float(weight), where=where_filter, manifest_sha256=pin,
-        tolerance_s=None if tolerance is None else float(tolerance), key_map=key_map, extra=extra,
+        name=name,
+        path=path,
+        anchors=int(anchors),
+        episodes=int(episodes),
+        fps=int(fps),
+        features=features,
+        video_keys=tuple(video_keys),
+        weight=float(weight),
+        where=where_filter,
+        manifest_sha256=pin,
+        tolerance_s=None if tolerance is None else float(tolerance),
+        key_map=key_map,
+        extra=extra,
     )
 
 
@@ -450,7 +481,7 @@ def resolve_dataset_path(mixture_path: str, path: str, *, allow_remote: bool = F
         MixtureSpecError: a path that leaves the mixture's directory (``..``), or an absolute
             path or URL without ``allow_remote``.
     """
-    if "://" in path or path.startswith("/") or path.startswith("~"):
+    if "://" in path or path.startswith(("/", "~")):
         if not allow_remote:
             raise MixtureSpecError(
                 f"{mixture_path}: dataset path {path[:200]!r} is absolute or a URL; mixture paths must be relative to "

@@ -198,9 +198,13 @@ def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: i
     per_list = {field.name: max(cameras, 1) for field in EPISODES_SCHEMA if field.name.startswith("member_")}
     if name == "episodes":
         honest = min(MAX_EPISODES_TABLE_BYTES, rows * EPISODE_ROW_BYTES + max(members, rows) * MEMBER_BYTES)
-        return Budget(max_bytes=honest, values_per_row=per_list,
-                      backed={"member_sha256": MIN_DIGEST_BYTES / max(duplicates, 1)},
-                      dictionary_chunk_bytes=INDEX_DICTIONARY_CHUNK_BYTES, min_group_rows=INDEX_MIN_GROUP_ROWS)
+        return Budget(
+            max_bytes=honest,
+            values_per_row=per_list,
+            backed={"member_sha256": MIN_DIGEST_BYTES / max(duplicates, 1)},
+            dictionary_chunk_bytes=INDEX_DICTIONARY_CHUNK_BYTES,
+            min_group_rows=INDEX_MIN_GROUP_ROWS,
+        )
     schema = _SCHEMAS.get(name)
     if schema is None:
         return Budget(values_per_row=per_list)

@@ -42,8 +42,9 @@ from lerobot_shards.core.format.limits import (
 # wherever it sits (libavformat/mov.c: mov_read_default on these). A sample table or an edit
 # list hidden in any of them (moov/udta, trak/udta, a sample entry) is honoured by FFmpeg: so
 # every one of them is walked, and a table anywhere but its place is refused.
-_CONTAINERS = frozenset({b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"dinf", b"udta", b"tref", b"sinf",
-                         b"schi", b"ilst", b"wave"})
+_CONTAINERS = frozenset(
+    {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"dinf", b"udta", b"tref", b"sinf", b"schi", b"ilst", b"wave"}
+)
 # Fragmented mp4: samples described outside moov's tables, which this check cannot bound.
 _FRAGMENTED = frozenset({b"moof", b"mvex", b"mfra", b"sidx", b"traf", b"trex", b"trun", b"tfhd", b"tfdt"})
 # Boxes FFmpeg turns into a movie (a compressed moov, QuickTime's 'hoov'): refused anywhere.
@@ -51,14 +52,46 @@ _MOVIES = frozenset({b"cmov", b"hoov"})
 _STBL = (b"moov", b"trak", b"mdia", b"minf", b"stbl")
 # Where each box that decides which bytes are which frame, and when, may sit (ISO 14496-12).
 _PLACES: dict[bytes, tuple[bytes, ...]] = {
-    b"moov": (), b"mvhd": (b"moov",), b"trak": (b"moov",), b"tkhd": (b"moov", b"trak"), b"edts": (b"moov", b"trak"),
-    b"elst": (b"moov", b"trak", b"edts"), b"mdia": (b"moov", b"trak"), b"mdhd": (b"moov", b"trak", b"mdia"),
-    b"hdlr": (b"moov", b"trak", b"mdia"), b"minf": (b"moov", b"trak", b"mdia"), b"stbl": (b"moov", b"trak", b"mdia", b"minf"),
-    **{kind: _STBL for kind in (b"stsd", b"stts", b"ctts", b"stsc", b"stsz", b"stz2", b"stco", b"co64", b"stss", b"stps",
-                                b"sdtp", b"sgpd", b"sbgp", b"cslg")},
+    b"moov": (),
+    b"mvhd": (b"moov",),
+    b"trak": (b"moov",),
+    b"tkhd": (b"moov", b"trak"),
+    b"edts": (b"moov", b"trak"),
+    b"elst": (b"moov", b"trak", b"edts"),
+    b"mdia": (b"moov", b"trak"),
+    b"mdhd": (b"moov", b"trak", b"mdia"),
+    b"hdlr": (b"moov", b"trak", b"mdia"),
+    b"minf": (b"moov", b"trak", b"mdia"),
+    b"stbl": (b"moov", b"trak", b"mdia", b"minf"),
+    **dict.fromkeys(
+        (
+            b"stsd",
+            b"stts",
+            b"ctts",
+            b"stsc",
+            b"stsz",
+            b"stz2",
+            b"stco",
+            b"co64",
+            b"stss",
+            b"stps",
+            b"sdtp",
+            b"sgpd",
+            b"sbgp",
+            b"cslg",
+        ),
+        _STBL,
+    ),
 }
-_VISUAL_ENTRIES = {b"avc1": "h264", b"avc3": "h264", b"hvc1": "hevc", b"hev1": "hevc", b"av01": "av1",
-                   b"vp09": "vp9", b"mp4v": "mpeg4"}
+_VISUAL_ENTRIES = {
+    b"avc1": "h264",
+    b"avc3": "h264",
+    b"hvc1": "hevc",
+    b"hev1": "hevc",
+    b"av01": "av1",
+    b"vp09": "vp9",
+    b"mp4v": "mpeg4",
+}
 # The box inside a sample entry that configures its decoder.
 _CONFIG_BOXES = {"h264": b"avcC", "hevc": b"hvcC", "av1": b"av1C", "vp9": b"vpcC"}
 # A visual sample entry's fixed fields before its child boxes (ISO 14496-12 8.5.2): 6 reserved,
@@ -224,8 +257,9 @@ def _meta_children(payload: memoryview) -> memoryview | None:
     return None
 
 
-def _walk(data: memoryview, where: str, *, path: tuple[bytes, ...] = (), top: bool = True,
-          misplaced: list | None = None) -> dict[bytes, list[memoryview]]:
+def _walk(
+    data: memoryview, where: str, *, path: tuple[bytes, ...] = (), top: bool = True, misplaced: list | None = None
+) -> dict[bytes, list[memoryview]]:
     """The boxes that describe the track where ISO 14496-12 puts them, by type (payloads),
     from a walk of every box FFmpeg reads as a container (bounded in count and depth). Boxes
     that decide the track's samples or timing found anywhere else are appended to
@@ -266,8 +300,15 @@ def _walk(data: memoryview, where: str, *, path: tuple[bytes, ...] = (), top: bo
     return found
 
 
-def _check_claims(tables: list[tuple[bytes, memoryview]], where: str, *, frames: int | None, max_samples: int | None,
-                  max_sample_bytes: int | None, size: str = "a frame") -> None:
+def _check_claims(
+    tables: list[tuple[bytes, memoryview]],
+    where: str,
+    *,
+    frames: int | None,
+    max_samples: int | None,
+    max_sample_bytes: int | None,
+    size: str = "a frame",
+) -> None:
     """Bound what sample size tables claim before anything is expanded: their sample counts
     (``max_samples``, or ``MAX_TRACK_SAMPLES`` without a recorded frame count) and their
     largest sample (``max_sample_bytes``). Reads only the tables' own bytes.
@@ -281,11 +322,14 @@ def _check_claims(tables: list[tuple[bytes, memoryview]], where: str, *, frames:
         constant = claimed.u32()
         count = claimed.u32()
         if frames is None and max_samples is not None and count > max_samples:
-            raise BoundExceededError(f"{where}: mp4 box {kind.decode()}: claims {count:,} samples; the file's episodes can use "
-                                     f"at most {max_samples:,}")
+            raise BoundExceededError(
+                f"{where}: mp4 box {kind.decode()}: claims {count:,} samples; the file's episodes can use at most {max_samples:,}"
+            )
         if frames is None and count > MAX_TRACK_SAMPLES:
-            raise BoundExceededError(f"{where}: mp4 box {kind.decode()}: claims {count:,} samples; at most "
-                                     f"{MAX_TRACK_SAMPLES:,} are read without a recorded frame count")
+            raise BoundExceededError(
+                f"{where}: mp4 box {kind.decode()}: claims {count:,} samples; at most "
+                f"{MAX_TRACK_SAMPLES:,} are read without a recorded frame count"
+            )
         if max_sample_bytes is None or kind != b"stsz":
             continue
         if constant == 0:
@@ -294,15 +338,19 @@ def _check_claims(tables: list[tuple[bytes, memoryview]], where: str, *, frames:
         else:
             largest = constant
         if largest > max_sample_bytes:
-            raise BoundExceededError(f"{where}: mp4 box {kind.decode()}: a sample of {largest:,} bytes; {size} is at most "
-                                     f"{max_sample_bytes:,} bytes compressed")
+            raise BoundExceededError(
+                f"{where}: mp4 box {kind.decode()}: a sample of {largest:,} bytes; {size} is at most "
+                f"{max_sample_bytes:,} bytes compressed"
+            )
 
 
 def _refuse_misplaced(misplaced: list, where: str) -> None:
     kind, parents, place, _ = misplaced[0]
     at = "/".join(p.decode("latin-1") for p in parents) or "the top level"
-    raise FormatError(f"{where}: mp4 box {kind.decode('latin-1')!r} inside {at}: FFmpeg would honour it there; "
-                      f"it belongs in {'/'.join(p.decode('latin-1') for p in place) or 'the top level'}")
+    raise FormatError(
+        f"{where}: mp4 box {kind.decode('latin-1')!r} inside {at}: FFmpeg would honour it there; "
+        f"it belongs in {'/'.join(p.decode('latin-1') for p in place) or 'the top level'}"
+    )
 
 
 def _one(found: dict[bytes, list[memoryview]], kind: bytes, where: str, *, required: bool = True) -> _Payload | None:
@@ -438,8 +486,9 @@ def _chunks(stsc: _Payload, offsets: np.ndarray, samples: int, sizes: np.ndarray
     return starts
 
 
-def trivial_edits(edits: tuple[tuple[int, int, float], ...], *, media_ticks: int, timescale: int, movie_timescale: int,
-                  shift: int = 0) -> bool:
+def trivial_edits(
+    edits: tuple[tuple[int, int, float], ...], *, media_ticks: int, timescale: int, movie_timescale: int, shift: int = 0
+) -> bool:
     """Whether an edit list changes nothing FFmpeg shows: none, or one edit at normal rate that
     starts at media time ``shift`` (the constant composition offset) and covers the media
     (to within one 1/1000 s)."""
@@ -451,8 +500,15 @@ def trivial_edits(edits: tuple[tuple[int, int, float], ...], *, media_ticks: int
     return media_time == shift and rate == 1.0 and duration / movie_timescale >= media_ticks / timescale - 1e-3
 
 
-def read_track(data: bytes | memoryview, *, where: str, frames: int | None = None, file_size: int | None = None,
-               max_samples: int | None = None, max_sample_bytes: int | None = None) -> Mp4Track:
+def read_track(
+    data: bytes | memoryview,
+    *,
+    where: str,
+    frames: int | None = None,
+    file_size: int | None = None,
+    max_samples: int | None = None,
+    max_sample_bytes: int | None = None,
+) -> Mp4Track:
     """Check a file's boxes and its one video track's sample tables and return them.
 
     ``data`` is the whole file, or only its ``moov`` box when ``file_size`` gives the size of
@@ -471,17 +527,27 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     file_bytes = len(view) if file_size is None else file_size
     misplaced: list = []
     found = _walk(view, where, misplaced=misplaced)
+
     # What any sample size table claims is bounded first, wherever it sits: a file refused for
     # a misplaced box goes to FFmpeg's demuxer, which would expand what it claims.
     def size_tables() -> list[tuple[bytes, memoryview]]:
-        return [(k, p) for k in (b"stsz", b"stz2") for p in found.get(k, [])] + [(k, p) for k, _, _, p in misplaced
-                                                                                 if k in (b"stsz", b"stz2")]
+        return [(k, p) for k in (b"stsz", b"stz2") for p in found.get(k, [])] + [
+            (k, p) for k, _, _, p in misplaced if k in (b"stsz", b"stz2")
+        ]
 
     # Before the sample entry is read (its size bounds a sample below), a bound that needs no
     # entry: the caller's, or a raw frame of the largest size allowed.
-    early_bound = max_sample_bytes if max_sample_bytes is not None else MAX_SAMPLE_RAW_MULTIPLE * 3 * MAX_FRAME_PIXELS + SAMPLE_SLACK_BYTES
-    _check_claims(size_tables(), where, frames=frames, max_samples=max_samples, max_sample_bytes=early_bound,
-                  size="a frame of the recorded size" if max_sample_bytes is not None else "the largest frame allowed")
+    early_bound = (
+        max_sample_bytes if max_sample_bytes is not None else MAX_SAMPLE_RAW_MULTIPLE * 3 * MAX_FRAME_PIXELS + SAMPLE_SLACK_BYTES
+    )
+    _check_claims(
+        size_tables(),
+        where,
+        frames=frames,
+        max_samples=max_samples,
+        max_sample_bytes=early_bound,
+        size="a frame of the recorded size" if max_sample_bytes is not None else "the largest frame allowed",
+    )
     if misplaced:
         _refuse_misplaced(misplaced, where)
     if len(found.get(b"moov", [])) != 1:
@@ -497,8 +563,14 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     codec, entry_height, entry_width, codec_config, colour_boxes = _sample_entry(stsd, misplaced)
     if max_sample_bytes is None:
         max_sample_bytes = MAX_SAMPLE_RAW_MULTIPLE * 3 * entry_height * entry_width + SAMPLE_SLACK_BYTES
-    _check_claims(size_tables(), where, frames=frames, max_samples=max_samples, max_sample_bytes=max_sample_bytes,
-                  size=f"a {entry_height}x{entry_width} frame")  # the sample entry's own hidden tables too
+    _check_claims(
+        size_tables(),
+        where,
+        frames=frames,
+        max_samples=max_samples,
+        max_sample_bytes=max_sample_bytes,
+        size=f"a {entry_height}x{entry_width} frame",
+    )  # the sample entry's own hidden tables too
     if misplaced:
         _refuse_misplaced(misplaced, where)
     entry_size = struct.unpack(">I", stsd.data[8:12])[0]
@@ -510,7 +582,9 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     stsz.full_header()
     constant, samples = stsz.u32(), stsz.u32()
     if frames is not None and samples != frames:
-        raise EpisodeDataError(f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member")
+        raise EpisodeDataError(
+            f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member"
+        )
     if constant == 0:
         sizes = np.frombuffer(stsz.table(samples, 4), dtype=">u4").astype(np.int64)
     else:
@@ -566,16 +640,35 @@ def read_track(data: bytes | memoryview, *, where: str, frames: int | None = Non
     # every sample, and an edit list (if any) that starts at that offset and covers the media.
     shift = 0 if composition is None or not samples else int(composition[0])
     in_order = (composition is None or bool((composition == shift).all())) and trivial_edits(
-        edits, media_ticks=int(durations.sum()), timescale=timescale, movie_timescale=movie_timescale, shift=shift)
-    layout = Mp4Layout(samples=samples, keyframes=keyframes, longest_gop=longest_gop(keyframes, samples), codec=codec,
-                       height=entry_height, width=entry_width, sample_offsets=starts, sample_sizes=sizes,
-                       codec_config=codec_config, in_order=in_order, colour_boxes=colour_boxes)
-    return Mp4Track(layout=layout, sample_entry=sample_entry, timescale=timescale, movie_timescale=movie_timescale,
-                    durations=durations, composition=composition, edits=edits)
+        edits, media_ticks=int(durations.sum()), timescale=timescale, movie_timescale=movie_timescale, shift=shift
+    )
+    layout = Mp4Layout(
+        samples=samples,
+        keyframes=keyframes,
+        longest_gop=longest_gop(keyframes, samples),
+        codec=codec,
+        height=entry_height,
+        width=entry_width,
+        sample_offsets=starts,
+        sample_sizes=sizes,
+        codec_config=codec_config,
+        in_order=in_order,
+        colour_boxes=colour_boxes,
+    )
+    return Mp4Track(
+        layout=layout,
+        sample_entry=sample_entry,
+        timescale=timescale,
+        movie_timescale=movie_timescale,
+        durations=durations,
+        composition=composition,
+        edits=edits,
+    )
 
 
-def check_mp4(data: bytes | memoryview, *, where: str, frames: int | None = None,
-              height: int | None = None, width: int | None = None) -> Mp4Layout:
+def check_mp4(
+    data: bytes | memoryview, *, where: str, frames: int | None = None, height: int | None = None, width: int | None = None
+) -> Mp4Layout:
     """Check one member's boxes and sample tables (module docstring) and return its layout.
 
     ``frames``, ``height``, ``width`` are what the dataset records for the member: the track

@@ -71,7 +71,9 @@ class PackPlan:
                 and all(a < b for a, b in zip(episodes, episodes[1:]))
             )
             if not ascending:
-                raise FormatError(f"{where}: shards[{i}] must be a non-empty ascending list of episode indices after those of shard {i - 1}")
+                raise FormatError(
+                    f"{where}: shards[{i}] must be a non-empty ascending list of episode indices after those of shard {i - 1}"
+                )
             last = episodes[-1]
         return cls(source=f.obj("source").data, options=f.obj("options").data, shards=shards)
 
@@ -131,7 +133,9 @@ class ShardReceipt:
             tar_sha256=f.sha256("tar_sha256"),
             parquet_bytes=f.int("parquet_bytes"),
             parquet_sha256=f.sha256("parquet_sha256"),
-            parquet_footer=FooterEntry(footer.int("offset"), footer.int("bytes", lo=12, hi=MAX_FOOTER_BYTES), footer.sha256("sha256")),
+            parquet_footer=FooterEntry(
+                footer.int("offset"), footer.int("bytes", lo=12, hi=MAX_FOOTER_BYTES), footer.sha256("sha256")
+            ),
             dropped=f.int_list("dropped"),
             padded=f.int_list("padded"),
             reencoded=f.int_list("reencoded"),

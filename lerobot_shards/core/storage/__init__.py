@@ -14,9 +14,18 @@ _EXPORTS = {
     "lerobot_shards.core.storage.backends": ["BACKENDS", "StorageBackend", "backend_for", "GENERIC", "HUB", "LOCAL", "S3"],
     "lerobot_shards.core.storage.local_files": ["TEMP_MARKER", "default_file_mode", "is_temp_name", "remove_stale_temp_files"],
     "lerobot_shards.core.storage.ranges": [
-        "DEFAULT_MAX_GAP_BYTES", "DEFAULT_MAX_REQUEST_BYTES", "CoalescedRange", "coalesce_ranges",
+        "DEFAULT_MAX_GAP_BYTES",
+        "DEFAULT_MAX_REQUEST_BYTES",
+        "CoalescedRange",
+        "coalesce_ranges",
     ],
-    "lerobot_shards.core.storage.retry": ["RetryPolicy", "http_status", "is_transient", "name_resolution_failed", "retry_after_s"],
+    "lerobot_shards.core.storage.retry": [
+        "RetryPolicy",
+        "http_status",
+        "is_transient",
+        "name_resolution_failed",
+        "retry_after_s",
+    ],
     "lerobot_shards.core.storage.storage": ["Storage", "StorageCounters", "bucket_of"],
     "lerobot_shards.core.storage.clients": ["clients_created"],
 }

@@ -66,13 +66,16 @@ class HubBackend(StorageBackend):
         repo, _, revision = "/".join(parts[:3]).partition("@")
         try:
             if not fs.exists(repo):
-                return (f"no dataset repo {'/'.join(parts[1:3]).partition('@')[0]!r} on {getattr(fs, 'endpoint', 'the Hub')} "
-                        "(or a private one: give a token, storage_options={'token': ...} or HF_TOKEN)")
+                return (
+                    f"no dataset repo {'/'.join(parts[1:3]).partition('@')[0]!r} on {getattr(fs, 'endpoint', 'the Hub')} "
+                    "(or a private one: give a token, storage_options={'token': ...} or HF_TOKEN)"
+                )
             if revision and not fs.exists("/".join(parts[:3])):
                 return f"no revision {revision!r} in {'/'.join(parts[1:3]).partition('@')[0]!r}"
-        except Exception:  # noqa: BLE001 - the explanation is best effort; the caller's error stands
+        except Exception:
             return None
         return None
+
 
 @dataclass(frozen=True)
 class S3Backend(StorageBackend):
@@ -103,9 +106,13 @@ GENERIC = StorageBackend("fsspec")
 # hf://datasets/ORG/NAME[@REV]/...: huggingface_hub's HfFileSystem (ranged GETs of resolve URLs;
 # its options: endpoint, token). Packs are read from it; a pack's hundreds of files written one
 # by one would be hundreds of commits, against a Hub that limits commits per hour.
-HUB = HubBackend("the Hugging Face Hub", writes_refused=(
-    "every write to the Hub is a commit, so a pack is not written there file by file: pack to a local folder "
-    "(or a bucket), then upload it whole, e.g. `hf upload-large-folder ORG/NAME --repo-type dataset PACK_DIR`"))
+HUB = HubBackend(
+    "the Hugging Face Hub",
+    writes_refused=(
+        "every write to the Hub is a commit, so a pack is not written there file by file: pack to a local folder "
+        "(or a bucket), then upload it whole, e.g. `hf upload-large-folder ORG/NAME --repo-type dataset PACK_DIR`"
+    ),
+)
 
 BACKENDS: dict[str, StorageBackend] = {
     "file": LOCAL,

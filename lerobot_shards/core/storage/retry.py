@@ -95,8 +95,11 @@ _TRANSIENT_CLASS_NAMES = frozenset(
 # SSLError and ProxyError, and botocore's errors built on them, are subclasses of its
 # ConnectionError but not cured by a retry: they stay permanent, as a certificate failure was.
 _TRANSIENT_CLIENT_CLASSES = frozenset(
-    {(module, name) for module in ("httpx", "httpx2")
-     for name in ("ConnectError", "ReadError", "WriteError", "RemoteProtocolError", "TimeoutException")}
+    {
+        (module, name)
+        for module in ("httpx", "httpx2")
+        for name in ("ConnectError", "ReadError", "WriteError", "RemoteProtocolError", "TimeoutException")
+    }
     | {("requests", "ConnectionError"), ("requests", "ChunkedEncodingError"), ("requests", "Timeout")}
 )
 _NEVER_TRANSIENT_CLASS_NAMES = frozenset({"SSLError", "ProxyError", "ProxyConnectionError"})
@@ -239,8 +242,9 @@ def _nofile_limit() -> str:
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return (f"this process may open {soft} files (ulimit -n; hard limit {hard}); raise it, or lower num_workers "
-            "and prefetch_episodes")
+    return (
+        f"this process may open {soft} files (ulimit -n; hard limit {hard}); raise it, or lower num_workers and prefetch_episodes"
+    )
 
 
 def _nproc_limit() -> str:
@@ -261,7 +265,6 @@ def is_access_denied(error: BaseException) -> bool:
 
 def is_range_not_satisfiable(error: BaseException) -> bool:
     return any(http_status(e) == 416 or _s3_code(e) == "InvalidRange" for e in _causes(error))
-
 
 
 def brief(error: BaseException) -> str:

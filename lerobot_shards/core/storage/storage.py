@@ -204,21 +204,29 @@ class Storage:
                 if limit is not None:
                     raise ResourceLimitError(f"{url}: {operation}: {limit}") from err
                 if is_not_found(err):
-                    missing = ObjectNotFoundError(f"{url}: not found ({operation}){_fix_hint(err, url)}", url=url, operation=operation,
-                                                  attempts=attempts)
+                    missing = ObjectNotFoundError(
+                        f"{url}: not found ({operation}){_fix_hint(err, url)}", url=url, operation=operation, attempts=attempts
+                    )
                     missing.missing_bucket = _missing_bucket(err)
                     raise missing from err
                 if _no_credentials(err):
                     # Said first: the operation and its byte range are not what the user must fix.
-                    raise AccessDeniedError(f"{url}: no credentials ({operation}){_fix_hint(err, url).removeprefix('; no credentials')}",
-                                            url=url, operation=operation, attempts=attempts) from err
+                    raise AccessDeniedError(
+                        f"{url}: no credentials ({operation}){_fix_hint(err, url).removeprefix('; no credentials')}",
+                        url=url,
+                        operation=operation,
+                        attempts=attempts,
+                    ) from err
                 if is_access_denied(err):
                     raise AccessDeniedError(
                         f"{url}: access denied ({operation}): {brief(err)}", url=url, operation=operation, attempts=attempts
                     ) from err
                 if not is_transient(err):
                     raise StorageError(
-                        f"{url}: {operation} failed: {brief(err)}{_fix_hint(err, url)}", url=url, operation=operation, attempts=attempts
+                        f"{url}: {operation} failed: {brief(err)}{_fix_hint(err, url)}",
+                        url=url,
+                        operation=operation,
+                        attempts=attempts,
                     ) from err
                 if attempts >= self.retry.max_attempts:
                     failure = StorageError(
@@ -312,8 +320,7 @@ class Storage:
         except Exception:  # the message is best effort; the error stands either way
             actual = "its size is unknown"
         return ShortReadError(
-            f"{url}: ranged read [{offset}, {offset + size}) got {got} of {size} bytes; {actual} "
-            "(object truncated or replaced?)",
+            f"{url}: ranged read [{offset}, {offset + size}) got {got} of {size} bytes; {actual} (object truncated or replaced?)",
             url=url,
             operation="ranged read",
             attempts=1,
@@ -606,13 +613,19 @@ def _fix_hint(err: BaseException, url: str) -> str:
     text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
     names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
     if _no_credentials(err):
-        return ("; no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or pass "
-                "--storage-options '{\"key\": \"...\", \"secret\": \"...\"}'")
-    if names & {"EndpointConnectionError", "ClientConnectorError", "ConnectTimeoutError"} or "Could not connect to the endpoint" in text:
-        return ("; cannot connect: for a bucket outside AWS (MinIO, R2, a local S3) pass "
-                "storage_options={\"endpoint_url\": \"http://host:port\"} (CLI: --storage-options) or set AWS_ENDPOINT_URL")
+        return (
+            "; no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or pass "
+            '--storage-options \'{"key": "...", "secret": "..."}\''
+        )
+    if (
+        names & {"EndpointConnectionError", "ClientConnectorError", "ConnectTimeoutError"}
+        or "Could not connect to the endpoint" in text
+    ):
+        return (
+            "; cannot connect: for a bucket outside AWS (MinIO, R2, a local S3) pass "
+            'storage_options={"endpoint_url": "http://host:port"} (CLI: --storage-options) or set AWS_ENDPOINT_URL'
+        )
     if _missing_bucket(err):
         bucket = bucket_of(url)
         return f"; the bucket {bucket} does not exist: create it first (e.g. `aws s3 mb s3://{bucket}`)"
     return ""
-

@@ -75,9 +75,16 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
         MixtureError: a compiled table a reader would refuse (beyond the bounds both share).
     """
     datasets = [
-        CatalogPack(name=p.name, root=p.storage.url, manifest_sha256=p.index.manifest_sha256, fps=p.index.manifest.fps,
-                       features=p.index.manifest.features, video_keys=tuple(p.index.manifest.video_keys),
-                       tolerance_s=p.index.manifest.tolerance_s, where=p.where)
+        CatalogPack(
+            name=p.name,
+            root=p.storage.url,
+            manifest_sha256=p.index.manifest_sha256,
+            fps=p.index.manifest.fps,
+            features=p.index.manifest.features,
+            video_keys=tuple(p.index.manifest.video_keys),
+            tolerance_s=p.index.manifest.tolerance_s,
+            where=p.where,
+        )
         for p in packs
     ]
     catalog = EpisodeCatalog.from_packs([(d, p.index, p.tasks) for d, p in zip(datasets, packs)])
@@ -88,9 +95,20 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
         data = table_to_parquet(table)
         # Read back within the budget a reader applies: never write what a reader refuses.
         try:
-            read_bounded(data, where=INDEX_PATHS[name], rows=table.num_rows, max_rows=table.num_rows,
-                         budget=table_budget(name, rows=table.num_rows, members=len(catalog.member_offset), cameras=cameras,
-                                             encoded=len(data), duplicates=duplicates))
+            read_bounded(
+                data,
+                where=INDEX_PATHS[name],
+                rows=table.num_rows,
+                max_rows=table.num_rows,
+                budget=table_budget(
+                    name,
+                    rows=table.num_rows,
+                    members=len(catalog.member_offset),
+                    cameras=cameras,
+                    encoded=len(data),
+                    duplicates=duplicates,
+                ),
+            )
         except FormatError as err:
             raise MixtureError(f"the compiled {INDEX_PATHS[name]} would be refused by a reader: {err}") from None
         root.write_bytes(INDEX_PATHS[name], data)

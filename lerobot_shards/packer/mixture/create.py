@@ -136,9 +136,18 @@ def scan_datasets(
         SourcesError: a malformed sources file.
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
     """
-    report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
-                           storage_options=storage_options, allow_duplicates=allow_duplicates, key_map=key_map,
-                           workers=workers, processes=processes)
+    report, opened = _scan(
+        dst,
+        names=names,
+        sources_file=sources_file,
+        where=where,
+        verify=verify,
+        storage_options=storage_options,
+        allow_duplicates=allow_duplicates,
+        key_map=key_map,
+        workers=workers,
+        processes=processes,
+    )
     return report, [entry for entry, _ in opened]
 
 
@@ -168,8 +177,10 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
     misapplied = [row for row, _, _ in results if row.predicate_error]
     if misapplied and not any(entry is not None for _, entry, _ in results):
         # The predicate fits no dataset (a misspelt column): one error, not one row per pack.
-        raise PredicateError(f"{len(misapplied)} dataset(s) opened and the where predicate applies to none of them; "
-                             f"{misapplied[0].name}: {misapplied[0].error.removeprefix('PredicateError: ')}")
+        raise PredicateError(
+            f"{len(misapplied)} dataset(s) opened and the where predicate applies to none of them; "
+            f"{misapplied[0].name}: {misapplied[0].error.removeprefix('PredicateError: ')}"
+        )
     report, opened = MixtureReport(), []
     first_of: dict[str, str] = {}
     for row, entry, pack in results:
@@ -323,11 +334,15 @@ def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
             if shape == common:
                 continue
             for name in names:
-                errors.setdefault(name, (
-                    f"camera {key!r} is {shape[0]}x{shape[1]} here and {height}x{width} in {len(by_shape[common])} other "
-                    f"dataset(s), so they cannot share a batch; map it to a camera of its own (`--key-map "
-                    f"{name}:{key}={key}_{shape[0]}x{shape[1]}`, or OLD= to leave it out) or repack it with "
-                    f"`--video hevc --resize {height}x{width}`"))
+                errors.setdefault(
+                    name,
+                    (
+                        f"camera {key!r} is {shape[0]}x{shape[1]} here and {height}x{width} in {len(by_shape[common])} other "
+                        f"dataset(s), so they cannot share a batch; map it to a camera of its own (`--key-map "
+                        f"{name}:{key}={key}_{shape[0]}x{shape[1]}`, or OLD= to leave it out) or repack it with "
+                        f"`--video hevc --resize {height}x{width}`"
+                    ),
+                )
     return errors
 
 
@@ -366,9 +381,18 @@ def create_mixture(
         SourcesError: a malformed sources file.
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
     """
-    report, opened = _scan(dst, names=names, sources_file=sources_file, where=where, verify=verify,
-                           storage_options=storage_options, allow_duplicates=allow_duplicates, key_map=key_map,
-                           workers=workers, processes=processes)
+    report, opened = _scan(
+        dst,
+        names=names,
+        sources_file=sources_file,
+        where=where,
+        verify=verify,
+        storage_options=storage_options,
+        allow_duplicates=allow_duplicates,
+        key_map=key_map,
+        workers=workers,
+        processes=processes,
+    )
     if not opened:
         looked = f"{len(report.rows)} dataset(s)" if report.rows else "no dataset directories"
         raise MixtureError(f"no complete packed dataset under {dst} ({looked} found); mixture.json not written", report)
@@ -377,7 +401,9 @@ def create_mixture(
         named = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
         raise MixtureError(
             f"{plural_datasets(len(left))} would be left out of the mixture: {named}; mixture.json not written: fix "
-            "them and re-run, or allow a partial mixture (--allow-partial, allow_partial=True)", report)
+            "them and re-run, or allow a partial mixture (--allow-partial, allow_partial=True)",
+            report,
+        )
     entries = tuple(entry for entry, _ in opened)
     version = KEY_MAP_VERSION if any(e.key_map for e in entries) else MIXTURE_VERSION
     # Beyond the format's mixture bounds (episodes, members): refused by name before anything is written.
@@ -414,8 +440,10 @@ def format_report(report: MixtureReport) -> list[str]:
     for key, names in report.filled_features.items():
         lines.append(f"FEATURE {key}: only in {', '.join(names)}; other datasets' samples get zeros and {key}_mask = False")
     for key, names in report.dropped_features.items():
-        lines.append(f"FEATURE {key}: only in {', '.join(names)} and not numeric of one shape: left out of every sample "
-                     "(MixtureDataset warns; drop or rename it with key_map)")
+        lines.append(
+            f"FEATURE {key}: only in {', '.join(names)} and not numeric of one shape: left out of every sample "
+            "(MixtureDataset warns; drop or rename it with key_map)"
+        )
     return lines
 
 

@@ -94,7 +94,9 @@ def parse_sources(text: str, *, where: str = "sources") -> list[MixtureSource]:
         while rest and "=" not in rest[0]:
             names.append(rest.pop(0))
         if len(names) > 1 or any("=" not in f for f in rest):
-            raise SourcesError(f"{where}:{number}: expected 'SOURCE [NAME] [OLD=NEW ...]', got {len(fields)} fields: {raw.strip()!r}")
+            raise SourcesError(
+                f"{where}:{number}: expected 'SOURCE [NAME] [OLD=NEW ...]', got {len(fields)} fields: {raw.strip()!r}"
+            )
         key_map = parse_key_maps(rest, where=f"{where}:{number}")
         if names:
             name = names[0]

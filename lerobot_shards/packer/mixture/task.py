@@ -64,7 +64,10 @@ def run(
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG
     if not 0 <= index < len(sources):
-        print(f"error: index {index} is outside the {len(sources)} sources of {sources_file} (0..{len(sources) - 1})", file=sys.stderr)
+        print(
+            f"error: index {index} is outside the {len(sources)} sources of {sources_file} (0..{len(sources) - 1})",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     source = sources[index]
     root = Storage(dst, storage_options)
@@ -88,8 +91,11 @@ def run(
                 raise PackError(f"verify found {len(problems)} problem(s) after packing: " + "; ".join(problems[:5]))
     except Exception as err:  # recorded, not raised: the array's other datasets go on
         _record_failure(root, source, err)
-        print(f"[{source.name}] FAILED: {type(err).__name__}: {err} (recorded in {root.object_url(failure_path(source.name))})",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{source.name}] FAILED: {type(err).__name__}: {err} (recorded in {root.object_url(failure_path(source.name))})",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_TERMINATED if isinstance(err, TaskTerminated) else 0
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -126,7 +132,7 @@ def _record_failure(root: Storage, source: MixtureSource, err: BaseException) ->
         "traceback": "".join(traceback.format_exception(err)),
         "host": socket.gethostname(),
         "slurm": {k: os.environ[k] for k in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID") if k in os.environ},
-        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     root.write_bytes(failure_path(source.name), (json.dumps(record, indent=1) + "\n").encode())
 

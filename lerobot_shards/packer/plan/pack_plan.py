@@ -26,8 +26,11 @@ def select_episodes(available: Sequence[int], wanted: Sequence[int] | None) -> l
         missing = sorted(set(wanted) - set(available))
         if missing:
             more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
-            raise OptionsError(f"episodes {missing[:20]}{more} are not in the source ({len(available)} episodes, "
-                               f"{min(available, default=0)}-{max(available, default=0)})", option="episodes")
+            raise OptionsError(
+                f"episodes {missing[:20]}{more} are not in the source ({len(available)} episodes, "
+                f"{min(available, default=0)}-{max(available, default=0)})",
+                option="episodes",
+            )
         chosen = set(wanted)
         episodes = [e for e in available if e in chosen]
     else:

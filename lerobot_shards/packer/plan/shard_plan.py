@@ -26,9 +26,7 @@ def plan_shards(episode_indices: Sequence[int], estimated_bytes: Sequence[int], 
             or a non-positive target.
     """
     if len(episode_indices) != len(estimated_bytes):
-        raise ShardPlanError(
-            f"{len(episode_indices)} episodes but {len(estimated_bytes)} size estimates"
-        )
+        raise ShardPlanError(f"{len(episode_indices)} episodes but {len(estimated_bytes)} size estimates")
     if target_bytes <= 0:
         raise ShardPlanError(f"target_bytes must be positive, got {target_bytes}")
     if any(b < 0 for b in estimated_bytes):

@@ -43,8 +43,14 @@ def check_dataset(
     run = merge_options(PackRunOptions, run, running, caller="check_dataset")
     episodes = list(options.episodes) if options.episodes is not None else None
     try:
-        root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
-                            storage_options=run.src_storage_options, cache_dir=run.cache_dir)
+        root = stage_source(
+            src,
+            repo_id=repo_id,
+            revision=revision,
+            episodes=episodes,
+            storage_options=run.src_storage_options,
+            cache_dir=run.cache_dir,
+        )
         source = open_dataset_source(root, follow_symlinks=run.follow_symlinks)
         selected = select_episodes(source.episode_indices, options.episodes)
     except (SourceError, FormatError) as err:
@@ -52,9 +58,15 @@ def check_dataset(
     drift = source.schema_drift(selected)
     report = check_source(source, options, selected, progress=progress)
     if drift:
-        report.findings.insert(0, Finding("warning", f"the data parquet and meta/info.json disagree (only in info.json: "
-                                                      f"{drift.only_in_info}; only in the parquet: {drift.only_in_parquet}): "
-                                                      "the pack keeps what the parquet holds"))
+        report.findings.insert(
+            0,
+            Finding(
+                "warning",
+                f"the data parquet and meta/info.json disagree (only in info.json: "
+                f"{drift.only_in_info}; only in the parquet: {drift.only_in_parquet}): "
+                "the pack keeps what the parquet holds",
+            ),
+        )
     return report
 
 

@@ -68,7 +68,9 @@ def claim_destination(storage: Storage, plan: PackPlan) -> None:
                 f"{storage.url} holds {len(receipts)} packed shard(s) of another plan ({differs}); "
                 "pack into an empty destination, or delete this one first"
             )
-        log.warning("%s: replacing a plan for different source/options (none of its shards was packed)", storage.describe(PLAN_PATH))
+        log.warning(
+            "%s: replacing a plan for different source/options (none of its shards was packed)", storage.describe(PLAN_PATH)
+        )
     storage.write_bytes(PLAN_PATH, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
 
 
@@ -90,8 +92,10 @@ def _refuse_foreign_content(storage: Storage) -> bool:
         what = "a LeRobot dataset (meta/info.json)"
     else:
         what = f"{len(found)} file(s) that are not a pack, e.g. {found[0]}"
-    raise PackError(f"{storage.url} is not empty: it holds {what}; pack into a new or empty directory "
-                    "(packing here would overwrite its files)")
+    raise PackError(
+        f"{storage.url} is not empty: it holds {what}; pack into a new or empty directory "
+        "(packing here would overwrite its files)"
+    )
 
 
 _COPY_CHUNK = 4 << 20
@@ -132,8 +136,10 @@ def _stream_copy(path: Path, sink, bound: int, rel: str) -> FileEntry:
         while chunk := handle.read(_COPY_CHUNK):
             size += len(chunk)
             if size > bound:  # the bytes read count, not what the file system says (sparse, growing)
-                raise SourceError(f"{path}: {rel} holds more than {bound:,} bytes, more than a LeRobot metadata file "
-                                  "of its kind may; refusing to copy it")
+                raise SourceError(
+                    f"{path}: {rel} holds more than {bound:,} bytes, more than a LeRobot metadata file "
+                    "of its kind may; refusing to copy it"
+                )
             digest.update(chunk)
             sink.write(chunk)
     return FileEntry(size, digest.hexdigest())

@@ -29,6 +29,7 @@ from lerobot_shards.core.format import (
     Manifest,
     PackPlan,
     ShardEntry,
+    ShardReceipt,
     episodes_index_schema,
     is_depth_feature,
     pad_column,
@@ -81,13 +82,17 @@ def _meta_files(storage: Storage, plan: PackPlan, journal: Journal, trust_destin
     recorded = journal.meta_files(plan.sha256)
     if recorded is None:
         if not trust_destination:
-            raise PackError(f"{storage.url}: no record of this plan's meta/ in this machine's pack journal ({journal.dir}); "
-                            "finalize where the pack ran, or pass --trust-destination if only you can write this destination")
+            raise PackError(
+                f"{storage.url}: no record of this plan's meta/ in this machine's pack journal ({journal.dir}); "
+                "finalize where the pack ran, or pass --trust-destination if only you can write this destination"
+            )
         return entries
     if entries != recorded:
         changed = sorted(rel for rel in set(entries) | set(recorded) if entries.get(rel) != recorded.get(rel))
-        raise PackError(f"{storage.url}: meta/ differs from what the pack wrote ({changed[:10]}); "
-                        "re-run `lerobot-shards pack` to copy it again")
+        raise PackError(
+            f"{storage.url}: meta/ differs from what the pack wrote ({changed[:10]}); "
+            "re-run `lerobot-shards pack` to copy it again"
+        )
     return entries
 
 
@@ -106,8 +111,9 @@ def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
             feature_info["video.height"], feature_info["video.width"] = height, width
         source_format = feature_info.get("video.pix_fmt")
         feature_info["video.codec"] = options["video"]
-        feature_info["video.pix_fmt"] = reencode_pixel_format(source_format if isinstance(source_format, str) else None,
-                                                              int(feature["shape"][0]), int(feature["shape"][1]))
+        feature_info["video.pix_fmt"] = reencode_pixel_format(
+            source_format if isinstance(source_format, str) else None, int(feature["shape"][0]), int(feature["shape"][1])
+        )
         feature_info["video.g"] = options["gop"]
         feature_info["video.crf"] = options["crf"]
         feature_info["video.preset"] = options["preset"]
@@ -180,75 +186,26 @@ def finalize(
         ArgumentError: a keyword that is no run option.
     """
     run = merge_options(PackRunOptions, run, overrides, caller="finalize")
-    journal, trust_destination = run.journal, run.trust_destination
     storage = Storage(dst, run.storage_options, retry=run.retry)
-    if not storage.exists(PLAN_PATH):
-        raise PackError(f"{storage.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
-    pack_journal = Journal(storage.url, journal)
-    try:
-        plan = PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH))
-    except FormatError as err:
-        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
-    files = _meta_files(storage, plan, pack_journal, trust_destination)
-    info_bytes = storage.read_bytes(INFO_PATH)
-    if INFO_PATH not in files or sha256_hex(info_bytes) != files[INFO_PATH].sha256:
-        raise PackError(f"{storage.describe(INFO_PATH)}: changed while finalizing; re-run finalize")
-    try:
-        info = parse_info(info_bytes, where=storage.describe(INFO_PATH))
-    except (FormatError, SourceError) as err:
-        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
+    plan, journal = _read_plan(storage, run)
+    files = _meta_files(storage, plan, journal, run.trust_destination)
+    info = _read_info(storage, files)
     video_keys = video_keys_of(info["features"])
-    receipts = finished_receipts(storage, plan, video_keys, pack_journal, trust_destination=trust_destination)
-
+    receipts = finished_receipts(storage, plan, video_keys, journal, trust_destination=run.trust_destination)
     options = plan.options
     fps = int(info["fps"])
-    windows = {name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()}
+    windows = {
+        name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()
+    }
     episode_rows, sample_tables, shard_entries = [], [], []
     parquet_fields: dict[str, pa.Field] = {}
     for receipt in receipts:
-        shard = receipt.shard
-        for row in receipt.episodes:
-            episode_rows.append({**row, "shard": shard})
-        shard_entries.append(
-            ShardEntry(
-                index=shard,
-                name=shard_name(shard),
-                num_episodes=len(receipt.episodes),
-                frames=receipt.frames,
-                tar_bytes=receipt.tar_bytes,
-                tar_sha256=receipt.tar_sha256,
-                parquet_bytes=receipt.parquet_bytes,
-                parquet_sha256=receipt.parquet_sha256,
-                parquet_footer=receipt.parquet_footer,
-            )
-        )
-        parquet_bytes = storage.read_bytes(shard_parquet_path(shard))
-        if len(parquet_bytes) != receipt.parquet_bytes or sha256_hex(parquet_bytes) != receipt.parquet_sha256:
-            raise PackError(f"{storage.describe(shard_parquet_path(shard))}: does not match the digest its receipt records "
-                            "(changed after the pack wrote it); delete its receipt and re-run that shard's pack")
-        parquet = parquet_file(parquet_bytes)
+        episode_rows += [{**row, "shard": receipt.shard} for row in receipt.episodes]
+        shard_entries.append(_shard_entry(receipt))
+        parquet = _checked_shard_parquet(storage, receipt)
         for field in parquet.schema_arrow:
             parquet_fields.setdefault(field.name, field)
-        table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
-        lengths = {r["episode_index"]: r["length"] for r in receipt.episodes}
-        episode_of_row = table["episode_index"].to_numpy()
-        frame_index = table["frame_index"].to_numpy()
-        length = np.array([lengths[e] for e in episode_of_row], dtype=np.int64) if len(episode_of_row) else np.zeros(0, np.int64)
-        columns = {
-            "index": table["index"].cast(pa.int64()),
-            "episode_index": table["episode_index"].cast(pa.int64()),
-            "frame_index": table["frame_index"].cast(pa.int64()),
-            "shard": pa.array(np.full(table.num_rows, shard, dtype=np.int32)),
-            "row": pa.array(np.arange(table.num_rows, dtype=np.int64)),
-            "timestamp": table["timestamp"].cast(pa.float32()),
-            "task_index": table["task_index"].cast(pa.int64()),
-        }
-        for name, offsets in windows.items():
-            for key, key_offsets in offsets.items():
-                before, after = pad_counts(frame_index, length, key_offsets)
-                columns[pad_column(name, key, "before")] = pa.array(before)
-                columns[pad_column(name, key, "after")] = pa.array(after)
-        sample_tables.append(pa.table(columns))
+        sample_tables.append(_sample_rows(parquet, receipt, windows))
         if progress is not None:
             progress(len(sample_tables), len(receipts))
 
@@ -257,16 +214,122 @@ def finalize(
     schema = samples_index_schema(options["windows"])
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
     files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema))
-
     features, drift = _features_of_what_was_packed(_packed_features(info, options, video_keys), parquet_fields)
-    extra = {
+    manifest = _manifest(plan, fps, features, video_keys, shard_entries, files, episode_rows, receipts, drift)
+    storage.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
+    return manifest
+
+
+# -- the steps of finalize ------------------------------------------------------------------------
+
+
+def _read_plan(storage: Storage, run: PackRunOptions) -> tuple[PackPlan, Journal]:
+    """The destination's recorded plan and this machine's journal for it.
+
+    Raises:
+        PackError: no plan (pack first), or one that does not parse.
+    """
+    if not storage.exists(PLAN_PATH):
+        raise PackError(f"{storage.url}: no {PLAN_PATH}; run `lerobot-shards pack` first")
+    journal = Journal(storage.url, run.journal)
+    try:
+        return PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH)), journal
+    except FormatError as err:
+        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
+
+
+def _read_info(storage: Storage, files: dict) -> dict:
+    """The packed ``meta/info.json``, checked against the digest the journal recorded for it.
+
+    Raises:
+        PackError: it changed since the pack copied it, or does not parse.
+    """
+    info_bytes = storage.read_bytes(INFO_PATH)
+    if INFO_PATH not in files or sha256_hex(info_bytes) != files[INFO_PATH].sha256:
+        raise PackError(f"{storage.describe(INFO_PATH)}: changed while finalizing; re-run finalize")
+    try:
+        return parse_info(info_bytes, where=storage.describe(INFO_PATH))
+    except (FormatError, SourceError) as err:
+        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
+
+
+def _shard_entry(receipt: ShardReceipt) -> ShardEntry:
+    """The manifest's record of one shard, from its receipt."""
+    return ShardEntry(
+        index=receipt.shard,
+        name=shard_name(receipt.shard),
+        num_episodes=len(receipt.episodes),
+        frames=receipt.frames,
+        tar_bytes=receipt.tar_bytes,
+        tar_sha256=receipt.tar_sha256,
+        parquet_bytes=receipt.parquet_bytes,
+        parquet_sha256=receipt.parquet_sha256,
+        parquet_footer=receipt.parquet_footer,
+    )
+
+
+def _checked_shard_parquet(storage: Storage, receipt: ShardReceipt):
+    """A shard's parquet, read once and hashed against its receipt before it is parsed.
+
+    Raises:
+        PackError: the bytes differ from what the receipt records.
+    """
+    path = shard_parquet_path(receipt.shard)
+    parquet_bytes = storage.read_bytes(path)
+    if len(parquet_bytes) != receipt.parquet_bytes or sha256_hex(parquet_bytes) != receipt.parquet_sha256:
+        raise PackError(
+            f"{storage.describe(path)}: does not match the digest its receipt records "
+            "(changed after the pack wrote it); delete its receipt and re-run that shard's pack"
+        )
+    return parquet_file(parquet_bytes)
+
+
+def _sample_rows(parquet, receipt: ShardReceipt, windows: dict[str, dict[str, list[int]]]) -> pa.Table:
+    """One shard's rows of ``index/samples.parquet``: where each frame lives, and how many slots
+    of each window key fall before or after its episode."""
+    table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)
+    lengths = {r["episode_index"]: r["length"] for r in receipt.episodes}
+    episode_of_row = table["episode_index"].to_numpy()
+    frame_index = table["frame_index"].to_numpy()
+    length = np.array([lengths[e] for e in episode_of_row], dtype=np.int64) if len(episode_of_row) else np.zeros(0, np.int64)
+    columns = {
+        "index": table["index"].cast(pa.int64()),
+        "episode_index": table["episode_index"].cast(pa.int64()),
+        "frame_index": table["frame_index"].cast(pa.int64()),
+        "shard": pa.array(np.full(table.num_rows, receipt.shard, dtype=np.int32)),
+        "row": pa.array(np.arange(table.num_rows, dtype=np.int64)),
+        "timestamp": table["timestamp"].cast(pa.float32()),
+        "task_index": table["task_index"].cast(pa.int64()),
+    }
+    for name, offsets in windows.items():
+        for key, key_offsets in offsets.items():
+            before, after = pad_counts(frame_index, length, key_offsets)
+            columns[pad_column(name, key, "before")] = pa.array(before)
+            columns[pad_column(name, key, "after")] = pa.array(after)
+    return pa.table(columns)
+
+
+def _manifest(
+    plan: PackPlan,
+    fps: int,
+    features: dict,
+    video_keys: list[str],
+    shard_entries: list[ShardEntry],
+    files: dict,
+    episode_rows: list[dict],
+    receipts: list[ShardReceipt],
+    drift: dict | None,
+) -> Manifest:
+    """The manifest that publishes the pack: what was packed, every file's digest, the totals."""
+    options = plan.options
+    extra: dict = {
         "dropped_episodes": sorted(e for r in receipts for e in r.dropped),
         "padded_episodes": sorted(e for r in receipts for e in r.padded),
         "reencoded_episodes": sorted(e for r in receipts for e in r.reencoded),
     }
     if drift:
         extra["schema_drift"] = drift
-    manifest = Manifest(
+    return Manifest(
         format=FORMAT_NAME,
         format_version=FORMAT_VERSION,
         packer_version=packer_version(),
@@ -287,5 +350,3 @@ def finalize(
         },
         extra=extra,
     )
-    storage.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
-    return manifest

@@ -75,13 +75,21 @@ class Journal:
 
     def record_meta(self, plan_sha256: str, files: dict[str, FileEntry]) -> None:
         """Record the ``meta/`` files a run wrote (or found identical) for ``plan_sha256``."""
-        self._write("meta.json", {"url": self.url, "plan_sha256": plan_sha256,
-                                  "files": {rel: {"bytes": e.bytes, "sha256": e.sha256} for rel, e in sorted(files.items())}})
+        self._write(
+            "meta.json",
+            {
+                "url": self.url,
+                "plan_sha256": plan_sha256,
+                "files": {rel: {"bytes": e.bytes, "sha256": e.sha256} for rel, e in sorted(files.items())},
+            },
+        )
 
     def record_shard(self, shard: int, plan_sha256: str, receipt_bytes: bytes) -> None:
         """Record that this machine committed ``receipt_bytes`` as shard ``shard``'s receipt."""
-        self._write(f"{shard_name(shard)}.json",
-                    {"url": self.url, "shard": shard, "plan_sha256": plan_sha256, "receipt_sha256": sha256_hex(receipt_bytes)})
+        self._write(
+            f"{shard_name(shard)}.json",
+            {"url": self.url, "shard": shard, "plan_sha256": plan_sha256, "receipt_sha256": sha256_hex(receipt_bytes)},
+        )
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from lerobot_shards.core.errors import WindowError
+from lerobot_shards.core.format import PackPlan
 from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import OptionsError, PackError
@@ -33,7 +34,7 @@ from lerobot_shards.packer.run.pool import run_jobs
 from lerobot_shards.packer.run.receipts import kept_receipt
 from lerobot_shards.packer.run.shards import ShardJob, pack_shard
 from lerobot_shards.packer.shard.build import ShardSpec
-from lerobot_shards.packer.source.base import open_dataset_source
+from lerobot_shards.packer.source.base import Source, open_dataset_source
 from lerobot_shards.packer.source.staging import describe_source, stage_source
 from lerobot_shards.reader.plan.windows import resolve_delta_timestamps, windows_beyond
 
@@ -177,104 +178,225 @@ def pack_dataset(
     run = merge_options(PackRunOptions, run, running, caller="pack_dataset")
     storage = Storage(dst, run.storage_options, retry=run.retry)
     storage.check_writable()  # before the source is staged or read
-    episodes = list(options.episodes) if options.episodes is not None else None
-    local_root = stage_source(src, repo_id=repo_id, revision=revision, episodes=episodes,
-                              storage_options=run.src_storage_options, retry=run.retry, cache_dir=run.cache_dir)
+    source, options = _open_source(src, repo_id, revision, options, run)
+    check_destination(storage, source.root)
+    plan, sizes = _plan_pack(
+        source, options, description=describe_source(src, repo_id=repo_id, revision=revision, info=source.info)
+    )
+    journal = _claim(storage, plan, source, run)
+    shard_ids = list(range(len(plan.shards))) if run.part is None else shards_of_part(len(plan.shards), *run.part)
+    report = PackReport(shards=len(shard_ids), metadata_left_out=list(source.unknown_metadata_files()))
+    _warn_metadata_left_out(source.root, report.metadata_left_out)
+    todo = _shards_to_build(storage, shard_ids, plan, source, journal, run, report)
+    tracker = _Progress(report, plan, shard_ids, todo, started, progress)
+    jobs = _shard_jobs(plan, todo, options, run, source_root=str(source.root), dst=dst, journal=journal, sizes=sizes)
+    if progress is not None and not jobs:
+        progress(tracker.snapshot())  # nothing to pack: still say where the pack stands
+    run_jobs(
+        pack_shard,
+        jobs,
+        workers=run.workers,
+        on_result=tracker.on_result,
+        on_progress=tracker.on_progress if progress is not None else None,
+    )
+    if run.part is None:
+        finalize(dst, run=run)
+        report.finalized = True
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+# -- the steps of pack_dataset, in order ---------------------------------------------------------
+
+
+def _open_source(
+    src: str | None, repo_id: str | None, revision: str | None, options: PackOptions, run: PackRunOptions
+) -> tuple[Source, PackOptions]:
+    """Stage the source (a bucket or the Hub: only what the selected episodes need) and open it;
+    windows given in frames become seconds at its fps. Returns the source and the options."""
+    local_root = stage_source(
+        src,
+        repo_id=repo_id,
+        revision=revision,
+        episodes=list(options.episodes) if options.episodes is not None else None,
+        storage_options=run.src_storage_options,
+        retry=run.retry,
+        cache_dir=run.cache_dir,
+    )
     source = open_dataset_source(local_root, follow_symlinks=run.follow_symlinks)
-    window_frames = run.window_frames
-    if window_frames:
-        clash = sorted(set(window_frames) & set(options.windows))
+    if run.window_frames:
+        clash = sorted(set(run.window_frames) & set(options.windows))
         if clash:
             raise OptionsError(f"windows {clash} given both in seconds and in frames", option="windows")
-        in_seconds = {name: {key: [offset / source.fps for offset in offsets] for key, offsets in window.items()}
-                      for name, window in window_frames.items()}
+        in_seconds = {
+            name: {key: [offset / source.fps for offset in offsets] for key, offsets in window.items()}
+            for name, window in run.window_frames.items()
+        }
         options = replace(options, windows={**options.windows, **in_seconds})
-    workers, part = run.workers, run.part
-    check_destination(storage, source.root)
+    return source, options
+
+
+def _plan_pack(source: Source, options: PackOptions, *, description: dict) -> tuple[PackPlan, list[int]]:
+    """Check the windows and the source, and plan the shards. Planning probes every needed file
+    (parquet footer, video header): a bad source fails here, naming the file and episode,
+    before anything is written. Returns the plan and each planned episode's estimated bytes."""
     _check_windows(options, source.fps, list(source.features))
-    # Planning probes every needed file (parquet footer, video header): a bad source fails
-    # here, naming the file and episode, before anything is written.
     planned = select_episodes(source.episode_indices, options.episodes)
     sizes = [source.estimated_episode_bytes(e) for e in planned]
-    description = {**describe_source(src, repo_id=repo_id, revision=revision, info=source.info),
-                   "fingerprint": source.fingerprint(planned)}
-    plan = make_pack_plan(planned, sizes, options, description)
+    plan = make_pack_plan(planned, sizes, options, {**description, "fingerprint": source.fingerprint(planned)})
     _warn_windows_beyond(options, source.fps, max((int(source.episodes[e]["length"]) for e in planned), default=0))
     drift = source.schema_drift(planned)
     if drift:
         log.warning(
             "%s: the data parquet columns differ from meta/info.json features (only in info.json: %s; "
             "only in the parquet: %s); packing what the parquet holds",
-            local_root, drift.only_in_info, drift.only_in_parquet,
+            source.root,
+            drift.only_in_info,
+            drift.only_in_parquet,
         )
         _check_windows(options, source.fps, source.video_keys + drift.columns, missing=drift.only_in_info)
     source.check_tasks()
+    return plan, sizes
+
+
+def _claim(storage: Storage, plan: PackPlan, source: Source, run: PackRunOptions) -> Journal:
+    """Claim the destination for ``plan`` (or find it already holds it), clear temporary files
+    an interrupted run left, copy ``meta/`` and record it in this machine's journal."""
     claim_destination(storage, plan)
     removed = storage.remove_stale_temp_files()
     if removed:
         log.warning("%s: removed %d temporary file(s) left by an interrupted run", storage.url, removed)
-    pack_journal = Journal(storage.url, run.journal)
-    pack_journal.record_meta(plan.sha256, copy_meta(source, storage))
+    journal = Journal(storage.url, run.journal)
+    journal.record_meta(plan.sha256, copy_meta(source, storage))
+    return journal
 
-    shard_ids = list(range(len(plan.shards))) if part is None else shards_of_part(len(plan.shards), part[0], part[1])
-    report = PackReport(shards=len(shard_ids), metadata_left_out=list(source.unknown_metadata_files()))
-    if report.metadata_left_out:
-        log.warning("%s: left out of the pack, files under meta/ that LeRobot does not read: %s", local_root,
-                    ", ".join(report.metadata_left_out[:20]) + (f" and {len(report.metadata_left_out) - 20} more"
-                                                                 if len(report.metadata_left_out) > 20 else ""))
+
+def _warn_metadata_left_out(root: object, left_out: list[str]) -> None:
+    if left_out:
+        log.warning(
+            "%s: left out of the pack, files under meta/ that LeRobot does not read: %s",
+            root,
+            ", ".join(left_out[:20]) + (f" and {len(left_out) - 20} more" if len(left_out) > 20 else ""),
+        )
+
+
+def _shards_to_build(
+    storage: Storage,
+    shard_ids: list[int],
+    plan: PackPlan,
+    source: Source,
+    journal: Journal,
+    run: PackRunOptions,
+    report: PackReport,
+) -> list[int]:
+    """The shards of ``shard_ids`` without a receipt this run may keep (a re-run resumes; with
+    ``repair`` kept shards are re-hashed and damaged ones rebuilt); kept shards are counted
+    into ``report``."""
     todo = []
     for shard in shard_ids:
-        receipt = kept_receipt(storage, shard, plan, source.video_keys, pack_journal, trust_destination=run.trust_destination,
-                               repair=run.repair, damaged=report.shards_repaired)
+        receipt = kept_receipt(
+            storage,
+            shard,
+            plan,
+            source.video_keys,
+            journal,
+            trust_destination=run.trust_destination,
+            repair=run.repair,
+            damaged=report.shards_repaired,
+        )
         if receipt is not None:
             report.shards_skipped += 1
             report.shards_rehashed += run.repair
             _account(report, receipt.to_dict(), written=False)
         else:
             todo.append(shard)
-    total = sum(len(plan.shards[s]) for s in shard_ids)
-    before = total - sum(len(plan.shards[s]) for s in todo)
-    state = {"done": before, "read": 0}
+    return todo
 
-    def snapshot() -> PackProgress:
-        return PackProgress(episodes_done=state["done"], episodes_total=total, episodes_before=before, bytes_in=state["read"],
-                            bytes_out=report.bytes_out, shards_written=report.shards_written, shards_total=len(shard_ids),
-                            seconds=time.perf_counter() - started)
 
-    def on_progress(item: tuple[int, int]) -> None:
-        state["done"] += item[0]
-        state["read"] += item[1]
-        progress(snapshot())
+class _Progress:
+    """Where a pack stands, for ``progress``: kept shards' episodes count as done before the run."""
 
-    def on_result(receipt: dict) -> None:
-        _account(report, receipt, written=True)
-        if progress is not None:
-            progress(snapshot())
+    def __init__(
+        self,
+        report: PackReport,
+        plan: PackPlan,
+        shard_ids: list[int],
+        todo: list[int],
+        started: float,
+        progress: Callable[[PackProgress], None] | None,
+    ):
+        self.report, self.started, self.progress = report, started, progress
+        self.shards_total = len(shard_ids)
+        self.total = sum(len(plan.shards[s]) for s in shard_ids)
+        self.before = self.total - sum(len(plan.shards[s]) for s in todo)
+        self.done, self.read = self.before, 0
 
+    def snapshot(self) -> PackProgress:
+        return PackProgress(
+            episodes_done=self.done,
+            episodes_total=self.total,
+            episodes_before=self.before,
+            bytes_in=self.read,
+            bytes_out=self.report.bytes_out,
+            shards_written=self.report.shards_written,
+            shards_total=self.shards_total,
+            seconds=time.perf_counter() - self.started,
+        )
+
+    def on_progress(self, item: tuple[int, int]) -> None:
+        """A job's (episodes, bytes read) since its last report."""
+        self.done += item[0]
+        self.read += item[1]
+        if self.progress is not None:
+            self.progress(self.snapshot())
+
+    def on_result(self, receipt: dict) -> None:
+        """A shard finished: its receipt counted into the report."""
+        _account(self.report, receipt, written=True)
+        if self.progress is not None:
+            self.progress(self.snapshot())
+
+
+def _shard_jobs(
+    plan: PackPlan,
+    todo: list[int],
+    options: PackOptions,
+    run: PackRunOptions,
+    *,
+    source_root: str,
+    dst: str,
+    journal: Journal,
+    sizes: list[int],
+) -> list[ShardJob]:
+    """One job per shard to build. With more workers than shards, a re-encode spreads each
+    shard's members over the spare cores (byte-identical to a sequential build); copy mode
+    cannot, and says what shard size would use them."""
     jobs = [
-        ShardJob(spec=ShardSpec(shard=s, episodes=tuple(plan.shards[s]), options=options, plan_sha256=plan.sha256),
-                 source_root=str(local_root), dst=dst, run=run, journal=pack_journal)
+        ShardJob(
+            spec=ShardSpec(shard=s, episodes=tuple(plan.shards[s]), options=options, plan_sha256=plan.sha256),
+            source_root=source_root,
+            dst=dst,
+            run=run,
+            journal=journal,
+        )
         for s in todo
     ]
+    workers = run.workers
     if workers > 1 and len(jobs) < workers and jobs:
         if options.video != "copy":
-            # Fewer shards than cores: each shard's members (episodes x cameras) are
-            # re-encoded in parallel instead, byte-identical to a sequential build.
             jobs = [replace(job, member_workers=max(1, workers // len(jobs))) for job in jobs]
         else:
-            # Shards are the unit of parallel work: say why cores idle and what to change.
             suggested = max(sum(sizes) / 1e6 / workers, 1.0)
-            log.warning("--workers %d, but only %d shard(s) to build: each shard is packed by one process, so %d core(s) "
-                        "stay idle; pack with --shard-size-mb %.0f (about %d shards) to use them", workers, len(jobs),
-                        workers - len(jobs), suggested, workers)
-    if progress is not None and not jobs:
-        progress(snapshot())  # nothing to pack: still say where the pack stands
-    run_jobs(pack_shard, jobs, workers=workers, on_result=on_result, on_progress=on_progress if progress is not None else None)
-    if part is None:
-        finalize(dst, run=run)
-        report.finalized = True
-    report.seconds = time.perf_counter() - started
-    return report
+            log.warning(
+                "--workers %d, but only %d shard(s) to build: each shard is packed by one process, so %d core(s) "
+                "stay idle; pack with --shard-size-mb %.0f (about %d shards) to use them",
+                workers,
+                len(jobs),
+                workers - len(jobs),
+                suggested,
+                workers,
+            )
+    return jobs
 
 
 def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missing: list[str] = ()) -> None:
@@ -286,8 +408,9 @@ def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missin
     for name, window in options.windows.items():
         absent = [k for k in window if k in missing]
         if absent:
-            raise OptionsError(f"window {name!r}: {absent} declared in meta/info.json but missing from the data parquet",
-                               option="windows")
+            raise OptionsError(
+                f"window {name!r}: {absent} declared in meta/info.json but missing from the data parquet", option="windows"
+            )
         try:
             resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s, known_keys=known_keys)
         except (WindowError, ValueError) as err:

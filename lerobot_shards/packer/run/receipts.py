@@ -45,8 +45,10 @@ def _files_match(storage: Storage, receipt: ShardReceipt, *, rehash: bool) -> st
     """None when the shard's tar and parquet at the destination are what ``receipt`` records
     (sizes; and digests when ``rehash``: the whole files are read), else what differs."""
     shard = receipt.shard
-    for rel, size, digest in ((shard_tar_path(shard), receipt.tar_bytes, receipt.tar_sha256),
-                              (shard_parquet_path(shard), receipt.parquet_bytes, receipt.parquet_sha256)):
+    for rel, size, digest in (
+        (shard_tar_path(shard), receipt.tar_bytes, receipt.tar_sha256),
+        (shard_parquet_path(shard), receipt.parquet_bytes, receipt.parquet_sha256),
+    ):
         if not storage.exists(rel):
             return f"{rel} is missing"
         if storage.size(rel) != size:
@@ -56,9 +58,17 @@ def _files_match(storage: Storage, receipt: ShardReceipt, *, rehash: bool) -> st
     return None
 
 
-def kept_receipt(storage: Storage, shard: int, plan: PackPlan, video_keys: list[str], journal: Journal,
-                 *, trust_destination: bool = False, repair: bool = False,
-                 damaged: list[str] | None = None) -> ShardReceipt | None:
+def kept_receipt(
+    storage: Storage,
+    shard: int,
+    plan: PackPlan,
+    video_keys: list[str],
+    journal: Journal,
+    *,
+    trust_destination: bool = False,
+    repair: bool = False,
+    damaged: list[str] | None = None,
+) -> ShardReceipt | None:
     """The receipt of a shard a resumed pack keeps, or None when the shard must be (re)built.
 
     Kept: a valid receipt of ``plan`` for the plan's episodes, whose bytes this machine's
@@ -68,6 +78,7 @@ def kept_receipt(storage: Storage, shard: int, plan: PackPlan, video_keys: list[
     files are re-hashed against it instead. A shard of this plan rebuilt because its receipt
     or files are damaged is appended to ``damaged`` (``"shard-000001: why"``).
     """
+
     def rebuild(why: str) -> None:
         log.warning("%s: %s; rebuilding the shard", storage.describe(shard_receipt_path(shard)), why)
         if damaged is not None:
@@ -85,9 +96,12 @@ def kept_receipt(storage: Storage, shard: int, plan: PackPlan, video_keys: list[
         return None
     vouched = journal.vouches(shard, plan.sha256, data)
     if not vouched and not trust_destination:
-        log.warning("%s: not in this machine's pack journal (%s): written by another run or machine; rebuilding the shard "
-                    "(--trust-destination adopts it after re-hashing its files)", storage.describe(shard_receipt_path(shard)),
-                    journal.dir)
+        log.warning(
+            "%s: not in this machine's pack journal (%s): written by another run or machine; rebuilding the shard "
+            "(--trust-destination adopts it after re-hashing its files)",
+            storage.describe(shard_receipt_path(shard)),
+            journal.dir,
+        )
         return None
     differs = _files_match(storage, receipt, rehash=repair or not vouched)
     if differs is not None:
@@ -96,8 +110,9 @@ def kept_receipt(storage: Storage, shard: int, plan: PackPlan, video_keys: list[
     return receipt
 
 
-def finished_receipts(storage: Storage, plan: PackPlan, video_keys: list[str], journal: Journal,
-                      *, trust_destination: bool = False) -> list[ShardReceipt]:
+def finished_receipts(
+    storage: Storage, plan: PackPlan, video_keys: list[str], journal: Journal, *, trust_destination: bool = False
+) -> list[ShardReceipt]:
     """Every shard's receipt of ``plan``, for ``finalize``: each one this machine's journal
     records committing, or (``trust_destination``) any valid one, whose tar is then re-hashed
     against it (the parquet is hashed by ``finalize`` as it reads it).
@@ -127,8 +142,9 @@ def finished_receipts(storage: Storage, plan: PackPlan, video_keys: list[str], j
                 raise PackError(f"cannot finalize: {differs}; delete {shard_receipt_path(shard)} and re-run that shard's pack")
         receipts.append(receipt)
     if missing:
-        raise PackError(f"{storage.url}: shards not packed yet (no valid receipt): {missing[:20]}; "
-                        "run the missing --part jobs, then finalize")
+        raise PackError(
+            f"{storage.url}: shards not packed yet (no valid receipt): {missing[:20]}; run the missing --part jobs, then finalize"
+        )
     if unvouched:
         raise PackError(
             f"{storage.url}: {len(unvouched)} shard receipt(s) not in this machine's pack journal ({journal.dir}): "

@@ -46,8 +46,13 @@ def pack_shard(job: ShardJob, progress: ProgressSink | None = None) -> dict:
         members = _encode_members_in_parallel(job, source, progress)
         on_episode = None  # progress came from the members as they finished
     with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp:
-        built = build_shard(source, job.spec, Path(tmp), on_episode=on_episode,
-                            member_source=(lambda e, k, n: members[(e, k)]) if members is not None else None)
+        built = build_shard(
+            source,
+            job.spec,
+            Path(tmp),
+            on_episode=on_episode,
+            member_source=(lambda e, k, n: members[(e, k)]) if members is not None else None,
+        )
         commit_shard(storage, built, job.journal)
     return built.receipt
 
@@ -64,12 +69,14 @@ def _encode_members_in_parallel(job: ShardJob, source, progress: ProgressSink | 
     lengths = {e: int(source.episodes[e]["length"]) for e in spec.episodes}
     wanted = [(e, key) for e in spec.episodes if lengths[e] > 0 for key in source.video_keys]
     left = {e: len(source.video_keys) for e in spec.episodes if lengths[e] > 0}
-    done_bytes = {e: 0 for e in left}
+    done_bytes = dict.fromkeys(left, 0)
     results = {}
     log.info("shard %d: re-encoding %d members in %d processes", spec.shard, len(wanted), job.member_workers)
     with ProcessPoolExecutor(max_workers=job.member_workers, initializer=die_with_parent) as pool:
-        futures = {pool.submit(encode_member, job.source_root, job.run.follow_symlinks, spec.options, e, key, lengths[e]): (e, key)
-                   for e, key in wanted}
+        futures = {
+            pool.submit(encode_member, job.source_root, job.run.follow_symlinks, spec.options, e, key, lengths[e]): (e, key)
+            for e, key in wanted
+        }
         for future in as_completed(futures):
             episode, key = futures[future]
             results[(episode, key)] = video_where = future.result()

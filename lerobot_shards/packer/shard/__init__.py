@@ -6,7 +6,12 @@ from lerobot_shards.core.exports import lazy_exports
 _EXPORTS = {
     "lerobot_shards.packer.shard.build": ["ShardSpec", "BuiltShard", "build_shard", "encode_settings"],
     "lerobot_shards.packer.shard.members": [
-        "EncodeSettings", "EpisodeVideo", "cut_episode", "encode_frames", "reencode_episode", "count_frames",
+        "EncodeSettings",
+        "EpisodeVideo",
+        "cut_episode",
+        "encode_frames",
+        "reencode_episode",
+        "count_frames",
         "reencode_pixel_format",
     ],
     "lerobot_shards.packer.shard.frame_policy": ["frame_verdict"],

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lerobot_shards.core.errors import BoundExceededError, FormatError
-from lerobot_shards.core.format import sha256_file, sha256_hex, video_member_name
+from lerobot_shards.core.format import VIDEO_MEMBER_FIELDS, sha256_file, sha256_hex, video_column, video_member_name
 from lerobot_shards.packer.errors import PackError, SourceError, VideoCutError
 from lerobot_shards.packer.options import PackOptions
 from lerobot_shards.packer.shard.frame_policy import empty_episode_verdict, frame_verdict
@@ -53,8 +53,9 @@ def encode_settings(options: PackOptions, *, depth: bool = False) -> EncodeSetti
     cannot be cut out of the source, with the hevc settings; a depth camera is cut in every
     mode and re-encoded losslessly where it cannot be (``EncodeSettings.depth``)."""
     codec = options.video if options.video != "copy" else "hevc"
-    return EncodeSettings(codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize,
-                          depth=depth)
+    return EncodeSettings(
+        codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize, depth=depth
+    )
 
 
 class _Digests:
@@ -70,7 +71,7 @@ class _Digests:
             data, done, result = job
             try:
                 result.append(sha256_hex(data))
-            except BaseException as err:  # noqa: BLE001 - handed to the waiter, never lost
+            except BaseException as err:
                 result.append(err)
             done.set()
 
@@ -85,6 +86,7 @@ class _Digests:
             if isinstance(result[0], BaseException):
                 raise result[0]
             return result[0]
+
         return wait
 
     def close(self) -> None:
@@ -92,8 +94,9 @@ class _Digests:
         self._thread.join()
 
 
-def _packet_reader(path: Path, max_samples: int | None = None, max_sample_bytes: int | None = None
-                   ) -> SourceSampleReader | SourceVideoReader:
+def _packet_reader(
+    path: Path, max_samples: int | None = None, max_sample_bytes: int | None = None
+) -> SourceSampleReader | SourceVideoReader:
     """Copy mode's reader of a source file: by byte ranges where its boxes and timing allow
     (no demuxer, no muxer; ``max_samples``: what the file's episodes can use;
     ``max_sample_bytes``: what one of its frames may claim), else the demuxer.
@@ -125,8 +128,9 @@ class OpenVideos:
             self._open.pop((kind, key)).close()
             reader = None
         if reader is None:
-            reader = self._open[(kind, key)] = (_packet_reader(path, max_samples, max_sample_bytes) if kind == "packets"
-                                                else SourceFrameDecoder(path))
+            reader = self._open[(kind, key)] = (
+                _packet_reader(path, max_samples, max_sample_bytes) if kind == "packets" else SourceFrameDecoder(path)
+            )
         return reader
 
     def close(self) -> None:
@@ -148,8 +152,13 @@ def _episode_video(
     try:
         # Depth maps are never re-encoded lossily: cut like copy mode whatever --video says.
         if options.video == "copy" or depth:
-            reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key),
-                                max_sample_bytes=source.max_sample_bytes(key))
+            reader = videos.get(
+                "packets",
+                key,
+                location.path,
+                max_samples=source.max_video_samples(episode, key),
+                max_sample_bytes=source.max_sample_bytes(key),
+            )
             video, found = cut_episode(location, reader, max_frames=length)
             where = _with_truncation_hint(where, reader, found, length)
             if video is not None or found == 0:
@@ -166,8 +175,9 @@ def _episode_video(
     return video, where
 
 
-def _with_truncation_hint(where: str, reader: SourceSampleReader | SourceVideoReader | SourceFrameDecoder, found: int,
-                          length: int) -> str:
+def _with_truncation_hint(
+    where: str, reader: SourceSampleReader | SourceVideoReader | SourceFrameDecoder, found: int, length: int
+) -> str:
     if found < length and reader.ended_early:
         return f"{where}; the file ends at {reader.last_seconds:.4f} s: truncated?"
     return where
@@ -176,8 +186,9 @@ def _with_truncation_hint(where: str, reader: SourceSampleReader | SourceVideoRe
 MemberSource = Callable[[int, str, int], "tuple[EpisodeVideo | None, str]"]
 
 
-def encode_member(source_root: str, follow_symlinks: bool, options: PackOptions, episode: int, key: str,
-                  length: int) -> tuple[EpisodeVideo | None, str]:
+def encode_member(
+    source_root: str, follow_symlinks: bool, options: PackOptions, episode: int, key: str, length: int
+) -> tuple[EpisodeVideo | None, str]:
     """One episode's member of camera ``key``, built on its own (a process of a pool): what
     ``build_shard`` builds in sequence, with a reader of its own that starts at the keyframe
     before the episode. Decoding is deterministic and every member gets a fresh encoder, so
@@ -221,8 +232,7 @@ def build_shard(
     tar_path = Path(workdir) / "shard.tar"
     # Each member is hashed for the index while the tar writer hashes the archive: hashlib
     # releases the GIL, so the two digests of the same bytes run on two cores.
-    with open(tar_path, "wb") as tar_file, contextlib.closing(OpenVideos()) as videos, \
-            contextlib.closing(_Digests()) as digests:
+    with open(tar_path, "wb") as tar_file, contextlib.closing(OpenVideos()) as videos, contextlib.closing(_Digests()) as digests:
         tar = DeterministicTarWriter(tar_file)
         row_cursor = 0
         for episode in spec.episodes:
@@ -236,17 +246,8 @@ def build_shard(
                 if on_episode is not None:
                     on_episode(0)
                 continue
-            members: dict[str, EpisodeVideo] = {}
-            verdicts = set()
-            episode_bytes = table.nbytes
-            for key in source.video_keys:
-                video, where = (member_source(episode, key, length) if member_source is not None
-                                else _episode_video(source, episode, key, length, options, videos))
-                found = video.found if video is not None else 0
-                verdicts.add(frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where))
-                if video is not None:
-                    episode_bytes += video.source_bytes
-                    members[key] = video
+            members, verdicts, video_bytes = _episode_members(source, episode, length, options, videos, member_source)
+            episode_bytes = table.nbytes + video_bytes
             bytes_in += episode_bytes
             if on_episode is not None:
                 on_episode(episode_bytes)
@@ -271,19 +272,84 @@ def build_shard(
                 video = members[key]
                 digest = digests.submit(video.data)
                 offset = tar.add(video_member_name(episode, key), video.data)
-                row[f"video/{key}/offset"] = offset
-                row[f"video/{key}/size"] = len(video.data)
-                row[f"video/{key}/frames"] = video.frames
-                row[f"video/{key}/codec"] = video.codec
-                row[f"video/{key}/sha256"] = digest()
-                row[f"video/{key}/reencoded"] = bool(video.reencoded)
+                row.update(_member_columns(key, video, offset=offset, sha256=digest()))
             tables.append(table)
             rows.append(row)
             row_cursor += length
         tar_size = tar.close()
         tar_sha256 = tar.sha256()
+    return _seal(
+        spec,
+        workdir,
+        tables,
+        rows,
+        tar_path=tar_path,
+        tar_size=tar_size,
+        tar_sha256=tar_sha256,
+        dropped=dropped,
+        padded=padded,
+        reencoded=reencoded,
+        bytes_in=bytes_in,
+    )
+
+
+def _episode_members(
+    source: Source, episode: int, length: int, options, videos: OpenVideos, member_source: MemberSource | None
+) -> tuple[dict[str, EpisodeVideo], set, int]:
+    """Each camera's member of one episode (built here, or by ``member_source``), the frame
+    verdicts (``None``, ``"pad"``, ``"drop"``) and the source video bytes read.
+
+    Raises:
+        FrameMismatchError: frames and rows disagree and ``on_frame_mismatch`` refuses it.
+    """
+    members: dict[str, EpisodeVideo] = {}
+    verdicts = set()
+    read = 0
+    for key in source.video_keys:
+        video, where = (
+            member_source(episode, key, length)
+            if member_source is not None
+            else _episode_video(source, episode, key, length, options, videos)
+        )
+        found = video.found if video is not None else 0
+        verdicts.add(frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where))
+        if video is not None:
+            read += video.source_bytes
+            members[key] = video
+    return members, verdicts, read
+
+
+def _member_columns(key: str, video: EpisodeVideo, *, offset: int, sha256: str) -> dict:
+    """One camera's member fields of an episode's index row, named by the format (``video_column``)."""
+    values = {
+        "offset": offset,
+        "size": len(video.data),
+        "frames": video.frames,
+        "codec": video.codec,
+        "sha256": sha256,
+        "reencoded": bool(video.reencoded),
+    }
+    return {video_column(key, field): values[field] for field in VIDEO_MEMBER_FIELDS}
+
+
+def _seal(
+    spec: ShardSpec,
+    workdir: Path,
+    tables: list[pa.Table],
+    rows: list[dict],
+    *,
+    tar_path: Path,
+    tar_size: int,
+    tar_sha256: str,
+    dropped: list[int],
+    padded: list[int],
+    reencoded: list[int],
+    bytes_in: int,
+) -> BuiltShard:
+    """Write the shard's parquet (row groups that never split an episode), point each episode's
+    row at its group, and make the receipt. Returns the ``BuiltShard``."""
     parquet_path = Path(workdir) / "shard.parquet"
-    row_groups = write_shard_parquet(tables, parquet_path, options.row_group_max_bytes)
+    row_groups = write_shard_parquet(tables, parquet_path, spec.options.row_group_max_bytes)
     footer, spans = shard_parquet_layout(parquet_path)
     for row, group in zip(rows, row_groups):
         offset, nbytes, digest = spans[group]

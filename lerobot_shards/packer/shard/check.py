@@ -47,7 +47,9 @@ class Finding:
     camera: str | None = None
 
     def line(self) -> str:
-        places = ([f"episode {self.episode}"] if self.episode is not None else []) + ([f"camera {self.camera}"] if self.camera else [])
+        places = ([f"episode {self.episode}"] if self.episode is not None else []) + (
+            [f"camera {self.camera}"] if self.camera else []
+        )
         return f"{self.level.upper()} {', '.join(places) + ': ' if places else ''}{self.message}"
 
 
@@ -74,8 +76,9 @@ class SourceCheck:
         return not self.errors
 
 
-def check_source(source: Source, options: PackOptions, episodes: Sequence[int], *,
-                 progress: Callable[[int, int], None] | None = None) -> SourceCheck:
+def check_source(
+    source: Source, options: PackOptions, episodes: Sequence[int], *, progress: Callable[[int, int], None] | None = None
+) -> SourceCheck:
     """Check the given episodes of ``source`` as ``options`` would pack them (see the module).
 
     ``progress(episodes checked, episodes)`` is called after each episode.
@@ -110,8 +113,14 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck) ->
             continue
         source_format = (source.features[key].get("info") or {}).get("video.pix_fmt")
         if reencode_pixel_format(source_format if isinstance(source_format, str) else None, height, width) == "yuv444p":
-            report.findings.append(Finding("warning", f"{height}x{width} ({source_format}) is coded yuv444p by --video "
-                                           f"{options.video}: NVDEC decodes it only in hevc", camera=key))
+            report.findings.append(
+                Finding(
+                    "warning",
+                    f"{height}x{width} ({source_format}) is coded yuv444p by --video "
+                    f"{options.video}: NVDEC decodes it only in hevc",
+                    camera=key,
+                )
+            )
 
 
 def _check_episode(source: Source, options: PackOptions, episode: int, videos: OpenVideos, report: SourceCheck) -> None:
@@ -128,31 +137,55 @@ def _check_episode(source: Source, options: PackOptions, episode: int, videos: O
     report.frames += length
     if length == 0:
         level: Level = "error" if options.on_frame_mismatch == "error" else "warning"
-        add(Finding(level, "no rows (length 0): " + ("refused under --on-frame-mismatch error" if level == "error" else "dropped"),
-                    episode))
+        add(
+            Finding(
+                level,
+                "no rows (length 0): " + ("refused under --on-frame-mismatch error" if level == "error" else "dropped"),
+                episode,
+            )
+        )
         return
     stamps = rows["timestamp"].to_numpy().astype(np.float64) if "timestamp" in rows.column_names else None
     if stamps is not None:
         drift = np.abs(stamps - np.arange(length) / source.fps)
         if float(drift.max()) > options.tolerance_s:
             worst = int(drift.argmax())
-            add(Finding("warning", f"row timestamps are not frame_index / fps: frame {worst} is at {stamps[worst]:.6f} s, "
-                        f"{drift[worst]:.6f} s from {worst / source.fps:.6f} (tolerance {options.tolerance_s} s); windows in "
-                        "seconds resolve by frame, as LeRobot's delta indices do", episode))
+            add(
+                Finding(
+                    "warning",
+                    f"row timestamps are not frame_index / fps: frame {worst} is at {stamps[worst]:.6f} s, "
+                    f"{drift[worst]:.6f} s from {worst / source.fps:.6f} (tolerance {options.tolerance_s} s); windows in "
+                    "seconds resolve by frame, as LeRobot's delta indices do",
+                    episode,
+                )
+            )
     for key in source.video_keys:
         _check_camera(source, options, episode, key, length, stamps, videos, report)
 
 
-def _check_camera(source: Source, options: PackOptions, episode: int, key: str, length: int, stamps: np.ndarray | None,
-                  videos: OpenVideos, report: SourceCheck) -> None:
+def _check_camera(
+    source: Source,
+    options: PackOptions,
+    episode: int,
+    key: str,
+    length: int,
+    stamps: np.ndarray | None,
+    videos: OpenVideos,
+    report: SourceCheck,
+) -> None:
     add = report.findings.append
     location = source.video_location(episode, key)
     if not location.path.is_file():
         add(Finding("error", f"{location.path}: missing", episode, key))
         return
     try:
-        reader = videos.get("packets", key, location.path, max_samples=source.max_video_samples(episode, key),
-                            max_sample_bytes=source.max_sample_bytes(key))
+        reader = videos.get(
+            "packets",
+            key,
+            location.path,
+            max_samples=source.max_video_samples(episode, key),
+            max_sample_bytes=source.max_sample_bytes(key),
+        )
         times = _frame_times(reader, location)
         video, found = cut_episode(location, reader, max_frames=length)
     except (SourceError, VideoCutError, PackError, FormatError) as err:
@@ -164,8 +197,15 @@ def _check_camera(source: Source, options: PackOptions, episode: int, key: str, 
         add(Finding("error", str(err).removeprefix(f"episode {episode}, camera {key}: "), episode, key))
         return
     if verdict is not None:
-        add(Finding("warning", f"video has {found} frames for {length} rows: the episode is "
-                    f"{'padded' if verdict == 'pad' else 'dropped'} (--on-frame-mismatch {options.on_frame_mismatch})", episode, key))
+        add(
+            Finding(
+                "warning",
+                f"video has {found} frames for {length} rows: the episode is "
+                f"{'padded' if verdict == 'pad' else 'dropped'} (--on-frame-mismatch {options.on_frame_mismatch})",
+                episode,
+                key,
+            )
+        )
     elif found > length:
         add(Finding("warning", f"video has {found} frames for {length} rows: trimmed to the first {length}", episode, key))
     if video is None and found and (options.video == "copy" or key in source.depth):
@@ -179,9 +219,16 @@ def _check_camera(source: Source, options: PackOptions, episode: int, key: str, 
         far = np.flatnonzero(off >= options.tolerance_s)
         if len(far):
             frame = int(far[0])
-            add(Finding("warning", f"{len(far)} frame(s) lie further than the tolerance ({options.tolerance_s} s) from their row's "
-                        f"timestamp, first frame {frame}: {off[frame]:.6f} s off; LeRobotDataset raises FrameTimestampError "
-                        "there (the pack gives frame j to row j)", episode, key))
+            add(
+                Finding(
+                    "warning",
+                    f"{len(far)} frame(s) lie further than the tolerance ({options.tolerance_s} s) from their row's "
+                    f"timestamp, first frame {frame}: {off[frame]:.6f} s off; LeRobotDataset raises FrameTimestampError "
+                    "there (the pack gives frame j to row j)",
+                    episode,
+                    key,
+                )
+            )
 
 
 def _frame_times(reader, location) -> np.ndarray | None:

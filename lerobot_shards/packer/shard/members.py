@@ -95,8 +95,7 @@ class EncodeSettings:
                     "CTUs per row); use --video h264 or --resize to a wider size"
                 )
             ctu = x265_ctu(height if height is not None else width, width)
-            params = (f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:cutree=0"
-                      ":log-level=error")
+            params = f"keyint={self.gop}:min-keyint={self.gop}:scenecut=0:bframes=0:open-gop=0:ctu={ctu}:cutree=0:log-level=error"
             if min(height if height is not None else width, width) < SMALL_FRAME_SIDE:
                 params += ":pools=none:frame-threads=1"
             if self.depth:
@@ -239,12 +238,25 @@ def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames
         return None, found  # readers refuse such a GOP (lerobot_shards/core/format/mp4.py): re-encode instead
     data = reader.read(keep)
     member = write_member(
-        sample_entry=reader.track.sample_entry, timescale=reader.track.timescale,
-        durations=reader.track.durations[keep.start : keep.stop].tolist(), sizes=layout.sample_sizes[keep.start : keep.stop].tolist(),
-        keyframes=keyframes, width=layout.width, height=layout.height, data=data,
+        sample_entry=reader.track.sample_entry,
+        timescale=reader.track.timescale,
+        durations=reader.track.durations[keep.start : keep.stop].tolist(),
+        sizes=layout.sample_sizes[keep.start : keep.stop].tolist(),
+        keyframes=keyframes,
+        width=layout.width,
+        height=layout.height,
+        data=data,
     )
-    video = EpisodeVideo(data=member, frames=len(keep), found=found, codec=layout.codec, reencoded=False,
-                         height=layout.height, width=layout.width, source_bytes=len(data))
+    video = EpisodeVideo(
+        data=member,
+        frames=len(keep),
+        found=found,
+        codec=layout.codec,
+        reencoded=False,
+        height=layout.height,
+        width=layout.width,
+        source_bytes=len(data),
+    )
     return video, found
 
 
@@ -294,8 +306,14 @@ def encode_frames(
         if sink is not None:
             sink.close()
     return EpisodeVideo(
-        data=buffer.getvalue(), frames=encoded, found=found, codec=codec, reencoded=True,
-        height=height, width=width, source_bytes=0,
+        data=buffer.getvalue(),
+        frames=encoded,
+        found=found,
+        codec=codec,
+        reencoded=True,
+        height=height,
+        width=width,
+        source_bytes=0,
     )
 
 
@@ -321,7 +339,9 @@ def reencode_episode(
     owned = decoder is None
     decoder = decoder or SourceFrameDecoder(location.path)
     try:
-        video = encode_frames(decoder.window(location.from_timestamp, location.to_timestamp), fps, settings, max_frames=max_frames)
+        video = encode_frames(
+            decoder.window(location.from_timestamp, location.to_timestamp), fps, settings, max_frames=max_frames
+        )
         if video is None:
             return None, 0
         return replace(video, source_bytes=decoder.window_bytes), video.found

@@ -40,8 +40,18 @@ def _run_lengths(values: Sequence[int]) -> list[tuple[int, int]]:
     return [(count, value) for count, value in runs]
 
 
-def write_member(*, sample_entry: bytes, timescale: int, durations: Sequence[int], sizes: Sequence[int],
-                 keyframes: Sequence[int], width: int, height: int, data: bytes, brand: bytes = b"isom") -> bytes:
+def write_member(
+    *,
+    sample_entry: bytes,
+    timescale: int,
+    durations: Sequence[int],
+    sizes: Sequence[int],
+    keyframes: Sequence[int],
+    width: int,
+    height: int,
+    data: bytes,
+    brand: bytes = b"isom",
+) -> bytes:
     """One mp4 holding ``data``, the samples of ``sizes`` back to back, in decode order.
 
     Args:
@@ -59,10 +69,14 @@ def write_member(*, sample_entry: bytes, timescale: int, durations: Sequence[int
         raise ValueError(f"{count} sizes, {len(durations)} durations and {len(data)} bytes do not describe one another")
     media_duration = sum(durations)
     movie_duration = media_duration * _MOVIE_TIMESCALE // timescale
-    stts = _full_box(b"stts", 0, 0, struct.pack(">I", len(runs := _run_lengths(durations))),
-                     *(struct.pack(">II", n, d) for n, d in runs))
-    stss = b"" if len(keyframes) == count else _full_box(
-        b"stss", 0, 0, struct.pack(f">I{len(keyframes)}I", len(keyframes), *(k + 1 for k in keyframes)))
+    stts = _full_box(
+        b"stts", 0, 0, struct.pack(">I", len(runs := _run_lengths(durations))), *(struct.pack(">II", n, d) for n, d in runs)
+    )
+    stss = (
+        b""
+        if len(keyframes) == count
+        else _full_box(b"stss", 0, 0, struct.pack(f">I{len(keyframes)}I", len(keyframes), *(k + 1 for k in keyframes)))
+    )
     stsc = _full_box(b"stsc", 0, 0, struct.pack(">IIII", 1, 1, count, 1))
     stsz = _full_box(b"stsz", 0, 0, struct.pack(f">II{count}I", 0, count, *sizes))
 
@@ -73,10 +87,26 @@ def write_member(*, sample_entry: bytes, timescale: int, durations: Sequence[int
         minf = _box(b"minf", _full_box(b"vmhd", 0, 1, bytes(8)), dinf, stbl)
         mdhd = _full_box(b"mdhd", 0, 0, struct.pack(">IIIIHH", 0, 0, timescale, media_duration, 0x55C4, 0))  # 'und'
         hdlr = _full_box(b"hdlr", 0, 0, struct.pack(">I4s12s", 0, b"vide", bytes(12)), b"VideoHandler\0")
-        tkhd = _full_box(b"tkhd", 0, 3, struct.pack(">IIIII", 0, 0, 1, 0, movie_duration), bytes(8),
-                         struct.pack(">hhhH", 0, 0, 0, 0), _MATRIX, struct.pack(">II", width << 16, height << 16))
-        mvhd = _full_box(b"mvhd", 0, 0, struct.pack(">IIIIIH", 0, 0, _MOVIE_TIMESCALE, movie_duration, 0x10000, 0x100),
-                         bytes(10), _MATRIX, bytes(24), struct.pack(">I", 2))
+        tkhd = _full_box(
+            b"tkhd",
+            0,
+            3,
+            struct.pack(">IIIII", 0, 0, 1, 0, movie_duration),
+            bytes(8),
+            struct.pack(">hhhH", 0, 0, 0, 0),
+            _MATRIX,
+            struct.pack(">II", width << 16, height << 16),
+        )
+        mvhd = _full_box(
+            b"mvhd",
+            0,
+            0,
+            struct.pack(">IIIIIH", 0, 0, _MOVIE_TIMESCALE, movie_duration, 0x10000, 0x100),
+            bytes(10),
+            _MATRIX,
+            bytes(24),
+            struct.pack(">I", 2),
+        )
         return _box(b"moov", mvhd, _box(b"trak", tkhd, _box(b"mdia", mdhd, hdlr, minf)))
 
     ftyp = _box(b"ftyp", brand, struct.pack(">I", 512), b"isom", b"iso2", b"mp41")

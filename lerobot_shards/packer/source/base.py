@@ -47,15 +47,15 @@ class Source(Protocol):
         """Every episode, ascending."""
         ...
 
-    def episode_rows(self, episode_index: int) -> "pa.Table":
+    def episode_rows(self, episode_index: int) -> pa.Table:
         """The episode's tabular rows, in frame order (bounded by what the rows may decode to)."""
         ...
 
-    def check_rows(self, episode_index: int, table: "pa.Table") -> None:
+    def check_rows(self, episode_index: int, table: pa.Table) -> None:
         """Raise ``SourceError`` unless ``table`` is the episode's rows as its record says."""
         ...
 
-    def episode_tasks(self, episode_index: int, rows: "pa.Table") -> list[str]:
+    def episode_tasks(self, episode_index: int, rows: pa.Table) -> list[str]:
         """The episode's task strings (what the pack's episodes index keeps), given its rows."""
         ...
 
@@ -63,7 +63,7 @@ class Source(Protocol):
         """Raise ``SourceError`` unless the task list is well formed."""
         ...
 
-    def video_location(self, episode_index: int, video_key: str) -> "VideoLocation":
+    def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         """Where the episode's video of a camera is: a file and a time window in it."""
         ...
 
@@ -97,6 +97,11 @@ class Source(Protocol):
         """Files under ``meta/`` the format does not read (left out of a pack, and said so)."""
         ...
 
+    def needed_files(self, episodes: list[int]) -> list[Path]:
+        """Every file (relative to the root) packing ``episodes`` reads beyond the metadata: what
+        staging a bucket or Hub source fetches once the metadata is local."""
+        ...
+
 
 @dataclass(frozen=True)
 class SourceFormat:
@@ -117,9 +122,7 @@ def _open_lerobot(root: Path, *, follow_symlinks: bool = False) -> Source:
     return open_source(root, follow_symlinks=follow_symlinks)
 
 
-SOURCE_FORMATS: tuple[SourceFormat, ...] = (
-    SourceFormat("LeRobot v3", _lerobot_v3, _open_lerobot),
-)
+SOURCE_FORMATS: tuple[SourceFormat, ...] = (SourceFormat("LeRobot v3", _lerobot_v3, _open_lerobot),)
 
 
 def open_dataset_source(root: str | Path, *, follow_symlinks: bool = False) -> Source:

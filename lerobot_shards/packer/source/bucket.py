@@ -15,7 +15,8 @@ from lerobot_shards.core.errors import ObjectNotFoundError
 from lerobot_shards.core.format import META_DIR, safe_relative_path
 from lerobot_shards.core.storage import RetryPolicy, Storage
 from lerobot_shards.packer.errors import SourceError
-from lerobot_shards.packer.source.lerobot import LeRobotSource, metadata_bound
+from lerobot_shards.packer.source.base import open_dataset_source
+from lerobot_shards.packer.source.lerobot import metadata_bound
 
 
 def staging_dir(url: str, cache_dir: Path) -> Path:
@@ -63,7 +64,7 @@ def stage_bucket_source(
         if metadata_bound(rel) is None:
             continue  # not a file LeRobot reads: a pack leaves it out, so it is not fetched
         _fetch(storage, rel, local / rel)
-    source = LeRobotSource(local)
+    source = open_dataset_source(local)  # the format says which files its episodes need
     wanted = episodes if episodes is not None else source.episode_indices
     wanted = [e for e in wanted if e in source.episodes]
     for rel in source.needed_files(wanted):

@@ -43,7 +43,8 @@ from pathlib import Path
 from lerobot_shards.core.format import safe_relative_path
 from lerobot_shards.core.storage import RetryPolicy, is_transient, name_resolution_failed, retry_after_s
 from lerobot_shards.packer.errors import SourceError
-from lerobot_shards.packer.source.lerobot import LeRobotSource, metadata_bound
+from lerobot_shards.packer.source.base import open_dataset_source
+from lerobot_shards.packer.source.lerobot import metadata_bound
 
 # The Hub's rate limit is minutes long (about 3,000 requests per 5 minutes): more attempts and
 # longer waits than a bucket's policy, same classification and backoff (lerobot_shards.core.storage.retry).
@@ -72,8 +73,10 @@ def _with_retries(what: str, call, *, retry: RetryPolicy = HUB_RETRY):
             raise
         except Exception as err:  # huggingface_hub raises HfHubHTTPError subclasses and httpx/requests errors
             if name_resolution_failed(err):
-                raise SourceError(f"Hub download of {what}: cannot look up the Hub's host ({err}); this machine has no "
-                                  "network or DNS: check the connection (HF_ENDPOINT), or pack from a local copy") from err
+                raise SourceError(
+                    f"Hub download of {what}: cannot look up the Hub's host ({err}); this machine has no "
+                    "network or DNS: check the connection (HF_ENDPOINT), or pack from a local copy"
+                ) from err
             if not is_transient(err) or attempt == retry.max_attempts:
                 raise SourceError(f"Hub download of {what} failed after {attempt} attempt(s): {err}") from err
             wait = retry_after_s(err, cap_s=retry.cap_s)
@@ -90,7 +93,9 @@ def _resolve(api, repo_id: str, revision: str | None) -> str:
     """The commit SHA of ``revision`` (a SHA resolves to itself, without a request)."""
     if revision is not None and _COMMIT.fullmatch(revision):
         return revision
-    info = _with_retries(f"{repo_id}@{revision or 'main'}", lambda: api.repo_info(repo_id, repo_type="dataset", revision=revision))
+    info = _with_retries(
+        f"{repo_id}@{revision or 'main'}", lambda: api.repo_info(repo_id, repo_type="dataset", revision=revision)
+    )
     if not isinstance(info.sha, str) or not _COMMIT.fullmatch(info.sha):
         raise SourceError(f"{repo_id}@{revision or 'main'}: the Hub answered commit {str(info.sha)[:60]!r}")
     return info.sha
@@ -140,19 +145,24 @@ def _listing(api, repo_id: str, commit: str, local: Path) -> dict[str, HubFile]:
     if cache.is_file():
         try:
             cached = json.loads(cache.read_text())
-            return {path: _checked(repo_id, commit, path, e.get("size"), e.get("blob_id"), e.get("lfs_sha256"))
-                    for path, e in cached.items()}
+            return {
+                path: _checked(repo_id, commit, path, e.get("size"), e.get("blob_id"), e.get("lfs_sha256"))
+                for path, e in cached.items()
+            }
         except (ValueError, TypeError, AttributeError, SourceError):
             pass  # a damaged or altered cache is listed again
     from huggingface_hub.hf_api import RepoFile
 
-    entries = _with_retries(f"{repo_id}@{commit} (file listing)",
-                            lambda: list(api.list_repo_tree(repo_id, repo_type="dataset", revision=commit, recursive=True)))
+    entries = _with_retries(
+        f"{repo_id}@{commit} (file listing)",
+        lambda: list(api.list_repo_tree(repo_id, repo_type="dataset", revision=commit, recursive=True)),
+    )
     files = {}
     for entry in entries:
         if isinstance(entry, RepoFile):
-            files[entry.path] = _checked(repo_id, commit, entry.path, entry.size, entry.blob_id,
-                                         entry.lfs.sha256 if entry.lfs is not None else None)
+            files[entry.path] = _checked(
+                repo_id, commit, entry.path, entry.size, entry.blob_id, entry.lfs.sha256 if entry.lfs is not None else None
+            )
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp")
     tmp.write_text(json.dumps({p: f.__dict__ for p, f in files.items()}))
@@ -220,9 +230,11 @@ def _download(repo_id: str, commit: str, rel: str, expected: HubFile, local: Pat
                     out.write(chunk)
             found = digest.hexdigest()
             if size != expected.size or found != (expected.lfs_sha256 or expected.blob_id):
-                raise SourceError(f"{repo_id}@{commit}:{rel}: the download does not match the listing "
-                                  f"({size} bytes, listed {expected.size}; digest {found[:12]}, listed "
-                                  f"{(expected.lfs_sha256 or expected.blob_id)[:12]})")
+                raise SourceError(
+                    f"{repo_id}@{commit}:{rel}: the download does not match the listing "
+                    f"({size} bytes, listed {expected.size}; digest {found[:12]}, listed "
+                    f"{(expected.lfs_sha256 or expected.blob_id)[:12]})"
+                )
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -263,7 +275,7 @@ def stage_hub_source(
         wanted = sorted(rel for rel in listing if not rel.startswith("meta/") or rel in meta)
     else:
         _fetch_all(repo_id, commit, meta, listing, local, max_workers)
-        source = LeRobotSource(local)
+        source = open_dataset_source(local)  # the format says which files its episodes need
         unknown = [e for e in episodes if e not in source.episodes]
         if unknown:
             raise SourceError(f"{repo_id}: episodes {unknown[:20]} are not in the dataset")

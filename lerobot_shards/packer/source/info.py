@@ -57,8 +57,7 @@ def parse_info(data: bytes, *, where: str) -> dict[str, Any]:
                 "python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=ORG/NAME"
             )
         raise SourceError(
-            f"{where}: codebase_version {str(version)[:40]!r} is not supported (expected "
-            f"{SUPPORTED_CODEBASE_VERSION!r}).{hint}"
+            f"{where}: codebase_version {str(version)[:40]!r} is not supported (expected {SUPPORTED_CODEBASE_VERSION!r}).{hint}"
         )
     for key in ("fps", "features", "data_path"):
         if key not in info:
@@ -106,14 +105,21 @@ def _check_shape(key: str, feature: dict, where: str) -> None:
     dtype, shape = feature.get("dtype"), feature.get("shape")
     if not isinstance(dtype, str):
         raise SourceError(f"{where}: feature {key!r}: dtype must be a string, found {str(dtype)[:40]!r}")
-    if (not isinstance(shape, list) or not 0 < len(shape) <= MAX_FEATURE_DIMS
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)):
-        raise SourceError(f"{where}: feature {key!r}: shape must be a list of 1 to {MAX_FEATURE_DIMS} positive integers, "
-                          f"found {str(shape)[:80]}")
+    if (
+        not isinstance(shape, list)
+        or not 0 < len(shape) <= MAX_FEATURE_DIMS
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
+    ):
+        raise SourceError(
+            f"{where}: feature {key!r}: shape must be a list of 1 to {MAX_FEATURE_DIMS} positive integers, "
+            f"found {str(shape)[:80]}"
+        )
     if dtype == "video":
         if len(shape) != 3 or shape[0] > MAX_FRAME_SIDE or shape[1] > MAX_FRAME_SIDE or shape[0] * shape[1] > MAX_FRAME_PIXELS:
-            raise SourceError(f"{where}: feature {key!r}: video shape {shape} is beyond {MAX_FRAME_SIDE} per side or "
-                              f"{MAX_FRAME_PIXELS:,} pixels (or not [height, width, channels])")
+            raise SourceError(
+                f"{where}: feature {key!r}: video shape {shape} is beyond {MAX_FRAME_SIDE} per side or "
+                f"{MAX_FRAME_PIXELS:,} pixels (or not [height, width, channels])"
+            )
         return
     try:
         check_feature_shape(dtype, shape, where=f"{where}: feature {key!r}")

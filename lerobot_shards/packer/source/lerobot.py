@@ -87,8 +87,10 @@ class LeRobotSource:
         if (self.root / "manifest.json").is_file() and (self.root / "shards").is_dir():
             # A pack keeps its source's meta/ (info.json included): without this it would fail
             # later on data files it does not have.
-            raise SourceError(f"{self.root} is a packed dataset (manifest.json, shards/), not a LeRobot v3 dataset: "
-                              "pack its source, or read it with PackedDataset / `lerobot-shards info`")
+            raise SourceError(
+                f"{self.root} is a packed dataset (manifest.json, shards/), not a LeRobot v3 dataset: "
+                "pack its source, or read it with PackedDataset / `lerobot-shards info`"
+            )
         info_path = self.file(INFO_PATH, what="metadata")
         if not info_path.is_file():
             raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
@@ -105,8 +107,10 @@ class LeRobotSource:
         self.episodes = self._load_episodes()
         members = len(self.episodes) * len(self.video_keys)
         if members > MAX_DATASET_MEMBERS:  # a pack of it would be refused by every reader
-            raise SourceError(f"{self.root}: {len(self.episodes)} episodes x {len(self.video_keys)} cameras = {members} members, "
-                              f"more than the {MAX_DATASET_MEMBERS} a packed dataset may hold; pack it in parts (--episodes)")
+            raise SourceError(
+                f"{self.root}: {len(self.episodes)} episodes x {len(self.video_keys)} cameras = {members} members, "
+                f"more than the {MAX_DATASET_MEMBERS} a packed dataset may hold; pack it in parts (--episodes)"
+            )
         self._video_file_ends: dict[str, dict[str, float]] = {}
         self.tasks = self._load_tasks()
         self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
@@ -154,8 +158,14 @@ class LeRobotSource:
                 raise _source_error(err, path, "episodes metadata") from None
             # Every column's pages are checked (stats/* lists included); only these are decoded.
             wanted = [c for c in names if not c.startswith("stats/")]
-            table = _read_parquet(data, path, "episodes metadata", columns=wanted, max_rows=MAX_DATASET_EPISODES,
-                                  values_per_row={"tasks": MAX_EPISODE_TASKS})
+            table = _read_parquet(
+                data,
+                path,
+                "episodes metadata",
+                columns=wanted,
+                max_rows=MAX_DATASET_EPISODES,
+                values_per_row={"tasks": MAX_EPISODE_TASKS},
+            )
             missing = [c for c in REQUIRED_EPISODE_COLUMNS if c not in table.column_names]
             missing += [
                 f"videos/{k}/{f}"
@@ -243,16 +253,22 @@ class LeRobotSource:
             file_index=row[f"videos/{video_key}/file_index"],
         )
         path = self.file(rel, what=f"video (episode {episode_index}, camera {video_key})")
-        return VideoLocation(path, float(row[f"videos/{video_key}/from_timestamp"]), float(row[f"videos/{video_key}/to_timestamp"]))
+        return VideoLocation(
+            path, float(row[f"videos/{video_key}/from_timestamp"]), float(row[f"videos/{video_key}/to_timestamp"])
+        )
 
     def max_video_samples(self, episode_index: int, video_key: str) -> int:
         """The most samples the camera's video file holding ``episode_index`` may hold: twice
         the frames up to the last second any of its episodes uses, plus
         ``SOURCE_SAMPLES_SLACK`` (what a copy-mode cut reads of its sample tables is bounded by
         this, not by what the file claims)."""
+
         def rel(row) -> str:
-            return self.info["video_path"].format(video_key=video_key, chunk_index=row[f"videos/{video_key}/chunk_index"],
-                                                  file_index=row[f"videos/{video_key}/file_index"])
+            return self.info["video_path"].format(
+                video_key=video_key,
+                chunk_index=row[f"videos/{video_key}/chunk_index"],
+                file_index=row[f"videos/{video_key}/file_index"],
+            )
 
         lasts = self._video_file_ends.get(video_key)
         if lasts is None:  # one pass over the episodes per camera, no file system calls
@@ -288,8 +304,13 @@ class LeRobotSource:
         if self._data_cache is None or self._data_cache[0] != path:
             if not path.is_file():
                 raise SourceError(f"{path}: missing (data file of episode {episode_index})")
-            table = _read_parquet(_read_file(path, "data parquet"), path, "data parquet", max_rows=MAX_DATASET_FRAMES,
-                                  values_per_row=self._values_per_row)
+            table = _read_parquet(
+                _read_file(path, "data parquet"),
+                path,
+                "data parquet",
+                max_rows=MAX_DATASET_FRAMES,
+                values_per_row=self._values_per_row,
+            )
             try:
                 spans = _episode_spans(table)
             except SourceError as err:
@@ -302,9 +323,7 @@ class LeRobotSource:
         rows = table.slice(start, count)
         expected = int(self.episodes[episode_index]["length"])
         if rows.num_rows != expected:
-            raise SourceError(
-                f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected}"
-            )
+            raise SourceError(f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected}")
         if rows.num_rows and rows["frame_index"].to_pylist() != list(range(expected)):
             rows = rows.sort_by("frame_index")
         self._check_row_values(episode_index, rows, path)
@@ -318,8 +337,11 @@ class LeRobotSource:
     @functools.cached_property
     def _exact_elements(self) -> dict[str, int]:
         """Values per frame of each fixed-shape tabular feature (language lists have no shape)."""
-        return {k: feature_elements(f) for k, f in self.features.items()
-                if f["dtype"] not in ("video", "image", "language") and k not in LANGUAGE_COLUMNS}
+        return {
+            k: feature_elements(f)
+            for k, f in self.features.items()
+            if f["dtype"] not in ("video", "image", "language") and k not in LANGUAGE_COLUMNS
+        }
 
     def _check_row_values(self, episode_index: int, rows: pa.Table, path: Path) -> None:
         """What the rows hold must be what the metadata claims: each tabular feature's values
@@ -335,15 +357,19 @@ class LeRobotSource:
                 continue
             found = _values_per_frame(rows[name].type, rows[name])
             if found is not None and found != {elements}:
-                raise SourceError(f"{where}: column {name} holds {sorted(found)[:5]} values per frame; meta/info.json "
-                                  f"declares shape {self.features[name]['shape']} ({elements} values)")
+                raise SourceError(
+                    f"{where}: column {name} holds {sorted(found)[:5]} values per frame; meta/info.json "
+                    f"declares shape {self.features[name]['shape']} ({elements} values)"
+                )
         row = self.episodes[episode_index]
         start, stop = row["dataset_from_index"], row["dataset_to_index"]
         if "index" in rows.column_names and rows.num_rows:
             first, last = rows["index"][0].as_py(), rows["index"][rows.num_rows - 1].as_py()
             if stop - start != rows.num_rows or first != start or last != stop - 1:
-                raise SourceError(f"{where}: rows have index {first}..{last}; the episodes metadata says "
-                                  f"dataset_from_index {start}, dataset_to_index {stop}")
+                raise SourceError(
+                    f"{where}: rows have index {first}..{last}; the episodes metadata says "
+                    f"dataset_from_index {start}, dataset_to_index {stop}"
+                )
 
     def schema_drift(self, episodes: list[int]) -> SchemaDrift:
         """Compare the tabular features info.json declares with the columns of the data files
@@ -421,8 +447,10 @@ class LeRobotSource:
             for frame, cell in enumerate(rows[key].to_pylist()):
                 data = image_column_bytes(cell)
                 if data is None:
-                    raise SourceError(f"{where}, frame {frame}: no embedded picture bytes (a path only); re-save the dataset "
-                                      "with LeRobot, which embeds them")
+                    raise SourceError(
+                        f"{where}, frame {frame}: no embedded picture bytes (a path only); re-save the dataset "
+                        "with LeRobot, which embeds them"
+                    )
                 try:
                     open_image(data, max_elements=limit, where=f"{where}, frame {frame}", load=False)
                 except FormatError as err:
@@ -440,8 +468,10 @@ class LeRobotSource:
         names = self._task_names
         distinct = list(dict.fromkeys(rows["task_index"].to_pylist()))
         if len(distinct) > MAX_EPISODE_TASKS:
-            raise SourceError(f"{self.data_path(episode_index)}: episode {episode_index} has {len(distinct)} distinct tasks; "
-                              f"at most {MAX_EPISODE_TASKS} are allowed")
+            raise SourceError(
+                f"{self.data_path(episode_index)}: episode {episode_index} has {len(distinct)} distinct tasks; "
+                f"at most {MAX_EPISODE_TASKS} are allowed"
+            )
         return [names[int(i)] for i in distinct]
 
     @functools.cached_property
@@ -504,13 +534,19 @@ def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise SourceError(f"{where}: {column} must be a non-negative integer, found {str(value)[:40]!r}")
         start, stop = row.get(f"videos/{key}/from_timestamp"), row.get(f"videos/{key}/to_timestamp")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (start, stop)) \
-                or not 0 <= start <= stop:
-            raise SourceError(f"{where}: videos/{key}/from_timestamp and to_timestamp must be finite seconds with "
-                              f"0 <= from <= to, found {str(start)[:40]}, {str(stop)[:40]}")
+        if (
+            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (start, stop))
+            or not 0 <= start <= stop
+        ):
+            raise SourceError(
+                f"{where}: videos/{key}/from_timestamp and to_timestamp must be finite seconds with "
+                f"0 <= from <= to, found {str(start)[:40]}, {str(stop)[:40]}"
+            )
     if row["dataset_to_index"] - row["dataset_from_index"] != row["length"]:
-        raise SourceError(f"{where}: dataset_from_index {row['dataset_from_index']} to dataset_to_index "
-                          f"{row['dataset_to_index']} is not its length {row['length']}")
+        raise SourceError(
+            f"{where}: dataset_from_index {row['dataset_from_index']} to dataset_to_index "
+            f"{row['dataset_to_index']} is not its length {row['length']}"
+        )
     if row.get("tasks") is None:
         return  # no tasks column: taken from the rows (LeRobotSource.episode_tasks)
     if not isinstance(row.get("tasks"), list) or not all(isinstance(task, str) for task in row["tasks"]):
@@ -540,8 +576,10 @@ def check_file_size(path: Path, bound: int, what: str) -> int:
         raise SourceError(f"{path}: {stat.st_size:,} bytes of {what}; at most {bound:,} are read")
     allocated = getattr(stat, "st_blocks", None)
     if allocated is not None and stat.st_size - allocated * 512 > SPARSE_SLACK_BYTES:
-        raise SourceError(f"{path}: a sparse file ({what}): it claims {stat.st_size:,} bytes with {allocated * 512:,} on disk; "
-                          "refusing to read its holes")
+        raise SourceError(
+            f"{path}: a sparse file ({what}): it claims {stat.st_size:,} bytes with {allocated * 512:,} on disk; "
+            "refusing to read its holes"
+        )
     return stat.st_size
 
 
@@ -551,8 +589,15 @@ def _read_file(path: Path, what: str) -> bytes:
     return path.read_bytes()
 
 
-def _read_parquet(data: bytes, path: Path, what: str, *, max_rows: int, columns: list[str] | None = None,
-                  values_per_row: dict[str, int] | None = None) -> pa.Table:
+def _read_parquet(
+    data: bytes,
+    path: Path,
+    what: str,
+    *,
+    max_rows: int,
+    columns: list[str] | None = None,
+    values_per_row: dict[str, int] | None = None,
+) -> pa.Table:
     """Read a source parquet bounded by what it decodes to (``lerobot_shards.core.format.parquet``): rows,
     values per row of list columns, decoded bytes.
 
@@ -560,8 +605,9 @@ def _read_parquet(data: bytes, path: Path, what: str, *, max_rows: int, columns:
         SourceError: the file is not parquet, or claims or expands beyond a bound (named).
     """
     try:
-        return read_bounded(data, where=str(path), columns=columns, max_rows=max_rows,
-                            budget=Budget(values_per_row=values_per_row or {}))
+        return read_bounded(
+            data, where=str(path), columns=columns, max_rows=max_rows, budget=Budget(values_per_row=values_per_row or {})
+        )
     except FormatError as err:
         raise _source_error(err, path, what) from None
 

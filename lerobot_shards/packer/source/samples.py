@@ -96,7 +96,9 @@ class SourceSampleReader:
         media_ticks = int(track.durations.sum())
         if media_ticks * 1000 // track.timescale >= 1 << 32 or media_ticks >= 1 << 32:
             raise UnsupportedTiming(f"{path}: a duration beyond 32-bit mp4 headers")
-        if not trivial_edits(track.edits, media_ticks=media_ticks, timescale=track.timescale, movie_timescale=track.movie_timescale):
+        if not trivial_edits(
+            track.edits, media_ticks=media_ticks, timescale=track.timescale, movie_timescale=track.movie_timescale
+        ):
             raise UnsupportedTiming(f"{path}: edit list {track.edits}")
         self.seconds = (np.cumsum(track.durations) - track.durations) / track.timescale
         self.keyframes = self.layout.keyframes  # ascending sample numbers
@@ -128,7 +130,10 @@ class SourceSampleReader:
         Raises:
             VideoCutError: the file is shorter than its tables say, or cannot be read.
         """
-        offsets, sizes = self.layout.sample_offsets[samples.start : samples.stop].tolist(), self.layout.sample_sizes[samples.start : samples.stop].tolist()
+        offsets, sizes = (
+            self.layout.sample_offsets[samples.start : samples.stop].tolist(),
+            self.layout.sample_sizes[samples.start : samples.stop].tolist(),
+        )
         parts = []
         run_start = run_end = None
         for offset, size in zip(offsets, sizes):

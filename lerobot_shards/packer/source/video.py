@@ -234,7 +234,6 @@ class SourceFrameDecoder:
         self.container.close()
 
 
-
 # Probes keyed by (path, size, mtime), so an edited file is probed again.
 _DURATION_CACHE: dict[tuple, float] = {}
 

@@ -83,13 +83,23 @@ def render_preview(
         sheets = []
         for key, member in entry.cameras.items():
             height, width = manifest.features[key]["shape"][:2]
-            decoder = stage.open(episode.video[key], where=episode.where(key), spec=FrameSpec(int(height), int(width), member.frames))
+            decoder = stage.open(
+                episode.video[key], where=episode.where(key), spec=FrameSpec(int(height), int(width), member.frames)
+            )
             frames = stage.decode(decoder, [min(p, member.frames - 1) for p in picks], where=episode.where(key))
             decoded += len(picks)
             sheets.append((key, [_jpeg(frame) for frame in frames]))
-        plots = [(name, svg_plot(np.asarray(values, dtype=np.float64),
-                                  dimension_names(manifest.features.get(name, {}), values.shape[1]), manifest.fps))
-                 for name, values in _vector_columns(episode.columns)]
+        plots = [
+            (
+                name,
+                svg_plot(
+                    np.asarray(values, dtype=np.float64),
+                    dimension_names(manifest.features.get(name, {}), values.shape[1]),
+                    manifest.fps,
+                ),
+            )
+            for name, values in _vector_columns(episode.columns)
+        ]
         sections.append(_episode_html(entry, picks, sheets, plots, manifest.fps))
         if progress is not None:
             progress(done, len(shown))
@@ -158,7 +168,8 @@ def svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, h
     for dim in range(shown.shape[1]):
         points = " ".join(
             f"{left + i * plot_w / steps:.1f},{top + plot_h - (v - low) / span * plot_h:.1f}"
-            for i, v in enumerate(shown[:, dim]) if np.isfinite(v)
+            for i, v in enumerate(shown[:, dim])
+            if np.isfinite(v)
         )
         lines.append(f'<polyline fill="none" stroke="{colours[dim]}" stroke-width="1.2" points="{points}"/>')
     seconds = (len(shown) - 1) / fps if fps else 0.0
@@ -167,12 +178,16 @@ def svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, h
         x = left + k * plot_w / 4
         # The last label ends at the plot's right edge: centred there, half of it was cut off.
         anchor = "end" if k == 4 else "middle"
-        ticks.append(f'<text x="{x:.1f}" y="{height - 6}" font-size="10" fill="#666" text-anchor="{anchor}">{seconds * k / 4:.1f}s</text>')
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="plot">'
-           f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>{"".join(lines)}'
-           f'<text x="{left - 4}" y="{top + 10}" font-size="10" fill="#666" text-anchor="end">{high:.3g}</text>'
-           f'<text x="{left - 4}" y="{top + plot_h}" font-size="10" fill="#666" text-anchor="end">{low:.3g}</text>'
-           f'{"".join(ticks)}</svg>')
+        ticks.append(
+            f'<text x="{x:.1f}" y="{height - 6}" font-size="10" fill="#666" text-anchor="{anchor}">{seconds * k / 4:.1f}s</text>'
+        )
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="plot">'
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ddd"/>{"".join(lines)}'
+        f'<text x="{left - 4}" y="{top + 10}" font-size="10" fill="#666" text-anchor="end">{high:.3g}</text>'
+        f'<text x="{left - 4}" y="{top + plot_h}" font-size="10" fill="#666" text-anchor="end">{low:.3g}</text>'
+        f"{''.join(ticks)}</svg>"
+    )
     legend = "".join(
         f'<span class="key"><i style="background:{colours[dim]}"></i>{_e(name)}</span>'
         for dim, name in enumerate(names[:_MAX_LINES])
@@ -196,8 +211,10 @@ def _episode_html(entry, picks, sheets, plots, fps) -> str:
         )
         rows.append(f'<div class="sheet"><div class="cam">{_e(key)}</div>{cells}</div>')
     charts = "".join(f'<div class="chart"><div class="cam">{_e(name)}</div>{svg}</div>' for name, svg in plots)
-    return (f'<section><h3>Episode {entry.episode_index} <small>{entry.length} frames, {entry.length / fps:.1f} s, '
-            f'shard {entry.shard}; task: {tasks}</small></h3>{"".join(rows)}<div class="charts">{charts}</div></section>')
+    return (
+        f"<section><h3>Episode {entry.episode_index} <small>{entry.length} frames, {entry.length / fps:.1f} s, "
+        f'shard {entry.shard}; task: {tasks}</small></h3>{"".join(rows)}<div class="charts">{charts}</div></section>'
+    )
 
 
 def _page(root, manifest, index, validity, sections, shown) -> str:
@@ -210,21 +227,31 @@ def _page(root, manifest, index, validity, sections, shown) -> str:
         member_bytes = int(episodes.member_size[:, k].sum())
         codecs = sorted(VIDEO_CODECS[c] for c in np.unique(episodes.member_codec[:, k]).tolist())
         bitrate = member_bytes * 8 / seconds / 1e3 if seconds else 0.0
-        cameras.append(f"<tr><td>{_e(key)}</td><td>{_e('/'.join(codecs))}</td><td>{_e(feature['shape'][0])}x{_e(feature['shape'][1])}</td>"
-                       f"<td>{_e(info.get('video.g', ''))}</td><td>{member_bytes / 1e6:.1f} MB</td><td>{bitrate:.0f} kbit/s</td></tr>")
+        cameras.append(
+            f"<tr><td>{_e(key)}</td><td>{_e('/'.join(codecs))}</td><td>{_e(feature['shape'][0])}x{_e(feature['shape'][1])}</td>"
+            f"<td>{_e(info.get('video.g', ''))}</td><td>{member_bytes / 1e6:.1f} MB</td><td>{bitrate:.0f} kbit/s</td></tr>"
+        )
     sizes = sorted(s.tar_bytes + s.parquet_bytes for s in manifest.shards)
-    shard_text = (f"{len(sizes)} ({sizes[0] / 1e6:.1f} / {sizes[len(sizes) // 2] / 1e6:.1f} / {sizes[-1] / 1e6:.1f} MB min/median/max)"
-                  if sizes else "0")
+    shard_text = (
+        f"{len(sizes)} ({sizes[0] / 1e6:.1f} / {sizes[len(sizes) // 2] / 1e6:.1f} / {sizes[-1] / 1e6:.1f} MB min/median/max)"
+        if sizes
+        else "0"
+    )
     task_episodes, task_frames = Counter(), Counter()
     for entry in episodes:
         for task in entry.tasks or ("(none)",):
             task_episodes[task] += 1
             task_frames[task] += entry.length
-    tasks = "".join(f"<tr><td>{_e(t)}</td><td>{task_episodes[t]}</td><td>{task_frames[t]}</td></tr>" for t in sorted(task_episodes))
-    windows = "".join(
-        f"<tr><td>{_e(name)}</td><td>{_e(json.dumps(manifest.windows[name]))}</td><td>{full} of {total} ({100 * full / max(total, 1):.1f}%)</td></tr>"
-        for name, full, total in validity
-    ) or '<tr><td colspan="3">no windows packed (see <code>pack --window</code>)</td></tr>'
+    tasks = "".join(
+        f"<tr><td>{_e(t)}</td><td>{task_episodes[t]}</td><td>{task_frames[t]}</td></tr>" for t in sorted(task_episodes)
+    )
+    windows = (
+        "".join(
+            f"<tr><td>{_e(name)}</td><td>{_e(json.dumps(manifest.windows[name]))}</td><td>{full} of {total} ({100 * full / max(total, 1):.1f}%)</td></tr>"
+            for name, full, total in validity
+        )
+        or '<tr><td colspan="3">no windows packed (see <code>pack --window</code>)</td></tr>'
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>lerobot-shards preview: {_e(root)}</title>
 <style>
@@ -246,7 +273,7 @@ figure {{ margin: 0; }} figcaption {{ font-size: 10px; color: #888; text-align: 
 <tr><th>episodes</th><td>{len(episodes)} ({shown} shown below)</td></tr>
 <tr><th>frames</th><td>{sum(e.length for e in episodes)} at {manifest.fps} fps ({seconds / 60:.1f} min)</td></tr>
 <tr><th>shards</th><td>{shard_text}</td></tr>
-<tr><th>source</th><td>{_e(manifest.source.get('uri', '') if isinstance(manifest.source, dict) else '')}</td></tr>
+<tr><th>source</th><td>{_e(manifest.source.get("uri", "") if isinstance(manifest.source, dict) else "")}</td></tr>
 </table>
 <h2>Cameras</h2>
 <table><tr><th>key</th><th>codec</th><th>size</th><th>GOP</th><th>bytes</th><th>bitrate</th></tr>{"".join(cameras)}</table>

@@ -89,7 +89,9 @@ def connect(dst: str, *, storage_options: dict | None = None, frames: bool = Tru
     base = storage.register_with_duckdb(con)
     con.execute(f"CREATE VIEW episodes AS SELECT * FROM read_parquet({sql_string_literal(copies[EPISODES_INDEX_PATH])})")
     con.execute(f"CREATE VIEW samples AS SELECT * FROM read_parquet({sql_string_literal(copies[SAMPLES_INDEX_PATH])})")
-    con.register("_tasks", pa.table({"task_index": pa.array(sorted(tasks), pa.int64()), "task": [tasks[i] for i in sorted(tasks)]}))
+    con.register(
+        "_tasks", pa.table({"task_index": pa.array(sorted(tasks), pa.int64()), "task": [tasks[i] for i in sorted(tasks)]})
+    )
     con.execute("CREATE TABLE tasks AS SELECT * FROM _tasks")
     con.unregister("_tasks")
     if manifest.shards and frames:
@@ -104,7 +106,9 @@ def _checked_index_copy(storage: Storage, manifest: Manifest, rel: str, workdir:
     where = storage.describe(rel)
     if rel == EPISODES_INDEX_PATH:
         episodes = manifest.totals["episodes"]
-        open_bounded(data, where=where, rows=episodes, max_rows=episodes, budget=Budget(values_per_row={"tasks": MAX_EPISODE_TASKS}))
+        open_bounded(
+            data, where=where, rows=episodes, max_rows=episodes, budget=Budget(values_per_row={"tasks": MAX_EPISODE_TASKS})
+        )
     else:
         frames = manifest.totals["frames"]
         open_bounded(data, where=where, rows=frames, max_rows=frames, budget=Budget(max_bytes=MAX_DECODED_BYTES))
@@ -120,7 +124,9 @@ def _check_shard_parquet(storage: Storage, manifest: Manifest, shard) -> None:
     rel = shard_parquet_path(shard.index)
     where = storage.describe(rel)
     footer = shard.parquet_footer
-    metadata = parse_footer(storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where)
+    metadata = parse_footer(
+        storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where
+    )
     caps = feature_budget(manifest.features)
     for group in range(metadata.num_row_groups):
         offset, nbytes = row_group_span(metadata, group)

@@ -59,7 +59,10 @@ class DatasetSummary:
             ("state / action widths", self._widths()),
             ("tasks", str(self.tasks)),
             ("windows", self._windows() or "-"),
-            ("dropped / padded / re-encoded", f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"),
+            (
+                "dropped / padded / re-encoded",
+                f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes",
+            ),
         ]
 
     def _windows(self) -> str:
@@ -70,8 +73,11 @@ class DatasetSummary:
         for name, window in m.windows.items():
             offsets = resolve_delta_timestamps(window, m.fps, tolerance_s=m.tolerance_s)
             spans = ", ".join(f"{key} {frames_needed(o)} frames ({frames_needed(o) / m.fps:.2f} s)" for key, o in offsets.items())
-            share = f"; full window on {full[name][0]} of {full[name][1]} anchors ({full[name][0] / max(full[name][1], 1):.0%})" \
-                if name in full else ""
+            share = (
+                f"; full window on {full[name][0]} of {full[name][1]} anchors ({full[name][0] / max(full[name][1], 1):.0%})"
+                if name in full
+                else ""
+            )
             parts.append(f"{name}: {spans}{share}")
         return "; ".join(parts)
 
@@ -79,14 +85,24 @@ class DatasetSummary:
         """What ``info --format json`` prints: the summary as plain values."""
         m = self.manifest
         return {
-            "dataset": self.url, "pin": self.pin, "format": m.format, "format_version": m.format_version,
-            "packer_version": m.packer_version, "source": m.source, "fps": m.fps, "totals": m.totals,
-            "video": m.options.get("video"), "cameras": {k: list(m.features[k]["shape"]) for k in m.video_keys},
-            "codecs": {k: m.features[k].get("info", {}).get("video.codec") for k in m.video_keys}, "tasks": self.tasks,
+            "dataset": self.url,
+            "pin": self.pin,
+            "format": m.format,
+            "format_version": m.format_version,
+            "packer_version": m.packer_version,
+            "source": m.source,
+            "fps": m.fps,
+            "totals": m.totals,
+            "video": m.options.get("video"),
+            "cameras": {k: list(m.features[k]["shape"]) for k in m.video_keys},
+            "codecs": {k: m.features[k].get("info", {}).get("video.codec") for k in m.video_keys},
+            "tasks": self.tasks,
             "windows_full": {name: {"full": whole, "anchors": total} for name, whole, total in self.windows_full},
             "features": {k: {"dtype": f.get("dtype"), "shape": f.get("shape")} for k, f in m.features.items()},
-            "windows": m.windows, "options": m.options,
-            "dropped_episodes": m.extra.get("dropped_episodes", []), "padded_episodes": m.extra.get("padded_episodes", []),
+            "windows": m.windows,
+            "options": m.options,
+            "dropped_episodes": m.extra.get("dropped_episodes", []),
+            "padded_episodes": m.extra.get("padded_episodes", []),
             "reencoded_episodes": m.extra.get("reencoded_episodes", []),
         }
 
@@ -115,11 +131,18 @@ def full_windows(storage: Storage, manifest: Manifest) -> list[tuple[str, int, i
         return []
     frames = manifest.totals["frames"]
     data = verified_read(storage, manifest, SAMPLES_INDEX_PATH)
-    full = {window: 0 for window in manifest.windows}
-    columns = [pad_column(window, key, side) for window, keys in manifest.windows.items() for key in keys for side in ("before", "after")]
+    full = dict.fromkeys(manifest.windows, 0)
+    columns = [
+        pad_column(window, key, side) for window, keys in manifest.windows.items() for key in keys for side in ("before", "after")
+    ]
     # A row per frame: streamed in batches, never decoded whole.
-    for batch in iter_bounded_batches(data, where=storage.describe(SAMPLES_INDEX_PATH), columns=columns, rows=frames,
-                                      rows_expected=f"the manifest records {frames} frames"):
+    for batch in iter_bounded_batches(
+        data,
+        where=storage.describe(SAMPLES_INDEX_PATH),
+        columns=columns,
+        rows=frames,
+        rows_expected=f"the manifest records {frames} frames",
+    ):
         for window, keys in manifest.windows.items():
             ok = np.ones(batch.num_rows, dtype=bool)
             for key in keys:
@@ -127,4 +150,3 @@ def full_windows(storage: Storage, manifest: Manifest) -> list[tuple[str, int, i
                     ok &= batch.column(pad_column(window, key, side)).to_numpy(zero_copy_only=False) == 0
             full[window] += int(ok.sum())
     return [(window, full[window], frames) for window in manifest.windows]
-

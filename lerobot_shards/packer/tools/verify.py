@@ -12,6 +12,7 @@ could change what a reader yields is reported; verify itself never crashes on ba
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,8 +117,14 @@ def verify(
         first, stop = episodes.shard_range(shard.index)
         mine = episodes[first:stop]
         report.episodes_checked += len(mine)
-        _guarded(report, shard_parquet_path(shard.index), lambda: _shard_parquet_problems(storage, manifest, shard, mine))
-        _guarded(report, shard_tar_path(shard.index), lambda: _member_problems(storage, manifest, shard, mine, decode, report))
+        _guarded(
+            report, shard_parquet_path(shard.index), functools.partial(_shard_parquet_problems, storage, manifest, shard, mine)
+        )
+        _guarded(
+            report,
+            shard_tar_path(shard.index),
+            functools.partial(_member_problems, storage, manifest, shard, mine, decode, report),
+        )
         if progress is not None:
             progress(report.shards_checked, len(manifest.shards), report.episodes_checked)
     return report
@@ -140,7 +147,7 @@ def _guarded(report: VerifyReport, rel: str, check) -> None:
         report.problems.extend(check())
     except (FormatError, OSError) as err:
         report.problems.append(str(err) if rel in str(err) else f"{rel}: {err}")
-    except Exception as err:  # noqa: BLE001 - any failure to check a file is a finding about it
+    except Exception as err:
         report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
 
 
@@ -189,16 +196,23 @@ def _samples_index_problems(storage: Storage, manifest: Manifest, episodes: Epis
     ordered = episodes.take(np.argsort(episodes.dataset_from_index, kind="stable"))  # anchors are sorted by global index
     length = ordered.length
     starts = np.concatenate([[0], np.cumsum(length)]).astype(np.int64)
-    per_episode = {"episode_index": ordered.episode_index, "index": ordered.dataset_from_index, "shard": ordered.shard,
-                   "row": ordered.row_start}
-    windows = {name: resolve_delta_timestamps(w, manifest.fps, tolerance_s=manifest.tolerance_s) for name, w in manifest.windows.items()}
+    per_episode = {
+        "episode_index": ordered.episode_index,
+        "index": ordered.dataset_from_index,
+        "shard": ordered.shard,
+        "row": ordered.row_start,
+    }
+    windows = {
+        name: resolve_delta_timestamps(w, manifest.fps, tolerance_s=manifest.tolerance_s) for name, w in manifest.windows.items()
+    }
     wrong_episodes: set[int] = set()
     wrong_pads: dict[str, int] = {}
     first = 0
     try:
         frames = manifest.totals["frames"]
-        batches = iter_bounded_batches(data, where=where, rows=frames, rows_expected=f"the manifest says {frames} frames",
-                                       batch_rows=_SAMPLE_BATCH_ROWS)
+        batches = iter_bounded_batches(
+            data, where=where, rows=frames, rows_expected=f"the manifest says {frames} frames", batch_rows=_SAMPLE_BATCH_ROWS
+        )
     except FormatError as err:
         return [str(err)]
     for batch in batches:
@@ -223,7 +237,9 @@ def _samples_index_problems(storage: Storage, manifest: Manifest, episodes: Epis
         f"at rows {ordered[p].row_start}.. of shard {ordered[p].shard}"
         for p in sorted(wrong_episodes)[:20]
     ]
-    problems += [f"{where}: column {pad} disagrees with its window at {count} anchors" for pad, count in wrong_pads.items() if count]
+    problems += [
+        f"{where}: column {pad} disagrees with its window at {count} anchors" for pad, count in wrong_pads.items() if count
+    ]
     return problems
 
 
@@ -233,7 +249,9 @@ def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episode
     where = storage.describe(rel)
     try:
         footer = shard.parquet_footer
-        metadata = parse_footer(storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where)
+        metadata = parse_footer(
+            storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where
+        )
     except (FormatError, OSError) as err:
         return [str(err)]
     problems = []
@@ -244,11 +262,28 @@ def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episode
         ref = members[0].row_group
         try:
             for entry in members:
-                check_row_group(metadata, group, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
-                                group_rows=sum(e.length for e in members), where=where)
+                check_row_group(
+                    metadata,
+                    group,
+                    offset=ref.offset,
+                    nbytes=ref.bytes,
+                    first_row=entry.row_start,
+                    rows=entry.length,
+                    group_rows=sum(e.length for e in members),
+                    where=where,
+                )
             data = storage.read_range(rel, ref.offset, ref.bytes)
-            table = decode_row_group(metadata, group, data, offset=ref.offset, sha256=ref.sha256, file_size=shard.parquet_bytes,
-                                     single_episode=len(members) == 1, values_per_row=feature_budget(manifest.features), where=where)
+            table = decode_row_group(
+                metadata,
+                group,
+                data,
+                offset=ref.offset,
+                sha256=ref.sha256,
+                file_size=shard.parquet_bytes,
+                single_episode=len(members) == 1,
+                values_per_row=feature_budget(manifest.features),
+                where=where,
+            )
         except (FormatError, OSError) as err:
             problems.append(str(err))
             continue

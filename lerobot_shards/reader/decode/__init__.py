@@ -5,7 +5,14 @@ from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
     "lerobot_shards.reader.decode.stage": ["DecodeStage", "collate", "DecodeStageError"],
-    "lerobot_shards.reader.decode.annexb": ["START_CODE", "decode_runs", "elementary_stream", "packets", "stream_config", "to_annexb"],
+    "lerobot_shards.reader.decode.annexb": [
+        "START_CODE",
+        "decode_runs",
+        "elementary_stream",
+        "packets",
+        "stream_config",
+        "to_annexb",
+    ],
     "lerobot_shards.reader.decode.colour": ["ColourSpec", "colr_signal", "nv12_to_rgb", "resolve", "yuv420p_to_nv12"],
     "lerobot_shards.reader.decode.sps": ["SignalType", "h264_signal", "hevc_signal", "rbsp", "signal_type"],
     "lerobot_shards.reader.decode.frames": ["CpuDecoders", "cpu_decoder_names"],

@@ -116,7 +116,9 @@ def stream_config(codec: str, config: bytes, *, where: str) -> StreamConfig:
         raise FormatError(f"{where}: decoder configuration holds no parameter sets")
     parameter_sets = b"".join(START_CODE + bytes(n) for n in sets)
     if len(parameter_sets) > MAX_PARAMETER_SET_BYTES:
-        raise FormatError(f"{where}: {len(parameter_sets):,} bytes of parameter sets; at most {MAX_PARAMETER_SET_BYTES:,} are sent")
+        raise FormatError(
+            f"{where}: {len(parameter_sets):,} bytes of parameter sets; at most {MAX_PARAMETER_SET_BYTES:,} are sent"
+        )
     sps = tuple(bytes(n) for n in sets if _nal_type(codec, n) == _SPS[codec])
     return StreamConfig(codec=codec, length_size=length_size, parameter_sets=parameter_sets, sequence_parameter_sets=sps)
 
@@ -199,13 +201,18 @@ def elementary_stream(data: bytes | memoryview, layout: Mp4Layout, config: Strea
     starts = [0]
     in_band: list[bytes] = []
     for j, (offset, size) in enumerate(zip(layout.sample_offsets.tolist(), layout.sample_sizes.tolist())):
-        payload = to_annexb(view[offset : offset + size], config.length_size, where=f"{where} sample {j}", codec=config.codec, sps=in_band)
+        payload = to_annexb(
+            view[offset : offset + size], config.length_size, where=f"{where} sample {j}", codec=config.codec, sps=in_band
+        )
         parts.append(payload)
         starts.append(starts[-1] + len(payload))
     known = set(config.sequence_parameter_sets)
-    return ElementaryStream(data=b"".join(parts), starts=tuple(starts), parameter_sets=config.parameter_sets,
-                            foreign_sps=any(nal not in known for nal in in_band))
-
+    return ElementaryStream(
+        data=b"".join(parts),
+        starts=tuple(starts),
+        parameter_sets=config.parameter_sets,
+        foreign_sps=any(nal not in known for nal in in_band),
+    )
 
 
 def packets(layout: Mp4Layout, wanted: Sequence[int]) -> Iterator[tuple[int, bool]]:

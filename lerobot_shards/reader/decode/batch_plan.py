@@ -62,8 +62,14 @@ def plan_camera(key: str, payload: dict) -> CameraPlan:
         wanted = tuple(sorted(frames))
         jobs.append(MemberJob(member=member, wanted=wanted, rows=tuple(tuple(frames[f]) for f in wanted)))
     first = members[refs[0][0]] if refs else None
-    return CameraPlan(key=key, samples=len(refs), length=length, squeeze=bool(first and first.squeeze),
-                      as_float=bool(first and first.as_float), jobs=tuple(jobs))
+    return CameraPlan(
+        key=key,
+        samples=len(refs),
+        length=length,
+        squeeze=bool(first and first.squeeze),
+        as_float=bool(first and first.as_float),
+        jobs=tuple(jobs),
+    )
 
 
 def balance(weights: list[int], groups: int) -> list[list[int]]:

@@ -43,8 +43,11 @@ class CpuDecoders:
     def __init__(self, backend: str = "auto"):
         self._colour = _cpu_backend(backend_class(backend, "cpu"), backend)
         self.backend = self._colour.name
-        self._depth = self._colour if self._colour.depth else next(
-            cls for (_, device), cls in BACKENDS.items() if device == "cpu" and getattr(cls, "depth", False))
+        self._depth = (
+            self._colour
+            if self._colour.depth
+            else next(cls for (_, device), cls in BACKENDS.items() if device == "cpu" and getattr(cls, "depth", False))
+        )
 
     def open(self, data: bytes, *, where: str, spec: FrameSpec | None = None, depth: bool = False) -> EpisodeDecoder:
         """A decoder over one member's bytes; ``spec`` (frames and size it must hold) is

@@ -140,8 +140,10 @@ def h264_signal(nal: bytes, *, where: str) -> SignalType:
     bits = _Bits(rbsp(nal[1:]), where)
     profile = bits.u(8)
     if profile in _H264_DISPUTED_PROFILES:
-        raise FormatError(f"{where}: H.264 profile {profile}, whose sequence parameter set the standard and FFmpeg read "
-                          "differently; its colour signalling is not claimed")
+        raise FormatError(
+            f"{where}: H.264 profile {profile}, whose sequence parameter set the standard and FFmpeg read "
+            "differently; its colour signalling is not claimed"
+        )
     bits.skip(16)  # constraint flags, level_idc
     bits.ue(31)  # seq_parameter_set_id
     chroma_format, bit_depth = 1, 8

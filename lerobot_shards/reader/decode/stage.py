@@ -73,9 +73,17 @@ class DecodeStage:
             another kind of device.
     """
 
-    def __init__(self, device: str = "cuda", *, backend: str = "auto", threads: int | None = None,
-                 cache_size: int = 64, max_held: int = 16384, allow_cpu_fallback: bool = False,
-                 backend_options: dict | None = None):
+    def __init__(
+        self,
+        device: str = "cuda",
+        *,
+        backend: str = "auto",
+        threads: int | None = None,
+        cache_size: int = 64,
+        max_held: int = 16384,
+        allow_cpu_fallback: bool = False,
+        backend_options: dict | None = None,
+    ):
         self.device = torch.device(device)
         self.allow_cpu_fallback = allow_cpu_fallback
         chosen = backend_class(backend, self.device.type)
@@ -101,8 +109,14 @@ class DecodeStage:
         self._target = self.device if self.device.type == "cpu" or torch.cuda.is_available() else torch.device("cpu")
         self._stream = torch.cuda.Stream(device=self._target) if self._target.type == "cuda" else None
         self.cache = MemberCache(loose=cache_size, limit=max_held)
-        self.counters = {"frames_decoded": 0, "decode_seconds": 0.0, "cpu_fallbacks": 0, "batches": 0, "members_in_batches": 0,
-                         "members_opened": 0}
+        self.counters = {
+            "frames_decoded": 0,
+            "decode_seconds": 0.0,
+            "cpu_fallbacks": 0,
+            "batches": 0,
+            "members_in_batches": 0,
+            "members_opened": 0,
+        }
         usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.threads = threads or (_CUDA_THREADS if self.device.type == "cuda" else max(1, min(4, usable)))
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="lerobot-shards-decode") if self.threads > 1 else None
@@ -116,9 +130,15 @@ class DecodeStage:
         of the GPU, seconds in ``__call__``."""
         cache = self.cache.counters
         counters = dict(self.counters)
-        counters.update(decoder_hits=cache["hits"], decoder_misses=cache["misses"], admissions=cache["admissions"],
-                        retirements=cache["retirements"], members_held=self.cache.held, max_members_held=cache["max_held"],
-                        forced_evictions=cache["forced_evictions"])
+        counters.update(
+            decoder_hits=cache["hits"],
+            decoder_misses=cache["misses"],
+            admissions=cache["admissions"],
+            retirements=cache["retirements"],
+            members_held=self.cache.held,
+            max_members_held=cache["max_held"],
+            forced_evictions=cache["forced_evictions"],
+        )
         for backend in {id(b): b for b in (self._backend, self._cpu)}.values():
             for name, value in backend.counters().items():
                 counters[name] = counters.get(name, 0) + value
@@ -147,7 +167,9 @@ class DecodeStage:
             if not self.allow_cpu_fallback:
                 raise DecodeStageError(f"{member.member_id}: {refused}")
             backend = self._cpu
-        spec = FrameSpec(*member.frame_size, member.frames) if member.frame_size is not None and member.frames is not None else None
+        spec = (
+            FrameSpec(*member.frame_size, member.frames) if member.frame_size is not None and member.frames is not None else None
+        )
         try:
             return backend.open(member, spec)
         except (DecodeError, FormatError) as err:
@@ -172,7 +194,8 @@ class DecodeStage:
                     raise DecodeStageError(
                         f"{member.member_id} arrives without its bytes and the stage does not hold it: every batch of a loader "
                         f"must pass through one DecodeStage, in order (held now {self.cache.held}, max_held "
-                        f"{self.cache.limit}, dropped at the limit so far {self.cache.counters['forced_evictions']})")
+                        f"{self.cache.limit}, dropped at the limit so far {self.cache.counters['forced_evictions']})"
+                    )
                 else:
                     missing[member.member_id] = member
         if missing:
@@ -228,8 +251,15 @@ class DecodeStage:
                 rgb, nv12 = self._allocate(plan, handles)
                 outputs.append((plan, rgb, nv12, [(job, handle) for job, handle in zip(plan.jobs, handles)]))
                 for job, member, handle in zip(plan.jobs, members, handles):
-                    jobs.append(Job(member=member, opened=handle, wanted=job.wanted, rows=job.rows,
-                                    out=nv12 if handle.output == "nv12" else rgb))
+                    jobs.append(
+                        Job(
+                            member=member,
+                            opened=handle,
+                            wanted=job.wanted,
+                            rows=job.rows,
+                            out=nv12 if handle.output == "nv12" else rgb,
+                        )
+                    )
             groups = balance([len(job.wanted) for job in jobs], self.threads)
             try:
                 self._map(self._decode_share, [[jobs[p] for p in group] for group in groups])

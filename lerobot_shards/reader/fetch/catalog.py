@@ -113,7 +113,11 @@ def _anchor_runs(frames: np.ndarray, start: np.ndarray, length: np.ndarray) -> t
     opens = np.r_[True, (np.diff(frames) != 1) | (owner[1:] != owner[:-1])]
     first = np.flatnonzero(opens)
     last = np.r_[first[1:], len(frames)] - 1
-    return frames[first].astype(np.int64), frames[last].astype(np.int64) + 1, np.bincount(owner[first], minlength=len(counts)).astype(np.int64)
+    return (
+        frames[first].astype(np.int64),
+        frames[last].astype(np.int64) + 1,
+        np.bincount(owner[first], minlength=len(counts)).astype(np.int64),
+    )
 
 
 @dataclass(eq=False)
@@ -164,7 +168,7 @@ class EpisodeCatalog:
     _tasks: dict[int, dict[int, str]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
+        for value in vars(self).values():
             if isinstance(value, np.ndarray):
                 value.setflags(write=False)
         starts = np.searchsorted(self.dataset, np.arange(len(self.datasets) + 1), side="left").astype(np.int64)
@@ -242,21 +246,38 @@ class EpisodeCatalog:
 
         return cls(
             datasets=[info for info, _, _ in packs],
-            dataset=cat("dataset", np.int32), episode_index=cat("episode_index"), length=cat("length"),
-            from_index=cat("from_index"), shard_row=cat("shard_row"), row_start=cat("row_start"),
-            row_group=cat("row_group", np.int32), row_group_offset=cat("row_group_offset"),
-            row_group_bytes=cat("row_group_bytes"), row_group_sha256=cat("row_group_sha256", np.uint8, 32),
-            row_group_episodes=cat("row_group_episodes", np.int32), row_group_rows=cat("row_group_rows"),
-            anchor_counts=cat("anchor_counts"), member_start=np.concatenate([[0], np.cumsum(cat("member_count"))]).astype(np.int64),
-            member_offset=cat("member_offset"), member_size=cat("member_size"), member_frames=cat("member_frames"),
-            member_codec=cat("member_codec", np.int8), member_sha256=cat("member_sha256", np.uint8, 32),
+            dataset=cat("dataset", np.int32),
+            episode_index=cat("episode_index"),
+            length=cat("length"),
+            from_index=cat("from_index"),
+            shard_row=cat("shard_row"),
+            row_start=cat("row_start"),
+            row_group=cat("row_group", np.int32),
+            row_group_offset=cat("row_group_offset"),
+            row_group_bytes=cat("row_group_bytes"),
+            row_group_sha256=cat("row_group_sha256", np.uint8, 32),
+            row_group_episodes=cat("row_group_episodes", np.int32),
+            row_group_rows=cat("row_group_rows"),
+            anchor_counts=cat("anchor_counts"),
+            member_start=np.concatenate([[0], np.cumsum(cat("member_count"))]).astype(np.int64),
+            member_offset=cat("member_offset"),
+            member_size=cat("member_size"),
+            member_frames=cat("member_frames"),
+            member_codec=cat("member_codec", np.int8),
+            member_sha256=cat("member_sha256", np.uint8, 32),
             run_start=np.concatenate([[0], np.cumsum(cat("run_count"))]).astype(np.int64),
-            run_lo=cat("run_lo"), run_hi=cat("run_hi"),
-            shard_dataset=cat("shard_dataset", np.int32), shard_number=cat("shard_number", np.int32),
-            shard_parquet_bytes=cat("shard_parquet_bytes"), shard_footer_offset=cat("shard_footer_offset"),
-            shard_footer_bytes=cat("shard_footer_bytes"), shard_footer_sha256=cat("shard_footer_sha256", np.uint8, 32),
-            shard_tar_bytes=cat("shard_tar_bytes"), shard_tar_sha256=cat("shard_tar_sha256", np.uint8, 32),
-            task_dataset=cat("task_dataset", np.int32), task_index=cat("task_index"),
+            run_lo=cat("run_lo"),
+            run_hi=cat("run_hi"),
+            shard_dataset=cat("shard_dataset", np.int32),
+            shard_number=cat("shard_number", np.int32),
+            shard_parquet_bytes=cat("shard_parquet_bytes"),
+            shard_footer_offset=cat("shard_footer_offset"),
+            shard_footer_bytes=cat("shard_footer_bytes"),
+            shard_footer_sha256=cat("shard_footer_sha256", np.uint8, 32),
+            shard_tar_bytes=cat("shard_tar_bytes"),
+            shard_tar_sha256=cat("shard_tar_sha256", np.uint8, 32),
+            task_dataset=cat("task_dataset", np.int32),
+            task_index=cat("task_index"),
             task_text=[text for chunk in parts.get("task_text", []) for text in chunk],
         )
 
@@ -270,12 +291,21 @@ class EpisodeCatalog:
 
         episodes = pa.table(
             {
-                "dataset": self.dataset, "episode_index": self.episode_index, "length": self.length,
-                "dataset_from_index": self.from_index, "shard_row": self.shard_row, "row_start": self.row_start,
-                "row_group": self.row_group, "row_group_offset": self.row_group_offset, "row_group_bytes": self.row_group_bytes,
-                "row_group_sha256": _binary_column(self.row_group_sha256), "row_group_episodes": self.row_group_episodes,
-                "row_group_rows": self.row_group_rows, "anchors": self.anchor_counts,
-                "member_offset": listed(pa.array(self.member_offset)), "member_size": listed(pa.array(self.member_size)),
+                "dataset": self.dataset,
+                "episode_index": self.episode_index,
+                "length": self.length,
+                "dataset_from_index": self.from_index,
+                "shard_row": self.shard_row,
+                "row_start": self.row_start,
+                "row_group": self.row_group,
+                "row_group_offset": self.row_group_offset,
+                "row_group_bytes": self.row_group_bytes,
+                "row_group_sha256": _binary_column(self.row_group_sha256),
+                "row_group_episodes": self.row_group_episodes,
+                "row_group_rows": self.row_group_rows,
+                "anchors": self.anchor_counts,
+                "member_offset": listed(pa.array(self.member_offset)),
+                "member_size": listed(pa.array(self.member_size)),
                 "member_frames": listed(pa.array(self.member_frames)),
                 "member_codec": listed(pa.array([VIDEO_CODECS[c] for c in self.member_codec.tolist()], pa.string())),
                 "member_sha256": listed(_binary_column(self.member_sha256)),
@@ -285,33 +315,54 @@ class EpisodeCatalog:
         assert int(counts.sum()) == len(self.member_offset)
         run_counts = np.diff(self.run_start)
         anchors = pa.table(
-            {"episode_row": np.repeat(np.arange(len(self.dataset), dtype=np.int64), run_counts), "lo": self.run_lo, "hi": self.run_hi},
+            {
+                "episode_row": np.repeat(np.arange(len(self.dataset), dtype=np.int64), run_counts),
+                "lo": self.run_lo,
+                "hi": self.run_hi,
+            },
             schema=ANCHORS_SCHEMA,
         )
         shards = pa.table(
             {
-                "dataset": self.shard_dataset, "shard": self.shard_number, "parquet_bytes": self.shard_parquet_bytes,
-                "footer_offset": self.shard_footer_offset, "footer_bytes": self.shard_footer_bytes,
-                "footer_sha256": _binary_column(self.shard_footer_sha256), "tar_bytes": self.shard_tar_bytes,
+                "dataset": self.shard_dataset,
+                "shard": self.shard_number,
+                "parquet_bytes": self.shard_parquet_bytes,
+                "footer_offset": self.shard_footer_offset,
+                "footer_bytes": self.shard_footer_bytes,
+                "footer_sha256": _binary_column(self.shard_footer_sha256),
+                "tar_bytes": self.shard_tar_bytes,
                 "tar_sha256": _binary_column(self.shard_tar_sha256),
             },
             schema=SHARDS_SCHEMA,
         )
-        tasks = pa.table({"dataset": self.task_dataset, "task_index": self.task_index, "task": pa.array(self.task_text, pa.string())},
-                         schema=TASKS_SCHEMA)
+        tasks = pa.table(
+            {"dataset": self.task_dataset, "task_index": self.task_index, "task": pa.array(self.task_text, pa.string())},
+            schema=TASKS_SCHEMA,
+        )
         return {"episodes": episodes, "shards": shards, "anchors": anchors, "tasks": tasks}
 
     @classmethod
-    def from_tables(cls, datasets: list[CatalogPack], tables: dict[str, pa.Table], *, episodes_per_dataset: Sequence[int],
-                    anchors_per_dataset: Sequence[int], where: str) -> EpisodeCatalog:
+    def from_tables(
+        cls,
+        datasets: list[CatalogPack],
+        tables: dict[str, pa.Table],
+        *,
+        episodes_per_dataset: Sequence[int],
+        anchors_per_dataset: Sequence[int],
+        where: str,
+    ) -> EpisodeCatalog:
         """A catalog from compiled tables, every value checked (see ``_check``).
 
         Raises:
             FormatError: a schema other than the format's, or a value that breaks its rules
                 or disagrees with the mixture file's counts (names the table and row).
         """
-        for name, schema in (("episodes", EPISODES_SCHEMA), ("shards", SHARDS_SCHEMA), ("anchors", ANCHORS_SCHEMA),
-                             ("tasks", TASKS_SCHEMA)):
+        for name, schema in (
+            ("episodes", EPISODES_SCHEMA),
+            ("shards", SHARDS_SCHEMA),
+            ("anchors", ANCHORS_SCHEMA),
+            ("tasks", TASKS_SCHEMA),
+        ):
             table = tables[name]
             if not table.schema.remove_metadata().equals(schema):
                 raise FormatError(f"{where}: {name} table columns {table.schema.names} are not the format's {schema.names}")
@@ -328,7 +379,11 @@ class EpisodeCatalog:
             if isinstance(values, pa.ListArray):
                 values = values.flatten()
             buffer = values.buffers()[1]
-            raw = np.frombuffer(buffer, dtype=np.uint8)[values.offset * 32 : (values.offset + len(values)) * 32] if buffer else np.zeros(0, np.uint8)
+            raw = (
+                np.frombuffer(buffer, dtype=np.uint8)[values.offset * 32 : (values.offset + len(values)) * 32]
+                if buffer
+                else np.zeros(0, np.uint8)
+            )
             return raw.reshape(-1, 32).copy()
 
         def members(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -337,7 +392,9 @@ class EpisodeCatalog:
 
         member_start, offsets_ = members("member_offset")
         for name in ("member_size", "member_frames", "member_codec", "member_sha256"):
-            starts, _ = members(name) if name != "member_sha256" else (e[name].combine_chunks().offsets.to_numpy().astype(np.int64), None)
+            starts, _ = (
+                members(name) if name != "member_sha256" else (e[name].combine_chunks().offsets.to_numpy().astype(np.int64), None)
+            )
             if not np.array_equal(starts, member_start):
                 raise FormatError(f"{where}: episodes table: {name} does not list one value per member")
         # Codec names to indices without a Python string per member (a million-member mixture).
@@ -352,20 +409,39 @@ class EpisodeCatalog:
             raise FormatError(f"{where}: anchors table: episode_row must be ascending in [0, {e.num_rows})")
         catalog = cls(
             datasets=list(datasets),
-            dataset=col(e, "dataset").astype(np.int32), episode_index=col(e, "episode_index"), length=col(e, "length"),
-            from_index=col(e, "dataset_from_index"), shard_row=col(e, "shard_row"), row_start=col(e, "row_start"),
-            row_group=col(e, "row_group").astype(np.int32), row_group_offset=col(e, "row_group_offset"),
-            row_group_bytes=col(e, "row_group_bytes"), row_group_sha256=shas(e, "row_group_sha256"),
-            row_group_episodes=col(e, "row_group_episodes").astype(np.int32), row_group_rows=col(e, "row_group_rows"),
-            anchor_counts=col(e, "anchors"), member_start=member_start, member_offset=offsets_.astype(np.int64),
-            member_size=members("member_size")[1].astype(np.int64), member_frames=members("member_frames")[1].astype(np.int64),
-            member_codec=codec_index.to_numpy(zero_copy_only=False).astype(np.int8), member_sha256=shas(e, "member_sha256"),
-            run_start=np.concatenate([[0], np.cumsum(run_counts)]).astype(np.int64), run_lo=col(a, "lo"), run_hi=col(a, "hi"),
-            shard_dataset=col(s, "dataset").astype(np.int32), shard_number=col(s, "shard").astype(np.int32),
-            shard_parquet_bytes=col(s, "parquet_bytes"), shard_footer_offset=col(s, "footer_offset"),
-            shard_footer_bytes=col(s, "footer_bytes"), shard_footer_sha256=shas(s, "footer_sha256"),
-            shard_tar_bytes=col(s, "tar_bytes"), shard_tar_sha256=shas(s, "tar_sha256"),
-            task_dataset=col(t, "dataset").astype(np.int32), task_index=col(t, "task_index"), task_text=t["task"].to_pylist(),
+            dataset=col(e, "dataset").astype(np.int32),
+            episode_index=col(e, "episode_index"),
+            length=col(e, "length"),
+            from_index=col(e, "dataset_from_index"),
+            shard_row=col(e, "shard_row"),
+            row_start=col(e, "row_start"),
+            row_group=col(e, "row_group").astype(np.int32),
+            row_group_offset=col(e, "row_group_offset"),
+            row_group_bytes=col(e, "row_group_bytes"),
+            row_group_sha256=shas(e, "row_group_sha256"),
+            row_group_episodes=col(e, "row_group_episodes").astype(np.int32),
+            row_group_rows=col(e, "row_group_rows"),
+            anchor_counts=col(e, "anchors"),
+            member_start=member_start,
+            member_offset=offsets_.astype(np.int64),
+            member_size=members("member_size")[1].astype(np.int64),
+            member_frames=members("member_frames")[1].astype(np.int64),
+            member_codec=codec_index.to_numpy(zero_copy_only=False).astype(np.int8),
+            member_sha256=shas(e, "member_sha256"),
+            run_start=np.concatenate([[0], np.cumsum(run_counts)]).astype(np.int64),
+            run_lo=col(a, "lo"),
+            run_hi=col(a, "hi"),
+            shard_dataset=col(s, "dataset").astype(np.int32),
+            shard_number=col(s, "shard").astype(np.int32),
+            shard_parquet_bytes=col(s, "parquet_bytes"),
+            shard_footer_offset=col(s, "footer_offset"),
+            shard_footer_bytes=col(s, "footer_bytes"),
+            shard_footer_sha256=shas(s, "footer_sha256"),
+            shard_tar_bytes=col(s, "tar_bytes"),
+            shard_tar_sha256=shas(s, "tar_sha256"),
+            task_dataset=col(t, "dataset").astype(np.int32),
+            task_index=col(t, "task_index"),
+            task_text=t["task"].to_pylist(),
         )
         catalog._check(episodes_per_dataset, anchors_per_dataset, where)
         return catalog
@@ -384,11 +460,17 @@ class EpisodeCatalog:
         per_dataset = np.bincount(self.dataset, minlength=d_count)
         if per_dataset.tolist() != [int(x) for x in episodes_per_dataset]:
             bad = int(np.argmax(per_dataset != np.asarray(episodes_per_dataset)))
-            raise FormatError(f"{where}: dataset {self.datasets[bad].name!r} has {int(per_dataset[bad])} episodes in the index, "
-                              f"the mixture file records {episodes_per_dataset[bad]}")
+            raise FormatError(
+                f"{where}: dataset {self.datasets[bad].name!r} has {int(per_dataset[bad])} episodes in the index, "
+                f"the mixture file records {episodes_per_dataset[bad]}"
+            )
         same_dataset = np.r_[False, self.dataset[1:] == self.dataset[:-1]] if n else np.zeros(0, bool)
         ascending = np.r_[True, self.episode_index[1:] > self.episode_index[:-1]] if n else np.zeros(0, bool)
-        fail("episodes", (self.episode_index < 0) | (same_dataset & ~ascending), "episode_index must be ascending and >= 0 within a dataset")
+        fail(
+            "episodes",
+            (self.episode_index < 0) | (same_dataset & ~ascending),
+            "episode_index must be ascending and >= 0 within a dataset",
+        )
         fail("episodes", (self.length < 0) | (self.from_index < 0), "length and dataset_from_index must be >= 0")
         fail("episodes", (self.shard_row < 0) | (self.shard_row >= s_count), f"shard_row must be in [0, {s_count})")
         shard_row = np.clip(self.shard_row, 0, max(s_count - 1, 0))
@@ -398,40 +480,74 @@ class EpisodeCatalog:
             tar_bytes = self.shard_tar_bytes[shard_row]
         else:
             footer_offset = tar_bytes = np.zeros(n, np.int64)
-        fail("episodes", (self.row_group < 0) | (self.row_group_offset < 4) | (self.row_group_bytes < 0)
-             | (self.row_group_offset + self.row_group_bytes > footer_offset), "its row group lies outside the shard's row-group area")
-        fail("episodes", (self.row_group_episodes < 1) | (self.row_group_rows < self.length) | (self.row_start < 0),
-             "row_group_episodes must be >= 1, row_group_rows >= length, row_start >= 0")
+        fail(
+            "episodes",
+            (self.row_group < 0)
+            | (self.row_group_offset < 4)
+            | (self.row_group_bytes < 0)
+            | (self.row_group_offset + self.row_group_bytes > footer_offset),
+            "its row group lies outside the shard's row-group area",
+        )
+        fail(
+            "episodes",
+            (self.row_group_episodes < 1) | (self.row_group_rows < self.length) | (self.row_start < 0),
+            "row_group_episodes must be >= 1, row_group_rows >= length, row_start >= 0",
+        )
         fail("episodes", (self.anchor_counts < 0) | (self.anchor_counts > self.length), "anchors must be in [0, length]")
         anchors = np.bincount(self.dataset, weights=self.anchor_counts, minlength=d_count).astype(np.int64)
         if anchors.tolist() != [int(x) for x in anchors_per_dataset]:
             bad = int(np.argmax(anchors != np.asarray(anchors_per_dataset)))
-            raise FormatError(f"{where}: dataset {self.datasets[bad].name!r} has {int(anchors[bad])} anchors in the index, "
-                              f"the mixture file records {anchors_per_dataset[bad]}")
+            raise FormatError(
+                f"{where}: dataset {self.datasets[bad].name!r} has {int(anchors[bad])} anchors in the index, "
+                f"the mixture file records {anchors_per_dataset[bad]}"
+            )
         cameras = np.array([len(self.datasets[d].video_keys) for d in range(d_count)], dtype=np.int64)
         if any(c > MAX_CAMERAS for c in cameras.tolist()):
             raise FormatError(f"{where}: more than {MAX_CAMERAS} cameras in a dataset")
         member_counts = np.diff(self.member_start)
-        fail("episodes", member_counts != cameras[self.dataset] if n else np.zeros(0, bool), "one member per camera of its dataset expected")
+        fail(
+            "episodes",
+            member_counts != cameras[self.dataset] if n else np.zeros(0, bool),
+            "one member per camera of its dataset expected",
+        )
         owner = np.repeat(np.arange(n), member_counts)
-        fail("episodes", ((self.member_offset < _TAR_BLOCK) | (self.member_size < 0)
-                          | (self.member_offset + self.member_size > tar_bytes[owner]))[np.argsort(owner, kind="stable")]
-             if len(owner) else np.zeros(0, bool), "a member lies outside its shard's tar")
+        fail(
+            "episodes",
+            (
+                (self.member_offset < _TAR_BLOCK)
+                | (self.member_size < 0)
+                | (self.member_offset + self.member_size > tar_bytes[owner])
+            )[np.argsort(owner, kind="stable")]
+            if len(owner)
+            else np.zeros(0, bool),
+            "a member lies outside its shard's tar",
+        )
         low = np.minimum(1, self.length[owner]) if len(owner) else np.zeros(0, np.int64)
         bad_frames = (self.member_frames < low) | (self.member_frames > self.length[owner]) if len(owner) else np.zeros(0, bool)
         if bad_frames.any():
-            raise FormatError(f"{where}: episodes table row {int(owner[np.argmax(bad_frames)])}: member frames must be in [1, length]")
+            raise FormatError(
+                f"{where}: episodes table row {int(owner[np.argmax(bad_frames)])}: member frames must be in [1, length]"
+            )
         if len(owner):
             order = np.lexsort((self.member_offset, self.shard_row[owner]))
             same_shard = self.shard_row[owner][order][1:] == self.shard_row[owner][order][:-1]
             overlap = same_shard & (self.member_offset[order][1:] < (self.member_offset + self.member_size)[order][:-1])
             if overlap.any():
-                raise FormatError(f"{where}: episodes table: members of rows {int(owner[order][np.argmax(overlap)])} and "
-                                  f"{int(owner[order][np.argmax(overlap) + 1])} overlap in one tar")
-        fail("shards", (self.shard_dataset < 0) | (self.shard_dataset >= d_count) | (self.shard_number < 0), "bad dataset or shard")
-        fail("shards", (self.shard_footer_offset < 4) | (self.shard_footer_bytes < 8)
-             | (self.shard_footer_offset + self.shard_footer_bytes != self.shard_parquet_bytes) | (self.shard_tar_bytes < 2 * _TAR_BLOCK),
-             "the footer must end the parquet file, and the tar hold at least its end blocks")
+                raise FormatError(
+                    f"{where}: episodes table: members of rows {int(owner[order][np.argmax(overlap)])} and "
+                    f"{int(owner[order][np.argmax(overlap) + 1])} overlap in one tar"
+                )
+        fail(
+            "shards", (self.shard_dataset < 0) | (self.shard_dataset >= d_count) | (self.shard_number < 0), "bad dataset or shard"
+        )
+        fail(
+            "shards",
+            (self.shard_footer_offset < 4)
+            | (self.shard_footer_bytes < 8)
+            | (self.shard_footer_offset + self.shard_footer_bytes != self.shard_parquet_bytes)
+            | (self.shard_tar_bytes < 2 * _TAR_BLOCK),
+            "the footer must end the parquet file, and the tar hold at least its end blocks",
+        )
         runs = np.diff(self.run_start)
         run_owner = np.repeat(np.arange(n), runs)
         if len(run_owner):
@@ -440,10 +556,17 @@ class EpisodeCatalog:
             same = run_owner[1:] == run_owner[:-1]
             if (same & (self.run_lo[1:] <= self.run_hi[:-1])).any():
                 raise FormatError(f"{where}: anchors table: runs of an episode must be ascending and apart")
-        covered = np.bincount(run_owner, weights=self.run_hi - self.run_lo, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
+        covered = (
+            np.bincount(run_owner, weights=self.run_hi - self.run_lo, minlength=n).astype(np.int64)
+            if n
+            else np.zeros(0, np.int64)
+        )
         partial = (self.anchor_counts > 0) & (self.anchor_counts < self.length)
-        fail("episodes", (partial & (covered != self.anchor_counts)) | (~partial & (runs > 0)),
-             "its anchor runs do not add up to its anchors")
+        fail(
+            "episodes",
+            (partial & (covered != self.anchor_counts)) | (~partial & (runs > 0)),
+            "its anchor runs do not add up to its anchors",
+        )
         fail("tasks", (self.task_dataset < 0) | (self.task_dataset >= d_count), f"dataset must be in [0, {d_count})")
 
     # -- queries --------------------------------------------------------------------------------
@@ -462,9 +585,14 @@ class EpisodeCatalog:
     def shard(self, episode: int) -> ShardRef:
         row = int(self.shard_row[episode])
         return ShardRef(
-            dataset=int(self.shard_dataset[row]), number=int(self.shard_number[row]), parquet_bytes=int(self.shard_parquet_bytes[row]),
-            footer=FooterEntry(int(self.shard_footer_offset[row]), int(self.shard_footer_bytes[row]), bytes(self.shard_footer_sha256[row]).hex()),
-            tar_bytes=int(self.shard_tar_bytes[row]), tar_sha256=bytes(self.shard_tar_sha256[row]).hex(),
+            dataset=int(self.shard_dataset[row]),
+            number=int(self.shard_number[row]),
+            parquet_bytes=int(self.shard_parquet_bytes[row]),
+            footer=FooterEntry(
+                int(self.shard_footer_offset[row]), int(self.shard_footer_bytes[row]), bytes(self.shard_footer_sha256[row]).hex()
+            ),
+            tar_bytes=int(self.shard_tar_bytes[row]),
+            tar_sha256=bytes(self.shard_tar_sha256[row]).hex(),
         )
 
     def entry(self, episode: int) -> EpisodeEntry:
@@ -474,18 +602,28 @@ class EpisodeCatalog:
         first = int(self.member_start[episode])
         cameras = {
             key: CameraMember(
-                offset=int(self.member_offset[first + k]), size=int(self.member_size[first + k]),
-                frames=int(self.member_frames[first + k]), sha256=bytes(self.member_sha256[first + k]).hex(),
+                offset=int(self.member_offset[first + k]),
+                size=int(self.member_size[first + k]),
+                frames=int(self.member_frames[first + k]),
+                sha256=bytes(self.member_sha256[first + k]).hex(),
                 codec=VIDEO_CODECS[int(self.member_codec[first + k])],
             )
             for k, key in enumerate(self.datasets[d].video_keys)
         }
         return EpisodeEntry(
-            episode_index=int(self.episode_index[episode]), shard=int(self.shard_number[int(self.shard_row[episode])]),
-            length=int(self.length[episode]), dataset_from_index=int(self.from_index[episode]), row_start=int(self.row_start[episode]),
-            row_group=RowGroupRef(int(self.row_group[episode]), int(self.row_group_offset[episode]), int(self.row_group_bytes[episode]),
-                                  bytes(self.row_group_sha256[episode]).hex()),
-            tasks=(), cameras=cameras,
+            episode_index=int(self.episode_index[episode]),
+            shard=int(self.shard_number[int(self.shard_row[episode])]),
+            length=int(self.length[episode]),
+            dataset_from_index=int(self.from_index[episode]),
+            row_start=int(self.row_start[episode]),
+            row_group=RowGroupRef(
+                int(self.row_group[episode]),
+                int(self.row_group_offset[episode]),
+                int(self.row_group_bytes[episode]),
+                bytes(self.row_group_sha256[episode]).hex(),
+            ),
+            tasks=(),
+            cameras=cameras,
         )
 
     def member_bytes(self, episode: int) -> int:

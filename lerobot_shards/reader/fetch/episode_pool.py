@@ -123,8 +123,14 @@ class DatasetStorages:
     """A ``Storage`` per pack root of a catalog, made on first use (cheap: roots with the same
     options share one client, ``lerobot_shards.core.storage.clients``)."""
 
-    def __init__(self, catalog: EpisodeCatalog, storage_options: dict | None = None, retry: RetryPolicy = RetryPolicy(),
-                 *, given: tuple[Storage, ...] = ()):
+    def __init__(
+        self,
+        catalog: EpisodeCatalog,
+        storage_options: dict | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        *,
+        given: tuple[Storage, ...] = (),
+    ):
         self._catalog, self._options, self._retry = catalog, dict(storage_options or {}), retry
         self._made: dict[int, Storage] = dict(enumerate(given))
         self._given = len(given)
@@ -136,7 +142,9 @@ class DatasetStorages:
             with self._lock:
                 storage = self._made.get(dataset)
                 if storage is None:
-                    storage = self._made[dataset] = Storage(self._catalog.datasets[dataset].root, self._options, retry=self._retry)
+                    storage = self._made[dataset] = Storage(
+                        self._catalog.datasets[dataset].root, self._options, retry=self._retry
+                    )
         return storage
 
     @property
@@ -189,9 +197,15 @@ class EpisodeFetcher:
         """A fetcher of one opened pack: episode ``i`` is ``index.episodes[i]``; reads go
         through ``storage`` (its options, retries and counters)."""
         manifest = index.manifest
-        info = CatalogPack(name=storage.url.rsplit("/", 1)[-1], root=storage.url, manifest_sha256=index.manifest_sha256,
-                              fps=manifest.fps, features=manifest.features, video_keys=tuple(manifest.video_keys),
-                              tolerance_s=manifest.tolerance_s)
+        info = CatalogPack(
+            name=storage.url.rsplit("/", 1)[-1],
+            root=storage.url,
+            manifest_sha256=index.manifest_sha256,
+            fps=manifest.fps,
+            features=manifest.features,
+            video_keys=tuple(manifest.video_keys),
+            tolerance_s=manifest.tolerance_s,
+        )
         catalog = EpisodeCatalog.from_packs([(info, index, {})])
         return cls(catalog, DatasetStorages(catalog, storage.storage_options, storage.retry, given=(storage,)), **options)
 
@@ -204,7 +218,10 @@ class EpisodeFetcher:
             return call
         with self._lock:
             if self._io_pool is None or self._io_pool[0] != os.getpid():  # made per process (workers fork)
-                self._io_pool = (os.getpid(), ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="lerobot-shards-read"))
+                self._io_pool = (
+                    os.getpid(),
+                    ThreadPoolExecutor(max_workers=_IO_THREADS, thread_name_prefix="lerobot-shards-read"),
+                )
             pool = self._io_pool[1]
         return pool.submit(call).result
 
@@ -259,14 +276,26 @@ class EpisodeFetcher:
             group_bytes = self._soon(storage, lambda: storage.read_range(rel, ref.offset, ref.bytes))
             metadata = self._footer(episode, storage)
             group_start = check_row_group(
-                metadata, ref.index, offset=ref.offset, nbytes=ref.bytes, first_row=entry.row_start, rows=entry.length,
-                group_rows=int(catalog.row_group_rows[episode]), where=where,
+                metadata,
+                ref.index,
+                offset=ref.offset,
+                nbytes=ref.bytes,
+                first_row=entry.row_start,
+                rows=entry.length,
+                group_rows=int(catalog.row_group_rows[episode]),
+                where=where,
             )
             data = group_bytes()
             table = decode_row_group(
-                metadata, ref.index, data, offset=ref.offset, sha256=ref.sha256, file_size=catalog.shard(episode).parquet_bytes,
+                metadata,
+                ref.index,
+                data,
+                offset=ref.offset,
+                sha256=ref.sha256,
+                file_size=catalog.shard(episode).parquet_bytes,
                 single_episode=int(catalog.row_group_episodes[episode]) == 1,
-                values_per_row=catalog.datasets[int(catalog.dataset[episode])].column_caps, where=where,
+                values_per_row=catalog.datasets[int(catalog.dataset[episode])].column_caps,
+                where=where,
             )
             with self._lock:
                 self._groups[key] = (table, group_start)
@@ -310,8 +339,13 @@ class EpisodeFetcher:
         members_bytes = self._soon(storage, lambda: storage.read_range(tar, offset, size)) if size and cached is None else None
         table, group_start = self._row_group(episode, entry, storage)
         rows = table.slice(entry.row_start - group_start, entry.length)
-        if rows.num_rows != entry.length or "episode_index" not in rows.column_names or (
-            entry.length and (rows["episode_index"][0].as_py(), rows["episode_index"][-1].as_py()) != (entry.episode_index,) * 2
+        if (
+            rows.num_rows != entry.length
+            or "episode_index" not in rows.column_names
+            or (
+                entry.length
+                and (rows["episode_index"][0].as_py(), rows["episode_index"][-1].as_py()) != (entry.episode_index,) * 2
+            )
         ):
             raise EpisodeDataError(
                 f"{storage.describe(shard_parquet_path(entry.shard))}: rows [{entry.row_start}, "

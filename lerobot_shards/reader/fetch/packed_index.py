@@ -95,13 +95,17 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
         if storage.is_local and not os.path.exists(storage.path("")):
             raise FormatError(f"{storage.url}: no such directory (so no {MANIFEST_PATH})") from None
         if err.missing_bucket:
-            raise FormatError(f"{storage.url}: no such bucket {bucket_of(storage.url)!r} (check the URL and the endpoint, "
-                              "storage_options / --storage-options)") from None
+            raise FormatError(
+                f"{storage.url}: no such bucket {bucket_of(storage.url)!r} (check the URL and the endpoint, "
+                "storage_options / --storage-options)"
+            ) from None
         missing = storage.missing_root()
         if missing:
             raise FormatError(f"{storage.url}: {missing}") from None
         if storage.exists("mixture.json"):
-            raise FormatError(f"{storage.url} holds a mixture.json, not a packed dataset: open it with lerobot_shards.MixtureDataset") from None
+            raise FormatError(
+                f"{storage.url} holds a mixture.json, not a packed dataset: open it with lerobot_shards.MixtureDataset"
+            ) from None
         raise FormatError(f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished") from None
     if len(data) > MAX_MANIFEST_BYTES:
         raise FormatError(f"{where}: more than the {MAX_MANIFEST_BYTES} bytes a manifest may have")
@@ -121,7 +125,9 @@ def verified_read(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: 
     return verified_reads(storage, manifest, [rel], max_bytes=max_bytes)[rel]
 
 
-def verified_reads(storage: Storage, manifest: Manifest, rels: list[str], *, max_bytes: int = MAX_INDEX_FILE_BYTES) -> dict[str, bytes]:
+def verified_reads(
+    storage: Storage, manifest: Manifest, rels: list[str], *, max_bytes: int = MAX_INDEX_FILE_BYTES
+) -> dict[str, bytes]:
     """``verified_read`` of each of ``rels`` in one round of requests (see ``read_recorded_all``).
 
     Raises:
@@ -131,7 +137,9 @@ def verified_reads(storage: Storage, manifest: Manifest, rels: list[str], *, max
     for rel in rels:
         entry = manifest.file(rel)
         if entry.bytes > max_bytes:
-            raise FormatError(f"{storage.describe(rel)}: the manifest records {entry.bytes} bytes, more than the {max_bytes} allowed")
+            raise FormatError(
+                f"{storage.describe(rel)}: the manifest records {entry.bytes} bytes, more than the {max_bytes} allowed"
+            )
         recorded[rel] = (rel, entry.bytes, entry.sha256)
     return read_recorded_all(storage, recorded)
 
@@ -146,11 +154,15 @@ def read_recorded_all(storage: Storage, files: dict[str, tuple[str, int, str]]) 
     if storage.is_local or len(files) < 2:
         return {key: read_recorded(storage, rel, size=size, sha256=sha) for key, (rel, size, sha) in files.items()}
     with ThreadPoolExecutor(max_workers=len(files), thread_name_prefix="lerobot-shards-open") as pool:
-        futures = {key: pool.submit(read_recorded, storage, rel, size=size, sha256=sha) for key, (rel, size, sha) in files.items()}
+        futures = {
+            key: pool.submit(read_recorded, storage, rel, size=size, sha256=sha) for key, (rel, size, sha) in files.items()
+        }
         return {key: future.result() for key, future in futures.items()}
 
 
-def read_json_file(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: int = MAX_RECORD_BYTES, allow_nan: bool = False) -> Any:
+def read_json_file(
+    storage: Storage, manifest: Manifest, rel: str, *, max_bytes: int = MAX_RECORD_BYTES, allow_nan: bool = False
+) -> Any:
     """A ``meta/`` JSON file (``info.json``, ``stats.json``), checked by digest, then parsed
     within ``max_bytes`` and ``MAX_JSON_DEPTH`` (see ``fields.load_json``).
 
@@ -174,7 +186,9 @@ def read_recorded(storage: Storage, rel: str, *, size: int, sha256: str) -> byte
     try:
         data = storage.read_range(rel, 0, size)
     except ShortReadError as err:
-        raise IntegrityError(f"{storage.describe(rel)}: shorter than the {size} bytes recorded (damaged or replaced): {err}") from err
+        raise IntegrityError(
+            f"{storage.describe(rel)}: shorter than the {size} bytes recorded (damaged or replaced): {err}"
+        ) from err
     check_bytes(data, size=size, sha256=sha256, where=storage.describe(rel))
     return data
 
@@ -204,9 +218,13 @@ def parse_tasks(data: bytes, *, where: str) -> dict[int, str]:
     if "task" not in schema.names or "task_index" not in schema.names:
         raise FormatError(f"{where}: needs columns task_index and task, found {schema.names[:10]}")
     task_type = schema.field("task").type
-    if not pa.types.is_integer(schema.field("task_index").type) or not (pa.types.is_string(task_type) or pa.types.is_large_string(task_type)):
-        raise FormatError(f"{where}: task_index must be integers and task strings, found {schema.field('task_index').type} "
-                          f"and {schema.field('task').type}")
+    if not pa.types.is_integer(schema.field("task_index").type) or not (
+        pa.types.is_string(task_type) or pa.types.is_large_string(task_type)
+    ):
+        raise FormatError(
+            f"{where}: task_index must be integers and task strings, found {schema.field('task_index').type} "
+            f"and {schema.field('task').type}"
+        )
     table = read_bounded(data, where=where, columns=["task_index", "task"], max_rows=MAX_TASKS)
     check_strings(table["task"], limit=MAX_TASK_BYTES, where=f"{where}: column task")
     return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))
@@ -290,8 +308,12 @@ class PackedIndex:
         if where is not None:
             check_predicate(where)  # before the sample index is read: a syntax error needs no data
         self._files = verified_reads(storage, self.manifest, wanted + [SAMPLES_INDEX_PATH] * (where is not None))
-        table = parse_episodes_index(self._files.pop(EPISODES_INDEX_PATH), self.manifest, where=storage.describe(EPISODES_INDEX_PATH),
-                                     with_tasks=with_tasks)
+        table = parse_episodes_index(
+            self._files.pop(EPISODES_INDEX_PATH),
+            self.manifest,
+            where=storage.describe(EPISODES_INDEX_PATH),
+            with_tasks=with_tasks,
+        )
         self.all_episodes = table
         self._check_info()
         self.tasks = parse_tasks(self._files.pop(TASKS_PATH), where=storage.describe(TASKS_PATH))
@@ -312,8 +334,14 @@ class PackedIndex:
             self.anchor_counts = np.diff(self.anchor_start)
         if episodes is not None or where is not None:
             if int(self.anchor_counts.sum()) == 0:
-                selection = " and ".join(s for s in (f"episodes={list(episodes)[:10]}" if episodes is not None else "",
-                                                     f"where={where!r}" if where is not None else "") if s)
+                selection = " and ".join(
+                    s
+                    for s in (
+                        f"episodes={list(episodes)[:10]}" if episodes is not None else "",
+                        f"where={where!r}" if where is not None else "",
+                    )
+                    if s
+                )
                 raise ArgumentError(f"{selection} selects no anchor of {storage.url} ({self.manifest.totals['frames']} frames)")
 
     def _check_info(self) -> None:
@@ -341,8 +369,14 @@ class PackedIndex:
 
         data = self._files.pop(SAMPLES_INDEX_PATH)
         frames = self.manifest.totals["frames"]
-        open_bounded(data, where=self.storage.describe(SAMPLES_INDEX_PATH), rows=frames, max_rows=frames,
-                     rows_expected=f"the manifest records {frames} frames", budget=Budget(max_bytes=MAX_DECODED_BYTES))
+        open_bounded(
+            data,
+            where=self.storage.describe(SAMPLES_INDEX_PATH),
+            rows=frames,
+            max_rows=frames,
+            rows_expected=f"the manifest records {frames} frames",
+            budget=Budget(max_bytes=MAX_DECODED_BYTES),
+        )
         with tempfile.TemporaryDirectory(prefix="lerobot-shards-where-") as tmp:
             path = os.path.join(tmp, "samples.parquet")
             with open(path, "wb") as handle:
@@ -370,15 +404,21 @@ class PackedIndex:
         stop = np.searchsorted(episode, table.episode_index, side="right")
         counts = stop - start
         owner = np.repeat(np.arange(len(table)), counts)
-        rows = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(start, counts)
+        rows = (
+            np.arange(int(counts.sum()), dtype=np.int64)
+            - np.repeat(np.cumsum(counts) - counts, counts)
+            + np.repeat(start, counts)
+        )
         frames = frame[rows]
         same = owner[1:] == owner[:-1]
         bad = (frames < 0) | (frames >= table.length[owner])
         bad[1:] |= same & (frames[1:] <= frames[:-1])
         if bad.any():
             e = int(table.episode_index[owner[int(np.argmax(bad))]])
-            raise FormatError(f"{self.storage.describe(SAMPLES_INDEX_PATH)}: anchors of episode {e} "
-                              f"are not distinct frames in [0, {int(table.length[owner[int(np.argmax(bad))]])})")
+            raise FormatError(
+                f"{self.storage.describe(SAMPLES_INDEX_PATH)}: anchors of episode {e} "
+                f"are not distinct frames in [0, {int(table.length[owner[int(np.argmax(bad))]])})"
+            )
         return np.ascontiguousarray(frames), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
     def anchor_frame(self, episode_position: int, anchor_positions: np.ndarray) -> np.ndarray:

@@ -110,11 +110,7 @@ class Prefetcher(Generic[T]):
             if position in self._futures or position in self._taken or self._skip(position):
                 self._next += 1
                 continue
-            if (
-                self.byte_budget is not None
-                and self._futures
-                and self._bytes + self._size_of(position) > self.byte_budget
-            ):
+            if self.byte_budget is not None and self._futures and self._bytes + self._size_of(position) > self.byte_budget:
                 return  # the budget is spent; taking an item frees it
             self._next += 1
             self._submit(position)
@@ -136,9 +132,7 @@ class Prefetcher(Generic[T]):
         except LeRobotShardsError:
             raise  # ours name the file, shard and episode already
         except Exception as err:
-            raise PrefetchError(
-                f"{self._describe(position)}: background fetch failed ({type(err).__name__}: {err})"
-            ) from err
+            raise PrefetchError(f"{self._describe(position)}: background fetch failed ({type(err).__name__}: {err})") from err
         finally:
             self._bytes -= self._size_of(position)
             self._top_up()

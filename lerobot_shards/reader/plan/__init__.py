@@ -15,15 +15,31 @@ from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
     "lerobot_shards.reader.plan.consumer_draws": [
-        "Admission", "Block", "Draw", "Segment", "SegmentDraws", "segment_blocks", "MAX_LOOKAHEAD_DRAWS",
+        "Admission",
+        "Block",
+        "Draw",
+        "Segment",
+        "SegmentDraws",
+        "segment_blocks",
+        "MAX_LOOKAHEAD_DRAWS",
     ],
     "lerobot_shards.reader.plan.epoch_plan": ["plan_epoch", "EpochPlan", "PlanError", "split_stream"],
     "lerobot_shards.reader.plan.world": ["World"],
     "lerobot_shards.reader.plan.mixture_plan": [
-        "MixtureLayout", "PieceMap", "proportional_pieces", "source_quotas", "weighted_pieces",
+        "MixtureLayout",
+        "PieceMap",
+        "proportional_pieces",
+        "source_quotas",
+        "weighted_pieces",
     ],
     "lerobot_shards.reader.plan.pool_schedule": ["PoolSchedule"],
-    "lerobot_shards.reader.plan.resume": ["ResumedStreams", "assign_resumed_streams", "worker_progress", "Phase", "resume_streams"],
+    "lerobot_shards.reader.plan.resume": [
+        "ResumedStreams",
+        "assign_resumed_streams",
+        "worker_progress",
+        "Phase",
+        "resume_streams",
+    ],
     "lerobot_shards.reader.plan.windows": ["query_frames", "resolve_delta_timestamps"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)

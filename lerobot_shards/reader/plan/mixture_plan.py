@@ -160,13 +160,21 @@ def proportional_pieces(layout: MixtureLayout) -> EpochPieces:
     n = layout.num_episodes
     zeros = np.zeros(n, np.int64)
     return EpochPieces(
-        episode=_frozen(np.arange(n, dtype=np.int64)), cycle=_frozen(zeros), lo=_frozen(zeros.copy()),
-        hi=_frozen(layout.anchor_counts.copy()), whole=_frozen(np.ones(n, bool)),
+        episode=_frozen(np.arange(n, dtype=np.int64)),
+        cycle=_frozen(zeros),
+        lo=_frozen(zeros.copy()),
+        hi=_frozen(layout.anchor_counts.copy()),
+        whole=_frozen(np.ones(n, bool)),
     )
 
 
-def source_quotas(weights: Sequence[float] | np.ndarray, samples_per_epoch: int, *, dataset_anchors: np.ndarray,
-                  names: Sequence[str] | None = None) -> np.ndarray:
+def source_quotas(
+    weights: Sequence[float] | np.ndarray,
+    samples_per_epoch: int,
+    *,
+    dataset_anchors: np.ndarray,
+    names: Sequence[str] | None = None,
+) -> np.ndarray:
     """(D,) int64 anchors each source gives an epoch: ``samples_per_epoch`` split by weight,
     the remainder to the largest fractional parts (ties to the earlier source). Sums to
     ``samples_per_epoch`` exactly.

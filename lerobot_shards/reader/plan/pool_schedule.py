@@ -165,9 +165,7 @@ class PoolSchedule:
             )
 
     @classmethod
-    def from_plan(
-        cls, plan: EpochPlan, consumer: int, *, pool_size: int, block_size: int = DEFAULT_BLOCK_SIZE
-    ) -> PoolSchedule:
+    def from_plan(cls, plan: EpochPlan, consumer: int, *, pool_size: int, block_size: int = DEFAULT_BLOCK_SIZE) -> PoolSchedule:
         """Build the schedule of ``consumer`` in ``plan`` (seed, epoch, shuffle from the plan).
 
         Raises:

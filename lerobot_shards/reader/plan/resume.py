@@ -170,9 +170,7 @@ class ResumedStreams:
             src, lo, hi = self.segments_of(c)
             for s, a, b in zip(src.tolist(), lo.tolist(), hi.tolist()):
                 if b > earlier.consumer_counts[s]:
-                    raise PlanError(
-                        f"segment [{a}, {b}) of stream {s} reaches past its {int(earlier.consumer_counts[s])} draws"
-                    )
+                    raise PlanError(f"segment [{a}, {b}) of stream {s} reaches past its {int(earlier.consumer_counts[s])} draws")
                 e_src, e_lo, e_hi = earlier.segments_of(s)
                 ends = np.cumsum(e_hi - e_lo)
                 begins = ends - (e_hi - e_lo)
@@ -246,8 +244,7 @@ def assign_resumed_streams(
     _check_int("new_workers_per_rank", new_workers_per_rank, 1)
     if len(counts) == 0 or len(counts) % old_world_size:
         raise PlanError(
-            f"old_consumer_counts has {len(counts)} entries; expected a positive multiple of "
-            f"old_world_size={old_world_size}"
+            f"old_consumer_counts has {len(counts)} entries; expected a positive multiple of old_world_size={old_world_size}"
         )
     old_workers = len(counts) // old_world_size
     per_rank = counts.reshape(old_world_size, old_workers)  # (ranks, workers)
@@ -255,8 +252,7 @@ def assign_resumed_streams(
     if (totals != totals[0]).any():
         raise PlanError(f"old per-rank totals must be equal, got {totals.tolist()}")
     progress = [
-        worker_progress(row, batch_size=batch_size, samples_consumed=samples_consumed, drop_last=drop_last)
-        for row in per_rank
+        worker_progress(row, batch_size=batch_size, samples_consumed=samples_consumed, drop_last=drop_last) for row in per_rank
     ]
 
     if old_world_size == new_world_size and old_workers == new_workers_per_rank:

@@ -40,7 +40,9 @@ def resolve_delta_timestamps(
         if known_keys is not None and key not in known_keys:
             raise WindowError(f"delta_timestamps key {key!r} is not a feature; expected one of {sorted(known_keys)}")
         if isinstance(deltas, (str, bytes)) or not isinstance(deltas, Iterable):
-            raise WindowError(f"delta_timestamps[{key!r}] must be a list of seconds (e.g. [-0.1, 0.0]), got {type(deltas).__name__} {deltas!r}")
+            raise WindowError(
+                f"delta_timestamps[{key!r}] must be a list of seconds (e.g. [-0.1, 0.0]), got {type(deltas).__name__} {deltas!r}"
+            )
         try:
             deltas = [float(d) for d in deltas]
         except (TypeError, ValueError):
@@ -115,6 +117,8 @@ def windows_beyond(offsets: Mapping[str, np.ndarray], longest: int, fps: float) 
     for key, key_offsets in offsets.items():
         needed = frames_needed(key_offsets)
         if needed > longest:
-            out.append(f"the window of {key!r} spans {needed} frames ({needed / fps:.2f} s) and the longest episode has "
-                       f"{longest}: every sample pads it (<key>_is_pad)")
+            out.append(
+                f"the window of {key!r} spans {needed} frames ({needed / fps:.2f} s) and the longest episode has "
+                f"{longest}: every sample pads it (<key>_is_pad)"
+            )
     return out

@@ -46,15 +46,12 @@ class World:
         if self.world_size < 1:
             raise PlanError(f"World.world_size must be >= 1, got {self.world_size}")
         if not 0 <= self.rank < self.world_size:
-            raise PlanError(
-                f"World.rank must be in [0, {self.world_size}) for world_size={self.world_size}, got {self.rank}"
-            )
+            raise PlanError(f"World.rank must be in [0, {self.world_size}) for world_size={self.world_size}, got {self.rank}")
         if self.num_workers < 0:
             raise PlanError(f"World.num_workers must be >= 0 (0 = main process), got {self.num_workers}")
         if not 0 <= self.worker < self.workers_per_rank:
             raise PlanError(
-                f"World.worker must be in [0, {self.workers_per_rank}) for num_workers={self.num_workers}, "
-                f"got {self.worker}"
+                f"World.worker must be in [0, {self.workers_per_rank}) for num_workers={self.num_workers}, got {self.worker}"
             )
 
     @property

@@ -44,8 +44,12 @@ def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: Frame
     languages = [k for k in LANGUAGE_COLUMNS if k in samples[0]]
     if languages:  # lists of messages, one per sample (default_collate would transpose them)
         kept = {k: [s[k] for s in samples] for k in languages}
-        batch = collate_batch([{k: v for k, v in s.items() if k not in kept} for s in samples], frame_keys=frame_keys,
-                              ring=ring, float_frames=float_frames)
+        batch = collate_batch(
+            [{k: v for k, v in s.items() if k not in kept} for s in samples],
+            frame_keys=frame_keys,
+            ring=ring,
+            float_frames=float_frames,
+        )
         return {**batch, **kept}
     if any(ENCODED_KEY in s for s in samples):
         batch = collate_encoded(samples)
@@ -85,7 +89,13 @@ def collate_batch(samples: list[dict], *, frame_keys: Sequence[str], ring: Frame
 
 
 def batches(
-    samples: Iterable[dict], *, batch_size: int, drop_last: bool, frame_keys: Sequence[str], ring: FrameRing | None, float_frames: bool = False
+    samples: Iterable[dict],
+    *,
+    batch_size: int,
+    drop_last: bool,
+    frame_keys: Sequence[str],
+    ring: FrameRing | None,
+    float_frames: bool = False,
 ) -> Iterator[dict]:
     """Group a consumer's samples into batches of ``batch_size`` (see the module docstring)."""
     if batch_size < 1:

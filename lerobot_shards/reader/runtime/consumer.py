@@ -72,8 +72,9 @@ class Consumer:
         self.storages = DatasetStorages(view.catalog, options.storage_options, options.retry, given=view.storages)
         disk_cache = DiskCache(options.cache_dir, options.cache_limit_bytes) if options.cache_dir else None
         self.fetcher = EpisodeFetcher(view.catalog, self.storages, disk_cache=disk_cache)
-        self.pool = EpisodePool(self.fetcher, prefetch=options.prefetch_episodes, prefetch_bytes=options.prefetch_bytes,
-                                threads=options.fetch_threads)
+        self.pool = EpisodePool(
+            self.fetcher, prefetch=options.prefetch_episodes, prefetch_bytes=options.prefetch_bytes, threads=options.fetch_threads
+        )
         self._builders: dict[int, SampleBuilder] = {}
         self.decode_threads = options.decode_threads or decode_threads_for(detect_world())
         self._publisher = stats.publisher(worker)

@@ -112,7 +112,6 @@ class FrameRing:
         self.flags.count(self.worker, False)
         return None, torch.UntypedStorage._new_shared(nbytes)
 
-
     def _local(self, nbytes: int) -> torch.UntypedStorage:
         """In the training process: a slot's storage that nothing else uses, else a new one."""
         for slot, storage in enumerate(self._storages):

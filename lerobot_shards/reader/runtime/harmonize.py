@@ -161,7 +161,9 @@ class FeatureHarmonizer:
             targets = [v for v in full.values() if v is not None]
             clashes = sorted({t for t in targets if targets.count(t) > 1})
             if clashes:
-                raise HarmonizeError(f"dataset {d.name!r}: several source keys map to {clashes}; each mixture key needs one source")
+                raise HarmonizeError(
+                    f"dataset {d.name!r}: several source keys map to {clashes}; each mixture key needs one source"
+                )
             key_maps.append(full)
             mapped_features.append({full[k]: f for k, f in d.features.items() if full[k] is not None})
 
@@ -192,7 +194,9 @@ class FeatureHarmonizer:
             for key in pad_keys:
                 if key in feats:
                     if feats[key].dtype in ("video", "image") or len(feats[key].shape) != 1:
-                        raise HarmonizeError(f"dataset {d.name!r}: pad key {key!r} has shape {feats[key].shape}; only 1-D vectors are padded")
+                        raise HarmonizeError(
+                            f"dataset {d.name!r}: pad key {key!r} has shape {feats[key].shape}; only 1-D vectors are padded"
+                        )
                     own[key] = feats[key].shape[0]
                     pad_widths[key] = max(pad_widths.get(key, 0), own[key])
             widths.append(own)
@@ -231,7 +235,9 @@ class FeatureHarmonizer:
         windows = {k: tuple(float(s) for s in v) for k, v in (delta_timestamps or {}).items()}
         orphans = sorted(k for k in windows if not any(k in p for p in present))
         if orphans:
-            raise HarmonizeError(f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}")
+            raise HarmonizeError(
+                f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}"
+            )
         unbatchable = sorted(k for k in windows if k not in keys)
         if unbatchable:
             raise HarmonizeError(
@@ -352,7 +358,9 @@ class FeatureHarmonizer:
                     out[key] = torch.nn.functional.pad(value, (0, width - own)) if own < width else value
                     mask[:own] = True
                 else:
-                    out[key] = torch.zeros((width,) if steps is None else (steps, width), dtype=_torch_dtype(self.dtypes.get(key, "float32")))
+                    out[key] = torch.zeros(
+                        (width,) if steps is None else (steps, width), dtype=_torch_dtype(self.dtypes.get(key, "float32"))
+                    )
                 out[key + MASK_SUFFIX] = mask
             else:
                 out[key] = renamed[key]
@@ -369,8 +377,6 @@ class FeatureHarmonizer:
         return out
 
 
-
-
 def _hwc(chw: tuple[int, int, int]) -> tuple[int, int, int]:
     return (chw[1], chw[2], chw[0])
 
@@ -379,4 +385,3 @@ def _torch_dtype(name: str):
     import torch
 
     return getattr(torch, "bool" if name == "bool" else name)
-

@@ -63,8 +63,11 @@ class SampleBuilder:
         self.image_keys = image_keys_of(features)
         self.image_limits = {k: image_elements(features[k]["shape"]) for k in self.image_keys}
         # Depth cameras (video or picture): how their values map to depth, checked with the manifest.
-        self.depth = {k: DepthQuantization.of_feature(features[k], where=k)
-                      for k in (*self.video_keys, *self.image_keys) if is_depth_feature(features[k])}
+        self.depth = {
+            k: DepthQuantization.of_feature(features[k], where=k)
+            for k in (*self.video_keys, *self.image_keys)
+            if is_depth_feature(features[k])
+        }
         self.depth_unit = depth_unit
         self.cameras = [*self.video_keys, *self.image_keys]
         self.offsets = offsets
@@ -81,8 +84,14 @@ class SampleBuilder:
         # use so a builder made before a fork has no threads in the parent.
         self.decode_threads = max(1, min(int(decode_threads), len(self.cameras)))
         self._threads: ThreadPoolExecutor | None = None
-        self.counters = {"decoder_hits": 0, "decoder_misses": 0, "decode_seconds": 0.0, "frames_decoded": 0,
-                         "images_decoded": 0, "depth_frames_decoded": 0}
+        self.counters = {
+            "decoder_hits": 0,
+            "decoder_misses": 0,
+            "decode_seconds": 0.0,
+            "frames_decoded": 0,
+            "images_decoded": 0,
+            "depth_frames_decoded": 0,
+        }
         # Open decoders per held episode: they go when the pool drops the episode.
         self._opened: weakref.WeakKeyDictionary[LoadedEpisode, dict[str, EpisodeDecoder]] = weakref.WeakKeyDictionary()
         # Admissions whose members were shipped (encoded_video): later draws ship none.
@@ -97,8 +106,9 @@ class SampleBuilder:
         if decoder is None:
             size = self.frame_sizes.get(camera)
             spec = FrameSpec(size[0], size[1], episode.entry.cameras[camera].frames) if size else None
-            decoder = decoders[camera] = self.decoders.open(episode.video[camera], where=episode.where(camera), spec=spec,
-                                                         depth=camera in self.depth)
+            decoder = decoders[camera] = self.decoders.open(
+                episode.video[camera], where=episode.where(camera), spec=spec, depth=camera in self.depth
+            )
         return decoder
 
     def _decode_images(self, episode: LoadedEpisode, key: str, wanted: list[int]) -> torch.Tensor:
@@ -109,8 +119,14 @@ class SampleBuilder:
         pictures = []
         for row in wanted:
             where = f"{episode.where()} image {key} frame {row}"
-            pictures.append(decode_image(image_column_bytes(column[row]), max_elements=self.image_limits[key], where=where,
-                                         as_float=not self.return_uint8))
+            pictures.append(
+                decode_image(
+                    image_column_bytes(column[row]),
+                    max_elements=self.image_limits[key],
+                    where=where,
+                    as_float=not self.return_uint8,
+                )
+            )
         stacked = torch.stack(pictures) if key in self.offsets else pictures[0]
         if depth:
             stacked = convert_unit(stacked, self.depth[key].unit, self.depth_unit)
@@ -137,8 +153,9 @@ class SampleBuilder:
         self.counters["decoder_misses"] += len(videos) - opened
         self.counters["frames_decoded"] += sum(len(rows) for rows in wanted.values())
         self.counters["images_decoded"] += sum(len(rows) for key, rows in wanted.items() if key in self.image_limits)
-        self.counters["depth_frames_decoded"] += sum(len(rows) for key, rows in wanted.items()
-                                                     if key in self.depth and key not in self.image_limits)
+        self.counters["depth_frames_decoded"] += sum(
+            len(rows) for key, rows in wanted.items() if key in self.depth and key not in self.image_limits
+        )
         if self.decode_threads == 1 or len(wanted) == 1:
             return {key: self._decode(episode, key, rows) for key, rows in wanted.items()}
         if self._threads is None:

@@ -76,8 +76,7 @@ class SharedStats:
         """Sums over slots (maxima for ``max_`` fields)."""
         rows = self._rows()
         return {
-            name: float(rows[:, i].max() if name.startswith("max_") else rows[:, i].sum())
-            for i, name in enumerate(STAT_FIELDS)
+            name: float(rows[:, i].max() if name.startswith("max_") else rows[:, i].sum()) for i, name in enumerate(STAT_FIELDS)
         }
 
     def reset(self) -> None:

@@ -10,11 +10,24 @@ from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
     "lerobot_shards.core.format.parquet.bounded": [
-        "Budget", "BoundedColumns", "expansion_budget", "iter_bounded_batches", "open_bounded", "read_bounded",
-        "read_bounded_columns", "read_parquet_schema", "file_cost", "leaf_columns",
+        "Budget",
+        "BoundedColumns",
+        "expansion_budget",
+        "iter_bounded_batches",
+        "open_bounded",
+        "read_bounded",
+        "read_bounded_columns",
+        "read_parquet_schema",
+        "file_cost",
+        "leaf_columns",
     ],
     "lerobot_shards.core.format.parquet.row_groups": [
-        "check_row_group", "decode_row_group", "feature_budget", "footer_range", "parse_footer", "row_group_span",
+        "check_row_group",
+        "decode_row_group",
+        "feature_budget",
+        "footer_range",
+        "parse_footer",
+        "row_group_span",
     ],
     "lerobot_shards.core.format.parquet.arrow_io": ["read_parquet_bytes", "read_parquet_metadata"],
     "lerobot_shards.core.format.parquet.pages": ["check_writer", "chunk_cost"],

@@ -81,7 +81,8 @@ def leaf_columns(metadata: pq.FileMetaData, *, where: str) -> list[tuple[str, st
     if len(owners) != metadata.num_columns:
         raise FormatError(f"{where}: its schema has {metadata.num_columns} leaf columns, its Arrow schema {len(owners)}")
     return [
-        (metadata.schema.column(j).path, owners[j], metadata.schema.column(j).max_repetition_level) for j in range(metadata.num_columns)
+        (metadata.schema.column(j).path, owners[j], metadata.schema.column(j).max_repetition_level)
+        for j in range(metadata.num_columns)
     ]
 
 
@@ -113,20 +114,26 @@ def check_costs(
     for (path, owner, repeated), count in zip(leaves, values):
         per_row = budget.values_per_row.get(owner, MAX_FEATURE_ELEMENTS if repeated else 1)
         if count > rows * per_row:
-            raise FormatError(f"{where}: column {path} holds {count} values in {rows} rows; at most {per_row} per row are allowed")
+            raise FormatError(
+                f"{where}: column {path} holds {count} values in {rows} rows; at most {per_row} per row are allowed"
+            )
     for owner, fewest in budget.backed.items():
         held = sum(count for (_, leaf_owner, _), count in zip(leaves, values) if leaf_owner == owner)
         backing = sum(size for (_, leaf_owner, _), size in zip(leaves, encoded_of) if leaf_owner == owner)
         # An empty list still takes one level entry: up to one per row may hold no value.
         free = rows if any(repeated for (_, leaf_owner, repeated) in leaves if leaf_owner == owner) else 0
         if held - free > backing / fewest + 1:
-            raise FormatError(f"{where}: column {owner} holds {held} values in {backing} bytes; an honest one takes at least "
-                              f"{fewest:g} bytes per value (its values do not compress: digests)")
+            raise FormatError(
+                f"{where}: column {owner} holds {held} values in {backing} bytes; an honest one takes at least "
+                f"{fewest:g} bytes per value (its values do not compress: digests)"
+            )
     total = sum(cost.decoded_bytes for _, cost in costs)
     limit = budget.max_bytes if budget.max_bytes is not None else expansion_budget(encoded)
     if budget.max_bytes is not None:
-        extra = sum(factor * sum(size for (_, leaf_owner, _), size in zip(leaves, encoded_of) if leaf_owner == owner)
-                    for owner, factor in budget.expanding.items())
+        extra = sum(
+            factor * sum(size for (_, leaf_owner, _), size in zip(leaves, encoded_of) if leaf_owner == owner)
+            for owner, factor in budget.expanding.items()
+        )
         if budget.dictionary_chunk_bytes is not None:
             extra += budget.dictionary_chunk_bytes * len(costs)
         limit += min(expansion_budget(encoded), int(extra))
@@ -165,8 +172,10 @@ def _cost(metadata, groups, data, *, base: int, budget: Budget, encoded: int | N
     if budget.min_group_rows is not None and metadata.num_row_groups > 1:
         short = [g for g in range(metadata.num_row_groups - 1) if metadata.row_group(g).num_rows < budget.min_group_rows]
         if short:
-            raise FormatError(f"{where}: row group {short[0]} holds {metadata.row_group(short[0]).num_rows} rows; its writer's "
-                              f"groups hold at least {budget.min_group_rows} (all but the last)")
+            raise FormatError(
+                f"{where}: row group {short[0]} holds {metadata.row_group(short[0]).num_rows} rows; its writer's "
+                f"groups hold at least {budget.min_group_rows} (all but the last)"
+            )
     costs = []
     rows = 0
     for group in groups:
@@ -178,7 +187,9 @@ def _cost(metadata, groups, data, *, base: int, budget: Budget, encoded: int | N
                 # An empty table's group: writers leave its chunks without data pages (offset 0)
                 # and readers decode nothing of it; a few bytes at most are allowed there.
                 if column.total_compressed_size > _EMPTY_CHUNK_BYTES:
-                    raise FormatError(f"{where}: an empty row group with {column.total_compressed_size} bytes in column {leaves[j][0]}")
+                    raise FormatError(
+                        f"{where}: an empty row group with {column.total_compressed_size} bytes in column {leaves[j][0]}"
+                    )
                 continue
             costs.append((j, chunk_cost(data, column, metadata.schema.column(j), base=base, where=where)))
     if encoded is None:
@@ -207,7 +218,9 @@ def materialized_bytes(array: pa.Array | pa.ChunkedArray) -> int:
 
 
 def _is_binary_like(kind: pa.DataType) -> bool:
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+    return (
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+    )
 
 
 def decode_dictionaries(table: pa.Table, schema: pa.Schema, *, limit: int, where: str) -> pa.Table:
@@ -220,7 +233,9 @@ def decode_dictionaries(table: pa.Table, schema: pa.Schema, *, limit: int, where
     dictionary_columns = [name for name in table.column_names if _has_dictionary(table.schema.field(name).type)]
     if not dictionary_columns:
         return table
-    total = sum(materialized_bytes(table[name]) if name in dictionary_columns else table[name].nbytes for name in table.column_names)
+    total = sum(
+        materialized_bytes(table[name]) if name in dictionary_columns else table[name].nbytes for name in table.column_names
+    )
     if total > limit:
         raise FormatError(f"{where}: its strings decode to {total} bytes; at most {limit} are allowed")
     for name in dictionary_columns:
@@ -317,11 +332,15 @@ def read_bounded(
         schema = checked.metadata.schema.to_arrow_schema()
         groups, left = [], checked.limit
         for group in range(checked.metadata.num_row_groups):
-            table = decode_dictionaries(parquet.read_row_group(group, columns=columns, use_threads=False), schema, limit=left, where=where)
+            table = decode_dictionaries(
+                parquet.read_row_group(group, columns=columns, use_threads=False), schema, limit=left, where=where
+            )
             left -= table.nbytes
             groups.append(table)
         if not groups:
-            return parquet.read(columns=columns, use_threads=False).cast(pa.schema([schema.field(n) for n in (columns or schema.names)]))
+            return parquet.read(columns=columns, use_threads=False).cast(
+                pa.schema([schema.field(n) for n in (columns or schema.names)])
+            )
         return pa.concat_tables(groups)
     except (pa.ArrowException, OSError, MemoryError, UnicodeDecodeError) as err:
         raise FormatError(f"{where}: does not decode ({type(err).__name__}: {str(err)[:300]})") from None
@@ -362,7 +381,12 @@ class BoundedColumns:
 
 
 def read_bounded_columns(
-    data: bytes | bytearray | memoryview, *, where: str, max_rows: int, rows: int | None = None, rows_expected: str = "",
+    data: bytes | bytearray | memoryview,
+    *,
+    where: str,
+    max_rows: int,
+    rows: int | None = None,
+    rows_expected: str = "",
     budget: Budget = Budget(),
 ) -> BoundedColumns:
     """``open_bounded``'s checks, then a ``BoundedColumns`` to read the file column by column.
@@ -370,8 +394,9 @@ def read_bounded_columns(
     Raises:
         FormatError: see ``open_bounded``.
     """
-    return BoundedColumns(open_bounded(data, where=where, max_rows=max_rows, rows=rows, rows_expected=rows_expected,
-                                       budget=budget), where=where)
+    return BoundedColumns(
+        open_bounded(data, where=where, max_rows=max_rows, rows=rows, rows_expected=rows_expected, budget=budget), where=where
+    )
 
 
 def read_parquet_schema(data: bytes | bytearray | memoryview, *, where: str) -> pa.Schema:

@@ -74,7 +74,9 @@ def check_writer(metadata: pq.FileMetaData, *, where: str) -> None:
     if created_by.startswith("parquet-mr"):
         match = _PARQUET_MR.match(created_by)
         if match is None or tuple(int(v) for v in match.groups()) < (1, 2, 9):
-            raise FormatError(f"{where}: written by {created_by[:60]!r}, older than parquet-mr 1.2.9; rewrite it with a current writer")
+            raise FormatError(
+                f"{where}: written by {created_by[:60]!r}, older than parquet-mr 1.2.9; rewrite it with a current writer"
+            )
 
 
 def chunk_range(column: pq.ColumnChunkMetaData) -> tuple[int, int]:
@@ -111,7 +113,9 @@ def row_bytes(fields, *, string_bytes: int) -> int:
     return sum(arrow_leaf_bytes(field.type, 1, string_bytes=string_bytes) for field in fields)
 
 
-def chunk_cost(data: memoryview, column: pq.ColumnChunkMetaData, schema_column: pq.ColumnSchema, *, base: int = 0, where: str) -> ChunkCost:
+def chunk_cost(
+    data: memoryview, column: pq.ColumnChunkMetaData, schema_column: pq.ColumnSchema, *, base: int = 0, where: str
+) -> ChunkCost:
     """Walk the page headers of one column chunk and bound what it decodes to.
 
     Args:

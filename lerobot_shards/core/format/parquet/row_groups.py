@@ -101,7 +101,9 @@ def check_row_group(
     start_row = sum(metadata.row_group(g).num_rows for g in range(group))
     row_group = metadata.row_group(group)
     if row_group_span(metadata, group) != (offset, nbytes):
-        raise FormatError(f"{where}: row group {group} spans {row_group_span(metadata, group)}, the index records {(offset, nbytes)}")
+        raise FormatError(
+            f"{where}: row group {group} spans {row_group_span(metadata, group)}, the index records {(offset, nbytes)}"
+        )
     if row_group.num_rows != group_rows:
         raise FormatError(f"{where}: row group {group} holds {row_group.num_rows} rows, its episodes in the index {group_rows}")
     if not (start_row <= first_row and first_row + rows <= start_row + row_group.num_rows):
@@ -156,7 +158,9 @@ def decode_row_group(
     """
     check_bytes(data, size=len(data), sha256=sha256, where=f"{where} row group {group}")
     if not 0 <= offset <= offset + len(data) <= file_size:
-        raise FormatError(f"{where}: row group {group} span [{offset}, {offset + len(data)}) is outside the {file_size}-byte file")
+        raise FormatError(
+            f"{where}: row group {group} span [{offset}, {offset + len(data)}) is outside the {file_size}-byte file"
+        )
     label = f"{where}: row group {group}"
     limit = max(ROW_GROUP_MAX_BYTES, MAX_EXPANSION * len(data)) if single_episode else ROW_GROUP_MAX_BYTES
     budget = Budget(max_bytes=limit, values_per_row=values_per_row or {})
@@ -168,7 +172,9 @@ def decode_row_group(
         source = pa.BufferReader(placed_buffer(data, offset))
         parquet = pq.ParquetFile(source, metadata=metadata, read_dictionary=dictionary_paths or None)
         table = parquet.read_row_group(group, use_threads=False)
-        return decode_dictionaries(table, metadata.schema.to_arrow_schema(), limit=limit, where=label) if dictionary_paths else table
+        return (
+            decode_dictionaries(table, metadata.schema.to_arrow_schema(), limit=limit, where=label) if dictionary_paths else table
+        )
     except (pa.ArrowException, OSError, MemoryError) as err:
         raise FormatError(f"{label} does not decode ({err})") from None
 

@@ -103,7 +103,7 @@ class DecodeBackend(ABC):
         """Backend-specific counters, summed into ``DecodeStage.stats()``."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional: most backends hold nothing to release)
         """Release what the backend holds (decoder sessions)."""
 
 

@@ -42,8 +42,9 @@ class CpuDecoderBackend(DecodeBackend):
             write_rows(job, decode_frames(job.opened.handle, list(job.wanted), where=job.member.member_id))
 
 
-def open_member(backend: type[CpuDecoderBackend], data: bytes, *, where: str, spec: FrameSpec | None = None,
-                depth: bool = False) -> EpisodeDecoder:
+def open_member(
+    backend: type[CpuDecoderBackend], data: bytes, *, where: str, spec: FrameSpec | None = None, depth: bool = False
+) -> EpisodeDecoder:
     """``backend``'s decoder over one member's bytes, after the format's bounds.
 
     Raises:

@@ -67,8 +67,10 @@ def nvdec_format_refusal(codec: str, parameter_sets, *, where: str) -> str | Non
     supported = (1,) if codec == "h264" else (1, 3)
     if signal.chroma_format not in supported:
         name = {0: "monochrome", 1: "4:2:0", 2: "4:2:2", 3: "4:4:4"}.get(signal.chroma_format, str(signal.chroma_format))
-        return (f"{where}: {codec} {name} cannot be decoded by NVDEC; repack with `lerobot-shards pack --video hevc` "
-                "(odd-sized cameras are coded 4:4:4, which NVDEC decodes in HEVC only)")
+        return (
+            f"{where}: {codec} {name} cannot be decoded by NVDEC; repack with `lerobot-shards pack --video hevc` "
+            "(odd-sized cameras are coded 4:4:4, which NVDEC decodes in HEVC only)"
+        )
     return None
 
 
@@ -113,8 +115,10 @@ def nvdec_unavailable() -> str | None:
     try:
         ctypes.CDLL("libnvcuvid.so.1")
     except OSError as err:
-        return (f"the NVIDIA video decode library libnvcuvid.so.1 cannot be loaded ({err}); in a container, start it "
-                "with NVIDIA_DRIVER_CAPABILITIES=compute,utility,video")
+        return (
+            f"the NVIDIA video decode library libnvcuvid.so.1 cannot be loaded ({err}); in a container, start it "
+            "with NVIDIA_DRIVER_CAPABILITIES=compute,utility,video"
+        )
     try:
         _nvc()
     except Exception as err:  # ImportError, or RuntimeError from its driver check
@@ -197,8 +201,10 @@ class NvdecSession:
         accepted = {self._shape} if self.output == "nv12" else {self._shape, (3 * self.height, self.width)}
         if tensor.dtype != torch.uint8 or shape not in accepted:
             hint = "; backend_options={'colour': 'nvdec'} takes NVDEC's RGB instead" if self.output == "nv12" else ""
-            raise DecodeStageError(f"NVDEC returned a {shape} {tensor.dtype} frame; expected {self._shape} uint8 for a "
-                                   f"{self.height}x{self.width} {self.output} frame (parameter sets and sample entry disagree?){hint}")
+            raise DecodeStageError(
+                f"NVDEC returned a {shape} {tensor.dtype} frame; expected {self._shape} uint8 for a "
+                f"{self.height}x{self.width} {self.output} frame (parameter sets and sample entry disagree?){hint}"
+            )
         return tensor.reshape(self._shape)
 
     def _size_matches(self) -> bool:
@@ -247,7 +253,7 @@ class NvdecSession:
                 if not flushed:  # an error mid-batch: drain the decoder so the next batch starts clean
                     try:
                         self._flush()
-                    except Exception:  # noqa: BLE001 - the first error is the one raised
+                    except Exception:
                         pass
         self.counters["frames_fed"] += len(sent)
         if seen != sent:
@@ -260,8 +266,10 @@ class NvdecSession:
 
     def _take(self, frames, seen: list[int], route: dict) -> None:
         if frames and self._direct and not self._size_matches():
-            raise DecodeStageError(f"NVDEC decodes {self._decoder.GetWidth()}x{self._decoder.GetHeight()} (WxH) pictures; the "
-                                   f"member records {self.width}x{self.height} (its parameter sets and sample entry disagree)")
+            raise DecodeStageError(
+                f"NVDEC decodes {self._decoder.GetWidth()}x{self._decoder.GetHeight()} (WxH) pictures; the "
+                f"member records {self.width}x{self.height} (its parameter sets and sample entry disagree)"
+            )
         for decoded in frames:
             pts = int(decoded.getPTS())
             seen.append(pts)
@@ -274,8 +282,9 @@ class NvdecSession:
             if self._direct:
                 source = int(decoded.GetPtrToPlane(0))
                 for row in rows:
-                    status = _device_copy()(out.data_ptr() + row * self._frame_bytes, source, self._frame_bytes,
-                                            self.stream.cuda_stream)
+                    status = _device_copy()(
+                        out.data_ptr() + row * self._frame_bytes, source, self._frame_bytes, self.stream.cuda_stream
+                    )
                     if status != 0:
                         raise DecodeStageError(f"copying a decoded frame failed (CUDA driver error {status})")
                 self.counters["driver_copies"] += len(rows)
@@ -333,8 +342,10 @@ class NvdecBackend(DecodeBackend):
 
     def refuses(self, member: EncodedFrames) -> str | None:
         if member.codec not in CODECS:
-            return (f"codec {member.codec!r} cannot be decoded by NVDEC on A100/H100; "
-                    "repack with `lerobot-shards pack --video hevc` (or h264)")
+            return (
+                f"codec {member.codec!r} cannot be decoded by NVDEC on A100/H100; "
+                "repack with `lerobot-shards pack --video hevc` (or h264)"
+            )
         return None
 
     def open(self, member: EncodedFrames, spec: FrameSpec | None) -> Opened:
@@ -343,8 +354,10 @@ class NvdecBackend(DecodeBackend):
         layout = check_mp4(member.data, where=where, frames=member.frames, height=height, width=width)
         check_frame_spec((layout.height, layout.width, layout.samples), spec)
         if not layout.in_order:
-            raise DecodeStageError(f"{where}: frames are stored out of presentation order (B-frames); "
-                                   "repack with `lerobot-shards pack --video hevc` for GPU decode")
+            raise DecodeStageError(
+                f"{where}: frames are stored out of presentation order (B-frames); "
+                "repack with `lerobot-shards pack --video hevc` for GPU decode"
+            )
         config = stream_config(layout.codec, layout.codec_config, where=where)
         refusal = nvdec_format_refusal(layout.codec, config.sequence_parameter_sets, where=where)
         if refusal is not None:
@@ -355,8 +368,14 @@ class NvdecBackend(DecodeBackend):
         if exact is None:
             with self._lock:
                 self._inexact += 1
-        return Opened(self, MemberStream(where=where, layout=layout, stream=stream), height, width,
-                      output="nv12" if exact is not None else "rgb", colour=exact)
+        return Opened(
+            self,
+            MemberStream(where=where, layout=layout, stream=stream),
+            height,
+            width,
+            output="nv12" if exact is not None else "rgb",
+            colour=exact,
+        )
 
     @staticmethod
     def _colour(layout: Mp4Layout, config, stream: ElementaryStream, height: int, width: int, where: str):

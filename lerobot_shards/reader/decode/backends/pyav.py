@@ -38,7 +38,9 @@ class PyAVDecoder:
 
     def _check_frame(self, frame, position) -> None:
         if self._spec is not None and (frame.height, frame.width) != (self._spec.height, self._spec.width):
-            raise DecodeError(f"frame {position} is {frame.height}x{frame.width}, expected {self._spec.height}x{self._spec.width}")
+            raise DecodeError(
+                f"frame {position} is {frame.height}x{frame.width}, expected {self._spec.height}x{self._spec.width}"
+            )
 
     def _from_start(self, container, wanted: list[int], found: dict[int, np.ndarray]) -> None:
         container.seek(0)

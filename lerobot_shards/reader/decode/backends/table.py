@@ -8,7 +8,6 @@
 | ``pyav`` | CPU | ``pyav``: FFmpeg through PyAV, bit-identical to torchcodec |
 """
 
-
 from __future__ import annotations
 
 from lerobot_shards.core.errors import ArgumentError
@@ -59,9 +58,11 @@ def backend_class(name: str, device_type: str) -> type[DecodeBackend]:
     if found is None:
         where = sorted(d for n, d in BACKENDS if n == name)
         here = sorted(n for n, d in BACKENDS if d == device_type)
-        raise ArgumentError(f"backend {name!r} decodes on {' or '.join(_on(d) for d in where)}, not {_on(device_type)}; "
-                         f"on {_on(device_type)} use {' or '.join(repr(n) for n in here)}"
-                         + (f", or device='cpu' for {name!r}" if "cpu" in where else ""))
+        raise ArgumentError(
+            f"backend {name!r} decodes on {' or '.join(_on(d) for d in where)}, not {_on(device_type)}; "
+            f"on {_on(device_type)} use {' or '.join(repr(n) for n in here)}"
+            + (f", or device='cpu' for {name!r}" if "cpu" in where else "")
+        )
     return found
 
 

@@ -39,7 +39,9 @@ class TorchCodecCudaBackend(DecodeBackend):
             try:
                 frames = job.opened.handle.frames(list(job.wanted))
             except Exception as err:
-                raise DecodeError(f"{job.member.member_id}: cannot decode frames {list(job.wanted)} ({type(err).__name__}: {err})") from err
+                raise DecodeError(
+                    f"{job.member.member_id}: cannot decode frames {list(job.wanted)} ({type(err).__name__}: {err})"
+                ) from err
             # torchcodec decodes on its own stream: wait for it before the copy reads the frames.
             torch.cuda.synchronize(self.device)
             write_rows(job, frames)
