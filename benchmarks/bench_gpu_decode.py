@@ -170,6 +170,20 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     return float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(255.0**2 / mse)).item()
 
 
+# The CPU rows decode with the fastest CPU decoder this machine has (issue 44): torchcodec where
+# it imports (LeRobot's decoder), else PyAV; each row names the one used. They used PyAV always.
+CPU_DECODER = "auto"
+
+
+def _cpu_decoder_used() -> str:
+    from lerobot_shards.reader.decode import CpuDecoders
+
+    return CpuDecoders(CPU_DECODER).backend
+
+
+CPU_DECODER_USED = _cpu_decoder_used()
+
+
 def exact(pack: str, device: str, workers: int) -> dict:
     """GPU samples against CPU samples (module docstring)."""
     probe = PackedDataset(pack, shuffle=False, return_uint8=True)
@@ -426,7 +440,7 @@ def loader_speed(args, device: str, rows: list | None = None, save=lambda: None)
 
         def make():
             dataset = MixtureDataset(
-                roots, seed=0, return_uint8=True, delta_timestamps=delta, decoder="pyav", allow_duplicates=True
+                roots, seed=0, return_uint8=True, delta_timestamps=delta, decoder=CPU_DECODER, allow_duplicates=True
             )
             return BatchLoader(dataset, batch_size=BATCH, num_workers=workers, timeout=600)
 
@@ -451,6 +465,8 @@ def loader_speed(args, device: str, rows: list | None = None, save=lambda: None)
                 "mode": mode,
                 "system": system,
                 "workers": workers,
+                # Every row names what decoded its frames (issue 44): the best CPU decoder here, or the GPU's.
+                "decoder": CPU_DECODER_USED if system.startswith("cpu") else "nvdec",
                 **measure_loader(window or make, warmup=args.warmup, max_batches=total),
             }
         except Exception as err:

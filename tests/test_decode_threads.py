@@ -82,3 +82,29 @@ def test_default_threads_share_the_cores_among_workers_and_local_ranks(monkeypat
     assert decode_threads_for(World(0, 1, num_workers=1)) == 2
     monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert decode_threads_for(World(0, 1)) == 1
+
+
+def test_small_frames_keep_one_thread_whatever_the_cores(monkeypatch):
+    """Threads only where a camera's decode pays for the hand-off (issue 44): cameras under
+    THREADED_MIN_PIXELS (96x96, 224x224, 240x320) decode on the worker's own thread; one large
+    camera is enough for threads; no sizes known keeps the core-based count."""
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    world = World(0, 1, num_workers=4, worker=1)
+    assert decode_threads_for(world, [(96, 96), (224, 224)]) == 1
+    assert decode_threads_for(world, [(240, 320)] * 4) == 1
+    assert decode_threads_for(world, [(96, 96), (480, 640)]) == 4
+    assert decode_threads_for(world, [(360, 480)]) == 4
+    assert decode_threads_for(world) == 4
+
+
+def test_the_consumer_picks_threads_by_each_packs_frame_size(packed_copy, monkeypatch):
+    """The default reaches each pack's sample builder: the test set's small cameras decode on one
+    thread even where the cores would allow more; a user's decode_threads is taken as given."""
+    from lerobot_shards.reader.runtime import Consumer, SharedStats
+
+    monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    for given, expected in ((None, 1), (3, 2)):  # 3 threads for 2 cameras: 2 at most
+        dataset = PackedDataset(str(packed_copy), seed=2, return_uint8=True, decode_threads=given)
+        consumer = Consumer(dataset._view(), stats=SharedStats(), worker=None)
+        assert consumer.builder(0).decode_threads == expected

@@ -186,6 +186,11 @@ class MixtureFeatureWarning(UserWarning):
     """A mixture leaves out features only some of its datasets have (named in the message)."""
 
 
+class DecoderFallbackWarning(UserWarning):
+    """``decoder="auto"`` fell back from torchcodec (LeRobot's decoder) to PyAV: same frames,
+    fewer samples/s (the message says why torchcodec did not import and the measured rate)."""
+
+
 # Tracebacks and reprs name each error where users import it (``lerobot_shards.FormatError``),
 # not this internal module; pickling (errors raised in DataLoader workers) resolves that name
 # too, since the package exports every one (tests/test_nothing_silent.py checks both).

@@ -8,17 +8,40 @@ where torchcodec cannot be imported.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
+from lerobot_shards.core.errors import DecoderFallbackWarning
 from lerobot_shards.reader.decode.backends.base import DecodeBackend
 from lerobot_shards.reader.decode.backends.cpu import CpuDecoderBackend, decode_frames, open_member
-from lerobot_shards.reader.decode.backends.table import BACKENDS, backend_class, backend_names
+from lerobot_shards.reader.decode.backends.table import AUTO, BACKENDS, backend_class, backend_names
 from lerobot_shards.reader.decode.spec import EpisodeDecoder, FrameSpec
 
 
 def cpu_decoder_names() -> tuple[str, ...]:
     """What ``decoder=`` may name: ``"auto"`` and every CPU row of the decode table."""
     return tuple(n for n in backend_names() if n == "auto" or (n, "cpu") in BACKENDS)
+
+
+_FALLBACK_SAID = False
+# Measured with benchmarks/bench_decoders.py (docs/BENCHMARKS.md, "CPU decoders"): what a user
+# whose torchcodec does not import gets, one process, 4 cameras of 480x640 AV1, single frames.
+PYAV_RATE_VS_TORCHCODEC = "0.86x"
+
+
+def _say_fallback(preferred: type[DecodeBackend], chosen: type[DecodeBackend]) -> None:
+    """Warn once per process that ``decoder="auto"`` fell back (why, and what it costs)."""
+    global _FALLBACK_SAID
+    if _FALLBACK_SAID:
+        return
+    _FALLBACK_SAID = True
+    warnings.warn(
+        f"decoding with {chosen.name}: {preferred.unavailable()}. The frames are the same; {chosen.name} gives "
+        f"{PYAV_RATE_VS_TORCHCODEC} of {preferred.name}'s samples/s (docs/BENCHMARKS.md, CPU decoders)",
+        DecoderFallbackWarning,
+        stacklevel=4,
+    )
 
 
 def _cpu_backend(cls: type[DecodeBackend], name: str) -> type[CpuDecoderBackend]:
@@ -42,6 +65,8 @@ class CpuDecoders:
 
     def __init__(self, backend: str = "auto"):
         self._colour = _cpu_backend(backend_class(backend, "cpu"), backend)
+        if backend == "auto" and self._colour.name != AUTO["cpu"][0]:
+            _say_fallback(BACKENDS[(AUTO["cpu"][0], "cpu")], self._colour)
         self.backend = self._colour.name
         self._depth = (
             self._colour

@@ -5,6 +5,8 @@ from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
     "lerobot_shards.reader.runtime.environment": ["decode_threads_for", "detect_world"],
+    "lerobot_shards.reader.runtime.consumer": ["Consumer"],
+    "lerobot_shards.reader.runtime.stats": ["SharedStats"],
     "lerobot_shards.reader.runtime.harmonize": ["DatasetFeatures", "FeatureHarmonizer"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)

@@ -76,7 +76,7 @@ class Consumer:
             self.fetcher, prefetch=options.prefetch_episodes, prefetch_bytes=options.prefetch_bytes, threads=options.fetch_threads
         )
         self._builders: dict[int, SampleBuilder] = {}
-        self.decode_threads = options.decode_threads or decode_threads_for(detect_world())
+        self._world = detect_world()
         self._publisher = stats.publisher(worker)
         self.samples_built = 0
         self._next_publish = 0.0
@@ -95,7 +95,7 @@ class Consumer:
                 encoded_video=options.encoded_video,
                 member_prefix=info.root,
                 frame_sizes=info.frame_sizes,
-                decode_threads=self.decode_threads,
+                decode_threads=options.decode_threads or decode_threads_for(self._world, (info.frame_sizes or {}).values()),
                 features=info.features,
                 depth_unit=options.depth_unit,
             )

@@ -8,6 +8,7 @@ it feeds (``lerobot_shards.reader.plan.world.World``) is plain arithmetic.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import torch.distributed as dist
 import torch.utils.data
@@ -46,10 +47,19 @@ def detect_world(rank: int | None = None, world_size: int | None = None) -> Worl
     return World(rank=int(rank), world_size=int(world_size), worker=worker, num_workers=num_workers)
 
 
-def decode_threads_for(world: World) -> int:
+# Below this many pixels per frame (every camera), handing a camera's decode to another thread
+# costs more than the decode saves: 1 DataLoader worker on 2 cores, 2 cameras, torchcodec,
+# 2 threads against 1 ran 0.87x at 96x128, 0.72x at 224x224, 0.90x at 240x320, and 1.19x at
+# 360x480, 1.13x at 480x640 (docs/BENCHMARKS.md, "decode_threads by frame size").
+THREADED_MIN_PIXELS = 320 * 360
+
+
+def decode_threads_for(world: World, frame_sizes: Iterable[tuple[int, int]] = ()) -> int:
     """How many threads a consumer decodes a sample's cameras with when the user did not say:
     the cores this process may run on, divided among the DataLoader workers of this rank and
-    the ranks of this node (``LOCAL_WORLD_SIZE``, set by torchrun and accelerate), at least 1.
+    the ranks of this node (``LOCAL_WORLD_SIZE``, set by torchrun and accelerate), at least 1;
+    and 1 when every camera's frames (``frame_sizes``: (height, width) each) are smaller than
+    ``THREADED_MIN_PIXELS``, where the hand-off costs more than it saves.
 
     A decode releases the GIL, so cameras decode side by side on otherwise idle cores (one
     worker on a many-core node); with a worker per core this is 1 and nothing changes.
@@ -62,6 +72,9 @@ def decode_threads_for(world: World) -> int:
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     local_ranks = max(1, _env_int("LOCAL_WORLD_SIZE", 1))
+    sizes = list(frame_sizes)
+    if sizes and max(height * width for height, width in sizes) < THREADED_MIN_PIXELS:
+        return 1
     return max(1, cores // (max(1, world.num_workers) * local_ranks))
 
 

@@ -11,8 +11,8 @@ _EXPORTS = {
     "lerobot_shards.reader.decode.backends.table": ["AUTO", "BACKENDS", "backend_class", "backend_names"],
     "lerobot_shards.reader.decode.backends.base": ["DecodeBackend", "Job", "Opened", "write_rows"],
     "lerobot_shards.reader.decode.backends.nvdec": ["NvdecBackend", "nvdec_unavailable"],
-    "lerobot_shards.reader.decode.backends.pyav": ["PyAVBackend"],
-    "lerobot_shards.reader.decode.backends.torchcodec": ["TorchCodecBackend"],
+    "lerobot_shards.reader.decode.backends.pyav": ["PyAVBackend", "PyAVDecoder"],
+    "lerobot_shards.reader.decode.backends.torchcodec": ["TorchCodecBackend", "TorchCodecDecoder"],
     "lerobot_shards.reader.decode.backends.torchcodec_cuda": ["TorchCodecCudaBackend"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
