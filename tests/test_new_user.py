@@ -263,16 +263,17 @@ def test_9_more_workers_than_shards_encode_members_in_parallel_or_say_why(sample
     from lerobot_shards.testing import CameraSpec, rollover_spec, write_sample_dataset
     from tests.packed_fixtures import assert_same_tree
 
-    # Cameras of at least 48x64: x264's output for the session source's 32x32 camera (2x2
-    # macroblocks) was seen to depend on the process it ran in (the same input gave 2051 or
-    # 2078 bytes, about 1 run in 10, encoder threads or not), as x265's does for frames one
-    # CTU wide; real cameras are far larger. See the issue 33/34 note.
+    # Cameras of real sizes (128 px and up): x264's output for tiny frames was seen to depend on
+    # the process it ran in, about 1 run in 10 under load: 32x32 (2051 or 2078 bytes, threads or
+    # not) and, in a clean-clone CI run of issue 43's stop, 48x64 with one encoder thread
+    # (5941 or 5920 bytes); not reproduced in isolation. The byte-identity promise is held at
+    # camera sizes; docs/DESIGN_NOTES.md (section 16) says where it is not.
     source = tmp_path / "source"
     write_sample_dataset(
         source,
         replace(
             rollover_spec(),
-            cameras=(CameraSpec("observation.images.top", 48, 64), CameraSpec("observation.images.wrist", 64, 64)),
+            cameras=(CameraSpec("observation.images.top", 128, 160), CameraSpec("observation.images.wrist", 128, 128)),
         ),
     )
     with caplog.at_level(logging.INFO, logger="lerobot_shards.packer.run"):

@@ -369,7 +369,8 @@ def _shard_jobs(
     sizes: list[int],
 ) -> list[ShardJob]:
     """One job per shard to build. With more workers than shards, a re-encode spreads each
-    shard's members over the spare cores (byte-identical to a sequential build); copy mode
+    shard's members over the spare cores (byte-identical to a sequential build at camera sizes;
+    DESIGN_NOTES 16 says where not); copy mode
     cannot, and says what shard size would use them."""
     jobs = [
         ShardJob(
