@@ -196,6 +196,17 @@ def test_a_checkpoint_cannot_choose_where_credentials_go(packed_copy, tmp_path, 
         b.stop()
 
 
+def test_a_resume_logs_samples_where_this_run_says_never_where_the_checkpoint_did(tmp_path):
+    """The sample log is where a run writes: a resumed run may log to a new file (as
+    scripts/parity_train.py does), and a checkpoint's recorded log path is never taken."""
+    from lerobot_shards.train.lerobot_train import resume_options
+
+    argv = _state(tmp_path / "ckpt", {"log_samples": str(tmp_path / "theirs.jsonl"), "episode_pool_size": 3})
+    assert resume_options(argv, {"log_samples": str(tmp_path / "mine.jsonl")}).log_samples == str(tmp_path / "mine.jsonl")
+    resumed = resume_options(argv, {})
+    assert resumed.log_samples is None and resumed.read_options().episode_pool_size == 3
+
+
 @pytest.mark.parametrize(
     "content,why",
     [

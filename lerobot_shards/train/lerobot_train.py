@@ -316,6 +316,10 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
 # local path or a pin, and a checkpoint is a file anyone may hand over (shared output folders,
 # downloads). A recorded one that differs from what this run is given refuses the resume.
 NOT_FROM_CHECKPOINT = ("storage_options", "manifest_sha256", "cache_dir", "log_samples")
+# Of those, what decides what is read: a resume given other values than the checkpoint's run read
+# with is refused. The sample log is where this run writes: never the checkpoint's, and a resumed
+# run may well log to a new file.
+MUST_MATCH_CHECKPOINT = ("storage_options", "manifest_sha256", "cache_dir")
 
 
 def read_state_file(path: Path) -> dict:
@@ -400,9 +404,10 @@ def resume_options(argv: list[str], given: dict[str, Any]) -> ShardsOptions:
     """The options of a run resumed from ``--config_path`` in ``argv``: the ``--shards.*`` flags
     ``given``, over the options the checkpoint's run recorded, each recorded value parsed by its
     flag's own parser. Those in ``NOT_FROM_CHECKPOINT`` (storage options, the pin, the cache
-    folder, the sample log: hosts, credentials, paths) are never taken from the checkpoint: one it
-    records that differs from what this run is given (or its default) refuses the resume, naming
-    it, so a checkpoint handed over cannot send this run's credentials, reads or writes elsewhere.
+    folder, the sample log: hosts, credentials, paths) are never taken from the checkpoint, so a
+    checkpoint handed over cannot send this run's credentials, reads or writes elsewhere; of
+    them, one that decides what is read (``MUST_MATCH_CHECKPOINT``) and differs from what this
+    run is given (or its default) refuses the resume, naming it.
 
     Raises:
         LeRobotTrainError: a malformed state file, a recorded value its flag would not take, or
@@ -424,7 +429,7 @@ def resume_options(argv: list[str], given: dict[str, Any]) -> ShardsOptions:
             taken[name] = known[name].parse_text(_flag_text(value), spelled=f"{path}: {name}")
         except ArgumentError as err:
             raise LeRobotTrainError(f"{err}; the checkpoint's loader state is malformed") from None
-    differ = [name for name in NOT_FROM_CHECKPOINT if name in taken and taken[name] != given.get(name, known[name].default)]
+    differ = [name for name in MUST_MATCH_CHECKPOINT if name in taken and taken[name] != given.get(name, known[name].default)]
     if differ:
         shown = {name: (sorted(taken[name]) if isinstance(taken[name], dict) else taken[name]) for name in differ}
         raise LeRobotTrainError(
