@@ -12,7 +12,7 @@ import warnings
 
 import torch
 
-from lerobot_shards.core.errors import DecoderFallbackWarning
+from lerobot_shards.core.errors import ArgumentError, DecoderFallbackWarning
 from lerobot_shards.reader.decode.backends.base import DecodeBackend
 from lerobot_shards.reader.decode.backends.cpu import CpuDecoderBackend, decode_frames, open_member
 from lerobot_shards.reader.decode.backends.table import AUTO, BACKENDS, backend_class, backend_names
@@ -46,8 +46,6 @@ def _say_fallback(preferred: type[DecodeBackend], chosen: type[DecodeBackend]) -
 
 def _cpu_backend(cls: type[DecodeBackend], name: str) -> type[CpuDecoderBackend]:
     if not issubclass(cls, CpuDecoderBackend):  # a CPU row whose backend decodes only batches (DecodeStage)
-        from lerobot_shards.core.errors import ArgumentError
-
         raise ArgumentError(f"decoder {name!r} decodes batches in a DecodeStage, not samples in the workers")
     return cls
 

@@ -22,11 +22,7 @@ class PyAVDecoder:
     keyframe at or before the frame (the GOP bound of ``check_mp4`` caps that cost).
     ``pixel_format`` is what frames are converted to: ``rgb24`` (uint8 ``(T, 3, H, W)``) or
     ``gray12le`` (a depth video's codes, uint16 ``(T, 1, H, W)``, as LeRobot decodes depth).
-
-    ``opens`` counts containers opened by this process (tests count them; no clock).
     """
-
-    opens = 0
 
     def __init__(self, data: bytes, spec: FrameSpec | None, pixel_format: str = "rgb24"):
         import av
@@ -39,7 +35,6 @@ class PyAVDecoder:
         self._reformatter = VideoReformatter()
         self._format = pixel_format
         self._container = av.open(io.BytesIO(data))
-        PyAVDecoder.opens += 1
         try:
             self._stream = self._container.streams.video[0]
             self._stream.codec_context.thread_count = 1  # workers are the parallelism; as torchcodec
@@ -61,7 +56,6 @@ class PyAVDecoder:
         # The last call's frames: a window slides by one anchor, so most of what it asks was just
         # converted (re-decoding it would need a seek back to its keyframe).
         self._recent: dict[int, np.ndarray] = {}
-        self.seeks = 0
 
     def close(self) -> None:
         """Release the container and its decoder (also done when the object is collected)."""
@@ -86,7 +80,6 @@ class PyAVDecoder:
         self._container.seek(self._pts[key], stream=self._stream, backward=True, any_frame=False)
         self._frames = self._container.decode(self._stream)
         self._last = -1
-        self.seeks += 1
 
     def _from_start(self, wanted: list[int], found: dict[int, np.ndarray]) -> None:
         self._container.seek(0)
