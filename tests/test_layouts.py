@@ -215,7 +215,7 @@ def _replace_picture(root, key: str, cell) -> None:
     [
         (
             {"bytes": _png_header_only(2000, 1500), "path": "big.png"},
-            r"a PNG image of 1500x2000x3 values; its feature's shape allows 3,840 values",
+            r"a PNG RGB picture of 1500x2000x3; its feature's shape is 32x40x3 \(height x width x channels\)",
         ),
         ({"bytes": _png_header_only(50_000, 50_000), "path": "bomb.png"}, r"header claims more pixels than Pillow decodes"),
         ({"bytes": b"GIF89a" + bytes(64), "path": "x.gif"}, r"not an image Pillow opens as PNG/TIFF/JPEG/WEBP"),

@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import default_collate
 
 from lerobot_shards.core.errors import HarmonizeError, MixtureSpecError
-from lerobot_shards.core.format import FeatureInfo, MixtureSpec, resolve_dataset_path
+from lerobot_shards.core.format import MixtureSpec, resolve_dataset_path
 from lerobot_shards.reader.runtime import DatasetFeatures, FeatureHarmonizer
 
 SCALARS = {k: {"dtype": "int64", "shape": [1]} for k in ("frame_index", "episode_index", "index", "task_index")}
@@ -99,7 +99,8 @@ def test_spec_round_trips_and_gives_weights():
     assert spec.names == ["arm", "slow", "front"] and spec.total_anchors == 60
     assert spec.weights() == [10.0, 20.0, 30.0]
     assert spec.entry("slow").fps == 10 and spec.entry("slow").video_keys == (TOP,)
-    assert spec.entry("arm").features["observation.state"] == FeatureInfo("float32", (6,), tuple(f"j{i}" for i in range(6)))
+    state = spec.entry("arm").features["observation.state"]
+    assert (state.dtype, state.shape, state.names) == ("float32", (6,), tuple(f"j{i}" for i in range(6)))
     again = MixtureSpec.from_json(spec.to_json())
     assert again.to_dict() == spec.to_dict() and again.to_json() == spec.to_json()
     data = _spec_dict()
@@ -124,7 +125,7 @@ def _broken(edit) -> dict:
     "edit,message",
     [
         (lambda d: d.update(format="lerobot-shards"), "expected format 'lerobot-shards-mixture', found 'lerobot-shards'"),
-        (lambda d: d.update(version=4), r"version 4 is not supported \(supported: \[1, 2, 3\]\)"),
+        (lambda d: d.update(version=5), r"version 5 is not supported \(supported: \[1, 2, 3, 4\]\)"),
         (
             lambda d: d.update(default_weights="uniform"),
             r"default_weights must be one of \['anchors', 'explicit'\], got 'uniform'",
@@ -146,7 +147,7 @@ def _broken(edit) -> dict:
         ),
         (
             lambda d: d["datasets"][0]["features"]["action"].update(shape="6"),
-            r"\('arm'\): features\['action'\]: field 'shape' must be a list",
+            r"\('arm'\): feature 'action': shape must be a list",
         ),
         (lambda d: [e.update(anchors=0, weight=0) for e in d["datasets"]], "the weights sum to 0"),
         # Issue 31: the mixture maxima that size its compiled index (episodes, camera members).

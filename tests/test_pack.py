@@ -118,7 +118,7 @@ def test_reencoded_frames_match_the_source(request, sample_source, fixture, code
     packed = request.getfixturevalue(fixture)
     source = source_episodes(sample_source)
     manifest = Manifest.from_json((packed / "manifest.json").read_text())
-    assert manifest.features["observation.images.top"]["info"]["video.codec"] == codec
+    assert manifest.features["observation.images.top"].codec == codec
     for row in episodes_index(packed):
         for key in CAMERAS:
             data = member_bytes(packed, row, key)
@@ -318,7 +318,7 @@ def test_resize_reencodes_to_the_requested_size(sample_source, tmp_path):
     row = episodes_index(dst)[0]
     frames = VideoDecoder(member_bytes(dst, row, "observation.images.top")).get_frames_at(indices=[0]).data
     assert tuple(frames.shape[-2:]) == (32, 48)
-    assert Manifest.from_json((dst / "manifest.json").read_text()).features["observation.images.top"]["shape"] == [32, 48, 3]
+    assert Manifest.from_json((dst / "manifest.json").read_text()).features["observation.images.top"].shape == (32, 48, 3)
 
 
 def test_cli_pack_verify_info_sql(sample_source, tmp_path):

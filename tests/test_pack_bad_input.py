@@ -123,7 +123,7 @@ def test_schema_drift_packs_what_the_parquet_holds_and_warns_once(sample_source,
     assert "observation.state" not in packed.column_names and packed["gripper.force"].type == pa.float32()
     manifest = Manifest.from_json((tmp_path / "out" / "manifest.json").read_text())
     assert "observation.state" not in manifest.features
-    assert manifest.features["gripper.force"] == {"dtype": "float32", "shape": [1], "names": None}
+    assert manifest.features["gripper.force"].to_json() == {"dtype": "float32", "shape": [1], "names": None}
     assert manifest.extra["schema_drift"] == {"only_in_info": ["observation.state"], "only_in_parquet": ["gripper.force"]}
     with pytest.raises(
         PackError, match=r"window 'w': \['observation.state'\] declared in meta/info.json but missing from the data parquet"

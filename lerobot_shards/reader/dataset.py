@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lerobot_shards.core.format import image_keys_of, sha256_hex
+from lerobot_shards.core.format import sha256_hex
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.epoch_stream import EpochStream
@@ -101,10 +101,8 @@ class PackedDataset(EpochStream):
         self.features = manifest.features
         self.video_keys = list(manifest.video_keys)
         # Every camera: videos, then pictures stored in the rows (image features).
-        self.camera_keys = self.video_keys + image_keys_of(manifest.features)
-        self.frame_sizes = {
-            k: (int(manifest.features[k]["shape"][0]), int(manifest.features[k]["shape"][1])) for k in self.video_keys
-        }
+        self.camera_keys = self.video_keys + manifest.features.image_keys
+        self.frame_sizes = {k: camera.size for k in self.video_keys if (camera := manifest.features[k].camera) is not None}
         self.tolerance_s = manifest.tolerance_s if options.tolerance_s is None else options.tolerance_s
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
         self.offsets = resolve_windows(self.delta_timestamps, self.fps, self.tolerance_s, list(self.features))

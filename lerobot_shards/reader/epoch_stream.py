@@ -90,7 +90,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         device = self.options.decode_device
         if device is None:
             return
-        from lerobot_shards.core.format import VIDEO_CODECS, is_depth_feature
+        from lerobot_shards.core.format import VIDEO_CODECS
         from lerobot_shards.reader.decode.backends.table import backend_class
 
         backend = backend_class("auto", "cuda" if device.startswith("cuda") else "cpu")
@@ -104,7 +104,7 @@ class EpochStream(torch.utils.data.IterableDataset):
             members = catalog.member_codec[catalog.member_start[first] : catalog.member_start[stop]]
             cameras = len(pack.video_keys)
             for k, key in enumerate(pack.video_keys):
-                if is_depth_feature(pack.features.get(key, {})):
+                if key in pack.features and pack.features[key].is_depth:
                     continue
                 found = {VIDEO_CODECS[c] for c in np.unique(members[k::cameras]).tolist()} - set(backend.codecs)
                 if found:

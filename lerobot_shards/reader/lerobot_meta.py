@@ -15,14 +15,15 @@ Every file is read through its manifest digest; values are type-checked (they co
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from lerobot_shards.core.errors import FormatError
-from lerobot_shards.core.format import INFO_PATH, MM_PER_METRE, STATS_PATH, is_depth_feature, video_keys_of
+from lerobot_shards.core.format import MM_PER_METRE, STATS_PATH
+from lerobot_shards.core.format.features import Features, parse_features
+from lerobot_shards.core.format.lerobot_info import LeRobotInfo
 from lerobot_shards.core.format.manifest import Manifest
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.fetch.packed_index import read_stats
@@ -49,22 +50,27 @@ class PackedMeta:
     info: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def parsed_features(self) -> Features:
+        """``features`` parsed (``parse_features``): what the key lists below are read from. The
+        JSON is LeRobot's to read and a caller's to edit, so it is parsed as it is now."""
+        return parse_features(self.features, where="meta.features")
+
+    @property
     def video_keys(self) -> list[str]:
-        return video_keys_of(self.features)
+        return self.parsed_features.video_keys
 
     @property
     def image_keys(self) -> list[str]:
-        return [key for key, ft in self.features.items() if ft["dtype"] == "image"]
+        return self.parsed_features.image_keys
 
     @property
     def camera_keys(self) -> list[str]:
-        return [key for key, ft in self.features.items() if ft["dtype"] in ("video", "image")]
+        return self.parsed_features.camera_keys
 
     @property
     def depth_keys(self) -> list[str]:
         """Cameras that hold depth maps (LeRobot's rule: ``is_depth_map`` in the feature's info)."""
-
-        return [key for key, ft in self.features.items() if isinstance(ft, dict) and is_depth_feature(ft)]
+        return self.parsed_features.depth_keys
 
     @property
     def has_language_columns(self) -> bool:
@@ -97,8 +103,9 @@ def rescale_depth_stats(meta: PackedMeta, unit: str) -> PackedMeta:
     """LeRobot's ``rescale_depth_stats(depth_output_unit)``: each depth camera whose feature
     records a ``depth_unit`` other than ``unit`` gets its statistics (all but ``count``)
     converted, as its samples are. Returns ``meta`` (changed in place)."""
+    depth = meta.parsed_features.depth
     for key in meta.depth_keys:
-        stored = (meta.features[key].get("info") or {}).get("depth_unit")
+        stored = depth[key].unit
         if stored is None or stored == unit or key not in meta.stats:
             continue
         factor = MM_PER_METRE if stored == "m" else 1.0 / MM_PER_METRE
@@ -106,7 +113,7 @@ def rescale_depth_stats(meta: PackedMeta, unit: str) -> PackedMeta:
     return meta
 
 
-def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: dict[int, str]) -> PackedMeta:
+def load_packed_meta(storage: Storage, manifest: Manifest, info: LeRobotInfo | None, tasks: dict[int, str]) -> PackedMeta:
     """Build ``PackedMeta`` from a pack's manifest, its ``meta/info.json`` (as ``PackedIndex``
     read and checked it) and ``meta/stats.json``.
 
@@ -115,10 +122,7 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: di
             robot_type is not a string (names the file).
         IntegrityError: stats.json differs from what was packed.
     """
-    info_where = storage.describe(INFO_PATH)
-    robot_type = info.get("robot_type")
-    if robot_type is not None and not isinstance(robot_type, str):
-        raise FormatError(f"{info_where}: robot_type must be a string or null, found {type(robot_type).__name__}")
+    robot_type = info.robot_type if info is not None else None
     stats: dict[str, dict[str, np.ndarray]] = {}
     if STATS_PATH in manifest.files:
         stats_where = storage.describe(STATS_PATH)
@@ -128,16 +132,13 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: dict, tasks: di
         repo_id=str(source.get("uri") or storage.describe("")),
         fps=int(manifest.fps),
         # A copy the caller may edit, shapes as tuples (as LeRobot's DatasetInfo loads them).
-        features={
-            key: {**feature, "shape": tuple(feature["shape"])}
-            for key, feature in json.loads(json.dumps(manifest.features)).items()
-        },
+        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in manifest.features.to_json().items()},
         stats=stats,
         robot_type=robot_type,
         total_episodes=int(manifest.totals["episodes"]),
         total_frames=int(manifest.totals["frames"]),
         task_names=dict(tasks),
-        info=dict(info),
+        info=info.raw if info is not None else {},
     )
 
 
@@ -158,24 +159,18 @@ def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> Packe
     raw = record.get("stats") or {}
     if not isinstance(raw, dict):
         raise FormatError(f"{where}: stats must be an object")
-    features = record.get("features", dataset.features)
-    if (
-        not isinstance(features, dict)
-        or set(features) != set(dataset.features)
-        or not all(
-            isinstance(f, dict)
-            and f.get("dtype") == dataset.features[k].get("dtype")
-            and list(f.get("shape", ())) == list(dataset.features[k]["shape"])
-            for k, f in features.items()
-        )
+    recorded = record.get("features")
+    parsed = parse_features(recorded, where=where) if recorded is not None else dataset.features
+    if set(parsed) != set(dataset.features) or not all(
+        f.dtype == dataset.features[k].dtype and f.shape == dataset.features[k].shape and f.depth == dataset.features[k].depth
+        for k, f in parsed.items()
     ):
         raise FormatError(f"{where}: features disagree with the mixture file's")
+    features = parsed.to_json()
     return PackedMeta(
         repo_id=str(record.get("repo_id") or dataset.name),
         fps=int(dataset.fps),
-        features={
-            key: {**feature, "shape": tuple(feature["shape"])} for key, feature in json.loads(json.dumps(features)).items()
-        },
+        features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in features.items()},
         stats=_stats(raw, where),
         robot_type=robot_type,
         total_episodes=totals[0],

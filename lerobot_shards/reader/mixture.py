@@ -249,7 +249,7 @@ class MixtureDataset(EpochStream):
         recorded = self._recorded_key_maps or [{} for _ in self.names]
         self.key_map = {name: {**recorded[i], **key_map.get(name, {})} for i, name in enumerate(self.names)}
         self.harmonizer = FeatureHarmonizer.build(
-            [DatasetFeatures.from_manifest_features(d.name, d.fps, d.features) for d in datasets],
+            [DatasetFeatures(d.name, d.fps, d.features) for d in datasets],
             key_map=self.key_map,
             pad_keys=pad_keys,
             delta_timestamps=delta_timestamps,
@@ -544,7 +544,7 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
             root=entry.path,
             manifest_sha256=entry.manifest_sha256,
             fps=entry.fps,
-            features={k: f.to_dict() for k, f in entry.features.items()},
+            features=entry.features,
             video_keys=tuple(entry.video_keys),
             tolerance_s=entry.tolerance_s if entry.tolerance_s is not None else 1e-4,
             where=entry.where,

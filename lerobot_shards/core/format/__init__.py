@@ -8,7 +8,9 @@ every name both sides share lives in this package:
 - ``limits``: every bound on what untrusted bytes may expand to;
 - ``parquet``: reading parquet with those bounds (page headers walked before decoding);
 - ``fields``: bounded JSON parsing, field checks, digests;
-- ``features``: what kind of data a feature holds (video, image, depth, language), LeRobot's rules;
+- ``features``: the typed parse of a ``features`` object (``Features``), LeRobot's rules for
+  what each holds (video, image, depth, language) and the cross-checks between its fields;
+- ``lerobot_info``: ``meta/info.json``, parsed (``LeRobotInfo``);
 - ``images``: image features' pictures: allowed formats and their bounds;
 - ``manifest``: ``manifest.json`` (the commit point and root of trust);
 - ``indexes``: the schemas of ``index/episodes.parquet`` and ``index/samples.parquet`` and
@@ -34,15 +36,15 @@ _EXPORTS = {
         "LANGUAGE_COLUMNS",
         "LANGUAGE_FIELDS",
         "MM_PER_METRE",
+        "CameraGeometry",
         "DepthQuantization",
-        "camera_keys_of",
-        "check_depth_features",
-        "depth_keys_of",
-        "image_keys_of",
-        "is_depth_feature",
-        "language_keys_of",
+        "FeatureSpec",
+        "Features",
+        "check_language_type",
+        "parse_features",
     ],
-    "lerobot_shards.core.format.images": ["IMAGE_FORMATS", "UINT16_MODES", "image_column_bytes", "image_elements", "open_image"],
+    "lerobot_shards.core.format.lerobot_info": ["LeRobotInfo", "parse_lerobot_info"],
+    "lerobot_shards.core.format.images": ["IMAGE_FORMATS", "UINT16_MODES", "image_column_bytes", "open_image"],
     "lerobot_shards.core.format.indexes": [
         "CameraMember",
         "EpisodeEntry",
@@ -72,10 +74,13 @@ _EXPORTS = {
         "TASKS_PATH",
         "VIDEO_CODECS",
         "VIDEO_MODES",
+        "check_feature_key",
         "check_key",
+        "name_segment",
         "episode_key",
         "pad_column",
         "safe_relative_path",
+        "source_relative_path",
         "shard_name",
         "shard_parquet_path",
         "shard_receipt_path",
@@ -84,7 +89,6 @@ _EXPORTS = {
         "sql_string_literal",
         "VIDEO_MEMBER_FIELDS",
         "video_column",
-        "video_keys_of",
         "video_member_name",
     ],
     "lerobot_shards.core.format.limits": [
@@ -127,7 +131,7 @@ _EXPORTS = {
         "MEMBER_BYTES",
         "table_budget",
     ],
-    "lerobot_shards.core.format.mixture": ["MixtureSpec", "FeatureInfo", "resolve_dataset_path"],
+    "lerobot_shards.core.format.mixture": ["MixtureSpec", "mixture_feature", "resolve_dataset_path"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

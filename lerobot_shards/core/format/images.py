@@ -8,20 +8,18 @@ through ``datasets.Image``: ``PIL.Image.open``, ``load``, and ``exif_transpose``
 orientation is present; ``open_image`` does the same. Turning the picture into LeRobot's tensor
 is ``lerobot_shards.reader.decode.images``.
 
-The bytes are untrusted: only ``IMAGE_FORMATS`` are opened, and a picture's size and bands are
-checked against its feature's declared shape from the header, before anything is decoded
-(the packer checks every picture's header when it packs; readers check again).
+The bytes are untrusted: only ``IMAGE_FORMATS`` are opened, and a picture's size and bands must
+equal its feature's declared shape, checked from the header before anything is decoded (the
+packer checks every picture's header when it packs; readers check again, and after decoding).
 """
 
 from __future__ import annotations
 
 import io
-import math
 import warnings
-from collections.abc import Sequence
 
 from lerobot_shards.core.errors import DecodeError, FormatError
-from lerobot_shards.core.format.limits import MAX_FRAME_PIXELS
+from lerobot_shards.core.format.features import CameraGeometry
 
 # What LeRobot and the ``datasets`` library write (PNG, TIFF for 16-bit depth) and what
 # converted datasets hold (JPEG, WebP). Every other Pillow plugin stays closed to data.
@@ -31,19 +29,21 @@ UINT16_MODES = frozenset({"I;16", "I;16B", "I;16L"})
 _EXIF_ORIENTATION = 0x0112
 
 
-def image_elements(shape: Sequence[int]) -> int:
-    """The values one image of a feature may decode to: its declared shape's product (the shape
-    is (H, W, C) or (C, H, W); either way height x width x bands fits it)."""
-    return math.prod(int(d) for d in shape)
+# EXIF orientations that turn the picture a quarter: ``exif_transpose`` swaps its sides.
+_SIDE_SWAPPING_ORIENTATIONS = frozenset({5, 6, 7, 8})
 
 
-def open_image(data: bytes, *, max_elements: int, where: str, load: bool = True):
+def open_image(data: bytes, *, camera: CameraGeometry, where: str, load: bool = True):
     """A decoded ``PIL.Image`` of ``data``, as ``datasets.Image`` decodes it (EXIF orientation
     applied); with ``load=False`` only its header is read and checked (the packer's check).
 
+    The picture must be exactly what its feature declares (``camera``): height, width and
+    bands, so every sample of a feature has one shape and what decoding may allocate follows
+    from the feature's shape (bounded by ``MAX_IMAGE_VALUES``), not from the picture's claim.
+
     Raises:
-        FormatError: not one of ``IMAGE_FORMATS``, or a picture whose size and bands hold more
-            values than ``max_elements`` (checked from its header, before decoding).
+        FormatError: not one of ``IMAGE_FORMATS``, or a picture whose size or bands differ from
+            the feature's shape (checked from its header, before decoding, and again after).
         DecodeError: the picture's data does not decode.
     """
     from PIL import Image, ImageOps
@@ -57,19 +57,13 @@ def open_image(data: bytes, *, max_elements: int, where: str, load: bool = True)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
         raise FormatError(
             f"{where}: a picture whose header claims more pixels than Pillow decodes ({str(err)[:120]}); "
-            f"its feature's shape allows {max_elements:,} values"
+            f"its feature is {camera.describe()}"
         ) from None
     except Exception as err:
         raise FormatError(
             f"{where}: not an image Pillow opens as {'/'.join(IMAGE_FORMATS)} ({type(err).__name__}: {str(err)[:120]})"
         ) from None
-    width, height = image.size
-    bands = len(image.getbands())
-    if width * height > MAX_FRAME_PIXELS or width * height * bands > max_elements:
-        raise FormatError(
-            f"{where}: a {image.format} image of {height}x{width}x{bands} values; its feature's shape allows "
-            f"{max_elements:,} values"
-        )
+    _check_size(image, camera, where, turned=_turns_sides(image))
     if not load:
         return image
     try:
@@ -79,7 +73,28 @@ def open_image(data: bytes, *, max_elements: int, where: str, load: bool = True)
             image = ImageOps.exif_transpose(image)
     except Exception as err:
         raise DecodeError(f"{where}: cannot decode the {image.format} image ({type(err).__name__}: {str(err)[:120]})") from None
+    _check_size(image, camera, where, turned=False)
     return image
+
+
+def _turns_sides(image) -> bool:
+    """Whether the picture's EXIF orientation (read from its header) swaps its sides when applied."""
+    try:
+        return image.getexif().get(_EXIF_ORIENTATION) in _SIDE_SWAPPING_ORIENTATIONS
+    except Exception:  # a damaged EXIF block: the decode that follows reports it
+        return False
+
+
+def _check_size(image, camera: CameraGeometry, where: str, *, turned: bool) -> None:
+    width, height = image.size
+    if turned:
+        width, height = height, width
+    bands = len(image.getbands())
+    if (height, width, bands) != (camera.height, camera.width, camera.channels):
+        raise FormatError(
+            f"{where}: a {image.format or 'decoded'} {image.mode} picture of {height}x{width}x{bands}; its feature's shape "
+            f"is {camera.describe()} (height x width x channels), and every picture of a feature has that shape"
+        )
 
 
 def image_column_bytes(values) -> bytes | None:
@@ -90,4 +105,4 @@ def image_column_bytes(values) -> bytes | None:
     return bytes(values) if isinstance(values, (bytes, bytearray, memoryview)) else None
 
 
-__all__ = ["IMAGE_FORMATS", "UINT16_MODES", "image_column_bytes", "image_elements", "open_image"]
+__all__ = ["IMAGE_FORMATS", "UINT16_MODES", "image_column_bytes", "open_image"]

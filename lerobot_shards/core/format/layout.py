@@ -7,7 +7,9 @@ or reach SQL, a tar member name or a file path unchecked.
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable, Mapping
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.limits import MAX_KEY_LENGTH
@@ -49,6 +51,11 @@ DEFAULT_TABULAR_COLUMNS = ("timestamp", "frame_index", "episode_index", "index",
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_.\-]+")
+# Bytes a name part keeps as they are; every other byte of a key's UTF-8 is written %XX.
+_NAME_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: never in a
+# key, a source path or anything a message prints on one line.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def check_key(key: object, *, what: str = "feature key", where: str = "") -> str:
@@ -67,6 +74,64 @@ def check_key(key: object, *, what: str = "feature key", where: str = "") -> str
             "[A-Za-z0-9_.-], not starting with '.' or '-' and without '..'"
         )
     return key
+
+
+def check_feature_key(key: object, *, what: str = "feature key", where: str = "") -> str:
+    """Return ``key`` if LeRobot accepts it as a feature (or camera) key, else raise ``FormatError``.
+
+    LeRobot 0.6.1 refuses only ``/`` in a feature name (it flattens stats on it); keys with
+    spaces, unicode or parentheses are LeRobot datasets too. Refused beside ``/``: empty,
+    longer than ``MAX_KEY_LENGTH`` characters, control characters, ``.`` and ``..`` (a camera
+    key is a path segment of the source's video template). Where a key becomes a file name it is
+    encoded (``name_segment``); parquet columns and SQL (quoted) take it as it is.
+    """
+    prefix = f"{where}: " if where else ""
+    if not isinstance(key, str) or not key:
+        raise FormatError(f"{prefix}{what} must be a non-empty string, got {str(key)[:80]!r}")
+    if len(key) > MAX_KEY_LENGTH or "/" in key or key in (".", "..") or _CONTROL.search(key):
+        raise FormatError(
+            f"{prefix}{what} {key[:MAX_KEY_LENGTH]!r} is not allowed: LeRobot keys are 1-{MAX_KEY_LENGTH} characters "
+            "without '/' or control characters, and not '.' or '..'"
+        )
+    return key
+
+
+def is_plain_key(key: str) -> bool:
+    """A key made only of ``[A-Za-z0-9_.-]`` (not starting with ``.``/``-``, no ``..``): every key
+    packs of format 3 could hold, which every name derived from it keeps byte for byte."""
+    return len(key) <= MAX_KEY_LENGTH and _SAFE_KEY.fullmatch(key) is not None and ".." not in key
+
+
+def name_segment(key: str) -> str:
+    """``key`` as a file-name part: bytes of its UTF-8 outside ``[A-Za-z0-9._-]`` become ``%XX``
+    (uppercase hex). One to one, and the identity on every plain key (``is_plain_key``), so the
+    member names of packs made before keys were widened are unchanged."""
+    data = key.encode()
+    if all(b in _NAME_SAFE for b in data):
+        return key
+    return "".join(chr(b) if b in _NAME_SAFE else f"%{b:02X}" for b in data)
+
+
+def source_relative_path(rel: object, *, where: str = "") -> str:
+    """Return ``rel`` if it is a relative POSIX path inside a LeRobot source root.
+
+    A source's paths come from its own templates with its camera keys in them, so they may hold
+    what LeRobot keys hold (spaces, unicode); refused: absolute paths, backslashes, control
+    characters, and empty, ``.`` or ``..`` segments.
+
+    Raises:
+        FormatError: the path could leave its root or is not a plain path.
+    """
+    prefix = f"{where}: " if where else ""
+    if not isinstance(rel, str) or not rel or len(rel) > 4096:
+        raise FormatError(f"{prefix}expected a relative path, got {str(rel)[:300]!r}")
+    segments = rel.split("/")
+    if rel.startswith("/") or "\\" in rel or _CONTROL.search(rel) or any(seg in ("", ".", "..") for seg in segments):
+        raise FormatError(
+            f"{prefix}path {rel[:300]!r} is not a relative path under the root "
+            "(no leading '/', no backslash or control characters, no empty, '.' or '..' segments)"
+        )
+    return rel
 
 
 def safe_relative_path(rel: object, *, where: str = "") -> str:
@@ -88,11 +153,6 @@ def safe_relative_path(rel: object, *, where: str = "") -> str:
             "(no leading '/', no '.' or '..' segments, segments from [A-Za-z0-9_.-])"
         )
     return rel
-
-
-def video_keys_of(features: dict) -> list[str]:
-    """The camera keys of a LeRobot ``features`` mapping (``dtype == "video"``), in its order."""
-    return [key for key, feature in features.items() if isinstance(feature, dict) and feature.get("dtype") == "video"]
 
 
 def shard_name(shard_index: int) -> str:
@@ -134,7 +194,7 @@ def video_member_name(episode_index: int, video_key: str) -> str:
     ``webdataset`` splits names at the first dot of the basename, so all members of an
     episode share the key ``ep-NNNNNN`` and it yields one sample per episode.
     """
-    return f"{episode_key(episode_index)}.{check_key(video_key, what='camera key')}.mp4"
+    return f"{episode_key(episode_index)}.{name_segment(check_feature_key(video_key, what='camera key'))}.mp4"
 
 
 VIDEO_MEMBER_FIELDS = ("offset", "size", "frames", "codec", "sha256", "reencoded")
@@ -161,11 +221,40 @@ def pad_column(window: str, key: str, side: str) -> str:
 
     ``side`` is ``before`` (offsets reaching before the episode's first frame) or
     ``after`` (offsets reaching past its last frame). Dots in feature keys become
-    underscores so DuckDB users need no quoting: ``chunk_action_pad_after``.
+    underscores so DuckDB users need no quoting: ``chunk_action_pad_after``. A key that is
+    not plain (``is_plain_key``: spaces, unicode) adds 8 hex digits of its SHA-256, so two
+    such keys do not meet in one name; ``pad_columns`` refuses the names that still meet.
     """
     if side not in ("before", "after"):
         raise ValueError(f"side must be 'before' or 'after', got {side!r}")
-    return f"{sql_safe_name(window)}_{sql_safe_name(key)}_pad_{side}"
+    part = sql_safe_name(key)
+    if not is_plain_key(key):
+        part = f"{part}_{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    return f"{sql_safe_name(window)}_{part}_pad_{side}"
+
+
+def pad_columns(windows: Mapping[str, Iterable[str]], *, where: str = "") -> list[tuple[str, str, str, str]]:
+    """Every pad column of ``{window: keys}``: ``(column, window, key, side)`` in window, key,
+    side order.
+
+    Raises:
+        FormatError: two window keys whose pad columns share a name (``a.b`` and ``a_b`` both
+            give ``w_a_b_pad_before``): one would overwrite the other in the samples index.
+    """
+    out, seen = [], {}
+    for window, keys in windows.items():
+        for key in keys:
+            for side in ("before", "after"):
+                column = pad_column(window, key, side)
+                if column in seen and seen[column] != (window, key):
+                    other = seen[column]
+                    raise FormatError(
+                        f"{where + ': ' if where else ''}windows {other[0]!r} key {other[1]!r} and {window!r} key {key!r} "
+                        f"share the samples index column {column!r}; rename one window (--window NAME=...)"
+                    )
+                seen[column] = (window, key)
+                out.append((column, window, key, side))
+    return out
 
 
 def sql_string_literal(text: str) -> str:

@@ -25,6 +25,10 @@ MAX_FPS = 10_000
 MAX_FRAME_SIDE = 16_384
 MAX_FRAME_PIXELS = 8192 * 8192
 MAX_WINDOW_OFFSETS = 100_000
+# Values of one picture of an image feature (height x width x channels): a 4096x4096 colour
+# picture with alpha, 256 MiB as float32; a 1080p colour camera is 6.2M. What reading one may
+# allocate follows from it (the decoded picture and the one float32 tensor made from it).
+MAX_IMAGE_VALUES = 1 << 26
 
 # -- dataset shape ------------------------------------------------------------------------------
 # An episode of a million frames is 5.5 hours at 50 fps (real ones: at most tens of thousands).

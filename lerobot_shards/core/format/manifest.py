@@ -10,7 +10,8 @@ it is detected too; a user who trusts one manifest pins it by the SHA-256 of its
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from lerobot_shards.core.errors import (
@@ -19,7 +20,7 @@ from lerobot_shards.core.errors import (
     PinMismatchError,
     UnsupportedFormatVersionError,
 )
-from lerobot_shards.core.format.features import check_depth_features
+from lerobot_shards.core.format.features import Features, parse_features
 from lerobot_shards.core.format.fields import (
     Fields,
     canonical_json,
@@ -40,21 +41,18 @@ from lerobot_shards.core.format.layout import (
     SUPPORTED_FORMAT_VERSIONS,
     TASKS_PATH,
     VIDEO_MODES,
+    check_feature_key,
     check_key,
+    pad_columns,
     safe_relative_path,
     shard_name,
-    video_keys_of,
 )
 from lerobot_shards.core.format.limits import (
     MAX_DATASET_EPISODES,
     MAX_DATASET_FRAMES,
     MAX_DATASET_MEMBERS,
-    MAX_FEATURE_DIMS,
-    MAX_FEATURE_ELEMENTS,
     MAX_FOOTER_BYTES,
     MAX_FPS,
-    MAX_FRAME_PIXELS,
-    MAX_FRAME_SIDE,
     MAX_JSON_DEPTH,
     MAX_MANIFEST_BYTES,
     MAX_WINDOW_OFFSETS,
@@ -138,9 +136,9 @@ class Manifest:
         source: where the data came from (uri or repo_id/revision, codebase_version) and its
             ``fingerprint`` (digests of the source metadata, sizes of its data files).
         fps: frames per second of every stream.
-        features: LeRobot ``info.json`` features; video features describe the packed codec,
-            tabular ones what the shard parquet holds (``extra["schema_drift"]`` when the
-            source's info.json and data parquet disagree).
+        features: LeRobot ``info.json`` features, parsed (``Features``); video features
+            describe the packed codec, tabular ones what the shard parquet holds
+            (``extra["schema_drift"]`` when the source's info.json and data parquet disagree).
         video_keys: camera feature names, in member order within an episode.
         windows: named ``delta_timestamps`` windows precomputed into the sample index.
         tolerance_s: tolerance used to validate window offsets.
@@ -157,7 +155,7 @@ class Manifest:
     options: dict[str, Any]
     source: dict[str, Any]
     fps: int
-    features: dict[str, Any]
+    features: Features
     video_keys: list[str]
     windows: dict[str, dict[str, list[float]]]
     tolerance_s: float
@@ -169,7 +167,13 @@ class Manifest:
     # -- writing ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The manifest as JSON data, ``content_sha256`` included (computed over the rest)."""
-        data = asdict(self)
+        # Field order is the JSON's; features go out as the dataset wrote them (their digest).
+        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "features"}
+        data = {
+            **{k: data[k] for k in ("format", "format_version", "packer_version", "options", "source", "fps")},
+            "features": self.features.to_json(),
+            **data,
+        }
         data["shards"] = [asdict(s) for s in self.shards]
         data["files"] = {k: asdict(v) for k, v in self.files.items()}
         data[CONTENT_DIGEST_FIELD] = content_sha256(data)
@@ -228,9 +232,9 @@ class Manifest:
             raise IntegrityError(f"{where}: content does not match its {CONTENT_DIGEST_FIELD} (damaged after packing)")
         f = Fields(data, where)
         fps = f.int("fps", lo=1, hi=MAX_FPS)
-        features = _features(f.obj("features"))
-        video_keys = [check_key(k, what="camera key", where=f"{where}: video_keys") for k in f.list("video_keys")]
-        expected_cameras = video_keys_of(features)
+        features = parse_features(f.obj("features").data, where=where)
+        video_keys = [check_feature_key(k, what="camera key", where=f"{where}: video_keys") for k in f.list("video_keys")]
+        expected_cameras = features.video_keys
         if video_keys != expected_cameras:
             raise FormatError(f"{where}: video_keys {video_keys} must list the video features {expected_cameras} in order")
         shards = [ShardEntry.from_dict(s, where=f"{where}: shards[{i}]") for i, s in enumerate(f.list("shards"))]
@@ -290,7 +294,7 @@ def _check_depth(manifest: Manifest, where: str) -> None:
         FormatError: a depth camera's quantization is not one LeRobot reads, or a format-2 pack
             whose depth video may have been re-encoded (its values are lost: repack).
     """
-    depth = check_depth_features(manifest.features, where=f"{where}: features")
+    depth = manifest.features.depth
     lossy = manifest.options.get("video") != "copy" or manifest.extra.get("reencoded_episodes")
     recoded = [k for k in depth if k in manifest.video_keys]
     if manifest.format_version == 2 and recoded and lossy:
@@ -302,53 +306,6 @@ def _check_depth(manifest: Manifest, where: str) -> None:
 
 
 # -- field validators -----------------------------------------------------------------------------
-def _features(f: Fields) -> dict[str, Any]:
-    features: dict[str, Any] = {}
-    for key, value in f.data.items():
-        check_key(key, where=f"{f.where}")
-        item = Fields(value, f"{f.where}[{key!r}]")
-        dtype = item.str("dtype")
-        shape = item.list("shape", max_items=MAX_FEATURE_DIMS)
-        if not all(v is None or (is_int(v) and 0 <= v <= _MAX_SIZE) for v in shape):
-            raise FormatError(f"{item.where}: field 'shape' must be a list of non-negative integers, found {str(shape)[:200]}")
-        check_feature_shape(dtype, shape, where=item.where)
-        if dtype == "video":
-            if len(shape) != 3 or None in shape:
-                raise FormatError(f"{item.where}: a video feature's shape must be [height, width, channels], found {shape!r}")
-            height, width, channels = shape
-            if not (1 <= height <= MAX_FRAME_SIDE and 1 <= width <= MAX_FRAME_SIDE and height * width <= MAX_FRAME_PIXELS):
-                raise FormatError(
-                    f"{item.where}: frame size {height}x{width} is outside this format's limits "
-                    f"(sides <= {MAX_FRAME_SIDE}, at most {MAX_FRAME_PIXELS} pixels)"
-                )
-            if channels not in (1, 3, 4):
-                raise FormatError(f"{item.where}: a video feature has 1, 3 or 4 channels, found {channels}")
-        features[key] = value
-    return features
-
-
-def check_feature_shape(dtype: str, shape: list, *, where: str) -> None:
-    """A tabular feature holds at most ``MAX_FEATURE_ELEMENTS`` values per frame; an image at
-    most ``MAX_FRAME_PIXELS`` pixels (videos are checked by ``_features``).
-
-    Raises:
-        FormatError: names the shape and the limit.
-    """
-    if dtype == "video":
-        return
-    if dtype == "image":
-        if len(shape) == 3 and None not in shape and shape[0] * shape[1] > MAX_FRAME_PIXELS:
-            raise FormatError(f"{where}: an image of {shape[0]}x{shape[1]} pixels; at most {MAX_FRAME_PIXELS} are allowed")
-        return
-    elements = 1
-    for dim in shape:
-        elements *= dim if dim is not None else 1
-    if elements > MAX_FEATURE_ELEMENTS:
-        raise FormatError(
-            f"{where}: shape {str(shape)[:80]} holds {elements} values per frame; at most {MAX_FEATURE_ELEMENTS} are allowed"
-        )
-
-
 def _options(f: Fields) -> dict[str, Any]:
     f.str("video", choices=VIDEO_MODES)
     if f.has("on_frame_mismatch"):
@@ -356,7 +313,7 @@ def _options(f: Fields) -> dict[str, Any]:
     return f.data
 
 
-def _windows(f: Fields, features: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
+def _windows(f: Fields, features: Features) -> dict[str, dict[str, list[float]]]:
     windows: dict[str, dict[str, list[float]]] = {}
     for name, window in f.data.items():
         check_key(name, what="window name", where=f.where)
@@ -368,6 +325,7 @@ def _windows(f: Fields, features: dict[str, Any]) -> dict[str, dict[str, list[fl
             if not deltas or not all(isinstance(d, (int, float)) and not isinstance(d, bool) for d in deltas):
                 raise FormatError(f"{w.where}: {key!r} must be a non-empty list of seconds, found {str(deltas)[:200]}")
         windows[name] = w.data
+    pad_columns(windows, where=f.where)
     return windows
 
 
@@ -414,7 +372,6 @@ __all__ = [
     "FooterEntry",
     "Manifest",
     "ShardEntry",
-    "check_feature_shape",
     "content_sha256",
     "manifest_sha256",
 ]

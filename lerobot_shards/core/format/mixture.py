@@ -18,85 +18,62 @@ from typing import Any, Literal
 import numpy as np
 
 from lerobot_shards.core.errors import FormatError, MixtureSpecError
-from lerobot_shards.core.format.features import is_depth_feature
+from lerobot_shards.core.format.features import Features, FeatureSpec, parse_feature, parse_features
 from lerobot_shards.core.format.fields import is_sha256_hex, load_json
-from lerobot_shards.core.format.layout import check_key, safe_relative_path
+from lerobot_shards.core.format.layout import check_feature_key, check_key, safe_relative_path
 from lerobot_shards.core.format.limits import (
-    MAX_FEATURE_DIMS,
     MAX_JSON_DEPTH,
     MAX_MIXTURE_DATASETS,
     MAX_MIXTURE_EPISODES,
     MAX_MIXTURE_MEMBERS,
     MAX_RECORD_BYTES,
 )
-from lerobot_shards.core.format.manifest import check_feature_shape
 from lerobot_shards.core.format.mixture_index import IndexFile, parse_index_block
 
 MIXTURE_FORMAT = "lerobot-shards-mixture"
 MIXTURE_VERSION = 2
 KEY_MAP_VERSION = 3
-SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2, 3})
+DEPTH_VERSION = 4
+SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2, 3, 4})
 # Version 2: each entry's manifest_sha256 (the pack it describes) and tolerance_s, and the
 # compiled index (``index``, lerobot_shards.core.format.mixture_index). Version 1 files are still read: a
 # reader then opens every pack itself. Version 3 (written only when an entry has one): an
 # entry's ``key_map``, which every reader must apply (a version-2 reader would ignore it and
 # batch the dataset under its own keys, so such files say version 3 and older readers refuse).
+# Version 4 (written only when a dataset has a depth camera): the camera's depth quantizer in its
+# recorded feature (``info``); older readers decoded a compiled mixture's depth as colour.
 MIXTURE_FILE = "mixture.json"
 DEFAULT_WEIGHT_MODES = ("anchors", "explicit")
 DEFAULT_PAD_KEYS = ("observation.state", "action")
 MASK_SUFFIX = "_mask"
 PAD_SUFFIX = "_is_pad"
+# The key under which a sample ships compressed members to a DecodeStage (reader/decode/wire.py).
+ENCODED_KEY = "__encoded_video__"
+# Keys a mixture sample sets itself, beside its features (and their masks and pads).
+SAMPLE_ADDED_KEYS = ("task", "dataset_index", "dataset_name", ENCODED_KEY)
 
 
-@dataclass(frozen=True)
-class FeatureInfo:
-    """One feature as ``mixture.json`` records it (a subset of the manifest's feature).
+# The fields of a depth camera's ``info`` a mixture records: what reading it needs.
+_DEPTH_INFO_FIELDS = ("is_depth_map", "depth_unit", "video.depth_min", "video.depth_max", "video.shift", "video.use_log")
 
-    Attributes:
-        dtype: LeRobot dtype (``float32``, ``int64``, ``bool``, ``video``, ``image``, ...).
-        shape: LeRobot shape; cameras are (H, W, C).
-        names: per-dimension names when the source has them (joint names), else None.
-        depth: a camera holding depth maps (float32 in a unit, not colour); written only when
-            true (files without it: read from the manifest feature's ``is_depth_map``).
+
+def mixture_feature(spec: FeatureSpec) -> FeatureSpec:
+    """A feature as ``mixture.json`` records it: ``dtype``, ``shape``, ``names`` when the pack
+    has them, and for a depth camera ``depth: true`` with the ``info`` fields its reader needs
+    (the quantizer, the unit), parsed again like every recorded feature.
+
+    Raises:
+        FormatError: as ``parse_feature`` (it cannot fail on a parsed pack's feature).
     """
-
-    dtype: str
-    shape: tuple[int, ...]
-    names: tuple[str, ...] | None = None
-    depth: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
-        if self.names is not None:
-            out["names"] = list(self.names)
-        if self.depth:
-            out["depth"] = True
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any, *, where: str) -> FeatureInfo:
-        if not isinstance(data, Mapping):
-            raise MixtureSpecError(f"{where}: expected an object with dtype and shape, got {data!r}")
-        dtype, shape = data.get("dtype"), data.get("shape")
-        if not isinstance(dtype, str) or not dtype:
-            raise MixtureSpecError(f"{where}: field 'dtype' must be a non-empty string, got {dtype!r}")
-        if not isinstance(shape, (list, tuple)) or len(shape) > MAX_FEATURE_DIMS or not all(_is_int(s) and s >= 0 for s in shape):
-            raise MixtureSpecError(
-                f"{where}: field 'shape' must be a list of at most {MAX_FEATURE_DIMS} ints >= 0, got {str(shape)[:200]}"
-            )
-        try:
-            check_feature_shape(dtype, list(shape), where=where)
-        except FormatError as err:
-            raise MixtureSpecError(str(err)) from None
-        names = data.get("names")
-        if isinstance(names, Mapping):  # LeRobot sometimes nests names ({"motors": [...]})
-            names = next(iter(names.values()), None) if len(names) == 1 else None
-        if names is not None and not (isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)):
-            names = None
-        depth = data.get("depth") is True or is_depth_feature(data)
-        return cls(
-            dtype=dtype, shape=tuple(int(s) for s in shape), names=tuple(names) if names is not None else None, depth=depth
-        )
+    record: dict[str, Any] = {"dtype": spec.dtype, "shape": list(spec.shape)}
+    if spec.names is not None:
+        record["names"] = list(spec.names)
+    if spec.is_depth:
+        info = spec.info
+        record["depth"] = True
+        record["info"] = {name: info[name] for name in _DEPTH_INFO_FIELDS if name in info}
+        record["info"]["is_depth_map"] = True
+    return parse_feature(spec.key, record, where=MIXTURE_FILE)
 
 
 def _reader_dtype(kinds: set[str]) -> str | None:
@@ -112,7 +89,7 @@ def _reader_dtype(kinds: set[str]) -> str | None:
 
 
 def partial_features(
-    datasets: Sequence[tuple[str, Mapping[str, FeatureInfo]]], *, exclude: Collection[str] = ()
+    datasets: Sequence[tuple[str, Mapping[str, FeatureSpec]]], *, exclude: Collection[str] = ()
 ) -> tuple[dict[str, tuple[tuple[int, ...], str]], dict[str, tuple[str, ...]]]:
     """The features only some datasets of a mixture have (besides ``exclude``: cameras and padded
     vectors, which have their own rules), split by what a batch can do with them.
@@ -157,7 +134,7 @@ class MixtureEntry:
             ``where``.
         episodes: episodes of the packed dataset.
         fps: frames per second.
-        features: ``{key: FeatureInfo}`` in manifest order.
+        features: the recorded features (``mixture_feature``), in manifest order.
         video_keys: camera keys, a subset of ``features`` with dtype ``video``.
         weight: sampling weight; equals ``anchors`` when the spec's default is "anchors".
         where: DuckDB predicate over ``index/samples.parquet`` that selected the anchors.
@@ -172,7 +149,7 @@ class MixtureEntry:
     anchors: int
     episodes: int
     fps: int
-    features: Mapping[str, FeatureInfo]
+    features: Features
     video_keys: tuple[str, ...]
     weight: float
     where: str | None = None
@@ -181,7 +158,7 @@ class MixtureEntry:
     key_map: Mapping[str, str | None] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def mapped_features(self) -> dict[str, FeatureInfo]:
+    def mapped_features(self) -> dict[str, FeatureSpec]:
         """``features`` under the keys a reader of the mixture gives them (``key_map``
         applied: renamed, or left out where it maps a key to None), in manifest order."""
         out = {}
@@ -199,7 +176,7 @@ class MixtureEntry:
             "episodes": self.episodes,
             "fps": self.fps,
             "video_keys": list(self.video_keys),
-            "features": {k: f.to_dict() for k, f in self.features.items()},
+            "features": self.features.to_json(),
             "weight": int(self.weight) if float(self.weight).is_integer() else self.weight,
         }
         if self.where is not None:
@@ -230,9 +207,12 @@ _ENTRY_FIELDS = (
 
 
 def check_key_map(key_map: Any, features: Collection[str], *, where: str) -> dict[str, str | None]:
-    """A dataset's key map, validated: ``{source key: mixture key, or None to leave it out}``,
-    every source key one of the dataset's ``features``, every name a safe key, no two source
-    keys mapped to one name, and no mapped name left to another feature it would shadow.
+    """A dataset's key map, validated: ``{source key: mixture key, or None to leave it out}``.
+
+    Every source key is one of the dataset's ``features`` and every name a LeRobot key; a
+    mixture key is none of the keys a mixture sample adds itself (``reserved_key``), no two
+    source keys get one name, and a feature is renamed onto another feature's key only when that
+    one is left out (a swap or a chain would hand one feature's values to another's name).
 
     Raises:
         MixtureSpecError: names the entry and what is wrong.
@@ -246,19 +226,40 @@ def check_key_map(key_map: Any, features: Collection[str], *, where: str) -> dic
     out: dict[str, str | None] = {}
     for source, target in key_map.items():
         try:
-            check_key(source, what="key_map source key")
+            check_feature_key(source, what="key_map source key")
             if target is not None:
-                check_key(target, what="key_map mixture key")
+                check_feature_key(target, what="key_map mixture key")
         except FormatError as err:
             raise MixtureSpecError(f"{where}: {err}") from None
         if source not in features:
             raise MixtureSpecError(f"{where}: key_map renames {source!r}, which the dataset lacks; it has {sorted(features)}")
+        reason = reserved_key(target) if target is not None else None
+        if reason:
+            raise MixtureSpecError(f"{where}: key_map renames {source!r} to {target!r}, {reason}; choose another name")
         out[source] = target
+    for source, target in out.items():
+        if target is not None and target != source and target in features and out.get(target, target) is not None:
+            raise MixtureSpecError(
+                f"{where}: key_map renames {source!r} to {target!r}, the key of another feature of the dataset that it "
+                f"does not leave out; to use that name, map {target!r} to null (a swap or a chain of renames is refused)"
+            )
     names = Counter(out.get(key, key) for key in features)
     clashes = sorted(n for n, count in names.items() if n is not None and count > 1)
     if clashes:
         raise MixtureSpecError(f"{where}: key_map gives two features the name(s) {clashes}; map the other one too")
     return out
+
+
+def reserved_key(key: str) -> str | None:
+    """Why ``key`` cannot name a feature of a mixture sample, or None: a key the sample adds
+    itself (``task``, ``dataset_index``, ``dataset_name``, the shipped members' key) or one of
+    its generated names (``<key>_mask``, ``<key>_is_pad``)."""
+    if key in SAMPLE_ADDED_KEYS:
+        return "a key every mixture sample sets itself"
+    for suffix in (MASK_SUFFIX, PAD_SUFFIX):
+        if key.endswith(suffix):
+            return f"a name ending in {suffix!r}, which the mixture generates for its masks and padding"
+    return None
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,10 @@ class MixtureSpec:
         if self.version < KEY_MAP_VERSION and any(d.key_map for d in self.datasets):
             raise MixtureSpecError(
                 f"{MIXTURE_FILE}: key maps need version {KEY_MAP_VERSION} (a version-{self.version} reader would ignore them)"
+            )
+        if self.version < DEPTH_VERSION and any(d.features.depth_keys for d in self.datasets):
+            raise MixtureSpecError(
+                f"{MIXTURE_FILE}: depth cameras need version {DEPTH_VERSION} (a version-{self.version} reader would decode them as colour)"
             )
         if len(self.datasets) > MAX_MIXTURE_DATASETS:
             raise MixtureSpecError(f"{MIXTURE_FILE}: {len(self.datasets)} datasets, more than the {MAX_MIXTURE_DATASETS} allowed")
@@ -418,13 +423,24 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
     episodes = check("episodes", _is_int(item["episodes"]) and item["episodes"] >= 0, "an int >= 0")
     fps = check("fps", _is_int(item["fps"]) and item["fps"] > 0, "a positive int")
     raw_features = check("features", isinstance(item["features"], Mapping), "an object {key: {dtype, shape}}")
-    features = {str(k): FeatureInfo.from_dict(v, where=f"{label}: features[{k!r}]") for k, v in raw_features.items()}
+    try:
+        features = parse_features(raw_features, where=label)
+    except FormatError as err:
+        raise MixtureSpecError(str(err)) from None
+    legacy = [
+        k for k, f in raw_features.items() if isinstance(f, Mapping) and f.get("depth") is True and not features[k].is_depth
+    ]
+    if legacy:
+        raise MixtureSpecError(
+            f"{label}: depth cameras {legacy} are recorded without their depth quantizer (a mixture written before "
+            f"version {DEPTH_VERSION}, whose compiled reading returned them as colour); re-run `lerobot-shards mixture create`"
+        )
     video_keys = check(
         "video_keys",
         isinstance(item["video_keys"], list) and all(isinstance(k, str) for k in item["video_keys"]),
         "a list of strings",
     )
-    not_video = [k for k in video_keys if k not in features or features[k].dtype != "video"]
+    not_video = [k for k in video_keys if k not in features or not features[k].is_video]
     if not_video:
         raise MixtureSpecError(f"{label}: field 'video_keys' lists {not_video}, which are not video features")
     weight = item.get("weight", anchors)

@@ -55,10 +55,10 @@ def meta_record(pack: OpenedPack) -> dict:
     source = manifest.source if isinstance(manifest.source, dict) else {}
     return {
         "repo_id": str(source.get("repo_id") or source.get("uri") or pack.name),
-        "robot_type": pack.index.info.get("robot_type"),
+        "robot_type": pack.index.info.robot_type if pack.index.info is not None else None,
         "total_episodes": int(manifest.totals["episodes"]),
         "total_frames": int(manifest.totals["frames"]),
-        "features": manifest.features,
+        "features": manifest.features.to_json(),
         "stats": stats,
     }
 

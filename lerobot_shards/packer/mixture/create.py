@@ -38,17 +38,19 @@ from typing import Literal
 
 from lerobot_shards.core.errors import LeRobotShardsError, MixtureSpecError, PredicateError
 from lerobot_shards.core.format import MANIFEST_PATH, FormatError, check_key
+from lerobot_shards.core.format.features import Features
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from lerobot_shards.core.format.mixture import (
     DEFAULT_PAD_KEYS,
+    DEPTH_VERSION,
     KEY_MAP_VERSION,
     MIXTURE_FILE,
     MIXTURE_VERSION,
-    FeatureInfo,
     MixtureEntry,
     MixtureSpec,
     check_key_map,
+    mixture_feature,
     partial_features,
 )
 from lerobot_shards.core.storage import Storage
@@ -301,7 +303,7 @@ def _open_pack(job: _ScanJob, item: tuple[str, str]) -> tuple[DatasetStatus, Mix
         anchors=anchors,
         episodes=int(manifest.totals["episodes"]),
         fps=int(manifest.fps),
-        features={k: FeatureInfo.from_dict(f, where=f"{name}: features[{k!r}]") for k, f in manifest.features.items()},
+        features=Features({k: mixture_feature(f) for k, f in manifest.features.items()}),
         video_keys=tuple(manifest.video_keys),
         weight=float(anchors),
         where=job.where,
@@ -405,7 +407,13 @@ def create_mixture(
             report,
         )
     entries = tuple(entry for entry, _ in opened)
-    version = KEY_MAP_VERSION if any(e.key_map for e in entries) else MIXTURE_VERSION
+    # The oldest version that carries what the entries hold, so older readers read what they can.
+    if any(e.features.depth_keys for e in entries):
+        version = DEPTH_VERSION
+    elif any(e.key_map for e in entries):
+        version = KEY_MAP_VERSION
+    else:
+        version = MIXTURE_VERSION
     # Beyond the format's mixture bounds (episodes, members): refused by name before anything is written.
     MixtureSpec(datasets=entries, default_weights="anchors", version=version)
     _describe_partial_features(report, list(entries))

@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
-from lerobot_shards.core.format import FormatError, check_key
+from lerobot_shards.core.format import FormatError, check_feature_key
 from lerobot_shards.packer.errors import SourcesError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -126,16 +127,20 @@ def parse_sources(text: str, *, where: str = "sources") -> list[MixtureSource]:
 def parse_key_maps(items: list[str], *, where: str) -> dict[str, str | None]:
     """``OLD=NEW`` items as ``{OLD: NEW}`` (``OLD=``: ``{OLD: None}``, left out of the mixture).
 
+    A key holding ``=``, ``%``, a space or a character a shell or the sources file splits on is
+    written percent-encoded (``front%20cam``, ``a%3Db``), as in a URL.
+
     Raises:
-        SourcesError: an item that is not ``OLD=NEW`` over safe keys, or a key given twice.
+        SourcesError: an item that is not ``OLD=NEW`` over LeRobot keys, or a key given twice.
     """
     out: dict[str, str | None] = {}
     for item in items:
         old, _, new = item.partition("=")
+        old, new = unquote(old), unquote(new)
         try:
-            check_key(old, what="key map source key")
+            check_feature_key(old, what="key map source key")
             if new:
-                check_key(new, what="key map mixture key")
+                check_feature_key(new, what="key map mixture key")
         except FormatError as err:
             raise SourcesError(f"{where}: {item!r}: {err}") from None
         if old in out:

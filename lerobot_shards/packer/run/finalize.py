@@ -7,7 +7,6 @@ job can run it after the array of ``--part`` tasks. The manifest is written last
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -31,14 +30,14 @@ from lerobot_shards.core.format import (
     ShardEntry,
     ShardReceipt,
     episodes_index_schema,
-    is_depth_feature,
     pad_column,
+    parse_features,
     samples_index_schema,
     sha256_hex,
     shard_name,
     shard_parquet_path,
-    video_keys_of,
 )
+from lerobot_shards.core.format.lerobot_info import LeRobotInfo
 from lerobot_shards.core.format.parquet.arrow_io import parquet_file
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.storage import Storage
@@ -96,24 +95,25 @@ def _meta_files(storage: Storage, plan: PackPlan, journal: Journal, trust_destin
     return entries
 
 
-def _packed_features(info: dict, options: dict, video_keys: list[str]) -> dict:
-    features = json.loads(json.dumps(info["features"]))
+def _packed_features(info: LeRobotInfo, options: dict, video_keys: list[str]) -> dict:
+    """The source's features as the pack holds them: re-encoded cameras say their new codec,
+    pixel format and size (JSON, parsed again with the manifest)."""
+    features = info.features.to_json()
     if options["video"] == "copy":
         return features
     for key in video_keys:
-        feature = features[key]
-        if is_depth_feature(feature):
+        spec, feature = info.features[key], features[key]
+        if spec.is_depth or spec.camera is None:
             continue  # depth is cut as in copy mode (re-encoded losslessly where it cannot be)
-        feature_info = dict(feature.get("info") or {})
+        feature_info = spec.info
+        height, width = spec.camera.size
         if options.get("resize"):
             height, width = options["resize"]
-            feature["shape"] = [height, width, feature["shape"][2]]
+            shape = [spec.camera.channels, height, width] if spec.camera.channels_first else [height, width, spec.camera.channels]
+            feature["shape"] = shape
             feature_info["video.height"], feature_info["video.width"] = height, width
-        source_format = feature_info.get("video.pix_fmt")
         feature_info["video.codec"] = options["video"]
-        feature_info["video.pix_fmt"] = reencode_pixel_format(
-            source_format if isinstance(source_format, str) else None, int(feature["shape"][0]), int(feature["shape"][1])
-        )
+        feature_info["video.pix_fmt"] = reencode_pixel_format(spec.pix_fmt, height, width)
         feature_info["video.g"] = options["gop"]
         feature_info["video.crf"] = options["crf"]
         feature_info["video.preset"] = options["preset"]
@@ -131,7 +131,7 @@ def _features_of_what_was_packed(features: dict, parquet_fields: dict[str, pa.Fi
     """
     if not parquet_fields:
         return features, None
-    tabular = [k for k, f in features.items() if f.get("dtype") != "video"]
+    tabular = [k for k, f in features.items() if f.get("dtype") != "video"]  # JSON built above from parsed features
     only_in_info = [k for k in tabular if k not in parquet_fields]
     only_in_parquet = [k for k in parquet_fields if k not in features]
     if not only_in_info and not only_in_parquet:
@@ -190,10 +190,10 @@ def finalize(
     plan, journal = _read_plan(storage, run)
     files = _meta_files(storage, plan, journal, run.trust_destination)
     info = _read_info(storage, files)
-    video_keys = video_keys_of(info["features"])
+    video_keys = info.features.video_keys
     receipts = finished_receipts(storage, plan, video_keys, journal, trust_destination=run.trust_destination)
     options = plan.options
-    fps = int(info["fps"])
+    fps = info.fps
     windows = {
         name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()
     }
@@ -238,7 +238,7 @@ def _read_plan(storage: Storage, run: PackRunOptions) -> tuple[PackPlan, Journal
         raise PackError(f"{storage.url}: cannot finalize: {err}") from None
 
 
-def _read_info(storage: Storage, files: dict) -> dict:
+def _read_info(storage: Storage, files: dict) -> LeRobotInfo:
     """The packed ``meta/info.json``, checked against the digest the journal recorded for it.
 
     Raises:
@@ -336,7 +336,7 @@ def _manifest(
         options={k: v for k, v in options.items() if k not in ("row_group_max_bytes",)},
         source=plan.source,
         fps=fps,
-        features=features,
+        features=parse_features(features, where=MANIFEST_PATH),
         video_keys=video_keys,
         windows=options["windows"],
         tolerance_s=options["tolerance_s"],

@@ -103,7 +103,9 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck) ->
     for key in source.video_keys:
         if key in source.depth:
             continue  # depth is cut (or re-encoded losslessly), never re-encoded as colour
-        height, width = (int(d) for d in source.features[key]["shape"][:2])
+        spec = source.features[key]
+        assert spec.camera is not None  # a video feature is a camera (parse_feature)
+        height, width = spec.camera.size
         settings = EncodeSettings(codec=options.video, resize=options.resize)
         height, width = settings.output_size(height, width)
         try:
@@ -111,8 +113,8 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck) ->
         except VideoCutError as err:
             report.findings.append(Finding("error", str(err), camera=key))
             continue
-        source_format = (source.features[key].get("info") or {}).get("video.pix_fmt")
-        if reencode_pixel_format(source_format if isinstance(source_format, str) else None, height, width) == "yuv444p":
+        source_format = spec.pix_fmt
+        if reencode_pixel_format(source_format, height, width) == "yuv444p":
             report.findings.append(
                 Finding(
                     "warning",

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # the interface costs no import of PyAV or pyarrow
     import pyarrow as pa
 
+    from lerobot_shards.core.format.features import DepthQuantization, Features
+    from lerobot_shards.core.format.lerobot_info import LeRobotInfo
     from lerobot_shards.packer.source.video import VideoLocation
 
 
@@ -25,9 +27,10 @@ class Source(Protocol):
 
     Attributes:
         root: the local root.
-        info: the dataset's description, in LeRobot's ``meta/info.json`` shape (a pack keeps it:
-            ``features``, ``fps``, ``video_path``, ``codebase_version``...).
-        fps, features, video_keys: as in ``info``; ``video_keys`` are the cameras packed.
+        info: the dataset's description as LeRobot's ``meta/info.json`` holds it, parsed
+            (``LeRobotInfo``: a pack keeps the file): a new format describes itself in it.
+        fps, features, video_keys: as in ``info`` (``features`` parsed: ``Features``);
+            ``video_keys`` are the cameras packed.
         depth: the depth cameras (video or image) and how their values are quantized.
         episodes: per episode index, its record: ``length``, ``dataset_from_index``,
             ``dataset_to_index``, ``tasks`` (None where the source does not list them:
@@ -35,11 +38,11 @@ class Source(Protocol):
     """
 
     root: Path
-    info: dict
+    info: LeRobotInfo
     fps: int
-    features: dict
+    features: Features
     video_keys: list[str]
-    depth: Mapping[str, Any]
+    depth: Mapping[str, DepthQuantization]
     episodes: Mapping[int, Mapping[str, Any]]
 
     @property

@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 
 from lerobot_shards.core.errors import ObjectNotFoundError
-from lerobot_shards.core.format import META_DIR, safe_relative_path
+from lerobot_shards.core.format import META_DIR, source_relative_path
 from lerobot_shards.core.storage import RetryPolicy, Storage
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.source.base import open_dataset_source
@@ -58,7 +58,7 @@ def stage_bucket_source(
     for rel in meta_files:
         # Object keys are data: a key "meta/../../x" must not become a path outside `local`.
         try:
-            safe_relative_path(rel)
+            source_relative_path(rel)
         except ValueError:
             raise SourceError(f"{url}: object key {rel[:300]!r} is not a plain relative path; refusing to stage it") from None
         if metadata_bound(rel) is None:

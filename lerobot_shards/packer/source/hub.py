@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from lerobot_shards.core.format import safe_relative_path
+from lerobot_shards.core.format import source_relative_path
 from lerobot_shards.core.storage import RetryPolicy, is_transient, name_resolution_failed, retry_after_s
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.source.base import open_dataset_source
@@ -126,7 +126,7 @@ def _checked(repo_id: str, commit: str, path: object, size: object, blob_id: obj
     if not isinstance(path, str):
         raise SourceError(f"{repo_id}@{commit}: refusing a listed path of type {type(path).__name__}")
     try:
-        safe_relative_path(path)
+        source_relative_path(path)
     except ValueError as err:
         raise SourceError(f"{repo_id}@{commit}: refusing listed file {path[:200]!r} ({err})") from None
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:

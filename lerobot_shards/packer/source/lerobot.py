@@ -8,11 +8,15 @@ episodes need.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 import pyarrow as pa
@@ -22,21 +26,16 @@ import pyarrow.parquet as pq
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import (
     INFO_PATH,
-    LANGUAGE_COLUMNS,
     META_DIR,
     STATS_PATH,
     TASKS_PATH,
-    check_depth_features,
     image_column_bytes,
-    image_elements,
-    image_keys_of,
     open_image,
-    safe_relative_path,
-    sha256_file,
     sha256_hex,
-    video_keys_of,
 )
+from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, Features, check_language_type, image_column_type_ok
 from lerobot_shards.core.format.fields import canonical_json
+from lerobot_shards.core.format.layout import source_relative_path
 from lerobot_shards.core.format.limits import (
     MAX_DATASET_EPISODES,
     MAX_DATASET_FRAMES,
@@ -54,7 +53,7 @@ from lerobot_shards.core.format.limits import (
 )
 from lerobot_shards.core.format.parquet import Budget, feature_budget, read_bounded, read_parquet_schema
 from lerobot_shards.packer.errors import SourceError
-from lerobot_shards.packer.source.info import feature_elements, parse_info
+from lerobot_shards.packer.source.info import parse_info
 from lerobot_shards.packer.source.video import VideoLocation, video_duration_s
 
 log = logging.getLogger(__name__)
@@ -91,19 +90,14 @@ class LeRobotSource:
                 f"{self.root} is a packed dataset (manifest.json, shards/), not a LeRobot v3 dataset: "
                 "pack its source, or read it with PackedDataset / `lerobot-shards info`"
             )
-        info_path = self.file(INFO_PATH, what="metadata")
-        if not info_path.is_file():
-            raise SourceError(f"{info_path}: missing; is {self.root} a LeRobot dataset root?")
-        check_file_size(info_path, MAX_RECORD_BYTES, "info.json")
-        self.info = parse_info(info_path.read_bytes(), where=str(info_path))
-        self.fps: int = self.info["fps"]
-        self.features: dict = self.info["features"]
-        self.video_keys: list[str] = video_keys_of(self.features)
-        self.image_keys: list[str] = image_keys_of(self.features)
-        try:  # a depth camera's quantization must be one LeRobot reads: refused here, at the start
-            self.depth = check_depth_features(self.features, where=str(info_path))
-        except FormatError as err:
-            raise SourceError(str(err)) from None
+        info_path = self.file(INFO_PATH, what="metadata", missing=f"is {self.root} a LeRobot dataset root?")
+        # Parsed once, here: every later decision reads these typed values (docs/SECURITY.md).
+        self.info = parse_info(read_regular(info_path, MAX_RECORD_BYTES, "info.json"), where=str(info_path))
+        self.fps: int = self.info.fps
+        self.features: Features = self.info.features
+        self.video_keys: list[str] = self.features.video_keys
+        self.image_keys: list[str] = self.features.image_keys
+        self.depth = self.features.depth
         self.episodes = self._load_episodes()
         members = len(self.episodes) * len(self.video_keys)
         if members > MAX_DATASET_MEMBERS:  # a pack of it would be refused by every reader
@@ -116,18 +110,23 @@ class LeRobotSource:
         self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
         self._data_cache: tuple[Path, pa.Table, dict[int, tuple[int, int]]] | None = None
 
-    def file(self, rel: str, *, what: str = "file") -> Path:
+    def file(self, rel: str, *, what: str = "file", missing: str | None = None) -> Path:
         """The local path of ``rel`` (a path relative to the root, from metadata or a template).
 
+        With ``missing`` (what to tell the user), a file that does not exist is an error;
+        without it the caller decides.
+
         Raises:
-            SourceError: ``rel`` could leave the root (absolute, ``..``), or a component under
-                the root is a symbolic link (unless ``follow_symlinks``).
+            SourceError: ``rel`` could leave the root (absolute, ``..``), a component under
+                the root is a symbolic link (unless ``follow_symlinks``), or what it names is not
+                a regular file (a device, FIFO, socket or directory, linked to or not: reading
+                one never ends or blocks).
         """
         checked = self._checked.get(rel)
         if checked is not None:  # each file is checked once: packing asks for it per episode and camera
             return checked
         try:
-            safe_relative_path(rel)
+            source_relative_path(rel)
         except ValueError:
             raise SourceError(f"{self.root}: {what} path {rel[:300]!r} leaves the dataset root or is not a plain path") from None
         path = self.root / rel
@@ -140,6 +139,16 @@ class LeRobotSource:
                         f"{current}: a symbolic link inside the source; refused because it may point outside the dataset "
                         "(copy the dataset with `cp -rL`, or pass --follow-symlinks if you trust it)"
                     )
+        try:
+            mode = path.stat().st_mode  # follows links: what --follow-symlinks would read
+        except FileNotFoundError:
+            if missing is not None:
+                raise SourceError(f"{path}: missing; {missing}") from None
+            return path  # not cached: the caller reports it, or it appears later (staging)
+        except OSError as err:
+            raise SourceError(f"{path}: cannot read the {what} ({err.strerror})") from None
+        if not stat.S_ISREG(mode):
+            raise SourceError(f"{path}: the {what} is {_file_kind(mode)}, not a regular file; a LeRobot dataset holds only files")
         self._checked[rel] = path
         return path
 
@@ -219,7 +228,7 @@ class LeRobotSource:
     # -- files ------------------------------------------------------------------------------
     def data_path(self, episode_index: int) -> Path:
         row = self.episodes[episode_index]
-        rel = self.info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+        rel = self.info.data_file(row["data/chunk_index"], row["data/file_index"])
         return self.file(rel, what=f"data (episode {episode_index})")
 
     def metadata_files(self) -> list[tuple[str, Path, int]]:
@@ -243,15 +252,13 @@ class LeRobotSource:
 
     def _meta_listing(self) -> list[str]:
         meta_root = self.root / META_DIR
-        return sorted(p.relative_to(self.root).as_posix() for p in meta_root.rglob("*") if p.is_file() or p.is_symlink())
+        # Everything but folders: a FIFO or device named like a file LeRobot reads is refused by
+        # ``file`` rather than passed over in silence.
+        return sorted(p.relative_to(self.root).as_posix() for p in meta_root.rglob("*") if p.is_symlink() or not p.is_dir())
 
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         row = self.episodes[episode_index]
-        rel = self.info["video_path"].format(
-            video_key=video_key,
-            chunk_index=row[f"videos/{video_key}/chunk_index"],
-            file_index=row[f"videos/{video_key}/file_index"],
-        )
+        rel = self.info.video_file(video_key, row[f"videos/{video_key}/chunk_index"], row[f"videos/{video_key}/file_index"])
         path = self.file(rel, what=f"video (episode {episode_index}, camera {video_key})")
         return VideoLocation(
             path, float(row[f"videos/{video_key}/from_timestamp"]), float(row[f"videos/{video_key}/to_timestamp"])
@@ -264,11 +271,7 @@ class LeRobotSource:
         this, not by what the file claims)."""
 
         def rel(row) -> str:
-            return self.info["video_path"].format(
-                video_key=video_key,
-                chunk_index=row[f"videos/{video_key}/chunk_index"],
-                file_index=row[f"videos/{video_key}/file_index"],
-            )
+            return self.info.video_file(video_key, row[f"videos/{video_key}/chunk_index"], row[f"videos/{video_key}/file_index"])
 
         lasts = self._video_file_ends.get(video_key)
         if lasts is None:  # one pass over the episodes per camera, no file system calls
@@ -281,9 +284,9 @@ class LeRobotSource:
         """The most one compressed frame of the camera may claim: ``MAX_SAMPLE_RAW_MULTIPLE``
         raw frames of the size ``info.json`` records, plus ``SAMPLE_SLACK_BYTES`` (checked
         before a copy-mode cut, or FFmpeg's demuxer, reads any sample)."""
-        shape = self.info["features"][video_key].get("shape") or []
-        raw = math.prod(int(d) for d in shape) if shape and all(isinstance(d, int) and d > 0 for d in shape) else 0
-        return MAX_SAMPLE_RAW_MULTIPLE * (raw or 3 * MAX_FRAME_PIXELS) + SAMPLE_SLACK_BYTES
+        camera = self.features[video_key].camera
+        raw = camera.height * camera.width * 3 if camera is not None else 3 * MAX_FRAME_PIXELS
+        return MAX_SAMPLE_RAW_MULTIPLE * raw + SAMPLE_SLACK_BYTES
 
     def needed_files(self, episodes: list[int]) -> list[Path]:
         """Every data and video file the given episodes read, relative to the root."""
@@ -337,11 +340,7 @@ class LeRobotSource:
     @functools.cached_property
     def _exact_elements(self) -> dict[str, int]:
         """Values per frame of each fixed-shape tabular feature (language lists have no shape)."""
-        return {
-            k: feature_elements(f)
-            for k, f in self.features.items()
-            if f["dtype"] not in ("video", "image", "language") and k not in LANGUAGE_COLUMNS
-        }
+        return {k: f.elements for k, f in self.features.items() if f.kind == "value" and None not in f.shape}
 
     def _check_row_values(self, episode_index: int, rows: pa.Table, path: Path) -> None:
         """What the rows hold must be what the metadata claims: each tabular feature's values
@@ -359,7 +358,7 @@ class LeRobotSource:
             if found is not None and found != {elements}:
                 raise SourceError(
                     f"{where}: column {name} holds {sorted(found)[:5]} values per frame; meta/info.json "
-                    f"declares shape {self.features[name]['shape']} ({elements} values)"
+                    f"declares shape {list(self.features[name].shape)} ({elements} values)"
                 )
         row = self.episodes[episode_index]
         start, stop = row["dataset_from_index"], row["dataset_to_index"]
@@ -379,13 +378,15 @@ class LeRobotSource:
             SourceError: a data file is missing or is not a readable parquet file.
         """
         # Image features (dtype "image") live in the data parquet too; only videos do not.
-        declared = [k for k, f in self.features.items() if f.get("dtype") != "video"]
+        declared = [k for k, f in self.features.items() if not f.is_video]
         first_episode_of: dict[Path, int] = {}
         for episode in episodes:
             first_episode_of.setdefault(self.data_path(episode), episode)
         present: list[str] = []
         for path, episode in sorted(first_episode_of.items()):
-            for name in _parquet_schema(path, episode).names:
+            schema = _parquet_schema(path, episode)
+            self._check_column_types(schema, path)
+            for name in schema.names:
                 if name not in present:
                     present.append(name)
         return SchemaDrift(
@@ -393,6 +394,25 @@ class LeRobotSource:
             only_in_parquet=[c for c in present if c not in declared],
             columns=present,
         )
+
+    def _check_column_types(self, schema: pa.Schema, path: Path) -> None:
+        """Columns whose type the features fix (LeRobot's language rows, pictures) have it.
+
+        Raises:
+            SourceError: names the file, the column, the type found and the one expected.
+        """
+        for name in LANGUAGE_COLUMNS:
+            if name in schema.names:
+                try:
+                    check_language_type(name, schema.field(name).type, where=str(path))
+                except FormatError as err:
+                    raise SourceError(str(err)) from None
+        for key in self.image_keys:
+            if key in schema.names and not image_column_type_ok(schema.field(key).type):
+                raise SourceError(
+                    f"{path}: image feature {key!r} is stored as {str(schema.field(key).type)[:120]}; LeRobot stores "
+                    "pictures as {bytes, path} structs"
+                )
 
     def fingerprint(self, episodes: list[int]) -> str:
         """Identify the source content a pack of ``episodes`` reads, for its plan.
@@ -403,8 +423,8 @@ class LeRobotSource:
         one dataset at different paths agree; a resume from a different dataset does not.
         """
         records = []
-        for rel, path, _ in self.metadata_files():  # what the pack copies: the files LeRobot reads
-            digest, size = sha256_file(path)
+        for rel, path, bound in self.metadata_files():  # what the pack copies: the files LeRobot reads
+            digest, size = sha256_regular(path, bound, rel)
             records.append([rel, size, digest])
         for rel in self.needed_files(episodes):
             path = self.root / rel
@@ -430,7 +450,7 @@ class LeRobotSource:
 
     def _check_images(self, episode_index: int, rows: pa.Table) -> None:
         """Every picture of an image feature is stored as LeRobot stores it (embedded bytes in
-        a ``{bytes, path}`` struct) in a format readers open, no larger than its feature's shape
+        a ``{bytes, path}`` struct) in a format readers open, exactly of its feature's shape
         (headers only: nothing is decoded here).
 
         Raises:
@@ -440,10 +460,10 @@ class LeRobotSource:
             if key not in rows.column_names or not rows.num_rows:
                 continue
             where = f"{self.data_path(episode_index)}: episode {episode_index}, image feature {key}"
-            kind = rows[key].type
-            if not (pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0) and not pa.types.is_binary(kind):
-                raise SourceError(f"{where}: stored as {kind}; LeRobot stores pictures as {{bytes, path}} structs")
-            limit = image_elements(self.features[key]["shape"])
+            if not image_column_type_ok(rows[key].type):
+                raise SourceError(f"{where}: stored as {rows[key].type}; LeRobot stores pictures as {{bytes, path}} structs")
+            camera = self.features[key].camera
+            assert camera is not None  # an image feature is a camera (parse_feature)
             for frame, cell in enumerate(rows[key].to_pylist()):
                 data = image_column_bytes(cell)
                 if data is None:
@@ -452,7 +472,7 @@ class LeRobotSource:
                         "with LeRobot, which embeds them"
                     )
                 try:
-                    open_image(data, max_elements=limit, where=f"{where}, frame {frame}", load=False)
+                    open_image(data, camera=camera, where=f"{where}, frame {frame}", load=False)
                 except FormatError as err:
                     raise SourceError(str(err)) from None
 
@@ -569,24 +589,100 @@ def check_file_size(path: Path, bound: int, what: str) -> int:
         SourceError: missing, beyond ``bound``, or sparse (names the sizes).
     """
     try:
-        stat = path.stat()
+        info = path.stat()
     except FileNotFoundError:
         raise SourceError(f"{path}: missing ({what})") from None
-    if stat.st_size > bound:
-        raise SourceError(f"{path}: {stat.st_size:,} bytes of {what}; at most {bound:,} are read")
-    allocated = getattr(stat, "st_blocks", None)
-    if allocated is not None and stat.st_size - allocated * 512 > SPARSE_SLACK_BYTES:
+    if not stat.S_ISREG(info.st_mode):
+        raise SourceError(f"{path}: the {what} is {_file_kind(info.st_mode)}, not a regular file")
+    _check_stat_size(path, info, bound, what)
+    return info.st_size
+
+
+def _check_stat_size(path: Path, info: os.stat_result, bound: int, what: str) -> None:
+    if info.st_size > bound:
+        raise SourceError(f"{path}: {info.st_size:,} bytes of {what}; at most {bound:,} are read")
+    allocated = getattr(info, "st_blocks", None)
+    if allocated is not None and info.st_size - allocated * 512 > SPARSE_SLACK_BYTES:
         raise SourceError(
-            f"{path}: a sparse file ({what}): it claims {stat.st_size:,} bytes with {allocated * 512:,} on disk; "
+            f"{path}: a sparse file ({what}): it claims {info.st_size:,} bytes with {allocated * 512:,} on disk; "
             "refusing to read its holes"
         )
-    return stat.st_size
 
 
 def _read_file(path: Path, what: str) -> bytes:
     """A source parquet's bytes, refused before reading when larger than any read may be."""
-    check_file_size(path, MAX_INDEX_FILE_BYTES, what)
-    return path.read_bytes()
+    return read_regular(path, MAX_INDEX_FILE_BYTES, what)
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def open_regular(path: Path, what: str) -> tuple[BinaryIO, os.stat_result]:
+    """Open a local source file for reading, only if it is a regular file: checked on the open
+    descriptor (no race with the path), opened without blocking so a FIFO cannot stall it.
+
+    Raises:
+        SourceError: missing, unreadable, or not a regular file (names its kind).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise SourceError(f"{path}: missing ({what})") from None
+    except OSError as err:
+        raise SourceError(f"{path}: cannot open the {what} ({err.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError(f"{path}: the {what} is {_file_kind(info.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), info
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, bound: int, what: str) -> bytes:
+    """A regular source file's bytes (``open_regular``), at most ``bound``: the bytes read count,
+    not what the file system says (a file that grows while read is refused too).
+
+    Raises:
+        SourceError: as ``open_regular``; larger than ``bound``, or sparse (``check_file_size``).
+    """
+    handle, info = open_regular(path, what)
+    with handle:
+        _check_stat_size(path, info, bound, what)
+        data = handle.read(bound + 1)
+    if len(data) > bound:
+        raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
+    return data
+
+
+def sha256_regular(path: Path, bound: int, what: str) -> tuple[str, int]:
+    """``(SHA-256 hex, size)`` of a regular source file of at most ``bound`` bytes, streamed.
+
+    Raises:
+        SourceError: as ``read_regular``.
+    """
+    handle, info = open_regular(path, what)
+    digest, size = hashlib.sha256(), 0
+    with handle:
+        _check_stat_size(path, info, bound, what)
+        while chunk := handle.read(1 << 22):
+            size += len(chunk)
+            if size > bound:
+                raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
+            digest.update(chunk)
+    return digest.hexdigest(), size
 
 
 def _read_parquet(

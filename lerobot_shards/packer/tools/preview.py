@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lerobot_shards.core.format import VIDEO_CODECS
+from lerobot_shards.core.format.features import FeatureSpec
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.tools.summary import full_windows
 from lerobot_shards.reader.decode.frames import CpuDecoders
@@ -82,9 +83,10 @@ def render_preview(
         picks = sorted({int(round(x)) for x in np.linspace(0, entry.length - 1, min(frames_per_episode, entry.length))})
         sheets = []
         for key, member in entry.cameras.items():
-            height, width = manifest.features[key]["shape"][:2]
+            camera = manifest.features[key].camera
+            assert camera is not None  # a video feature is a camera (parse_feature)
             decoder = stage.open(
-                episode.video[key], where=episode.where(key), spec=FrameSpec(int(height), int(width), member.frames)
+                episode.video[key], where=episode.where(key), spec=FrameSpec(camera.height, camera.width, member.frames)
             )
             frames = stage.decode(decoder, [min(p, member.frames - 1) for p in picks], where=episode.where(key))
             decoded += len(picks)
@@ -94,7 +96,7 @@ def render_preview(
                 name,
                 svg_plot(
                     np.asarray(values, dtype=np.float64),
-                    dimension_names(manifest.features.get(name, {}), values.shape[1]),
+                    dimension_names(manifest.features[name] if name in manifest.features else None, values.shape[1]),
                     manifest.fps,
                 ),
             )
@@ -134,15 +136,13 @@ def _vector_columns(columns: dict) -> list[tuple[str, object]]:
 _MAX_LINES = 32  # a plot stays readable; beyond it the legend says "first 32 of N"
 
 
-def dimension_names(feature: dict, dims: int) -> list[str]:
+def dimension_names(feature: FeatureSpec | None, dims: int) -> list[str]:
     """A label per dimension from a feature's ``names`` (a list, or LeRobot's ``{"motors": [...]}``),
     else ``dim i``; names from the dataset are untrusted and only ever shown escaped."""
-    names = feature.get("names") if isinstance(feature, dict) else None
-    if isinstance(names, dict):
-        names = next((v for v in names.values() if isinstance(v, list)), None)
-    if not isinstance(names, list) or len(names) != dims:
+    names = feature.names if feature is not None else None
+    if names is None or len(names) != dims:
         return [f"dim {i}" for i in range(dims)]
-    return [str(n)[:40] for n in names]
+    return [n[:40] for n in names]
 
 
 def line_colours(count: int) -> list[str]:
@@ -223,12 +223,13 @@ def _page(root, manifest, index, validity, sections, shown) -> str:
     cameras = []
     for k, key in enumerate(episodes.video_keys):
         feature = manifest.features[key]
-        info = feature.get("info", {}) if isinstance(feature.get("info"), dict) else {}
+        info = feature.info
+        height, width = feature.camera.size if feature.camera else ("?", "?")
         member_bytes = int(episodes.member_size[:, k].sum())
         codecs = sorted(VIDEO_CODECS[c] for c in np.unique(episodes.member_codec[:, k]).tolist())
         bitrate = member_bytes * 8 / seconds / 1e3 if seconds else 0.0
         cameras.append(
-            f"<tr><td>{_e(key)}</td><td>{_e('/'.join(codecs))}</td><td>{_e(feature['shape'][0])}x{_e(feature['shape'][1])}</td>"
+            f"<tr><td>{_e(key)}</td><td>{_e('/'.join(codecs))}</td><td>{_e(height)}x{_e(width)}</td>"
             f"<td>{_e(info.get('video.g', ''))}</td><td>{member_bytes / 1e6:.1f} MB</td><td>{bitrate:.0f} kbit/s</td></tr>"
         )
     sizes = sorted(s.tar_bytes + s.parquet_bytes for s in manifest.shards)

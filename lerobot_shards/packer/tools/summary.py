@@ -35,15 +35,15 @@ class DatasetSummary:
         m, parts = self.manifest, []
         for key in m.video_keys:
             feature = m.features[key]
-            codec = feature.get("info", {}).get("video.codec", "?")
-            parts.append(f"{key} {feature['shape'][0]}x{feature['shape'][1]} {codec}")
-        codecs = {m.features[k].get("info", {}).get("video.codec") for k in m.video_keys}
+            size = "x".join(map(str, feature.camera.size)) if feature.camera else "?"
+            parts.append(f"{key} {size} {feature.codec or '?'}")
+        codecs = {m.features[k].codec for k in m.video_keys}
         nvdec = "-" if not codecs else "yes" if codecs <= {"hevc", "h264"} else "no (repack with --video hevc)"
         return f"{m.options.get('video')}: " + ", ".join(parts) + f"; NVDEC: {nvdec}" if parts else "none"
 
     def _widths(self) -> str:
         f = self.manifest.features
-        return " / ".join(str(f[k]["shape"][0]) if k in f and f[k].get("shape") else "-" for k in ("observation.state", "action"))
+        return " / ".join(str(f[k].shape[0]) if k in f and f[k].shape else "-" for k in ("observation.state", "action"))
 
     def rows(self) -> list[tuple[str, str]]:
         m = self.manifest
@@ -94,11 +94,11 @@ class DatasetSummary:
             "fps": m.fps,
             "totals": m.totals,
             "video": m.options.get("video"),
-            "cameras": {k: list(m.features[k]["shape"]) for k in m.video_keys},
-            "codecs": {k: m.features[k].get("info", {}).get("video.codec") for k in m.video_keys},
+            "cameras": {k: list(m.features[k].shape) for k in m.video_keys},
+            "codecs": {k: m.features[k].codec for k in m.video_keys},
             "tasks": self.tasks,
             "windows_full": {name: {"full": whole, "anchors": total} for name, whole, total in self.windows_full},
-            "features": {k: {"dtype": f.get("dtype"), "shape": f.get("shape")} for k, f in m.features.items()},
+            "features": {k: {"dtype": f.dtype, "shape": list(f.shape)} for k, f in m.features.items()},
             "windows": m.windows,
             "options": m.options,
             "dropped_episodes": m.extra.get("dropped_episodes", []),

@@ -325,17 +325,19 @@ def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, deco
                 problems.append(str(err))
                 continue
             if decode:
-                problem = _decode_problem(data, member.frames, manifest.features[key]["shape"], where)
+                camera = manifest.features[key].camera
+                assert camera is not None  # a video feature is a camera (parse_feature)
+                problem = _decode_problem(data, member.frames, camera.size, where)
                 report.members_decoded += 1
                 if problem:
                     problems.append(problem)
     return problems
 
 
-def _decode_problem(data: bytes, frames: int, shape: list[int], where: str) -> str | None:
+def _decode_problem(data: bytes, frames: int, size: tuple[int, int], where: str) -> str | None:
     import av  # only verify --decode needs a decoder
 
-    height, width = shape[0], shape[1]
+    height, width = size
     try:  # boxes and sample tables first: FFmpeg sizes its index by what they claim
         check_mp4(data, where=where, frames=frames, height=height, width=width)
     except FormatError as err:

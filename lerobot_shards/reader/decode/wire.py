@@ -27,8 +27,7 @@ from torch.utils.data import default_collate
 from torch.utils.data._utils.collate import default_collate_fn_map
 
 from lerobot_shards.core.errors import ArgumentError
-
-ENCODED_KEY = "__encoded_video__"
+from lerobot_shards.core.format.mixture import ENCODED_KEY  # named beside the other keys a sample adds
 
 
 @dataclass(frozen=True)

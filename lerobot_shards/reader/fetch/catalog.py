@@ -32,6 +32,7 @@ from lerobot_shards.core.format import (
     RowGroupRef,
     shard_name,
 )
+from lerobot_shards.core.format.features import Features
 from lerobot_shards.core.format.limits import MAX_CAMERAS
 from lerobot_shards.core.format.mixture_index import (
     ANCHORS_SCHEMA,
@@ -61,7 +62,7 @@ class CatalogPack:
     root: str
     manifest_sha256: str
     fps: int
-    features: dict
+    features: Features
     video_keys: tuple[str, ...]
     tolerance_s: float
     where: str | None = None
@@ -74,7 +75,7 @@ class CatalogPack:
     @property
     def frame_sizes(self) -> dict[str, tuple[int, int]]:
         """(height, width) of each camera: every member is checked against it when decoded."""
-        return {k: (int(self.features[k]["shape"][0]), int(self.features[k]["shape"][1])) for k in self.video_keys}
+        return {k: camera.size for k in self.video_keys if (camera := self.features[k].camera) is not None}
 
 
 @dataclass(frozen=True)

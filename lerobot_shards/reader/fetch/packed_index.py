@@ -42,6 +42,7 @@ from lerobot_shards.core.format import (
 )
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.indexes import check_strings
+from lerobot_shards.core.format.lerobot_info import LeRobotInfo, parse_lerobot_info
 from lerobot_shards.core.format.limits import (
     MAX_DECODED_BYTES,
     MAX_INDEX_FILE_BYTES,
@@ -346,15 +347,15 @@ class PackedIndex:
 
     def _check_info(self) -> None:
         """``meta/info.json`` (checked by digest) must agree with the manifest on fps: the
-        windows, and so every windowed sample, depend on it. Kept as ``self.info``."""
-        self.info: dict = {}
+        windows, and so every windowed sample, depend on it. Kept parsed as ``self.info``
+        (None when the pack has none)."""
+        self.info: LeRobotInfo | None = None
         if INFO_PATH not in self.manifest.files:
             return
         where = self.storage.describe(INFO_PATH)
-        info = load_json(self._files.pop(INFO_PATH), where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
-        if not isinstance(info, dict) or info.get("fps") != self.manifest.fps:
-            found = info.get("fps") if isinstance(info, dict) else None
-            raise FormatError(f"{where}: fps {str(found)[:20]} disagrees with the manifest's {self.manifest.fps}")
+        info = parse_lerobot_info(self._files.pop(INFO_PATH), where=where)
+        if info.fps != self.manifest.fps:
+            raise FormatError(f"{where}: fps {info.fps} disagrees with the manifest's {self.manifest.fps}")
         self.info = info
 
     def _filtered_anchors(self, where: str) -> tuple[np.ndarray, np.ndarray]:

@@ -37,11 +37,12 @@ from typing import Any
 import numpy as np
 
 from lerobot_shards.core.errors import HarmonizeError
+from lerobot_shards.core.format.features import FeatureSpec, parse_features
 from lerobot_shards.core.format.mixture import (
     DEFAULT_PAD_KEYS,
     MASK_SUFFIX,
     PAD_SUFFIX,
-    FeatureInfo,
+    SAMPLE_ADDED_KEYS,
     MixtureSpec,
     partial_features,
     sample_shape,
@@ -59,12 +60,16 @@ class DatasetFeatures:
 
     name: str
     fps: int
-    features: Mapping[str, FeatureInfo]
+    features: Mapping[str, FeatureSpec]
 
     @classmethod
-    def from_manifest_features(cls, name: str, fps: int, features: Mapping[str, Mapping]) -> DatasetFeatures:
-        """From a manifest's ``features`` (``{key: {dtype, shape, ...}}``)."""
-        return cls(name, int(fps), {k: FeatureInfo.from_dict(v, where=f"{name}: features[{k!r}]") for k, v in features.items()})
+    def from_manifest_features(cls, name: str, fps: int, features: Mapping[str, Any]) -> DatasetFeatures:
+        """From a ``features`` JSON object (``{key: {dtype, shape, ...}}``), parsed (``parse_features``).
+
+        Raises:
+            FormatError: a feature ``parse_feature`` refuses.
+        """
+        return cls(name, int(fps), parse_features(features, where=name))
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,18 +177,17 @@ class FeatureHarmonizer:
         depth_cameras: set[str] = set()
         for d, feats in zip(datasets, mapped_features):
             for key, feature in feats.items():
-                if feature.dtype not in ("video", "image"):
+                if feature.camera is None:
                     continue
                 if feature.depth:
                     depth_cameras.add(key)
-                if len(feature.shape) != 3:
-                    raise HarmonizeError(f"dataset {d.name!r}: camera {key!r} has shape {feature.shape}; expected (H, W, C)")
-                height, width, channels = feature.shape
-                chw = (channels, height, width)
+                camera = feature.camera
+                chw = (camera.channels, camera.height, camera.width)
                 if key in cameras and cameras[key] != chw:
                     raise HarmonizeError(
-                        f"camera {key!r} is (H, W, C) {_hwc(cameras[key])} in {camera_owner[key]!r} and {feature.shape} in "
-                        f"{d.name!r}; repack with `--video hevc --resize HxW` to a common size, or map one to another key"
+                        f"camera {key!r} is (H, W, C) {_hwc(cameras[key])} in {camera_owner[key]!r} and "
+                        f"{_hwc(chw)} in {d.name!r}; repack with `--video hevc --resize HxW` to a common size, or map one "
+                        "to another key"
                     )
                 cameras[key], camera_owner[key] = chw, d.name
 
@@ -193,7 +197,7 @@ class FeatureHarmonizer:
             own = {}
             for key in pad_keys:
                 if key in feats:
-                    if feats[key].dtype in ("video", "image") or len(feats[key].shape) != 1:
+                    if feats[key].camera is not None or len(feats[key].shape) != 1 or feats[key].shape[0] is None:
                         raise HarmonizeError(
                             f"dataset {d.name!r}: pad key {key!r} has shape {feats[key].shape}; only 1-D vectors are padded"
                         )
@@ -238,6 +242,7 @@ class FeatureHarmonizer:
             raise HarmonizeError(
                 f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}"
             )
+        _check_no_shadowed_keys(names, mapped_features, keys, cameras, pad_widths, filled, windows)
         unbatchable = sorted(k for k in windows if k not in keys)
         if unbatchable:
             raise HarmonizeError(
@@ -375,6 +380,33 @@ class FeatureHarmonizer:
         if ENCODED_KEY in renamed:
             out[ENCODED_KEY] = encoded
         return out
+
+
+def _check_no_shadowed_keys(
+    names: Sequence[str],
+    mapped_features: Sequence[Mapping[str, FeatureSpec]],
+    keys: Sequence[str],
+    cameras: Mapping[str, Any],
+    pad_widths: Mapping[str, int],
+    filled: Mapping[str, Any],
+    windows: Mapping[str, Any],
+) -> None:
+    """No feature (after key maps) takes a name the harmonized sample sets itself: ``task``,
+    ``dataset_index``, ``dataset_name``, the shipped members' key, or a generated ``_mask`` /
+    ``_is_pad``; it would be overwritten, its values gone without a word.
+
+    Raises:
+        HarmonizeError: names the dataset, the feature and the name it would lose to.
+    """
+    generated = {k + MASK_SUFFIX for k in keys if k in cameras or k in pad_widths or k in filled}
+    generated |= {k + PAD_SUFFIX for k in windows}
+    for name, features in zip(names, mapped_features):
+        for key in features:
+            if key in SAMPLE_ADDED_KEYS or key in generated:
+                raise HarmonizeError(
+                    f"dataset {name!r}: feature {key!r} (after key maps) is a key the mixture sample sets itself, so its "
+                    f"values would be overwritten; rename it with key_map {{{name!r}: {{{key!r}: 'NEW_NAME'}}}}"
+                )
 
 
 def _hwc(chw: tuple[int, int, int]) -> tuple[int, int, int]:

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from lerobot_shards.core.errors import EpisodeDataError
-from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, DepthQuantization, image_keys_of, is_depth_feature
-from lerobot_shards.core.format.images import image_column_bytes, image_elements
+from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, CameraGeometry, DepthQuantization, Features
+from lerobot_shards.core.format.images import image_column_bytes
 from lerobot_shards.reader.decode.depth import convert_unit, dequantize
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.decode.images import decode_image
@@ -54,19 +54,19 @@ class SampleBuilder:
         member_prefix: str = "",
         frame_sizes: dict[str, tuple[int, int]] | None = None,
         decode_threads: int = 1,
-        features: dict | None = None,
+        features: Features | None = None,
         depth_unit: str = "mm",
     ):
         self.video_keys = list(video_keys)
-        features = features or {}
-        # Cameras stored as pictures in the rows, and what one may decode to (its feature's shape).
-        self.image_keys = image_keys_of(features)
-        self.image_limits = {k: image_elements(features[k]["shape"]) for k in self.image_keys}
-        # Depth cameras (video or picture): how their values map to depth, checked with the manifest.
-        self.depth = {
-            k: DepthQuantization.of_feature(features[k], where=k)
-            for k in (*self.video_keys, *self.image_keys)
-            if is_depth_feature(features[k])
+        features = features if features is not None else Features()
+        # Cameras stored as pictures in the rows, and their declared geometry (every picture has it).
+        self.image_keys = features.image_keys
+        self.image_cameras: dict[str, CameraGeometry] = {
+            k: camera for k in self.image_keys if (camera := features[k].camera) is not None
+        }
+        # Depth cameras (video or picture): how their values map to depth (parsed with the manifest).
+        self.depth: dict[str, DepthQuantization] = {
+            k: q for k in (*self.video_keys, *self.image_keys) if (q := features[k].depth) is not None
         }
         self.depth_unit = depth_unit
         self.cameras = [*self.video_keys, *self.image_keys]
@@ -122,7 +122,7 @@ class SampleBuilder:
             pictures.append(
                 decode_image(
                     image_column_bytes(column[row]),
-                    max_elements=self.image_limits[key],
+                    camera=self.image_cameras[key],
                     where=where,
                     as_float=not self.return_uint8,
                 )
@@ -135,7 +135,7 @@ class SampleBuilder:
     def _decode(self, episode: LoadedEpisode, key: str, wanted: list[int]) -> torch.Tensor:
         """One camera's frames of a sample, as the sample holds them (runs on a decode thread:
         it touches only this camera's decoder)."""
-        if key in self.image_limits:
+        if key in self.image_cameras:
             return self._decode_images(episode, key, wanted)
         decoded = self.decoders.decode(self.decoder(episode, key), wanted, where=episode.where(key))
         if key in self.depth:
@@ -147,14 +147,14 @@ class SampleBuilder:
     def _decode_cameras(self, episode: LoadedEpisode, wanted: dict[str, list[int]]) -> dict[str, torch.Tensor]:
         """Every camera's frames, in ``wanted``'s order; side by side on ``decode_threads``."""
         held = self._opened.setdefault(episode, {})
-        videos = [key for key in wanted if key not in self.image_limits]
+        videos = [key for key in wanted if key not in self.image_cameras]
         opened = sum(key in held for key in videos)
         self.counters["decoder_hits"] += opened
         self.counters["decoder_misses"] += len(videos) - opened
         self.counters["frames_decoded"] += sum(len(rows) for rows in wanted.values())
-        self.counters["images_decoded"] += sum(len(rows) for key, rows in wanted.items() if key in self.image_limits)
+        self.counters["images_decoded"] += sum(len(rows) for key, rows in wanted.items() if key in self.image_cameras)
         self.counters["depth_frames_decoded"] += sum(
-            len(rows) for key, rows in wanted.items() if key in self.depth and key not in self.image_limits
+            len(rows) for key, rows in wanted.items() if key in self.depth and key not in self.image_cameras
         )
         if self.decode_threads == 1 or len(wanted) == 1:
             return {key: self._decode(episode, key, rows) for key, rows in wanted.items()}
@@ -176,7 +176,7 @@ class SampleBuilder:
         length = episode.entry.length
         item: dict = {}
         for name, values in episode.columns.items():
-            if name in self.image_limits:
+            if name in self.image_cameras:
                 continue  # decoded below with the other cameras
             if name in LANGUAGE_COLUMNS:
                 item[name] = language_value(name, values[frame])
@@ -201,7 +201,7 @@ class SampleBuilder:
                 wanted = rows.tolist()
             else:
                 wanted = [frame]
-            if key in self.image_limits:
+            if key in self.image_cameras:
                 wanted_by_key[key] = wanted
                 continue
             member = episode.entry.cameras[key]

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
-from lerobot_shards.core.format.features import LANGUAGE_COLUMNS
+from lerobot_shards.core.format.features import Features
 from lerobot_shards.core.format.fields import check_bytes
 from lerobot_shards.core.format.limits import MAX_EXPANSION, MAX_FEATURE_ELEMENTS, MAX_LANGUAGE_VALUES, ROW_GROUP_MAX_BYTES
 from lerobot_shards.core.format.parquet.arrow_io import placed_buffer, read_parquet_metadata
@@ -114,19 +114,18 @@ def check_row_group(
     return start_row
 
 
-def feature_budget(features: dict) -> dict[str, int]:
+def feature_budget(features: Features) -> dict[str, int]:
     """Values per row each tabular feature's column may hold: its shape's product (``Budget``)."""
     caps = {}
     for key, feature in features.items():
-        shape = feature.get("shape") if isinstance(feature, dict) else None
-        if key in LANGUAGE_COLUMNS or (isinstance(feature, dict) and feature.get("dtype") == "language"):
+        if feature.kind == "language":
             caps[key] = MAX_LANGUAGE_VALUES  # lists of messages: no shape gives their length
             continue
-        if feature.get("dtype") in ("video", "image") or not isinstance(shape, list):
+        if feature.kind != "value":
             continue
         size = 1
-        for dim in shape:
-            size = size * dim if isinstance(dim, int) else MAX_FEATURE_ELEMENTS
+        for dim in feature.shape:
+            size = size * dim if dim is not None else MAX_FEATURE_ELEMENTS
         caps[key] = min(max(size, 1), MAX_FEATURE_ELEMENTS)
     return caps
 

@@ -1,0 +1,137 @@
+"""``meta/info.json`` of a LeRobot v3.0 dataset: its schema and the one validating parser.
+
+Read where a source is opened (the packer), where ``finalize`` reads the copy packed into a
+pack's ``meta/``, and where a reader opens a pack; every field used anywhere is typed and
+bounded here (``LeRobotInfo``), so no caller indexes into the JSON.
+"""
+
+from __future__ import annotations
+
+import copy
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format.features import Features, parse_features
+from lerobot_shards.core.format.fields import is_int, load_json
+from lerobot_shards.core.format.limits import MAX_FPS, MAX_JSON_DEPTH, MAX_RECORD_BYTES
+
+SUPPORTED_CODEBASE_VERSION = "v3.0"
+V21_CONVERTER = "python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=ORG/NAME"
+_MAX_TEXT = 4096
+
+# The fields a LeRobot v3 path template may use, each with an optional integer format spec.
+TEMPLATE_FIELDS = {"data_path": ("chunk_index", "file_index"), "video_path": ("chunk_index", "file_index", "video_key")}
+
+
+@dataclass(frozen=True)
+class LeRobotInfo:
+    """``meta/info.json``, parsed.
+
+    Attributes:
+        codebase_version: ``"v3.0"``.
+        fps: frames per second, in ``(0, MAX_FPS]``.
+        features: the parsed features (``parse_features``).
+        data_path: the data files' path template (known fields, integer formats only).
+        video_path: the videos' template, None when no feature is a video.
+        robot_type: a string or None.
+        raw: the JSON object as read (written back verbatim; not for decisions).
+    """
+
+    codebase_version: str
+    fps: int
+    features: Features
+    data_path: str
+    video_path: str | None
+    robot_type: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def data_file(self, chunk_index: int, file_index: int) -> str:
+        """The data file of a chunk and file index, from the checked template."""
+        return self.data_path.format(chunk_index=chunk_index, file_index=file_index)
+
+    def video_file(self, video_key: str, chunk_index: int, file_index: int) -> str:
+        """A camera's video file of a chunk and file index, from the checked template."""
+        if self.video_path is None:
+            raise FormatError(f"info.json has no video_path for camera {video_key!r}")
+        return self.video_path.format(video_key=video_key, chunk_index=chunk_index, file_index=file_index)
+
+
+def parse_lerobot_info(data: bytes | str, *, where: str) -> LeRobotInfo:
+    """Parse and check a LeRobot v3.0 ``meta/info.json``.
+
+    Raises:
+        FormatError: not JSON, an unsupported version (v2.x gets the converter's command), or a
+            missing or malformed field; names ``where`` and the field.
+    """
+    info = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+    if not isinstance(info, dict):
+        raise FormatError(f"{where}: expected a JSON object, found {type(info).__name__}")
+    version = info.get("codebase_version")
+    if version != SUPPORTED_CODEBASE_VERSION:
+        hint = ""
+        if isinstance(version, str) and version.startswith("v2"):
+            hint = f" Convert it to v3.0 first with LeRobot's converter: {V21_CONVERTER}"
+        raise FormatError(
+            f"{where}: codebase_version {str(version)[:40]!r} is not supported (expected {SUPPORTED_CODEBASE_VERSION!r}).{hint}"
+        )
+    for key in ("fps", "features", "data_path"):
+        if key not in info:
+            raise FormatError(f"{where}: missing key {key!r}")
+    fps = info["fps"]
+    if not is_int(fps) or not 0 < fps <= MAX_FPS:
+        raise FormatError(f"{where}: fps must be a positive integer up to {MAX_FPS}, found {str(fps)[:40]!r}")
+    features = parse_features(info["features"], where=where)
+    video_keys = features.video_keys
+    if video_keys and not info.get("video_path"):
+        raise FormatError(f"{where}: video features {video_keys} but no video_path")
+    templates: dict[str, str | None] = {}
+    for name in TEMPLATE_FIELDS:
+        # A dataset without cameras stored as video (images only, depth as images) has
+        # ``"video_path": null``: LeRobot writes it so and reads the dataset without it.
+        value = info.get(name)
+        if name == "video_path" and value is None and not video_keys:
+            templates[name] = None
+            continue
+        templates[name] = _check_template(value, name, where)
+    robot_type = info.get("robot_type")
+    if robot_type is not None and (not isinstance(robot_type, str) or len(robot_type) > _MAX_TEXT):
+        raise FormatError(f"{where}: robot_type must be a string or null, found {type(robot_type).__name__}")
+    return LeRobotInfo(
+        codebase_version=version,
+        fps=fps,
+        features=features,
+        data_path=str(templates["data_path"]),
+        video_path=templates["video_path"],
+        robot_type=robot_type,
+        raw=copy.deepcopy(info),
+    )
+
+
+def _check_template(template: object, name: str, where: str) -> str:
+    """A path template from info.json may only use its known fields, with integer formats.
+
+    ``str.format`` on an untrusted template could otherwise reach attributes of its arguments
+    (``{chunk_index.__class__}``); what the template yields is checked again where it is used
+    (``source_relative_path``).
+    """
+    allowed = TEMPLATE_FIELDS[name]
+    if not isinstance(template, str) or not template or len(template) > _MAX_TEXT:
+        raise FormatError(f"{where}: {name} must be a path template string, found {type(template).__name__}")
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as err:
+        raise FormatError(f"{where}: {name} {template[:200]!r} is not a path template ({err})") from None
+    for _, fld, spec, conversion in parts:
+        if fld is None:
+            continue
+        if fld not in allowed or conversion or not all(c.isdigit() or c == "d" for c in spec or ""):
+            raise FormatError(
+                f"{where}: {name} {template[:200]!r} uses {{{fld}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}}; a LeRobot v3 template may only use {list(allowed)} with integer formats"
+            )
+    return template
+
+
+__all__ = ["SUPPORTED_CODEBASE_VERSION", "TEMPLATE_FIELDS", "LeRobotInfo", "parse_lerobot_info"]
