@@ -134,9 +134,18 @@ def plant_shard(root: Path, shard: int, edit: Callable[[pa.Table], pa.Table]) ->
     path = root / shard_parquet_path(shard)
     original = pq.ParquetFile(path)
     buffer = io.BytesIO()
-    with pq.ParquetWriter(buffer, original.schema_arrow, compression="zstd", write_page_index=True) as writer:
-        for group in range(original.metadata.num_row_groups):
-            writer.write_table(edit(original.read_row_group(group)).cast(original.schema_arrow))
+    # Row groups as slices of one read (pyarrow's read_row_group of a later group can give a
+    # struct's null-typed child the wrong length, which a table edit then refuses).
+    whole, starts = original.read(), [0]
+    for group in range(original.metadata.num_row_groups):
+        starts.append(starts[-1] + original.metadata.row_group(group).num_rows)
+    groups = [edit(whole.slice(a, b - a)) for a, b in zip(starts, starts[1:])]
+    # The original schema, unless the edit changed a column's type (a planted column of another type).
+    schema = original.schema_arrow if groups[0].schema.types == original.schema_arrow.types else groups[0].schema
+    with pq.ParquetWriter(buffer, schema, compression="zstd", write_page_index=True) as writer:
+        for table in groups:
+            # (pyarrow's cast gives a struct's null-typed child the wrong length: cast only when needed)
+            writer.write_table(table if table.schema.types == schema.types else table.cast(schema))
     parquet = buffer.getvalue()
     path.write_bytes(parquet)
     metadata = pq.read_metadata(io.BytesIO(parquet))

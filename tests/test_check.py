@@ -28,16 +28,16 @@ def test_a_sound_source_is_ok_and_nothing_is_written(sample_source, tmp_path):
 
 def test_a_frame_mismatch_is_the_error_pack_would_raise_and_pad_makes_it_a_warning(sample_source, tmp_path):
     root = copy_source(sample_source, tmp_path)
-    shift_video_window(root, 2, TOP, end=2 / 30)  # episode 2's window reaches 2 frames into episode 3
+    shift_video_window(root, 2, TOP, end=-2 / 30)  # episode 2's window ends 2 frames before its rows do
     report = check_dataset(str(root))
     assert [(f.level, f.episode, f.camera) for f in report.findings] == [("error", 2, TOP)]
-    assert "video has 32 frames but the episode has 30 rows" in report.findings[0].message
-    with pytest.raises(FrameMismatchError, match="video has 32 frames but the episode has 30 rows"):
+    assert "video has 28 frames but the episode has 30 rows" in report.findings[0].message
+    with pytest.raises(FrameMismatchError, match="video has 28 frames but the episode has 30 rows"):
         pack_dataset(str(root), str(tmp_path / "out"))
     padded = check_dataset(str(root), on_frame_mismatch="pad")
     assert padded.ok and [(f.level, f.episode) for f in padded.warnings] == [("warning", 2)]
     result = CliRunner().invoke(main, ["pack", "--check", str(root)])
-    assert result.exit_code == 1 and "ERROR episode 2, camera observation.images.top: video has 32 frames" in result.output
+    assert result.exit_code == 1 and "ERROR episode 2, camera observation.images.top: video has 28 frames" in result.output
     assert "1 error" in result.output and not (tmp_path / "out" / "manifest.json").exists()
 
 

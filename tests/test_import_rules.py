@@ -103,7 +103,16 @@ RULES: dict[str, set[str]] = {
         "reader.plan",
         "reader.fetch",
     },
-    "packer.tools": {"packer.base", "core.errors", "core.format", "core.storage", "reader.plan", "reader.fetch", "reader.decode"},
+    "packer.tools": {
+        "packer.base",
+        "packer.options",
+        "core.errors",
+        "core.format",
+        "core.storage",
+        "reader.plan",
+        "reader.fetch",
+        "reader.decode",
+    },
     "packer.mixture": {
         "packer.base",
         "packer.options",

@@ -126,7 +126,7 @@ def test_2_a_shard_of_another_size_is_rebuilt_by_a_plain_rerun(sample_source, tm
 )
 def test_2_recorded_options_become_flags_that_parse_back_to_them(options):
     recorded = PackOptions(**options).to_json_dict()
-    flags, unflagged = options_as_flags(recorded)
+    flags, unflagged = options_as_flags(PackOptions.from_recorded(recorded))
     assert unflagged == []
     parsed = parse_pack_args(flags)
     assert PackOptions(**{k: v for k, v in parsed.items() if k in recorded}).to_json_dict() == recorded

@@ -61,16 +61,13 @@ def test_a_truncated_video_names_the_episode_file_and_cause(sample_source, tmp_p
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
-def test_a_longer_video_is_trimmed_under_pad_and_still_verifies(sample_source, tmp_path):
+def test_a_longer_video_is_trimmed_by_default_and_still_verifies(sample_source, tmp_path):
     root = copy_source(sample_source, tmp_path)
     shift_video_window(root, 2, TOP, end=2 / 30)  # episode 2's window reaches 2 frames into episode 3
     dst = tmp_path / "out"
-    with pytest.raises(FrameMismatchError, match=f"episode 2, camera {TOP}: video has 32 frames but the episode has 30 rows"):
-        pack_dataset(str(root), str(dst))
-    # The natural next step, re-running into the same destination with the policy the error
-    # suggests, works: nothing of the first plan was packed, so its plan is replaced.
-    report = pack_dataset(str(root), str(dst), on_frame_mismatch="pad")
-    assert report.padded_episodes == [2]
+    # LeRobot never reads frames past the last row: the member keeps the first 30, by stream copy.
+    report = pack_dataset(str(root), str(dst))
+    assert report.trimmed_episodes == [2] and report.padded_episodes == [] and report.reencoded_episodes == []
     row = next(r for r in episodes_index(dst) if r["episode_index"] == 2)
     assert row[f"video/{TOP}/frames"] == row["length"] == 30
     frames = VideoDecoder(member_bytes(dst, row, TOP)).get_frames_at(indices=list(range(30))).data

@@ -12,7 +12,7 @@ import click
 from lerobot_shards.cli.flags import PACK_FIELDS, storage_option, with_pack_flags
 from lerobot_shards.cli.progress import ProgressLog, pack_progress
 from lerobot_shards.cli.text import human_bytes, plural, printable, printable_lines
-from lerobot_shards.packer.options import flag_of, options_as_flags
+from lerobot_shards.packer.options import PackOptions, flag_of, options_as_flags
 
 
 def pack_summary(report, video: str = "copy") -> str:
@@ -47,6 +47,11 @@ def pack_summary(report, video: str = "copy") -> str:
     else:
         line += f"; kept the source video of all {plural(report.episodes, 'episode')} (copy mode)"
     line += f", dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
+    if report.trimmed_episodes:
+        line += (
+            f", trimmed {len(report.trimmed_episodes)} (videos longer than their rows: the extra frames, which "
+            "LeRobot never reads, are left out)"
+        )
     if report.metadata_left_out:
         line += f"; left out {plural(len(report.metadata_left_out), 'metadata file')} LeRobot does not read"
     return line + ("" if report.finalized else "; run `lerobot-shards finalize` after all parts")
@@ -88,13 +93,17 @@ def parse_pack_args(args: list[str]) -> dict:
 _RECORDED_SCHEMES = ("s3://", "gs://", "gcs://", "az://", "abfs://", "hf://", "http://", "https://", "file://")
 
 
-def repair_hint(dst: str, source: dict, options: dict | None, storage_options: bool) -> str:
+def repair_hint(
+    dst: str, source: dict, options: PackOptions | None, storage_options: bool, options_error: str | None = None
+) -> str:
     """What repairs a damaged pack: ``lerobot-shards pack SRC DST <its options> --repair``,
-    with the source and options the pack records (a local source is recorded by its folder's
-    name only: ``SRC`` then stands for it). The recorded text comes from the pack, so each
-    word is shell-quoted and shown printable; nothing of it is run."""
+    with the source and options the pack records (parsed: ``PackOptions.from_recorded``; a
+    local source is recorded by its folder's name only: ``SRC`` then stands for it). The
+    recorded text comes from the pack, so each word is shell-quoted and shown printable;
+    nothing of it is run."""
     if options is None:
-        return "re-run the `lerobot-shards pack` command that made it, with --repair"
+        why = f" (its recorded options cannot be read: {options_error})" if options_error else ""
+        return printable("re-run the `lerobot-shards pack` command that made it, with --repair" + why)
     flags, unflagged = options_as_flags(options)
     repo_id, uri = source.get("repo_id"), source.get("uri")
     words, note = ["lerobot-shards", "pack"], ""
@@ -281,7 +290,7 @@ def verify_command(dst, decode, pin, storage_options):
             click.echo(f"FAIL {printable(problem)}", err=True)
         raise click.ClickException(
             f"{len(report.problems)} problem(s) in {printable(dst)}; "
-            + repair_hint(dst, report.source, report.options, storage_options is not None)
+            + repair_hint(dst, report.source, report.options, storage_options is not None, report.options_error)
         )
     click.echo(
         f"ok: {report.shards_checked} shards, {report.episodes_checked} episodes"

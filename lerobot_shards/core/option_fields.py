@@ -20,6 +20,7 @@ import difflib
 import functools
 import inspect
 import json
+import numbers
 import textwrap
 import typing
 from collections.abc import Callable
@@ -214,6 +215,45 @@ def check_values(value: Any, error: Callable[[str, str], Exception] = lambda mes
         kind = f.base_type
         if isinstance(kind, type) and dataclasses.is_dataclass(kind) and not isinstance(v, kind):
             raise error(f"{f.name} must be a {kind.__name__}, got {type(v).__name__}", f.name)
+        expected = type_mismatch(v, kind)
+        if expected is not None:
+            raise error(f"{f.name} must be {expected}, got {str(v)[:80]!r} ({type(v).__name__})", f.name)
+
+
+def type_mismatch(value: Any, kind: Any) -> str | None:
+    """What ``value`` should have been for the option type ``kind`` (``int``, ``float``, ``str``,
+    ``bool``, ``dict``, ``tuple[int, ...]``, ``tuple[int, int]``, a ``Literal``, a union of
+    these), or None when it is one. Numbers are never bools; a float takes an int. Types this
+    cannot read (a callable, a class) pass: their own checks apply."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, _UnionType):
+        found = [type_mismatch(value, a) for a in args if a is not type(None)]
+        return None if value is None or any(m is None for m in found) else " or ".join(m for m in found if m)
+    if origin is typing.Literal:
+        return None  # the choices check says what is allowed
+    if kind is bool:
+        return None if isinstance(value, bool) else "true or false"
+    if kind is int:
+        return None if isinstance(value, numbers.Integral) and not isinstance(value, bool) else "an integer"
+    if kind is float:
+        return None if isinstance(value, numbers.Real) and not isinstance(value, bool) else "a number"
+    if kind is str:
+        return None if isinstance(value, str) else "a string"
+    if kind is dict or origin is dict:
+        return None if isinstance(value, dict) else "an object (a dict)"
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            return f"a tuple of {_element_names(args)}"
+        elements = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(elements) != len(value) or any(type_mismatch(v, a) is not None for v, a in zip(value, elements)):
+            return f"a tuple of {_element_names(args)}"
+    return None
+
+
+def _element_names(args: tuple) -> str:
+    if len(args) == 2 and args[1] is Ellipsis:
+        return f"{getattr(args[0], '__name__', args[0])}s"
+    return f"{len(args)} {'/'.join(sorted({getattr(a, '__name__', str(a)) for a in args}))}s"
 
 
 def merge_options(cls: type[T], base: T | None, overrides: dict[str, Any], *, caller: str) -> T:

@@ -10,8 +10,10 @@ flags (and ``mixture task``'s, after ``--``) are made from the same fields
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import asdict, dataclass
 
+from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import FRAME_MISMATCH_POLICIES, ROW_GROUP_TARGET_BYTES, VIDEO_MODES
 from lerobot_shards.core.option_fields import check_values, describe_options, option, option_fields
 from lerobot_shards.core.storage import RetryPolicy
@@ -133,6 +135,13 @@ def _json_object_parser(option_name: str):
     return parse_json_object
 
 
+def _all_ints(values: object) -> bool:
+    try:
+        return all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values)  # type: ignore[union-attr]
+    except TypeError:  # not iterable: the type check names it
+        return False
+
+
 # -- the options ------------------------------------------------------------------------------
 @describe_options
 @dataclass(frozen=True)
@@ -172,8 +181,9 @@ class PackOptions:
         "error",
         choices=FRAME_MISMATCH_POLICIES,
         help=(
-            "When an episode's video frames and rows disagree (or it has no rows): stop with an error, pad short video "
-            "with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest."
+            "When an episode's video has fewer frames than rows (or it has no rows): stop with an error, pad short video "
+            "with its last frame, or leave the episode out; padded/dropped episodes are listed in the manifest. A video "
+            "longer than its rows keeps its first frames under every policy (LeRobot never reads the rest)."
         ),
     )
     windows: dict = option(
@@ -205,12 +215,27 @@ class PackOptions:
     def __post_init__(self) -> None:
         # Normal forms, so equal options compare (and record) equal: sorted unique episodes,
         # a (height, width) tuple, a private windows dict.
-        if self.episodes is not None:
+        # Normal forms first (any iterable of episode indices, a list for a size), so equal
+        # options compare and record equal; then every field's type, choices and range.
+        if self.episodes is not None and not isinstance(self.episodes, (str, bytes)) and _all_ints(self.episodes):
             object.__setattr__(self, "episodes", tuple(sorted({int(e) for e in self.episodes})))
-        if self.resize is not None:
+        if isinstance(self.resize, list):
             object.__setattr__(self, "resize", tuple(self.resize))
-        object.__setattr__(self, "windows", dict(self.windows or {}))
-        check_values(self, _options_error)  # choices, ranges and types, as each field declares them
+        if isinstance(self.windows, dict) or self.windows is None:
+            object.__setattr__(self, "windows", dict(self.windows or {}))
+        check_values(self, _options_error)
+        for name, window in self.windows.items():
+            ok = isinstance(name, str) and isinstance(window, dict)
+            ok = ok and all(
+                isinstance(k, str)
+                and isinstance(v, list)
+                and all(isinstance(o, (int, float)) and not isinstance(o, bool) for o in v)
+                for k, v in window.items()
+            )
+            if not ok:
+                raise OptionsError(
+                    f"windows[{str(name)[:80]!r}] must be {{key: [seconds, ...]}}, got {str(window)[:80]}", option="windows"
+                )
         if self.resize is not None and self.video == "copy":
             raise OptionsError(
                 f"resize {tuple(self.resize)} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source bytes",
@@ -224,6 +249,27 @@ class PackOptions:
             )
         if self.episodes is not None and any(e < 0 for e in self.episodes):
             raise OptionsError(f"episodes {[e for e in self.episodes if e < 0][:10]} are negative", option="episodes")
+
+    @classmethod
+    def from_recorded(cls, recorded: object, *, where: str = "recorded options") -> PackOptions:
+        """The options a plan or manifest records (``to_json_dict``'s form), parsed: every
+        field typed and checked as the constructor checks it. A pack's files are untrusted,
+        so nothing built from its options (a repair command) reads them unchecked.
+
+        Raises:
+            FormatError: not an object, an option this version does not know, or a value its
+                field refuses (names the option).
+        """
+        if not isinstance(recorded, dict):
+            raise FormatError(f"{where}: options must be an object, found {type(recorded).__name__}")
+        known = {f.name for f in option_fields(cls)}
+        unknown = sorted(str(k)[:80] for k in recorded if k not in known)
+        if unknown:
+            raise FormatError(f"{where}: recorded option(s) {unknown} are not options of this lerobot-shards version")
+        try:
+            return cls(**recorded)
+        except OptionsError as err:
+            raise FormatError(f"{where}: recorded option {err.option!r}: {err}") from None
 
     def to_json_dict(self) -> dict:
         """The options as the plan and manifest record them (lists, not tuples)."""
@@ -317,18 +363,20 @@ def _episode_ranges_text(episodes: list[int]) -> str:
     return ",".join(out)
 
 
-def options_as_flags(recorded: dict) -> tuple[list[str], list[str]]:
-    """The ``lerobot-shards pack`` flags that shape a pack as ``recorded`` (a plan's or
-    manifest's ``options``): the flag of every option that differs from its default, whose text
-    parses back to the same value (``parse_pack_args(flags)`` gives these options).
+def options_as_flags(options: PackOptions) -> tuple[list[str], list[str]]:
+    """The ``lerobot-shards pack`` flags that shape a pack as ``options`` (parsed from a plan's
+    or manifest's with ``PackOptions.from_recorded``): the flag of every option that differs
+    from its default, whose text parses back to the same value (``parse_pack_args(flags)``
+    gives these options).
 
     Returns:
-        ``(flags, unflagged)``: the flags, and ``name=value`` of recorded options no flag can
-        give (``pack_dataset`` takes them).
+        ``(flags, unflagged)``: the flags, and ``name=value`` of options no flag can give
+        (``pack_dataset`` takes them).
     """
     flags: list[str] = []
     unflagged: list[str] = []
     defaults = PackOptions().to_json_dict()
+    recorded = options.to_json_dict()
     for f in option_fields(PackOptions):
         value = recorded.get(f.name, defaults[f.name])
         if value == defaults[f.name]:

@@ -41,6 +41,7 @@ _EXPORTS = {
         "FeatureSpec",
         "Features",
         "check_language_type",
+        "parse_feature",
         "parse_features",
     ],
     "lerobot_shards.core.format.lerobot_info": ["LeRobotInfo", "parse_lerobot_info"],

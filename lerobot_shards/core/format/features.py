@@ -498,6 +498,12 @@ def _names(names: Any) -> tuple[str, ...] | None:
     return None
 
 
+def is_depth_pixel_format(name: str | None) -> bool:
+    """Whether a stream's pixel format (FFmpeg's name) is one plane of codes: what a depth video
+    holds (LeRobot writes ``gray12le``); a colour format's luma would read as plausible depth."""
+    return isinstance(name, str) and (name in DEPTH_PIXEL_FORMATS or name.startswith("gray"))
+
+
 def check_language_type(key: str, arrow_type: pa.DataType, *, where: str) -> None:
     """A language column's arrow type is one LeRobot's rows have: a list of structs whose fields
     are among ``LANGUAGE_FIELDS[key]``; ``role``/``content``/``style``/``camera`` text (or null),
@@ -561,6 +567,7 @@ __all__ = [
     "Features",
     "check_language_type",
     "image_column_type_ok",
+    "is_depth_pixel_format",
     "parse_feature",
     "parse_features",
 ]

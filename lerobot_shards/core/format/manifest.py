@@ -360,7 +360,7 @@ def _totals(f: Fields, shards: list[ShardEntry]) -> dict[str, int]:
 
 
 def _extra(f: Fields) -> dict[str, Any]:
-    for key in ("dropped_episodes", "padded_episodes", "reencoded_episodes"):
+    for key in ("dropped_episodes", "padded_episodes", "reencoded_episodes", "trimmed_episodes"):
         if f.has(key):
             f.int_list(key)
     return f.data

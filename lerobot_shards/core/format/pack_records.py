@@ -9,7 +9,7 @@ count as done.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lerobot_shards.core.errors import FormatError
@@ -99,11 +99,15 @@ class ShardReceipt:
     padded: list[int]
     reencoded: list[int]
     bytes_in: int
+    trimmed: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self)
+        data = asdict(self)
+        if not data["trimmed"]:
+            del data["trimmed"]  # written only when an episode was trimmed
+        return data
 
     @classmethod
     def from_json(cls, data: bytes | str, *, shard: int, video_keys: list[str], where: str | None = None) -> ShardReceipt:
@@ -140,6 +144,7 @@ class ShardReceipt:
             padded=f.int_list("padded"),
             reencoded=f.int_list("reencoded"),
             bytes_in=f.int("bytes_in"),
+            trimmed=f.optional("trimmed", f.int_list) or [],
         )
         if sum(int(r["length"]) for r in rows if is_int(r["length"])) != receipt.frames:
             raise FormatError(f"{where}: frames {receipt.frames} is not the sum of its episodes' lengths")

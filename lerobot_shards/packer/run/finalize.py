@@ -327,6 +327,9 @@ def _manifest(
         "padded_episodes": sorted(e for r in receipts for e in r.padded),
         "reencoded_episodes": sorted(e for r in receipts for e in r.reencoded),
     }
+    trimmed = sorted(e for r in receipts for e in r.trimmed)
+    if trimmed:  # only then: manifests of packs without a longer video keep their bytes
+        extra["trimmed_episodes"] = trimmed
     if drift:
         extra["schema_drift"] = drift
     return Manifest(

@@ -63,6 +63,9 @@ class PackReport:
     reencoded_episodes: list[int] = field(default_factory=list)
     dropped_episodes: list[int] = field(default_factory=list)
     padded_episodes: list[int] = field(default_factory=list)
+    # Episodes whose video held more frames than rows: the member keeps the first ``length``
+    # (LeRobot never reads the rest), losslessly.
+    trimmed_episodes: list[int] = field(default_factory=list)
     # Files under the source's meta/ that LeRobot does not read: not copied into the pack.
     metadata_left_out: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -432,6 +435,7 @@ def _account(report: PackReport, receipt: dict, *, written: bool) -> None:
     report.frames += receipt["frames"]
     report.dropped_episodes += receipt["dropped"]
     report.padded_episodes += receipt["padded"]
+    report.trimmed_episodes += receipt.get("trimmed", [])
     report.reencoded_episodes += receipt["reencoded"]
     if written:
         report.shards_written += 1

@@ -227,6 +227,7 @@ def build_shard(
     rows: list[dict] = []
     dropped: list[int] = []
     padded: list[int] = []
+    trimmed: list[int] = []
     reencoded: list[int] = []
     bytes_in = 0
     tar_path = Path(workdir) / "shard.tar"
@@ -256,6 +257,8 @@ def build_shard(
                 continue
             if "pad" in verdicts:
                 padded.append(episode)
+            if "trim" in verdicts:
+                trimmed.append(episode)
             # "Re-encoded" has one meaning: the packer encoded the video (every episode with
             # --video hevc|h264; in copy mode those the source could not be cut for).
             if any(v.reencoded for v in members.values()):
@@ -288,6 +291,7 @@ def build_shard(
         tar_sha256=tar_sha256,
         dropped=dropped,
         padded=padded,
+        trimmed=trimmed,
         reencoded=reencoded,
         bytes_in=bytes_in,
     )
@@ -297,7 +301,7 @@ def _episode_members(
     source: Source, episode: int, length: int, options, videos: OpenVideos, member_source: MemberSource | None
 ) -> tuple[dict[str, EpisodeVideo], set, int]:
     """Each camera's member of one episode (built here, or by ``member_source``), the frame
-    verdicts (``None``, ``"pad"``, ``"drop"``) and the source video bytes read.
+    verdicts (``None``, ``"pad"``, ``"drop"``, ``"trim"``) and the source video bytes read.
 
     Raises:
         FrameMismatchError: frames and rows disagree and ``on_frame_mismatch`` refuses it.
@@ -343,6 +347,7 @@ def _seal(
     tar_sha256: str,
     dropped: list[int],
     padded: list[int],
+    trimmed: list[int],
     reencoded: list[int],
     bytes_in: int,
 ) -> BuiltShard:
@@ -370,4 +375,6 @@ def _seal(
         "reencoded": reencoded,
         "bytes_in": bytes_in,
     }
+    if trimmed:  # only then: receipts of packs without a longer video keep their bytes
+        receipt["trimmed"] = trimmed
     return BuiltShard(tar_path=tar_path, parquet_path=parquet_path, receipt=receipt)

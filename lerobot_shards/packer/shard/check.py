@@ -198,7 +198,17 @@ def _check_camera(
     except FrameMismatchError as err:
         add(Finding("error", str(err).removeprefix(f"episode {episode}, camera {key}: "), episode, key))
         return
-    if verdict is not None:
+    if verdict == "trim":
+        add(
+            Finding(
+                "warning",
+                f"video has {found} frames for {length} rows: the member keeps the first {length} (LeRobot never reads "
+                "the others)",
+                episode,
+                key,
+            )
+        )
+    elif verdict is not None:
         add(
             Finding(
                 "warning",
@@ -208,8 +218,6 @@ def _check_camera(
                 key,
             )
         )
-    elif found > length:
-        add(Finding("warning", f"video has {found} frames for {length} rows: trimmed to the first {length}", episode, key))
     if video is None and found and (options.video == "copy" or key in source.depth):
         how = "losslessly (depth)" if key in source.depth else "with the hevc settings"
         add(Finding("warning", f"cannot be cut at a keyframe as one decode run: copy mode re-encodes it {how}", episode, key))

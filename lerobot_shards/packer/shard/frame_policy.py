@@ -2,9 +2,11 @@
 
 LeRobot decodes row ``j`` of an episode from its video; a member with fewer frames than the
 episode has rows cannot give every row its frame. ``error`` refuses to pack such an episode,
-``pad`` keeps it (a reader repeats the member's last frame for rows past its end; a longer
-video is trimmed to the rows), ``drop-episode`` leaves it out. The manifest lists padded and
-dropped episodes.
+``pad`` keeps it (a reader repeats the member's last frame for rows past its end),
+``drop-episode`` leaves it out. A video *longer* than its rows (LeRobot's v2.1 converter leaves
+1-3 frames past an episode's end) loses nothing: LeRobot never reads frames past the last row,
+so the member keeps the first ``length`` frames under every policy (``"trim"``). The manifest
+lists padded, dropped and trimmed episodes.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import Literal
 
 from lerobot_shards.packer.errors import FrameMismatchError
 
-Verdict = Literal["pad", "drop"] | None
+Verdict = Literal["pad", "drop", "trim"] | None
 
 
 def frame_verdict(found: int, length: int, policy: str, *, episode: int, key: str, where: str) -> Verdict:
-    """The verdict for one camera of an episode: ``None`` (frames match), ``"pad"`` or ``"drop"``.
+    """The verdict for one camera of an episode: ``None`` (frames match), ``"trim"`` (more frames
+    than rows, whatever the policy: the extra ones are never read), ``"pad"`` or ``"drop"``.
 
     An empty window (``found == 0``) cannot be padded: ``pad`` refuses it like ``error``.
 
@@ -27,6 +30,8 @@ def frame_verdict(found: int, length: int, policy: str, *, episode: int, key: st
     """
     if found == length:
         return None
+    if found > length:
+        return "trim"
     if policy == "pad" and found > 0:
         return "pad"
     if policy == "drop-episode":

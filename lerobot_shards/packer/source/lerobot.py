@@ -33,7 +33,13 @@ from lerobot_shards.core.format import (
     open_image,
     sha256_hex,
 )
-from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, Features, check_language_type, image_column_type_ok
+from lerobot_shards.core.format.features import (
+    LANGUAGE_COLUMNS,
+    Features,
+    check_language_type,
+    image_column_type_ok,
+    is_depth_pixel_format,
+)
 from lerobot_shards.core.format.fields import canonical_json
 from lerobot_shards.core.format.layout import source_relative_path
 from lerobot_shards.core.format.limits import (
@@ -52,9 +58,9 @@ from lerobot_shards.core.format.limits import (
     SOURCE_SAMPLES_SLACK,
 )
 from lerobot_shards.core.format.parquet import Budget, feature_budget, read_bounded, read_parquet_schema
-from lerobot_shards.packer.errors import SourceError
+from lerobot_shards.packer.errors import SourceError, VideoCutError
 from lerobot_shards.packer.source.info import parse_info
-from lerobot_shards.packer.source.video import VideoLocation, video_duration_s
+from lerobot_shards.packer.source.video import VideoLocation, stream_pixel_format, video_duration_s
 
 log = logging.getLogger(__name__)
 
@@ -389,11 +395,37 @@ class LeRobotSource:
             for name in schema.names:
                 if name not in present:
                     present.append(name)
+        self._check_depth_streams(episodes)
         return SchemaDrift(
             only_in_info=[k for k in declared if k not in present],
             only_in_parquet=[c for c in present if c not in declared],
             columns=present,
         )
+
+    def _check_depth_streams(self, episodes: list[int]) -> None:
+        """A depth camera's video files hold one plane of codes, as its feature declares: the
+        stream's pixel format (from its codec configuration) is grey, not colour (whose luma
+        would pass for plausible depth). One probe per file.
+
+        Raises:
+            SourceError: names the camera, the file and the pixel format found.
+        """
+        for key in self.video_keys:
+            if key not in self.depth:
+                continue
+            files = sorted({self.video_location(e, key).path for e in episodes})
+            for path in files:
+                if not path.is_file():
+                    continue  # reported missing where it is read
+                try:
+                    found = stream_pixel_format(path)
+                except VideoCutError as err:
+                    raise SourceError(str(err)) from None
+                if found is not None and not is_depth_pixel_format(found):
+                    raise SourceError(
+                        f"{path}: depth camera {key}: the stream (its codec configuration) is {found}, not one plane of "
+                        "depth codes; its feature declares is_depth_map, which LeRobot writes only for gray12le video"
+                    )
 
     def _check_column_types(self, schema: pa.Schema, path: Path) -> None:
         """Columns whose type the features fix (LeRobot's language rows, pictures) have it.

@@ -69,6 +69,20 @@ def open_video(path: Path):
     return container, container.streams.video[0]
 
 
+def stream_pixel_format(path: Path) -> str | None:
+    """The pixel format FFmpeg reads from the first video stream's codec configuration (no frame
+    is decoded), or None when it cannot tell.
+
+    Raises:
+        VideoCutError: the file does not open or holds no video stream.
+    """
+    container, stream = open_video(path)
+    try:
+        return stream.codec_context.pix_fmt
+    finally:
+        container.close()
+
+
 class SourceVideoReader:
     """Packets of consecutive episode windows of one concatenated file, in one demux pass.
 

@@ -61,7 +61,12 @@ class DatasetSummary:
             ("windows", self._windows() or "-"),
             (
                 "dropped / padded / re-encoded",
-                f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes",
+                f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"
+                + (
+                    f"; {len(m.extra['trimmed_episodes'])} trimmed (video longer than the rows)"
+                    if m.extra.get("trimmed_episodes")
+                    else ""
+                ),
             ),
         ]
 
@@ -104,6 +109,7 @@ class DatasetSummary:
             "dropped_episodes": m.extra.get("dropped_episodes", []),
             "padded_episodes": m.extra.get("padded_episodes", []),
             "reencoded_episodes": m.extra.get("reencoded_episodes", []),
+            "trimmed_episodes": m.extra.get("trimmed_episodes", []),
         }
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_shards.core.errors import FormatError, StorageError
+from lerobot_shards.core.errors import DecodeError, FormatError, StorageError
 from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
+    MANIFEST_PATH,
     PLAN_PATH,
     SAMPLES_INDEX_PATH,
     TASKS_PATH,
@@ -30,6 +31,8 @@ from lerobot_shards.core.format import (
     PackPlan,
     check_bytes,
     check_mp4,
+    image_column_bytes,
+    open_image,
     pad_column,
     parse_episodes_index,
     samples_index_schema,
@@ -37,11 +40,13 @@ from lerobot_shards.core.format import (
     shard_tar_path,
     video_member_name,
 )
+from lerobot_shards.core.format.features import image_column_type_ok
 from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
 from lerobot_shards.core.format.parquet import iter_bounded_batches
 from lerobot_shards.core.format.parquet.bounded import read_parquet_schema
 from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, feature_budget, parse_footer
 from lerobot_shards.core.storage import Storage
+from lerobot_shards.packer.options import PackOptions
 from lerobot_shards.reader.fetch.packed_index import load_tasks, read_manifest, verified_read
 from lerobot_shards.reader.plan.windows import pad_counts, resolve_delta_timestamps
 
@@ -56,11 +61,15 @@ class VerifyReport:
     shards_checked: int = 0
     episodes_checked: int = 0
     members_decoded: int = 0
+    pictures_decoded: int = 0
     manifest_sha256: str = ""
     # What the pack records about how it was made (the manifest's, else pack-plan.json's):
-    # the source and the options a repairing ``pack --repair`` must be given. Untrusted text.
+    # the source and the options a repairing ``pack --repair`` must be given, parsed
+    # (``PackOptions.from_recorded``); ``options_error`` says why they could not be. The source
+    # is untrusted text (shown quoted, never run).
     source: dict = field(default_factory=dict)
-    options: dict | None = None
+    options: PackOptions | None = None
+    options_error: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -96,7 +105,7 @@ def verify(
         report.problems.append(str(err))
         _recorded_by_plan(storage, report)
         return report
-    report.source, report.options = manifest.source, manifest.options
+    _recorded(report, manifest.source, manifest.options, where=storage.describe(MANIFEST_PATH))
     intact = _files(storage, manifest, report)
     # A file whose digest differs is reported, never parsed: its bytes are not the packed ones,
     # and nothing bounds what a parser of them would allocate.
@@ -118,7 +127,9 @@ def verify(
         mine = episodes[first:stop]
         report.episodes_checked += len(mine)
         _guarded(
-            report, shard_parquet_path(shard.index), functools.partial(_shard_parquet_problems, storage, manifest, shard, mine)
+            report,
+            shard_parquet_path(shard.index),
+            functools.partial(_shard_parquet_problems, storage, manifest, shard, mine, decode, report),
         )
         _guarded(
             report,
@@ -137,7 +148,17 @@ def _recorded_by_plan(storage: Storage, report: VerifyReport) -> None:
         plan = PackPlan.from_json(data, where=storage.describe(PLAN_PATH))
     except (FormatError, StorageError, FileNotFoundError):
         return
-    report.source, report.options = plan.source, plan.options
+    _recorded(report, plan.source, plan.options, where=storage.describe(PLAN_PATH))
+
+
+def _recorded(report: VerifyReport, source: dict, options: object, *, where: str) -> None:
+    """Keep how the pack says it was made, its options parsed: recorded values of the wrong
+    type (a hostile or damaged record) leave ``options`` None and say why, never a crash."""
+    report.source = source if isinstance(source, dict) else {}
+    try:
+        report.options = PackOptions.from_recorded(options, where=where)
+    except FormatError as err:
+        report.options, report.options_error = None, str(err)
 
 
 def _guarded(report: VerifyReport, rel: str, check) -> None:
@@ -243,8 +264,12 @@ def _samples_index_problems(storage: Storage, manifest: Manifest, episodes: Epis
     return problems
 
 
-def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episodes) -> list[str]:
-    """Footer and row groups parse and check as a reader checks them; rows match the index."""
+def _shard_parquet_problems(
+    storage: Storage, manifest: Manifest, shard, episodes, decode: bool, report: VerifyReport
+) -> list[str]:
+    """Footer and row groups parse and check as a reader checks them; rows match the index;
+    columns whose type the format fixes have it; with ``decode``, every picture of an image
+    feature decodes to its feature's shape."""
     rel = shard_parquet_path(shard.index)
     where = storage.describe(rel)
     try:
@@ -297,6 +322,29 @@ def _shard_parquet_problems(storage: Storage, manifest: Manifest, shard, episode
                 and np.array_equal(rows["index"].to_numpy(), entry.dataset_from_index + frames)
             ):
                 problems.append(f"{where}: rows of episode {entry.episode_index} in row group {group} do not match the index")
+            elif decode:
+                problems += _picture_problems(rows, manifest, entry.episode_index, where, report)
+    return problems
+
+
+def _picture_problems(rows, manifest: Manifest, episode: int, where: str, report: VerifyReport) -> list[str]:
+    """Every picture of the episode's image features decodes to its feature's shape (the
+    reader's own check, ``open_image``), counted in ``report.pictures_decoded``."""
+    problems = []
+    for key in manifest.features.image_keys:
+        camera = manifest.features[key].camera
+        if key not in rows.column_names or camera is None:
+            continue
+        if not image_column_type_ok(rows[key].type):
+            problems.append(f"{where}: image feature {key!r} is stored as {str(rows[key].type)[:120]}")
+            continue
+        for frame, cell in enumerate(rows[key].to_pylist()):
+            try:
+                open_image(image_column_bytes(cell), camera=camera, where=f"{where} episode {episode} image {key} frame {frame}")
+            except (FormatError, DecodeError) as err:
+                problems.append(str(err))
+                break  # one bad picture names the episode's feature; the rest would repeat it
+            report.pictures_decoded += 1
     return problems
 
 

@@ -27,8 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
-from lerobot_shards.core.errors import EpisodeDataError, IntegrityError, ShortReadError, StorageError
+from lerobot_shards.core.errors import EpisodeDataError, FormatError, IntegrityError, ShortReadError, StorageError
 from lerobot_shards.core.format import EpisodeEntry, check_bytes, shard_parquet_path, shard_tar_path
+from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, Features, check_language_type, image_column_type_ok
 from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, parse_footer
 from lerobot_shards.core.storage import RetryPolicy, Storage
 from lerobot_shards.reader.fetch.catalog import CatalogPack, EpisodeCatalog
@@ -81,6 +82,26 @@ def column_values(array: pa.ChunkedArray):
     if np.issubdtype(values.dtype, np.integer):
         return torch.from_numpy(values.astype(np.int64))
     return torch.from_numpy(values.astype(np.float32))
+
+
+def _check_column_types(schema: pa.Schema, features: Features, *, where: str) -> None:
+    """Columns whose type the format fixes have it (a hostile pack's shard parquet may hold
+    anything under a language or picture column's name): LeRobot's language rows, pictures.
+
+    Raises:
+        EpisodeDataError: names the file, the column, the type found and the one expected.
+    """
+    for name in LANGUAGE_COLUMNS:
+        if name in schema.names:
+            try:
+                check_language_type(name, schema.field(name).type, where=where)
+            except FormatError as err:
+                raise EpisodeDataError(str(err)) from None
+    for key in features.image_keys:
+        if key in schema.names and not image_column_type_ok(schema.field(key).type):
+            raise EpisodeDataError(
+                f"{where}: image feature {key!r} is stored as {str(schema.field(key).type)[:120]}, not LeRobot's {{bytes, path}}"
+            )
 
 
 def _held_bytes(column) -> int:
@@ -351,6 +372,9 @@ class EpisodeFetcher:
                 f"{storage.describe(shard_parquet_path(entry.shard))}: rows [{entry.row_start}, "
                 f"{entry.row_start + entry.length}) are not episode {entry.episode_index}'s"
             )
+        _check_column_types(
+            rows.schema, catalog.datasets[dataset].features, where=storage.describe(shard_parquet_path(entry.shard))
+        )
         columns = {name: column_values(rows[name]) for name in rows.column_names}
         video: dict[str, bytes] = {}
         if size:

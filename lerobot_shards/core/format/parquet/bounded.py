@@ -208,7 +208,9 @@ def materialized_bytes(array: pa.Array | pa.ChunkedArray) -> int:
         lengths = pc.binary_length(array.dictionary) if _is_binary_like(kind.value_type) else None
         if lengths is None:
             return len(array) * max(kind.value_type.bit_width // 8, 1)
-        used = pc.take(lengths.fill_null(0), array.indices.fill_null(0))
+        # A null index needs no lookup (take gives null, sum skips it): an all-null column has an
+        # empty dictionary, where filling the nulls with index 0 would index past its end.
+        used = pc.take(lengths.fill_null(0), array.indices)
         return int(pc.sum(used).as_py() or 0) + 8 * len(array)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         return 8 * len(array) + materialized_bytes(array.flatten())

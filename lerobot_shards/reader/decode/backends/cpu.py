@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import torch
 
-from lerobot_shards.core.errors import DecodeError
+from lerobot_shards.core.errors import DecodeError, FormatError
 from lerobot_shards.core.format import check_mp4
 from lerobot_shards.reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size, write_rows
 from lerobot_shards.reader.decode.spec import EpisodeDecoder, FrameSpec
@@ -59,8 +59,8 @@ def open_member(
         check_mp4(data, where=where)
     try:
         return backend.member_decoder(data, spec, depth=depth)
-    except DecodeError as err:
-        raise DecodeError(f"{where}: {err}") from None
+    except (DecodeError, FormatError) as err:  # what the member is, named with where it is
+        raise type(err)(f"{where}: {err}") from None
     except Exception as err:
         raise DecodeError(f"{where}: cannot open video ({type(err).__name__}: {err})") from err
 

@@ -9,7 +9,8 @@ import io
 import numpy as np
 import torch
 
-from lerobot_shards.core.errors import DecodeError
+from lerobot_shards.core.errors import DecodeError, FormatError
+from lerobot_shards.core.format.features import is_depth_pixel_format
 from lerobot_shards.reader.decode.backends.cpu import CpuDecoderBackend
 from lerobot_shards.reader.decode.spec import EpisodeDecoder, FrameSpec, check_frame_spec
 
@@ -40,6 +41,9 @@ class PyAVDecoder:
             self._stream.codec_context.thread_count = 1  # workers are the parallelism; as torchcodec
             packets = [(p.pts, p.is_keyframe) for p in self._container.demux(self._stream) if p.size]
             context = self._stream.codec_context
+            if pixel_format == "gray12le" and not is_depth_pixel_format(context.pix_fmt):
+                # A depth member must be one plane of codes: a colour stream's luma would read as depth.
+                raise FormatError(f"a depth member whose stream is {context.pix_fmt}, not one plane of depth codes")
             check_frame_spec((context.height, context.width, len(packets)), spec)
         except BaseException:
             self._container.close()
