@@ -41,13 +41,13 @@ def test_a_frame_mismatch_is_the_error_pack_would_raise_and_pad_makes_it_a_warni
     assert "1 error" in result.output and not (tmp_path / "out" / "manifest.json").exists()
 
 
-def test_an_episode_that_does_not_start_on_a_keyframe_is_said_to_be_reencoded(sample_source, tmp_path):
+def test_an_episode_that_does_not_start_on_a_keyframe_is_cut_exactly(sample_source, tmp_path):
     root = copy_source(sample_source, tmp_path)
     shift_video_window(root, 2, TOP, start=1 / 30)  # starts one frame in: not a keyframe (GOP 2), one frame short
     report = check_dataset(str(root), on_frame_mismatch="pad")
-    assert report.reencoded == [2]
-    assert any(f.episode == 2 and "copy mode re-encodes it" in f.message for f in report.warnings)
-    assert pack_dataset(str(root), str(tmp_path / "out"), on_frame_mismatch="pad").reencoded_episodes == [2]
+    assert report.reencoded == []  # cut from the keyframe before, the pre-roll skipped on read
+    assert not any("re-encodes" in f.message for f in report.warnings)
+    assert pack_dataset(str(root), str(tmp_path / "out"), on_frame_mismatch="pad").reencoded_episodes == []
 
 
 def test_timestamps_lerobot_would_refuse_are_named(sample_source, tmp_path):

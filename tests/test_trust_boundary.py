@@ -546,3 +546,87 @@ def test_a_key_with_a_slash_or_a_control_character_is_refused_at_the_start(pictu
         _edit_info(root, lambda info, bad=bad: info["features"].update({bad: info["features"]["next.reward"]}))
         with pytest.raises(SourceError, match=r"is not allowed: LeRobot keys are 1-200 characters without '/'"):
             pack_dataset(str(root), str(tmp_path / f"out{len(bad)}"))
+
+
+@pytest.fixture(scope="module")
+def one_stream_source(tmp_path_factory) -> tuple[Path, torch.Tensor, list[int]]:
+    """LeRobot's image-to-video converter encodes all of a camera's episodes as one stream with
+    GOP 2: with these lengths episodes 1, 2 and 3 start between keyframes. Returns the source,
+    every frame of the stream as torchcodec decodes it (what LeRobot reads) and the starts."""
+    from lerobot_shards.testing import encode_episode_video, identity_frame
+
+    lengths = (15, 14, 16, 15, 15)
+    src = tmp_path_factory.mktemp("one-stream") / "src"
+    write_sample_dataset(src, SampleSpec(episodes=5, lengths=lengths, gop=2, cameras=(CameraSpec(TOP, 64, 96),)))
+    video = next((src / "videos" / TOP).rglob("*.mp4"))
+    frames = np.stack([identity_frame(e, j, 64, 96, 0) for e, n in enumerate(lengths) for j in range(n)])
+    encode_episode_video(frames, video, 30, crf=30, gop=2, preset=12)
+    from torchcodec.decoders import VideoDecoder
+
+    decoded = VideoDecoder(str(video), seek_mode="exact").get_frames_at(indices=list(range(sum(lengths)))).data
+    starts = np.cumsum((0,) + lengths[:-1]).tolist()
+    return src, decoded, starts
+
+
+def test_copy_mode_stays_exact_when_an_episode_starts_between_keyframes(one_stream_source, tmp_path):
+    """The member starts at the keyframe before the episode and the reader skips the pre-roll
+    (``video/<key>/preroll``, format 4): every frame equals LeRobot's, where the re-encode
+    these episodes got before differed by up to 16/255 in 49 of 75 samples."""
+    src, decoded, starts = one_stream_source
+    pack = tmp_path / "pack"
+    report = pack_dataset(str(src), str(pack))
+    assert report.reencoded_episodes == []
+    manifest = json.loads((pack / "manifest.json").read_text())
+    assert manifest["format_version"] == 4
+    rows = {r["episode_index"]: r for r in pq.read_table(pack / "index" / "episodes.parquet").to_pylist()}
+    assert [rows[e][f"video/{TOP}/preroll"] for e in range(5)] == [0, 1, 1, 1, 0]
+    for ds in (
+        PackedDataset(str(pack), shuffle=False, return_uint8=True),
+        PackedDataset(str(pack), shuffle=False, decoder="pyav", return_uint8=True),
+    ):
+        for sample in ds:
+            e, j = int(sample["episode_index"]), int(sample["frame_index"])
+            assert torch.equal(sample[TOP], decoded[starts[e] + j]), (e, j)
+    windowed = PackedDataset(str(pack), shuffle=False, return_uint8=True, delta_timestamps={TOP: [-2 / 30, 0.0]})
+    for sample in windowed:
+        e, j = int(sample["episode_index"]), int(sample["frame_index"])
+        assert torch.equal(sample[TOP][0], decoded[starts[e] + max(j - 2, 0)])
+    assert verify(str(pack), decode=True).ok
+    # A compiled mixture carries the pre-roll too (mixture version 4).
+    mix = tmp_path / "mix"
+    shutil.copytree(pack, mix / "a")
+    assert CliRunner().invoke(cli, ["mixture", "create", str(mix)]).exit_code == 0
+    assert json.loads((mix / "mixture.json").read_text())["version"] == 4
+    for sample in MixtureDataset(str(mix / "mixture.json"), shuffle=False, return_uint8=True):
+        e, j = int(sample["episode_index"]), int(sample["frame_index"])
+        assert torch.equal(sample[TOP], decoded[starts[e] + j])
+
+
+def test_a_pack_without_pre_roll_stays_format_3(picture_source, tmp_path):
+    pack_dataset(str(picture_source), str(tmp_path / "pack"))
+    assert json.loads((tmp_path / "pack" / "manifest.json").read_text())["format_version"] == 3
+
+
+def test_the_demuxer_path_cuts_from_the_keyframe_before_too(one_stream_source, tmp_path):
+    """Files the byte-range cut does not take (an edit list, another muxer's timing) are cut by
+    the demuxer, which now also keeps the packets since the keyframe before an episode."""
+    from lerobot_shards.packer.shard import cut_episode
+    from lerobot_shards.packer.source import SourceVideoReader, open_dataset_source
+
+    src, decoded, starts = one_stream_source
+    source = open_dataset_source(src)
+    location = source.video_location(0, TOP)
+    reader = SourceVideoReader(location.path)
+    from torchcodec.decoders import VideoDecoder
+
+    try:
+        for e in range(5):
+            length = source.episodes[e]["length"]
+            video, found = cut_episode(source.video_location(e, TOP), reader, max_frames=length)
+            assert video is not None and found == length and video.preroll == (1 if e in (1, 2, 3) else 0), (e, video)
+            frames = (
+                VideoDecoder(video.data, seek_mode="exact").get_frames_at(indices=[video.preroll + j for j in range(length)]).data
+            )
+            assert torch.equal(frames, decoded[starts[e] : starts[e] + length]), e
+    finally:
+        reader.close()

@@ -72,11 +72,15 @@ def test_one_pass_over_a_file_equals_independent_cuts_in_any_order(source):
         reader.close()
 
 
-def test_a_window_that_does_not_start_on_a_keyframe_is_not_cut(source):
+def test_a_window_that_does_not_start_on_a_keyframe_is_cut_from_the_keyframe_before(source):
+    """The member starts at the keyframe before the window: one pre-roll frame, then the 30
+    frames of the window exactly (decoded, never re-encoded)."""
     location = source.video_location(2, TOP)  # 30 frames, keyframes every 2 frames
     shifted = VideoLocation(location.path, location.from_timestamp + 1 / 30, location.to_timestamp + 1 / 30)
     video, found = cut_episode(shifted)
-    assert video is None and found == 30
+    assert video is not None and found == 30 and video.preroll == 1 and video.frames == 30 and not video.reencoded
+    frames = VideoDecoder(video.data).get_frames_at(indices=list(range(31))).data
+    assert [read_identity(f.numpy()) for f in frames] == [(2, j) for j in range(30)] + [(3, 0)]
 
 
 def test_reencode_decodes_from_the_episodes_keyframe_and_matches_lerobot(sample_source, source):

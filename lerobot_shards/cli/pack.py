@@ -47,6 +47,11 @@ def pack_summary(report, video: str = "copy") -> str:
     else:
         line += f"; kept the source video of all {plural(report.episodes, 'episode')} (copy mode)"
     line += f", dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
+    if report.preroll_episodes:
+        line += (
+            f", cut {len(report.preroll_episodes)} that start between keyframes from the keyframe before "
+            "(exact; readers skip those frames)"
+        )
     if report.trimmed_episodes:
         line += (
             f", trimmed {len(report.trimmed_episodes)} (videos longer than their rows: the extra frames, which "

@@ -47,8 +47,8 @@ from lerobot_shards.core.errors import (
 from lerobot_shards.core.format import sha256_hex
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
-from lerobot_shards.core.format.mixture import MixtureEntry, MixtureSpec, resolve_dataset_path
-from lerobot_shards.core.format.mixture_index import INDEX_FILES, table_budget
+from lerobot_shards.core.format.mixture import PREROLL_VERSION, MixtureEntry, MixtureSpec, resolve_dataset_path
+from lerobot_shards.core.format.mixture_index import INDEX_FILES, PREROLL_COLUMN, table_budget
 from lerobot_shards.core.format.parquet import read_bounded
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.storage import RetryPolicy, Storage
@@ -524,6 +524,7 @@ def _read_table(base: Storage, spec: MixtureSpec, name: str, data: bytes, where:
         cameras=cameras,
         encoded=len(data),
         duplicates=max(listed.values(), default=1),
+        preroll=spec.version >= PREROLL_VERSION,
     )
     return read_bounded(
         data,
@@ -555,6 +556,10 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
     # One round of requests for the four tables, each checked against its recorded digest.
     data = read_recorded_all(base, {n: _recorded(spec, n) for n in names_read})
     tables = {name: _read_table(base, spec, name, data.pop(name), where) for name in names_read}
+    if PREROLL_COLUMN[0] in tables["episodes"].column_names and spec.version < PREROLL_VERSION:
+        raise MixtureSpecError(
+            f"{where}: the compiled episodes table lists members' pre-roll, which needs version {PREROLL_VERSION}"
+        )
     return EpisodeCatalog.from_tables(
         datasets,
         tables,

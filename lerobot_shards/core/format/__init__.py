@@ -66,6 +66,8 @@ _EXPORTS = {
         "INDEX_DIR",
         "INFO_PATH",
         "MANIFEST_PATH",
+        "PREROLL_FIELD",
+        "PREROLL_FORMAT_VERSION",
         "META_DIR",
         "ROW_GROUP_TARGET_BYTES",
         "SAMPLES_INDEX_PATH",

@@ -20,6 +20,8 @@ import pyarrow.compute as pc
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.layout import (
     EPISODES_INDEX_PATH,
+    PREROLL_FIELD,
+    PREROLL_FORMAT_VERSION,
     VIDEO_CODECS,
     VIDEO_MEMBER_FIELDS,
     pad_column,
@@ -78,11 +80,14 @@ SAMPLE_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 )
 
 
-def episodes_index_schema(video_keys: list[str]) -> pa.Schema:
-    """The exact Arrow schema of ``index/episodes.parquet`` for these cameras."""
+def episodes_index_schema(video_keys: list[str], *, preroll: bool = False) -> pa.Schema:
+    """The exact Arrow schema of ``index/episodes.parquet`` for these cameras; ``preroll``
+    (format 4) adds each camera's ``video/<key>/preroll`` after its other member columns."""
     fields = [pa.field(name, arrow_type) for name, arrow_type in EPISODE_COLUMNS]
     for key in video_keys:
         fields += [pa.field(video_column(key, name), arrow_type) for name, arrow_type in MEMBER_COLUMN_TYPES.items()]
+        if preroll:
+            fields.append(pa.field(video_column(key, PREROLL_FIELD), pa.int64()))
     return pa.schema(fields)
 
 
@@ -97,13 +102,28 @@ def samples_index_schema(windows: dict[str, dict[str, object]]) -> pa.Schema:
 
 @dataclass(frozen=True)
 class CameraMember:
-    """One camera's mp4 member of an episode: its byte range in the shard tar and digest."""
+    """One camera's mp4 member of an episode: its byte range in the shard tar and digest.
+
+    ``frames`` are the frames rows read; ``preroll`` (format 4) the frames before them (the
+    member starts on the keyframe before its episode's first frame): the member holds
+    ``samples`` = ``preroll + frames`` frames and row ``j`` reads frame ``position(j)``."""
 
     offset: int
     size: int
     frames: int
     sha256: str
     codec: str
+    preroll: int = 0
+
+    @property
+    def samples(self) -> int:
+        """Frames the member's mp4 holds (what a decoder of it sees)."""
+        return self.preroll + self.frames
+
+    def position(self, row: int) -> int:
+        """The member frame of an episode row: past the pre-roll, and rows past a short video
+        (``--on-frame-mismatch pad``) reuse its last frame."""
+        return self.preroll + min(row, self.frames - 1)
 
 
 @dataclass(frozen=True)
@@ -168,12 +188,13 @@ def parse_episodes_index(
 
 
 def _parse_episodes_index(data: bytes, manifest: Manifest, where: str, with_tasks: bool) -> EpisodeTable:
-    expected = episodes_index_schema(manifest.video_keys)
+    preroll = manifest.format_version >= PREROLL_FORMAT_VERSION
+    expected = episodes_index_schema(manifest.video_keys, preroll=preroll)
     columns = expected.names if with_tasks else [name for name in expected.names if name != "tasks"]
     episodes = manifest.totals["episodes"]
     if episodes > MAX_DATASET_EPISODES:
         raise FormatError(f"{where}: the manifest records {episodes} episodes, more than the {MAX_DATASET_EPISODES} allowed")
-    budget = episodes_index_budget(manifest.video_keys, rows=episodes, encoded=len(data))
+    budget = episodes_index_budget(manifest.video_keys, rows=episodes, encoded=len(data), preroll=preroll)
     reader = read_bounded_columns(
         data,
         where=where,
@@ -269,11 +290,14 @@ _EPISODE_ROW_BYTES = row_bytes((f for f in episodes_index_schema([]) if f.name !
 _MEMBER_ROW_BYTES = row_bytes(episodes_index_schema(["camera"]), string_bytes=64) - row_bytes(
     episodes_index_schema([]), string_bytes=64
 )
+_PREROLL_ROW_BYTES = row_bytes(episodes_index_schema(["camera"], preroll=True), string_bytes=64) - row_bytes(
+    episodes_index_schema(["camera"]), string_bytes=64
+)
 # The honest index at the format's maxima (tasks aside): the most one may decode to.
 MAX_EPISODES_INDEX_BYTES = MAX_DATASET_EPISODES * _EPISODE_ROW_BYTES + MAX_DATASET_MEMBERS * _MEMBER_ROW_BYTES
 
 
-def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int) -> Budget:
+def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int, preroll: bool = False) -> Budget:
     """What reading an episodes index of ``rows`` episodes may decode to: what an honest index
     of that many episodes with these cameras can be (at most ``MAX_EPISODES_INDEX_BYTES``, the
     index at ``MAX_DATASET_EPISODES`` and ``MAX_DATASET_MEMBERS``) with a few task values per
@@ -284,7 +308,9 @@ def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int)
     than any fixed expansion factor honest data would fit (sorted integers, repeated row-group
     digests: 32x measured), so the rows are sized from the manifest's count, and what they may
     cost is what an honest index of that count is."""
-    honest = min(MAX_EPISODES_INDEX_BYTES, rows * (_EPISODE_ROW_BYTES + len(video_keys) * _MEMBER_ROW_BYTES))
+    member = _MEMBER_ROW_BYTES + (_PREROLL_ROW_BYTES if preroll else 0)  # format 4: each member's pre-roll
+    cap = MAX_EPISODES_INDEX_BYTES + (MAX_DATASET_MEMBERS * _PREROLL_ROW_BYTES if preroll else 0)
+    honest = min(cap, rows * (_EPISODE_ROW_BYTES + len(video_keys) * member))
     tasks = rows * INDEX_TASKS_PER_EPISODE * value_bytes(0, 1, strings=True)
     return Budget(
         max_bytes=honest + tasks,
@@ -389,6 +415,7 @@ class EpisodeTable(Sequence):
     member_codec: np.ndarray  # (E, C) int8, index into VIDEO_CODECS
     member_sha256: np.ndarray  # (E, C, 32) uint8
     tasks: pa.ListArray | None = None  # per episode, when read with tasks
+    member_preroll: np.ndarray | None = None  # (E, C) int64, format 4; None: no member has pre-roll
 
     def __post_init__(self) -> None:
         for value in vars(self).values():
@@ -410,6 +437,7 @@ class EpisodeTable(Sequence):
                 frames=int(self.member_frames[i, k]),
                 sha256=self.member_sha256[i, k].tobytes().hex(),
                 codec=VIDEO_CODECS[int(self.member_codec[i, k])],
+                preroll=int(self.member_preroll[i, k]) if self.member_preroll is not None else 0,
             )
             for k, key in enumerate(self.video_keys)
         }
@@ -518,6 +546,7 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
         raise FormatError(f"{where}: episode {int(episode[bad])}: row_group_sha256 is not a sha256 hex digest")
 
     keys, c = manifest.video_keys, len(manifest.video_keys)
+    preroll = np.zeros((n, c), np.int64) if manifest.format_version >= PREROLL_FORMAT_VERSION else None
     offset, size, frames = (np.zeros((n, c), np.int64) for _ in range(3))
     codec = np.zeros((n, c), np.int8)
     sha = np.zeros((n, c, 32), np.uint8)
@@ -548,6 +577,14 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
         sha[:, k] = digests
         del digests
         columns.numbers(video_column(key, "reencoded"))  # read for its nulls and type; no reader uses it
+        if preroll is not None:
+            preroll[:, k] = columns.numbers(video_column(key, PREROLL_FIELD))
+            # Pre-roll frames are the rest of the first GOP: the member's GOP bound (check_mp4,
+            # MAX_GOP_PIXELS) bounds what decoding them costs; here, a count a member can hold.
+            wrong = (preroll[:, k] < 0) | (preroll[:, k] > MAX_EPISODE_FRAMES)
+            if wrong.any():
+                i = int(np.argmax(wrong))
+                raise FormatError(f"{label % int(episode[i])}: preroll {int(preroll[i, k])} is not a frame count")
     _check_members_disjoint(shard, offset, size, episode, manifest, where)
     tasks = None
     if with_tasks:
@@ -571,6 +608,7 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
         member_codec=codec,
         member_sha256=sha,
         tasks=tasks,
+        member_preroll=preroll if preroll is not None and preroll.any() else None,
     )
 
 

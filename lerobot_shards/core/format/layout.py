@@ -19,7 +19,11 @@ FORMAT_NAME = "lerobot-shards"
 # members may hold B-frames (signed composition offsets) or full-resolution chroma. A reader of
 # version 2 would return depth as colour and pictures as bytes, so it must refuse these packs.
 FORMAT_VERSION = 3
-SUPPORTED_FORMAT_VERSIONS = frozenset({2, 3})
+# 4 (written only when a member holds pre-roll frames): a member may start at the keyframe before
+# its episode's first frame; ``video/<key>/preroll`` in the episodes index says how many frames
+# come before row 0. A version-3 reader would give every row the frame ``preroll`` too early.
+PREROLL_FORMAT_VERSION = 4
+SUPPORTED_FORMAT_VERSIONS = frozenset({2, 3, 4})
 # Versions we recognise but no longer read, with what to do about them.
 RETIRED_FORMAT_VERSIONS = {
     1: "format 1 has no digests for its index and parquet data, so damage to them cannot be detected; "
@@ -198,15 +202,18 @@ def video_member_name(episode_index: int, video_key: str) -> str:
 
 
 VIDEO_MEMBER_FIELDS = ("offset", "size", "frames", "codec", "sha256", "reencoded")
+# A member field of format 4 only (``PREROLL_FORMAT_VERSION``): frames before row 0.
+PREROLL_FIELD = "preroll"
 
 
 def video_column(video_key: str, field_name: str) -> str:
     """Return the ``index/episodes.parquet`` column of one camera's member field.
 
     Fields: ``offset`` (byte offset of the member data in the tar), ``size`` (bytes),
-    ``frames`` (decodable frames), ``codec``, ``sha256`` (of the member bytes), ``reencoded``.
+    ``frames`` (frames rows read), ``codec``, ``sha256`` (of the member bytes), ``reencoded``;
+    in format 4, ``preroll`` (frames the member holds before row 0's: it starts on a keyframe).
     """
-    if field_name not in VIDEO_MEMBER_FIELDS:
+    if field_name not in VIDEO_MEMBER_FIELDS and field_name != PREROLL_FIELD:
         raise ValueError(f"unknown video member field {field_name!r}; expected one of {VIDEO_MEMBER_FIELDS}")
     return f"video/{video_key}/{field_name}"
 

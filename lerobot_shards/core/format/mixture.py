@@ -34,14 +34,17 @@ MIXTURE_FORMAT = "lerobot-shards-mixture"
 MIXTURE_VERSION = 2
 KEY_MAP_VERSION = 3
 DEPTH_VERSION = 4
+PREROLL_VERSION = 4
 SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2, 3, 4})
 # Version 2: each entry's manifest_sha256 (the pack it describes) and tolerance_s, and the
 # compiled index (``index``, lerobot_shards.core.format.mixture_index). Version 1 files are still read: a
 # reader then opens every pack itself. Version 3 (written only when an entry has one): an
 # entry's ``key_map``, which every reader must apply (a version-2 reader would ignore it and
 # batch the dataset under its own keys, so such files say version 3 and older readers refuse).
-# Version 4 (written only when a dataset has a depth camera): the camera's depth quantizer in its
-# recorded feature (``info``); older readers decoded a compiled mixture's depth as colour.
+# Version 4 (written only when a dataset has a depth camera or a member with pre-roll): the
+# camera's depth quantizer in its recorded feature (``info``; older readers decoded a compiled
+# mixture's depth as colour), and the compiled episodes table's ``member_preroll`` (packs of
+# format 4: an older reader would give each row a frame too early).
 MIXTURE_FILE = "mixture.json"
 DEFAULT_WEIGHT_MODES = ("anchors", "explicit")
 DEFAULT_PAD_KEYS = ("observation.state", "action")

@@ -75,6 +75,10 @@ EPISODES_SCHEMA = pa.schema(
 against); ``anchors`` counts the episode's anchors after the dataset's ``where``. Members
 follow the dataset's ``video_keys`` order (one per camera, adjacent in the tar)."""
 
+PREROLL_COLUMN = ("member_preroll", pa.list_(pa.int64()))
+"""Written after the member columns only when a member holds pre-roll frames (a pack of format
+4; mixture version 4): frames before the episode's first, per member."""
+
 SHARDS_SCHEMA = pa.schema(
     [
         ("dataset", pa.int32()),
@@ -88,6 +92,13 @@ SHARDS_SCHEMA = pa.schema(
     ]
 )
 """One row per shard of every dataset: what a reader needs before it parses a shard's footer."""
+
+
+def episodes_schema(*, preroll: bool = False) -> pa.Schema:
+    """The compiled episodes table's schema: ``EPISODES_SCHEMA``, and ``PREROLL_COLUMN`` after it
+    when a member holds pre-roll frames."""
+    return EPISODES_SCHEMA.append(pa.field(*PREROLL_COLUMN)) if preroll else EPISODES_SCHEMA
+
 
 ANCHORS_SCHEMA = pa.schema([("episode_row", pa.int64()), ("lo", pa.int64()), ("hi", pa.int64())])
 """Runs ``[lo, hi)`` of anchor frames of the episodes a ``where`` did not keep whole, ascending
@@ -168,11 +179,14 @@ _SCHEMAS = {"episodes": EPISODES_SCHEMA, "shards": SHARDS_SCHEMA, "anchors": ANC
 # An honest episodes table: this much per episode, and this much per member (its list entries).
 EPISODE_ROW_BYTES = row_bytes((f for f in EPISODES_SCHEMA if not f.name.startswith("member_")), string_bytes=MAX_CODEC_NAME_BYTES)
 MEMBER_BYTES = row_bytes((f for f in EPISODES_SCHEMA if f.name.startswith("member_")), string_bytes=MAX_CODEC_NAME_BYTES)
+_PREROLL_MEMBER_BYTES = row_bytes([pa.field(*PREROLL_COLUMN)], string_bytes=MAX_CODEC_NAME_BYTES)
 # The honest episodes table at the format's maxima: the most a compiled index's rows may decode to.
 MAX_EPISODES_TABLE_BYTES = MAX_MIXTURE_EPISODES * EPISODE_ROW_BYTES + MAX_MIXTURE_MEMBERS * MEMBER_BYTES
 
 
-def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: int, duplicates: int = 1) -> Budget:
+def table_budget(
+    name: str, *, rows: int, members: int, cameras: int, encoded: int, duplicates: int = 1, preroll: bool = False
+) -> Budget:
     """What reading a compiled table of ``rows`` rows may decode to.
 
     The episodes table: what an honest table of that many rows can be, ``EPISODE_ROW_BYTES``
@@ -186,7 +200,9 @@ def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: i
     ``MAX_MIXTURE_EPISODES`` and ``MAX_MIXTURE_MEMBERS`` the honest part is
     ``MAX_EPISODES_TABLE_BYTES``, so the largest mixture the format allows opens. Other
     tables: their rows' honest size, never less than the expansion budget, at most
-    ``MAX_DECODED_BYTES``. The writer checks its own output against this same budget
+    ``MAX_DECODED_BYTES``. ``preroll`` (mixture version 4): the episodes table may carry each
+    member's pre-roll (``PREROLL_COLUMN``), 8 more bytes a member. The writer checks its own
+    output against this same budget
     (``lerobot_shards.packer.mixture.compile``), so nothing it writes is refused by a reader.
 
     A compiled index compresses far better than any fixed factor honest tables would all fit
@@ -195,9 +211,12 @@ def table_budget(name: str, *, rows: int, members: int, cameras: int, encoded: i
     """
     cameras = max(0, min(cameras, MAX_CAMERAS))
     # An empty list still decodes one level entry: at least one value per row.
-    per_list = {field.name: max(cameras, 1) for field in EPISODES_SCHEMA if field.name.startswith("member_")}
+    schema = episodes_schema(preroll=preroll)
+    per_list = {field.name: max(cameras, 1) for field in schema if field.name.startswith("member_")}
     if name == "episodes":
-        honest = min(MAX_EPISODES_TABLE_BYTES, rows * EPISODE_ROW_BYTES + max(members, rows) * MEMBER_BYTES)
+        member = MEMBER_BYTES + (_PREROLL_MEMBER_BYTES if preroll else 0)
+        cap = MAX_EPISODES_TABLE_BYTES + (MAX_MIXTURE_MEMBERS * _PREROLL_MEMBER_BYTES if preroll else 0)
+        honest = min(cap, rows * EPISODE_ROW_BYTES + max(members, rows) * member)
         return Budget(
             max_bytes=honest,
             values_per_row=per_list,

@@ -15,7 +15,7 @@ from typing import Any
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.fields import Fields, canonical_json, is_int, load_json, sha256_hex
 from lerobot_shards.core.format.indexes import EPISODE_COLUMNS, MEMBER_COLUMN_TYPES
-from lerobot_shards.core.format.layout import shard_receipt_path, video_column
+from lerobot_shards.core.format.layout import PREROLL_FIELD, shard_receipt_path, video_column
 from lerobot_shards.core.format.limits import MAX_FOOTER_BYTES, MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from lerobot_shards.core.format.manifest import FooterEntry
 
@@ -124,10 +124,14 @@ class ShardReceipt:
         rows = f.list("episodes")
         expected = {name for name, _ in EPISODE_COLUMNS if name != "shard"}
         expected |= {video_column(k, name) for k in video_keys for name in MEMBER_COLUMN_TYPES}
+        # A member's pre-roll is recorded only where it has one (format 4), a positive count.
+        preroll = {video_column(k, PREROLL_FIELD) for k in video_keys}
         for i, row in enumerate(rows):
-            if not isinstance(row, dict) or set(row) != expected:
+            if not isinstance(row, dict) or set(row) - preroll != expected:
                 found = set(row) if isinstance(row, dict) else type(row).__name__
                 raise FormatError(f"{where}: episodes[{i}] must hold exactly the index columns {sorted(expected)}, found {found}")
+            if any(not is_int(row[k]) or row[k] < 1 for k in preroll & set(row)):
+                raise FormatError(f"{where}: episodes[{i}]: a member's preroll must be a positive frame count")
         receipt = cls(
             shard=shard,
             plan_sha256=f.sha256("plan_sha256"),

@@ -107,6 +107,7 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
                     cameras=cameras,
                     encoded=len(data),
                     duplicates=duplicates,
+                    preroll=catalog.member_preroll is not None,
                 ),
             )
         except FormatError as err:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from lerobot_shards.core.errors import LeRobotShardsError, MixtureSpecError, PredicateError
-from lerobot_shards.core.format import MANIFEST_PATH, FormatError, check_key
+from lerobot_shards.core.format import MANIFEST_PATH, PREROLL_FORMAT_VERSION, FormatError, check_key
 from lerobot_shards.core.format.features import Features
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
@@ -408,8 +408,10 @@ def create_mixture(
         )
     entries = tuple(entry for entry, _ in opened)
     # The oldest version that carries what the entries hold, so older readers read what they can.
-    if any(e.features.depth_keys for e in entries):
-        version = DEPTH_VERSION
+    if any(e.features.depth_keys for e in entries) or any(
+        pack.index.manifest.format_version >= PREROLL_FORMAT_VERSION for _, pack in opened
+    ):
+        version = DEPTH_VERSION  # = PREROLL_VERSION: depth quantizers and members' pre-roll
     elif any(e.key_map for e in entries):
         version = KEY_MAP_VERSION
     else:

@@ -23,6 +23,8 @@ from lerobot_shards.core.format import (
     MANIFEST_PATH,
     META_DIR,
     PLAN_PATH,
+    PREROLL_FIELD,
+    PREROLL_FORMAT_VERSION,
     SAMPLES_INDEX_PATH,
     FileEntry,
     Manifest,
@@ -36,6 +38,7 @@ from lerobot_shards.core.format import (
     sha256_hex,
     shard_name,
     shard_parquet_path,
+    video_column,
 )
 from lerobot_shards.core.format.lerobot_info import LeRobotInfo
 from lerobot_shards.core.format.parquet.arrow_io import parquet_file
@@ -51,9 +54,23 @@ from lerobot_shards.packer.version import packer_version
 from lerobot_shards.reader.plan.windows import pad_counts, resolve_delta_timestamps
 
 
+def _has_preroll(rows: list[dict], video_keys: list[str]) -> bool:
+    """Whether any member starts before its episode (a receipt records its pre-roll only then):
+    the pack is then format 4 (``PREROLL_FORMAT_VERSION``), whose index has the pre-roll columns."""
+    return any(video_column(k, PREROLL_FIELD) in r for r in rows for k in video_keys)
+
+
 def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
-    schema = episodes_index_schema(video_keys)
-    return pa.table({name: pa.array([r[name] for r in rows], schema.field(name).type) for name in schema.names}, schema=schema)
+    schema = episodes_index_schema(video_keys, preroll=_has_preroll(rows, video_keys))
+    # A pre-roll column holds 0 for the members that start on their episode's first frame.
+    preroll = {video_column(k, PREROLL_FIELD) for k in video_keys}
+    return pa.table(
+        {
+            name: pa.array([r.get(name, 0) if name in preroll else r[name] for r in rows], schema.field(name).type)
+            for name in schema.names
+        },
+        schema=schema,
+    )
 
 
 def _write_parquet(storage: Storage, rel: str, table: pa.Table) -> FileEntry:
@@ -334,7 +351,7 @@ def _manifest(
         extra["schema_drift"] = drift
     return Manifest(
         format=FORMAT_NAME,
-        format_version=FORMAT_VERSION,
+        format_version=PREROLL_FORMAT_VERSION if _has_preroll(episode_rows, video_keys) else FORMAT_VERSION,
         packer_version=packer_version(),
         options={k: v for k, v in options.items() if k not in ("row_group_max_bytes",)},
         source=plan.source,

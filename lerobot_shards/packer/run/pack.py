@@ -66,6 +66,9 @@ class PackReport:
     # Episodes whose video held more frames than rows: the member keeps the first ``length``
     # (LeRobot never reads the rest), losslessly.
     trimmed_episodes: list[int] = field(default_factory=list)
+    # Episodes that start between keyframes, cut from the keyframe before them (exact: readers
+    # skip the pre-roll frames; the pack is format 4).
+    preroll_episodes: list[int] = field(default_factory=list)
     # Files under the source's meta/ that LeRobot does not read: not copied into the pack.
     metadata_left_out: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -436,6 +439,7 @@ def _account(report: PackReport, receipt: dict, *, written: bool) -> None:
     report.dropped_episodes += receipt["dropped"]
     report.padded_episodes += receipt["padded"]
     report.trimmed_episodes += receipt.get("trimmed", [])
+    report.preroll_episodes += [row["episode_index"] for row in receipt["episodes"] if any(k.endswith("/preroll") for k in row)]
     report.reencoded_episodes += receipt["reencoded"]
     if written:
         report.shards_written += 1

@@ -16,7 +16,14 @@ from pathlib import Path
 import pyarrow as pa
 
 from lerobot_shards.core.errors import BoundExceededError, FormatError
-from lerobot_shards.core.format import VIDEO_MEMBER_FIELDS, sha256_file, sha256_hex, video_column, video_member_name
+from lerobot_shards.core.format import (
+    PREROLL_FIELD,
+    VIDEO_MEMBER_FIELDS,
+    sha256_file,
+    sha256_hex,
+    video_column,
+    video_member_name,
+)
 from lerobot_shards.packer.errors import PackError, SourceError, VideoCutError
 from lerobot_shards.packer.options import PackOptions
 from lerobot_shards.packer.shard.frame_policy import empty_episode_verdict, frame_verdict
@@ -333,7 +340,10 @@ def _member_columns(key: str, video: EpisodeVideo, *, offset: int, sha256: str) 
         "sha256": sha256,
         "reencoded": bool(video.reencoded),
     }
-    return {video_column(key, field): values[field] for field in VIDEO_MEMBER_FIELDS}
+    columns = {video_column(key, field): values[field] for field in VIDEO_MEMBER_FIELDS}
+    if video.preroll:  # only then (format 4): packs without pre-roll keep their bytes
+        columns[video_column(key, PREROLL_FIELD)] = video.preroll
+    return columns
 
 
 def _seal(

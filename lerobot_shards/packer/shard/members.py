@@ -120,7 +120,9 @@ class EpisodeVideo:
 
     Attributes:
         data: the self-contained mp4.
-        frames: frames in ``data`` (at most the ``max_frames`` asked for).
+        frames: frames of the episode in ``data`` (at most the ``max_frames`` asked for).
+        preroll: frames ``data`` holds before the episode's first (a cut from the keyframe
+            before an episode that does not start on one); readers skip them.
         found: frames the source window held (may exceed ``frames`` when trimmed).
         codec: ``av1``, ``hevc`` or ``h264``.
         reencoded: the member was encoded here rather than cut by stream copy.
@@ -135,6 +137,7 @@ class EpisodeVideo:
     height: int
     width: int
     source_bytes: int
+    preroll: int = 0
 
 
 def cut_episode(
@@ -167,7 +170,7 @@ def cut_episode(
     try:
         packets = reader.window(location.from_timestamp, location.to_timestamp)
         found = len(packets)
-        if not packets or not packets[0].is_keyframe:
+        if not packets:
             return None, found
         decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)
         reordered = decode_order != packets  # B-frames: decode order is not presentation order
@@ -176,16 +179,24 @@ def cut_episode(
             # later reference, a neighbour's frame), or its first frame is not decoded first: the
             # window's frames may need packets it does not hold, so it is not cut on its own.
             return None, found
-        keyframes = [i for i, p in enumerate(packets[:max_frames]) if p.is_keyframe]
-        gop = longest_gop(keyframes, len(packets[:max_frames]))
-        if not gop_within_bound(gop, reader.stream.codec_context.height, reader.stream.codec_context.width):
-            # Readers refuse members whose GOP costs more than MAX_GOP_PIXELS decoded pixels
-            # to reach one frame (lerobot_shards/core/format/mp4.py): re-encode with short GOPs instead.
-            return None, found
+        preroll: list = []
+        if not packets[0].is_keyframe:
+            # Between keyframes: cut from the one before (the pre-roll, skipped on read), when the
+            # stream is in presentation order and the packets since that keyframe run on unbroken.
+            if reordered or not reader.preroll:
+                return None, found
+            preroll = reader.preroll
         if max_frames is not None and found > max_frames:
             if reordered:
                 return None, found
             packets = packets[:max_frames]
+        packets = preroll + packets
+        keyframes = [i for i, p in enumerate(packets) if p.is_keyframe]
+        gop = longest_gop(keyframes, len(packets))
+        if not gop_within_bound(gop, reader.stream.codec_context.height, reader.stream.codec_context.width):
+            # Readers refuse members whose GOP costs more than MAX_GOP_PIXELS decoded pixels
+            # to reach one frame (lerobot_shards/core/format/mp4.py): re-encode with short GOPs instead.
+            return None, found
         stream = reader.stream
         source_bytes = sum(p.size for p in packets)
         buffer = io.BytesIO()
@@ -201,21 +212,26 @@ def cut_episode(
             out = sink.add_stream_from_template(template=stream, opaque=True)
             out.time_base = stream.time_base
             for packet in packets:
+                pts, dts = packet.pts, packet.dts
                 packet.pts -= shift
                 if packet.dts is not None:
                     packet.dts -= shift
                 packet.stream = out
                 sink.mux(packet)
+                # The reader keeps the packets since the last keyframe as the next window's
+                # pre-roll: they go back as they were demuxed.
+                packet.pts, packet.dts, packet.stream = pts, dts, stream
         return (
             EpisodeVideo(
                 data=buffer.getvalue(),
-                frames=len(packets),
+                frames=len(packets) - len(preroll),
                 found=found,
                 codec=_canonical_codec(stream.codec_context.name),
                 reencoded=False,
                 height=stream.codec_context.height,
                 width=stream.codec_context.width,
                 source_bytes=source_bytes,
+                preroll=len(preroll),
             ),
             found,
         )
@@ -226,12 +242,22 @@ def cut_episode(
 
 def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames: int | None) -> tuple[EpisodeVideo | None, int]:
     """``cut_episode`` from byte ranges: the same window, checks and trimming as the demuxer
-    path, the member written by ``write_member`` around the samples' bytes."""
+    path, the member written by ``write_member`` around the samples' bytes.
+
+    A window that does not start on a keyframe (one stream for many episodes, LeRobot's image to
+    video converter) is cut from the keyframe before it: the frames in between are the member's
+    pre-roll, decoded but never read, so the episode's frames are the source's bit for bit
+    (samples stored in presentation order, which this reader requires, decode from the
+    keyframe on). The GOP bound then covers the pre-roll too."""
     window = reader.window(location.from_timestamp, location.to_timestamp)
     found = len(window)
-    if not found or not reader.is_keyframe(window.start):
+    if not found:
         return None, found
-    keep = window[:max_frames] if max_frames is not None else window
+    key = reader.keyframe_at_or_before(window.start)
+    if key is None:
+        return None, found  # nothing before it to decode from: re-encoded
+    rows = window[:max_frames] if max_frames is not None else window
+    keep = range(key, rows.stop)
     keyframes = [j - keep.start for j in reader.keyframes_in(keep)]
     layout = reader.layout
     if not gop_within_bound(longest_gop(keyframes, len(keep)), layout.height, layout.width):
@@ -249,13 +275,14 @@ def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames
     )
     video = EpisodeVideo(
         data=member,
-        frames=len(keep),
+        frames=len(rows),
         found=found,
         codec=layout.codec,
         reencoded=False,
         height=layout.height,
         width=layout.width,
         source_bytes=len(data),
+        preroll=window.start - key,
     )
     return video, found
 

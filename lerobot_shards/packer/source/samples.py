@@ -111,6 +111,11 @@ class SourceSampleReader:
         at = int(np.searchsorted(self.keyframes, sample))
         return at < len(self.keyframes) and int(self.keyframes[at]) == sample
 
+    def keyframe_at_or_before(self, sample: int) -> int | None:
+        """The last sync sample at or before ``sample``, or None when there is none."""
+        at = int(np.searchsorted(self.keyframes, sample, side="right")) - 1
+        return int(self.keyframes[at]) if at >= 0 else None
+
     def keyframes_in(self, samples: range) -> list[int]:
         """The sync samples in ``samples``, ascending."""
         lo, hi = np.searchsorted(self.keyframes, [samples.start, samples.stop])

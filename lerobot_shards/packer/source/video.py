@@ -91,7 +91,9 @@ class SourceVideoReader:
     file ended before the window's end (a truncated or short video), and
     ``decode_contiguous`` whether the window's packets are one unbroken run of the file's
     decode order (with B-frames, a packet of another window between them means the window
-    cannot be cut out on its own).
+    cannot be cut out on its own). ``preroll`` holds the packets from the keyframe before the
+    window to its first packet when that one is no keyframe and they run on without a gap in
+    decode order (what a cut from that keyframe needs), else nothing.
     """
 
     def __init__(self, path: Path):
@@ -106,11 +108,21 @@ class SourceVideoReader:
         self.ended_early = False
         self.decode_contiguous = True
         self.last_seconds = 0.0  # pts (s) of the last packet demuxed
+        # Packets taken since the last keyframe, in the order demuxed (decode order): the pre-roll
+        # of a window that starts after it.
+        self._run: list[tuple[int, av.Packet]] = []
+        self.preroll: list[av.Packet] = []
 
     def _seek(self, seconds: float) -> None:
         seek_keyframe(self.container, self.stream, seconds)
         self._packets = self.container.demux(self.stream)
         self._pending = []
+        self._run = []
+
+    def _taken(self, item: tuple[int, av.Packet]) -> None:
+        if item[1].is_keyframe:
+            self._run = []
+        self._run.append(item)
 
     def _next(self) -> tuple[int, av.Packet] | None:
         """The next packet with data and a timestamp, numbered in decode order."""
@@ -137,6 +149,7 @@ class SourceVideoReader:
         later: list[tuple[int, av.Packet]] = []
         queued, self._pending = self._pending, []
         self.ended_early = False
+        before: list[tuple[int, av.Packet]] | None = None  # the run as the window's first packet came
         try:
             while True:
                 item = queued.pop(0) if queued else self._next()
@@ -153,7 +166,12 @@ class SourceVideoReader:
                     if decode_seconds >= to_ts - TS_EPS:
                         break  # decode order has passed the window: nothing later is presented in it
                 elif seconds >= from_ts - TS_EPS:
+                    if before is None:
+                        before = list(self._run)
                     found.append(item)
+                    self._taken(item)
+                else:
+                    self._taken(item)  # before the window: part of the run to the next keyframe
         except av.error.FFmpegError as err:
             self._packets = None
             raise VideoCutError(f"{self.path}: corrupt video while demuxing ({err})") from None
@@ -163,6 +181,11 @@ class SourceVideoReader:
         # Any packet of the file between the window's first and last in decode order (a
         # neighbour's frame, or one before the window) breaks the run.
         self.decode_contiguous = not found or positions[-1] - positions[0] + 1 == len(found)
+        self.preroll = []
+        if found and not found[0][1].is_keyframe and before and before[0][1].is_keyframe:
+            run = [sequence for sequence, _ in before] + positions
+            if run == list(range(run[0], run[0] + len(run))):
+                self.preroll = [packet for _, packet in before]
         return sorted((packet for _, packet in found), key=lambda p: p.pts)
 
     def close(self) -> None:

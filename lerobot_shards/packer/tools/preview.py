@@ -86,9 +86,9 @@ def render_preview(
             camera = manifest.features[key].camera
             assert camera is not None  # a video feature is a camera (parse_feature)
             decoder = stage.open(
-                episode.video[key], where=episode.where(key), spec=FrameSpec(camera.height, camera.width, member.frames)
+                episode.video[key], where=episode.where(key), spec=FrameSpec(camera.height, camera.width, member.samples)
             )
-            frames = stage.decode(decoder, [min(p, member.frames - 1) for p in picks], where=episode.where(key))
+            frames = stage.decode(decoder, [member.position(p) for p in picks], where=episode.where(key))
             decoded += len(picks)
             sheets.append((key, [_jpeg(frame) for frame in frames]))
         plots = [

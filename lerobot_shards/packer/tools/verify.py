@@ -375,7 +375,7 @@ def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, deco
             if decode:
                 camera = manifest.features[key].camera
                 assert camera is not None  # a video feature is a camera (parse_feature)
-                problem = _decode_problem(data, member.frames, camera.size, where)
+                problem = _decode_problem(data, member.samples, camera.size, where)
                 report.members_decoded += 1
                 if problem:
                     problems.append(problem)

@@ -33,12 +33,13 @@ from lerobot_shards.core.format import (
     shard_name,
 )
 from lerobot_shards.core.format.features import Features
-from lerobot_shards.core.format.limits import MAX_CAMERAS
+from lerobot_shards.core.format.limits import MAX_CAMERAS, MAX_EPISODE_FRAMES
 from lerobot_shards.core.format.mixture_index import (
     ANCHORS_SCHEMA,
-    EPISODES_SCHEMA,
+    PREROLL_COLUMN,
     SHARDS_SCHEMA,
     TASKS_SCHEMA,
+    episodes_schema,
 )
 from lerobot_shards.core.format.parquet.row_groups import feature_budget
 from lerobot_shards.reader.fetch.packed_index import PackedIndex
@@ -94,6 +95,11 @@ def _sha_matrix(hex_digests: Sequence[str]) -> np.ndarray:
     if not hex_digests:
         return np.zeros((0, 32), np.uint8)
     return np.frombuffer(b"".join(bytes.fromhex(h) for h in hex_digests), dtype=np.uint8).reshape(-1, 32).copy()
+
+
+def _nonzero_or_none(values: np.ndarray) -> np.ndarray | None:
+    """A pre-roll column as the catalog keeps it: None when no member has any."""
+    return values if values.any() else None
 
 
 def _binary_column(values: np.ndarray) -> pa.Array:
@@ -165,6 +171,8 @@ class EpisodeCatalog:
     task_dataset: np.ndarray
     task_index: np.ndarray
     task_text: list[str]
+    # per member (M,), frames before the episode's first (packs of format 4); None: none has any
+    member_preroll: np.ndarray | None = None
     dataset_start: np.ndarray = field(init=False)
     _tasks: dict[int, dict[int, str]] = field(init=False, default_factory=dict)
 
@@ -225,6 +233,8 @@ class EpisodeCatalog:
             add("member_frames", table.member_frames.reshape(-1))
             add("member_codec", table.member_codec.reshape(-1))
             add("member_sha256", table.member_sha256.reshape(-1, 32))
+            preroll = table.member_preroll if table.member_preroll is not None else np.zeros_like(table.member_frames)
+            add("member_preroll", preroll.reshape(-1))
             if index.anchor_frames is not None:
                 lo, hi, count = _anchor_runs(index.anchor_frames, index.anchor_start, table.length)
             else:
@@ -280,6 +290,7 @@ class EpisodeCatalog:
             task_dataset=cat("task_dataset", np.int32),
             task_index=cat("task_index"),
             task_text=[text for chunk in parts.get("task_text", []) for text in chunk],
+            member_preroll=_nonzero_or_none(cat("member_preroll")),
         )
 
     def to_tables(self) -> dict[str, pa.Table]:
@@ -310,8 +321,9 @@ class EpisodeCatalog:
                 "member_frames": listed(pa.array(self.member_frames)),
                 "member_codec": listed(pa.array([VIDEO_CODECS[c] for c in self.member_codec.tolist()], pa.string())),
                 "member_sha256": listed(_binary_column(self.member_sha256)),
+                **({PREROLL_COLUMN[0]: listed(pa.array(self.member_preroll))} if self.member_preroll is not None else {}),
             },
-            schema=EPISODES_SCHEMA,
+            schema=episodes_schema(preroll=self.member_preroll is not None),
         )
         assert int(counts.sum()) == len(self.member_offset)
         run_counts = np.diff(self.run_start)
@@ -358,8 +370,9 @@ class EpisodeCatalog:
             FormatError: a schema other than the format's, or a value that breaks its rules
                 or disagrees with the mixture file's counts (names the table and row).
         """
+        preroll = PREROLL_COLUMN[0] in tables["episodes"].column_names
         for name, schema in (
-            ("episodes", EPISODES_SCHEMA),
+            ("episodes", episodes_schema(preroll=preroll)),
             ("shards", SHARDS_SCHEMA),
             ("anchors", ANCHORS_SCHEMA),
             ("tasks", TASKS_SCHEMA),
@@ -392,7 +405,7 @@ class EpisodeCatalog:
             return values.offsets.to_numpy().astype(np.int64), values.flatten().to_numpy(zero_copy_only=False)
 
         member_start, offsets_ = members("member_offset")
-        for name in ("member_size", "member_frames", "member_codec", "member_sha256"):
+        for name in ("member_size", "member_frames", "member_codec", "member_sha256") + ((PREROLL_COLUMN[0],) if preroll else ()):
             starts, _ = (
                 members(name) if name != "member_sha256" else (e[name].combine_chunks().offsets.to_numpy().astype(np.int64), None)
             )
@@ -443,6 +456,7 @@ class EpisodeCatalog:
             task_dataset=col(t, "dataset").astype(np.int32),
             task_index=col(t, "task_index"),
             task_text=t["task"].to_pylist(),
+            member_preroll=members(PREROLL_COLUMN[0])[1].astype(np.int64) if preroll else None,
         )
         catalog._check(episodes_per_dataset, anchors_per_dataset, where)
         return catalog
@@ -523,6 +537,14 @@ class EpisodeCatalog:
             else np.zeros(0, bool),
             "a member lies outside its shard's tar",
         )
+        if self.member_preroll is not None:
+            fail(
+                "episodes",
+                ((self.member_preroll < 0) | (self.member_preroll > MAX_EPISODE_FRAMES))[np.argsort(owner, kind="stable")]
+                if len(owner)
+                else np.zeros(0, bool),
+                "a member's pre-roll is not a frame count",
+            )
         low = np.minimum(1, self.length[owner]) if len(owner) else np.zeros(0, np.int64)
         bad_frames = (self.member_frames < low) | (self.member_frames > self.length[owner]) if len(owner) else np.zeros(0, bool)
         if bad_frames.any():
@@ -608,6 +630,7 @@ class EpisodeCatalog:
                 frames=int(self.member_frames[first + k]),
                 sha256=bytes(self.member_sha256[first + k]).hex(),
                 codec=VIDEO_CODECS[int(self.member_codec[first + k])],
+                preroll=int(self.member_preroll[first + k]) if self.member_preroll is not None else 0,
             )
             for k, key in enumerate(self.datasets[d].video_keys)
         }

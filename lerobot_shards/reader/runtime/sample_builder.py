@@ -105,7 +105,7 @@ class SampleBuilder:
         decoder = decoders.get(camera)
         if decoder is None:
             size = self.frame_sizes.get(camera)
-            spec = FrameSpec(size[0], size[1], episode.entry.cameras[camera].frames) if size else None
+            spec = FrameSpec(size[0], size[1], episode.entry.cameras[camera].samples) if size else None
             decoder = decoders[camera] = self.decoders.open(
                 episode.video[camera], where=episode.where(camera), spec=spec, depth=camera in self.depth
             )
@@ -205,8 +205,8 @@ class SampleBuilder:
                 wanted_by_key[key] = wanted
                 continue
             member = episode.entry.cameras[key]
-            # --on-frame-mismatch pad: rows past a short video reuse its last frame.
-            wanted = [min(r, member.frames - 1) for r in wanted]
+            # Past the member's pre-roll; rows past a short video (--on-frame-mismatch pad) reuse its last frame.
+            wanted = [member.position(r) for r in wanted]
             if self.encoded_video and key not in self.depth:
                 encoded[key] = EncodedFrames(
                     member_id=f"{self.member_prefix}/{episode.where(key)}",
@@ -216,7 +216,7 @@ class SampleBuilder:
                     squeeze=len(wanted) == 1,
                     as_float=not self.return_uint8,
                     frame_size=self.frame_sizes.get(key),
-                    frames=member.frames,
+                    frames=member.samples,
                     admits=admits,
                     retires=last,
                 )
