@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install install-test demo lint test test-fast test-unit parity bench clean
+.PHONY: install install-test demo lint test test-fast test-unit fuzz parity bench clean
 
 install:
 	@bash scripts/setup_env.sh
@@ -32,6 +32,13 @@ test-fast: install-test
 # The unit tier: the pure layers (planning, options, errors) on values alone, in seconds.
 test-unit: install-test
 	$(PY) -m pytest -m unit -q $(PYTEST_ARGS)
+
+# The long field fuzz (issue 48): every node of every file a dataset, pack, mixture or checkpoint
+# says about itself x every mutation kind, and 2,000 hypothesis draws; what breaks the contract is
+# kept in tests/fuzz_regressions.json, which `make test` replays. docs/SECURITY.md has its figures.
+fuzz: install-test
+	LEROBOT_SHARDS_FIELD_FUZZ_FULL=1 LEROBOT_SHARDS_FIELD_FUZZ_EXAMPLES=2000 \
+		$(PY) -m pytest -n 2 -p no:cacheprovider tests/test_field_fuzz.py $(PYTEST_ARGS)
 
 # Opt-in correctness oracle: LeRobot 0.6.1 in its own Python 3.12 venv (~5 GB). Never in CI.
 parity: install

@@ -22,10 +22,36 @@ if not os.environ.get("LEROBOT_SHARDS_JOURNAL"):
 # its fixtures and module, so a new test lands in the right tier without anyone marking it.
 import pytest
 
+# The field fuzzer's workers (pytest-xdist processes inherit this) leave their counts here; the
+# session's summary prints them (tests/test_field_fuzz.py).
+if not os.environ.get("LEROBOT_SHARDS_FUZZ_COUNTS"):
+    _counts = tempfile.mkdtemp(prefix="lerobot-shards-fuzz-counts-")
+    os.environ["LEROBOT_SHARDS_FUZZ_COUNTS"] = _counts
+    atexit.register(shutil.rmtree, _counts, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The field fuzzer's mutations per file type and outcomes, summed over the processes."""
+    import json
+    from collections import Counter
+    from pathlib import Path
+
+    counts, outcomes = Counter(), Counter()
+    for path in Path(os.environ["LEROBOT_SHARDS_FUZZ_COUNTS"]).glob("*.json"):
+        record = json.loads(path.read_text())
+        counts.update(record["counts"])
+        outcomes.update(record["outcomes"])
+    if counts:
+        per_target = ", ".join(f"{target} {n}" for target, n in sorted(counts.items()))
+        said = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
+        terminalreporter.write_line(f"field fuzz: {sum(counts.values())} mutations ({per_target}); outcomes: {said}")
+
+
 SYSTEM_FIXTURES = frozenset({"s3_server", "s3_bucket", "faulty_s3", "hub"})
 SYSTEM_MODULES = frozenset(
     {
         "test_clean_exit",
+        "test_field_fuzz",
         "test_hub_http",
         "test_mixture_scale",
         "test_slurm_cluster",

@@ -122,7 +122,10 @@ def _depth_codes(path: Path, timestamps: list[float], tolerance_s: float) -> tor
     frames, stamps = [], []
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
-        container.seek(round(min(timestamps) / stream.time_base) - 1, backward=True, any_frame=False, stream=stream)
+        # From the file's start (test files are small): a seek into a concatenation of lossless
+        # HEVC episodes can land where the decoder drops the leading pictures after a random
+        # access point (RASL), and the frame at the asked time is then missing.
+        container.seek(0, stream=stream)
         for frame in container.decode(stream):
             if frame.pts is None:
                 continue

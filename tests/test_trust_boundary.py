@@ -630,3 +630,15 @@ def test_the_demuxer_path_cuts_from_the_keyframe_before_too(one_stream_source, t
             assert torch.equal(frames, decoded[starts[e] : starts[e] + length]), e
     finally:
         reader.close()
+
+
+def test_a_process_that_packs_a_source_again_after_its_data_changed_reads_the_new_rows(tmp_path):
+    """``open_source`` keeps a parsed source per process (its metadata's sizes and times as the
+    key); the data rows it held were keyed by path alone, so a notebook that packed, edited a
+    data file and packed again packed the old rows (found by the field fuzzer)."""
+    src = tmp_path / "src"
+    write_sample_dataset(src, SampleSpec(episodes=2, lengths=(3, 4), cameras=(CameraSpec(TOP, 32, 32),)))
+    pack_dataset(str(src), str(tmp_path / "first"))
+    _rewrite_data(src, lambda t: t.set_column(t.schema.get_field_index("index"), "index", pa.nulls(t.num_rows, pa.int64())))
+    with pytest.raises(SourceError, match=r"rows have index None..None"):
+        pack_dataset(str(src), str(tmp_path / "second"))

@@ -45,9 +45,17 @@ from lerobot_shards.core.errors import (
     PinMismatchError,
 )
 from lerobot_shards.core.format import sha256_hex
+from lerobot_shards.core.format.features import parse_features
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
-from lerobot_shards.core.format.mixture import PREROLL_VERSION, MixtureEntry, MixtureSpec, resolve_dataset_path
+from lerobot_shards.core.format.mixture import (
+    MIXTURE_FILE,
+    PREROLL_VERSION,
+    MixtureEntry,
+    MixtureSpec,
+    mixture_feature,
+    resolve_dataset_path,
+)
 from lerobot_shards.core.format.mixture_index import INDEX_FILES, PREROLL_COLUMN, table_budget
 from lerobot_shards.core.format.parquet import read_bounded
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
@@ -553,8 +561,10 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
         for name, entry in zip(names, spec.datasets)
     ]
     names_read = [name for name in INDEX_FILES if name != "meta"]
-    # One round of requests for the four tables, each checked against its recorded digest.
-    data = read_recorded_all(base, {n: _recorded(spec, n) for n in names_read})
+    # One round of requests for the four tables and the packs' records, each checked against
+    # its recorded digest.
+    data = read_recorded_all(base, {n: _recorded(spec, n) for n in INDEX_FILES})
+    _check_recorded_features(spec, _meta_records(data.pop("meta"), spec, where=base.describe(spec.index["meta"].path)))
     tables = {name: _read_table(base, spec, name, data.pop(name), where) for name in names_read}
     if PREROLL_COLUMN[0] in tables["episodes"].column_names and spec.version < PREROLL_VERSION:
         raise MixtureSpecError(
@@ -570,8 +580,32 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
 
 
 def _read_meta_records(base: Storage, spec: MixtureSpec) -> list[dict]:
-    data = _verified_index_file(base, spec, "meta")
-    where = base.describe(spec.index["meta"].path)
+    return _meta_records(_verified_index_file(base, spec, "meta"), spec, where=base.describe(spec.index["meta"].path))
+
+
+def _check_recorded_features(spec: MixtureSpec, records: list[dict]) -> None:
+    """Each entry's features in ``mixture.json`` are what its pack's manifest says (the record
+    ``mixture create`` copied into ``_mixture/meta.json``): a compiled mixture reads samples by the
+    former (a depth quantizer decides their values), so one altered without the other is refused.
+
+    Raises:
+        MixtureSpecError: names the dataset and the feature on which the two disagree.
+    """
+    for entry, record in zip(spec.datasets, records):
+        try:
+            packed = parse_features(record.get("features"), where=f"mixture meta of {entry.name!r}")
+        except FormatError as err:
+            raise MixtureSpecError(str(err)) from None
+        recorded = {key: mixture_feature(feature) for key, feature in packed.items()}
+        wrong = sorted(k for k in set(recorded) | set(entry.features) if recorded.get(k) != entry.features.get(k))
+        if wrong:
+            raise MixtureSpecError(
+                f"{MIXTURE_FILE}: dataset {entry.name!r}: features {wrong[:5]} differ from what its pack records "
+                "(_mixture/meta.json); one of the two was altered: re-run `lerobot-shards mixture create`"
+            )
+
+
+def _meta_records(data: bytes, spec: MixtureSpec, *, where: str) -> list[dict]:
     # Stats are copied from each pack's stats.json, which may hold non-finite numbers.
     value = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True)
     records = value.get("datasets") if isinstance(value, dict) else None

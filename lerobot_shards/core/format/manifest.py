@@ -216,6 +216,8 @@ class Manifest:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise FormatError(f"{where}: expected format {FORMAT_NAME!r}, found {str(found)[:80]!r}")
         version = data.get("format_version")
+        if not is_int(version):
+            raise UnsupportedFormatVersionError(f"{where}: format_version must be an integer, found {str(version)[:20]!r}")
         if version in RETIRED_FORMAT_VERSIONS:
             raise UnsupportedFormatVersionError(f"{where}: format_version {version}: {RETIRED_FORMAT_VERSIONS[version]}")
         if version not in SUPPORTED_FORMAT_VERSIONS:

@@ -12,14 +12,39 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.fields import Fields, canonical_json, is_int, load_json, sha256_hex
 from lerobot_shards.core.format.indexes import EPISODE_COLUMNS, MEMBER_COLUMN_TYPES
 from lerobot_shards.core.format.layout import PREROLL_FIELD, shard_receipt_path, video_column
-from lerobot_shards.core.format.limits import MAX_FOOTER_BYTES, MAX_JSON_DEPTH, MAX_RECORD_BYTES
+from lerobot_shards.core.format.limits import (
+    MAX_EPISODE_TASKS,
+    MAX_FOOTER_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_RECORD_BYTES,
+    MAX_TASK_BYTES,
+)
 from lerobot_shards.core.format.manifest import FooterEntry
 
 PLAN_PATH = "pack-plan.json"
+_MAX_COUNT = 1 << 62  # an index value: what an int64 column holds (finalize writes it there)
+
+
+def _fits(value: Any, arrow_type: pa.DataType) -> bool:
+    """Whether a receipt's JSON value is one of ``arrow_type`` (what finalize writes it as)."""
+    if pa.types.is_boolean(arrow_type):
+        return isinstance(value, bool)
+    if pa.types.is_integer(arrow_type):
+        limit = (1 << 31) - 1 if arrow_type.bit_width == 32 else _MAX_COUNT
+        return is_int(value) and 0 <= value <= limit
+    if pa.types.is_string(arrow_type):
+        return isinstance(value, str) and len(value) <= MAX_TASK_BYTES
+    if pa.types.is_list(arrow_type):
+        return isinstance(value, list) and len(value) <= MAX_EPISODE_TASKS and all(_fits(v, arrow_type.value_type) for v in value)
+    return False
+
+
 PLAN_VERSION = 2
 
 
@@ -126,12 +151,19 @@ class ShardReceipt:
         expected |= {video_column(k, name) for k in video_keys for name in MEMBER_COLUMN_TYPES}
         # A member's pre-roll is recorded only where it has one (format 4), a positive count.
         preroll = {video_column(k, PREROLL_FIELD) for k in video_keys}
+        types = dict(EPISODE_COLUMNS)
+        types |= {video_column(k, name): arrow_type for k in video_keys for name, arrow_type in MEMBER_COLUMN_TYPES.items()}
         for i, row in enumerate(rows):
             if not isinstance(row, dict) or set(row) - preroll != expected:
-                found = set(row) if isinstance(row, dict) else type(row).__name__
+                found = sorted(row)[:40] if isinstance(row, dict) else type(row).__name__
                 raise FormatError(f"{where}: episodes[{i}] must hold exactly the index columns {sorted(expected)}, found {found}")
-            if any(not is_int(row[k]) or row[k] < 1 for k in preroll & set(row)):
+            if any(not is_int(row[k]) or not 1 <= row[k] <= _MAX_COUNT for k in preroll & set(row)):
                 raise FormatError(f"{where}: episodes[{i}]: a member's preroll must be a positive frame count")
+            for name in expected:
+                if not _fits(row[name], types[name]):
+                    raise FormatError(
+                        f"{where}: episodes[{i}] field {name!r} must be a value of {types[name]}, found {str(row[name])[:80]!r}"
+                    )
         receipt = cls(
             shard=shard,
             plan_sha256=f.sha256("plan_sha256"),

@@ -114,7 +114,7 @@ class LeRobotSource:
         self._video_file_ends: dict[str, dict[str, float]] = {}
         self.tasks = self._load_tasks()
         self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
-        self._data_cache: tuple[Path, pa.Table, dict[int, tuple[int, int]]] | None = None
+        self._data_cache: tuple[tuple, pa.Table, dict[int, tuple[int, int]]] | None = None
 
     def file(self, rel: str, *, what: str = "file", missing: str | None = None) -> Path:
         """The local path of ``rel`` (a path relative to the root, from metadata or a template).
@@ -211,12 +211,17 @@ class LeRobotSource:
                 longest = pc.max(pc.binary_length(column)).as_py() or 0
                 if longest > MAX_TASK_BYTES:
                     raise SourceError(f"{path}: a {name} string of {longest:,} bytes; at most {MAX_TASK_BYTES:,} are allowed")
+        if "task_index" not in table.column_names:
+            raise SourceError(f"{path}: no task_index column (found {table.column_names[:10]})")
+        index = table["task_index"]
+        if not pa.types.is_integer(index.type) or index.null_count or (len(index) and pc.min(index).as_py() < 0):
+            raise SourceError(f"{path}: task_index must be non-negative integers without nulls, found {index.type}")
+        if pc.count_distinct(index).as_py() != len(index):
+            raise SourceError(f"{path}: task_index lists a task twice; every task has one index")
         try:
             tasks = table.to_pandas()
         except (pa.ArrowException, ValueError, TypeError) as err:
             raise SourceError(f"{path}: cannot read tasks ({type(err).__name__}: {str(err)[:200]})") from None
-        if "task_index" not in tasks.columns:
-            raise SourceError(f"{path}: no task_index column (found {list(tasks.columns)[:10]})")
         return tasks
 
     @property
@@ -310,9 +315,12 @@ class LeRobotSource:
                 rows for the episode than its metadata length.
         """
         path = self.data_path(episode_index)
-        if self._data_cache is None or self._data_cache[0] != path:
-            if not path.is_file():
-                raise SourceError(f"{path}: missing (data file of episode {episode_index})")
+        if not path.is_file():
+            raise SourceError(f"{path}: missing (data file of episode {episode_index})")
+        # Keyed by the file's size and time too: ``open_source`` keeps a parsed source for a
+        # process, which may pack the same root again after its data changed.
+        key = _file_key(path)
+        if self._data_cache is None or self._data_cache[0] != key:
             table = _read_parquet(
                 _read_file(path, "data parquet"),
                 path,
@@ -324,7 +332,7 @@ class LeRobotSource:
                 spans = _episode_spans(table)
             except SourceError as err:
                 raise SourceError(f"{path}: {err}") from None
-            self._data_cache = (path, table, spans)
+            self._data_cache = (key, table, spans)
         _, table, spans = self._data_cache
         # LeRobot writes each episode's rows contiguously: slice instead of filtering per
         # episode (a filter per episode is quadratic in the rows of a 100 MB data file).

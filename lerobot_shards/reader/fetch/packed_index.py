@@ -346,9 +346,15 @@ class PackedIndex:
                 raise ArgumentError(f"{selection} selects no anchor of {storage.url} ({self.manifest.totals['frames']} frames)")
 
     def _check_info(self) -> None:
-        """``meta/info.json`` (checked by digest) must agree with the manifest on fps: the
-        windows, and so every windowed sample, depend on it. Kept parsed as ``self.info``
-        (None when the pack has none)."""
+        """``meta/info.json`` (checked by digest) must agree with the manifest on what both
+        record: the fps (the windows, and so every windowed sample, depend on it) and each
+        feature's kind, dtype and depth quantizer (the manifest's decide how samples are read,
+        the packed copy is what LeRobot metadata gives); a value feature's shape too (cameras'
+        may differ by ``--resize``). Kept parsed as ``self.info`` (None when the pack has none).
+
+        Raises:
+            FormatError: names the field on which the two disagree.
+        """
         self.info: LeRobotInfo | None = None
         if INFO_PATH not in self.manifest.files:
             return
@@ -356,6 +362,16 @@ class PackedIndex:
         info = parse_lerobot_info(self._files.pop(INFO_PATH), where=where)
         if info.fps != self.manifest.fps:
             raise FormatError(f"{where}: fps {info.fps} disagrees with the manifest's {self.manifest.fps}")
+        for key, packed in self.manifest.features.items():
+            source = info.features.get(key)
+            if source is None:
+                continue  # a column only the data parquet had (the manifest's schema_drift)
+            same = (packed.kind, packed.dtype, packed.depth) == (source.kind, source.dtype, source.depth)
+            if not same or (packed.kind == "value" and packed.shape != source.shape):
+                raise FormatError(
+                    f"{where}: feature {key!r} disagrees with the manifest's (dtype, shape or depth quantizer): "
+                    "one of the two was altered after packing"
+                )
         self.info = info
 
     def _filtered_anchors(self, where: str) -> tuple[np.ndarray, np.ndarray]:

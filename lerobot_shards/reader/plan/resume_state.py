@@ -29,6 +29,12 @@ from lerobot_shards.reader.plan.world import World
 
 STATE_VERSION = 1
 _PHASE_FIELDS = ("start", "world_size", "num_workers", "batch_size", "drop_last")
+# A checkpoint is a file: what it says is bounded before the resume arithmetic sizes arrays by it.
+# Consumers (ranks x workers) beyond any cluster (1M: 8 MB per per-consumer array), a batch of
+# more samples than a dataset may hold frames, a sample counter beyond exact float64 integers.
+MAX_RESUME_CONSUMERS = 1 << 20
+MAX_RESUME_BATCH = 1 << 30
+MAX_RESUME_SAMPLES = 1 << 53
 
 
 @dataclass(frozen=True)
@@ -85,18 +91,35 @@ class ResumeState:
         if differ:
             raise ResumeStateError("the resume state belongs to another dataset or configuration: " + "; ".join(differ))
         epoch, consumed, raw_phases = data["epoch"], data["samples_consumed"], data["phases"]
-        if not _is_int(epoch) or epoch < 0 or not _is_int(consumed) or consumed < 0:
-            raise ResumeStateError(f"resume state epoch {epoch!r} / samples_consumed {consumed!r} must be integers >= 0")
+        if (
+            not _is_int(epoch)
+            or not 0 <= epoch <= MAX_RESUME_SAMPLES
+            or not _is_int(consumed)
+            or not 0 <= consumed <= MAX_RESUME_SAMPLES
+        ):
+            raise ResumeStateError(
+                f"resume state epoch {_short(epoch)} / samples_consumed {_short(consumed)} must be integers in [0, 2^53]"
+            )
         if not isinstance(raw_phases, list) or not raw_phases:
             raise ResumeStateError("resume state has no phases (the shape its epoch was planned on)")
         phases = []
         for i, raw in enumerate(raw_phases):
             if not isinstance(raw, dict) or set(raw) != set(_PHASE_FIELDS):
-                raise ResumeStateError(f"resume state phase {i} must have exactly {list(_PHASE_FIELDS)}, found {raw!r}")
+                raise ResumeStateError(f"resume state phase {i} must have exactly {list(_PHASE_FIELDS)}, found {_short(raw)}")
             try:
-                phases.append(Phase(**raw))
+                phase = Phase(**raw)
             except ValueError as err:
                 raise ResumeStateError(f"resume state phase {i}: {err}") from None
+            if not isinstance(phase.drop_last, bool):
+                raise ResumeStateError(
+                    f"resume state phase {i}: drop_last must be true or false, found {_short(phase.drop_last)}"
+                )
+            if phase.world_size * phase.workers_per_rank > MAX_RESUME_CONSUMERS or phase.batch_size > MAX_RESUME_BATCH:
+                raise ResumeStateError(
+                    f"resume state phase {i}: {phase.world_size} ranks x {phase.workers_per_rank} workers, batch "
+                    f"{phase.batch_size}: beyond {MAX_RESUME_CONSUMERS:,} consumers or a batch of {MAX_RESUME_BATCH:,}"
+                )
+            phases.append(phase)
         if phases[0].start != 0 or any(b.start < a.start for a, b in zip(phases, phases[1:])) or consumed < phases[-1].start:
             raise ResumeStateError(f"resume state phases {[p.start for p in phases]} must start at 0 and ascend to {consumed}")
         return cls(kind=kind, identity=dict(identity), epoch=epoch, samples_consumed=consumed, phases=tuple(phases))
