@@ -362,6 +362,20 @@ class PackedIndex:
         info = parse_lerobot_info(self._files.pop(INFO_PATH), where=where)
         if info.fps != self.manifest.fps:
             raise FormatError(f"{where}: fps {info.fps} disagrees with the manifest's {self.manifest.fps}")
+        # The two differ in keys only where the packer said so: a column only the data parquet
+        # had, or a feature only info.json declared (the manifest's schema_drift).
+        drift = self.manifest.extra.get("schema_drift")
+        drift = drift if isinstance(drift, dict) else {}
+        only_parquet, only_info = drift.get("only_in_parquet") or [], drift.get("only_in_info") or []
+        unexplained = sorted(
+            [k for k in self.manifest.features if k not in info.features and k not in only_parquet]
+            + [k for k in info.features if k not in self.manifest.features and k not in only_info]
+        )
+        if unexplained:
+            raise FormatError(
+                f"{where}: features {unexplained[:10]} are in one of info.json and the manifest only, which its "
+                "schema_drift does not explain: one of the two was altered after packing"
+            )
         for key, packed in self.manifest.features.items():
             source = info.features.get(key)
             if source is None:
