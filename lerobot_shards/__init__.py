@@ -47,6 +47,7 @@ _EXPORTS = {
         "UnsupportedFormatVersionError",
         "IntegrityError",
         "PinMismatchError",
+        "NotAPackError",
         "EpisodeDataError",
         "MixtureSpecError",
         "StorageError",
@@ -72,6 +73,7 @@ _EXPORTS = {
     "lerobot_shards.packer.errors": [
         "PackError",
         "FrameMismatchError",
+        "MissingRowsError",
         "PackInterrupted",
         "OptionsError",
         "SourceError",
@@ -103,6 +105,7 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
         LeRobotTrainError as LeRobotTrainError,
         MixtureFeatureWarning as MixtureFeatureWarning,
         MixtureSpecError as MixtureSpecError,
+        NotAPackError as NotAPackError,
         ObjectNotFoundError as ObjectNotFoundError,
         PinMismatchError as PinMismatchError,
         PlanError as PlanError,
@@ -127,6 +130,7 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
     from lerobot_shards.packer.errors import (
         FrameMismatchError as FrameMismatchError,
         InspectError as InspectError,
+        MissingRowsError as MissingRowsError,
         MixtureError as MixtureError,
         OptionsError as OptionsError,
         PackError as PackError,

@@ -71,8 +71,9 @@ def main() -> None:
     stats = dataset.stats()
     print(
         f"[3/4] streamed 1 epoch: {samples} samples in {seconds:.2f} s ({samples / seconds:.0f} samples/s, "
-        f"{args.workers} workers, decoder {stats['decoder_backend']}), {int(stats['episodes_admitted'])} episodes "
-        f"admitted, {stats['bytes_fetched'] / 1e6:.2f} MB fetched"
+        f"{args.workers} workers, decoder {stats['decoder_backend']}), {stats['episodes_admitted']} episode admissions "
+        f"for {len(dataset.index.episodes)} episodes (an episode whose anchors two workers share is admitted by each), "
+        f"{stats['bytes_fetched'] / 1e6:.2f} MB fetched"
     )
     print(
         "      batch shapes: "

@@ -16,16 +16,24 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
     "$PY312" -m venv "$VENV"
 fi
-if [ ! -f "$VENV/.installed-2" ]; then
+if [ ! -f "$VENV/.installed-3" ]; then
     echo "[parity] installing LeRobot 0.6.1 (with accelerate, for lerobot-train), lerobot-lancedb and this project into $VENV: a few minutes, ~5 GB" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q 'lerobot[dataset,accelerate-dep]==0.6.1'
-    "$VENV/bin/python" -m pip install -q click rich duckdb webdataset pytest
+    # The README's train journey, as a LeRobot user runs it: LeRobot and accelerate first ...
+    "$VENV/bin/python" -m pip install -q 'lerobot[dataset]==0.6.1' accelerate
+    "$VENV/bin/python" -m pip install -q pytest
     # A peer for the benchmarks (bench_real.py's lance rows), in the same venv as LeRobot.
     "$VENV/bin/python" -m pip install -q 'lerobot-lancedb==0.3.1' lancedb
-    touch "$VENV/.installed-2"
+    touch "$VENV/.installed-3"
 fi
-# This project without touching LeRobot's torch/torchcodec; again each time, so the editable
-# install maps the packages this checkout has now.
-"$VENV/bin/python" -m pip install -q --no-deps -e .
+# ... then this project into LeRobot's environment with its own dependencies, as the README
+# says (it must keep LeRobot's torch: checked below); again each time, so the editable install
+# maps the packages this checkout has now.
+TORCH_BEFORE=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
+"$VENV/bin/python" -m pip install -q -e '.[pack,s3]'
+TORCH_AFTER=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
+if [ "$TORCH_BEFORE" != "$TORCH_AFTER" ]; then
+    echo "[parity] installing lerobot-shards changed LeRobot's torch ($TORCH_BEFORE -> $TORCH_AFTER): the README's journey is broken" >&2
+    exit 1
+fi
 "$VENV/bin/python" -c "import lerobot, torch; print('[parity] lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '?', 'torch', torch.__version__)"

@@ -239,7 +239,17 @@ def main() -> int:
     results["accelerate, 2 processes"] = f"{samples} samples of the epoch each seen once over {epoch_steps} steps"
     # 5. the README's commands as written
     readme = (ROOT / "README.md").read_text()
-    commands = [_readme_block(readme, "### Pack, verify, inspect"), _readme_block(readme, "### Train with lerobot-train")]
+    train = _readme_block(readme, "### Train with lerobot-train")
+    # The environment lines (a Python 3.12 venv, LeRobot, then this project with its extras) are
+    # what scripts/parity_setup.sh ran to make this venv, word for word; the rest runs in it.
+    setup = (ROOT / "scripts" / "parity_setup.sh").read_text()
+    env_lines = [line for line in train.splitlines() if line.startswith(("python3.12 -m venv", "lerobot-env/bin/pip install"))]
+    for line in env_lines:
+        wanted = line.split("install", 1)[-1].split("#")[0].strip().replace("/path/to/lerobot-shards", ".")
+        if line.startswith("lerobot-env/bin/pip") and wanted not in setup:
+            raise SystemExit(f"[parity-train] FAILED README: {line!r} is not what parity_setup.sh installs ({wanted!r})")
+    train = "\n".join(line for line in train.splitlines() if line not in env_lines)
+    commands = [_readme_block(readme, "### Pack, verify, inspect"), train.replace("lerobot-env/bin/", "")]
     script = "set -euo pipefail\nexport PATH=" + str(Path(sys.executable).parent) + ":$PATH\n" + "\n".join(commands)
     shutil.rmtree(out / "readme", ignore_errors=True)
     (out / "readme").mkdir()

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lerobot_shards import pack_dataset
-from lerobot_shards.testing import rollover_spec, write_sample_dataset
+from lerobot_shards.testing import CameraSpec, SampleSpec, rollover_spec, write_sample_dataset
 
 # Windows precomputed at pack time (LeRobot delta_timestamps, seconds at 30 fps).
 PACK_WINDOWS = {
@@ -27,7 +27,7 @@ PACK_WINDOWS = {
 # Small enough that the 9 rollover episodes spread over several shards.
 SHARD_SIZE_MB = 0.03
 
-__all__ = ["PACK_WINDOWS", "SHARD_SIZE_MB", "sample_source", "packed_copy", "packed_hevc", "packed_h264"]
+__all__ = ["PACK_WINDOWS", "SHARD_SIZE_MB", "sample_source", "packed_copy", "packed_hevc", "packed_h264", "packed_hevc_nvdec"]
 
 
 @pytest.fixture(scope="session")
@@ -57,6 +57,17 @@ def packed_h264(sample_source, tmp_path_factory) -> Path:
     dst = tmp_path_factory.mktemp("packed") / "h264"
     pack_dataset(str(sample_source), str(dst), video="h264", shard_size_mb=SHARD_SIZE_MB)
     return dst
+
+
+@pytest.fixture(scope="session")
+def packed_hevc_nvdec(tmp_path_factory) -> Path:
+    """A pack NVDEC can decode: HEVC frames of 144x192 (NVDEC's HEVC minimum is 144x144; the
+    session source's 48x64 and 32x32 cameras are below it)."""
+    root = tmp_path_factory.mktemp("nvdec")
+    spec = SampleSpec(episodes=2, lengths=(5, 6), cameras=(CameraSpec("observation.images.top", 144, 192),))
+    write_sample_dataset(root / "src", spec)
+    pack_dataset(str(root / "src"), str(root / "pack"), video="hevc")
+    return root / "pack"
 
 
 CAMERAS = ("observation.images.top", "observation.images.wrist")

@@ -35,7 +35,7 @@ def test_cpu_stage_equals_in_worker_decode(packed_copy, uint8):
     assert stage.stats()["decoder_hits"] > 0
 
 
-def test_nvdec_limits_are_explained(packed_copy, packed_hevc):
+def test_nvdec_limits_are_explained(packed_copy, packed_hevc_nvdec):
     if not torch.cuda.is_available():
         with pytest.raises(DecodeStageError, match="no CUDA device"):
             DecodeStage("cuda")
@@ -43,9 +43,9 @@ def test_nvdec_limits_are_explained(packed_copy, packed_hevc):
     with pytest.raises(ArgumentError, match="holds av1"):
         PackedDataset(str(packed_copy), decode_device="cuda", shuffle=False)
     stage = DecodeStage("cuda", allow_cpu_fallback=True)
-    dataset = PackedDataset(str(packed_hevc), decode_device="cuda", shuffle=False)
+    dataset = PackedDataset(str(packed_hevc_nvdec), decode_device="cuda", shuffle=False)
     batch = stage(collate([next(iter(dataset))]))
-    assert batch["observation.images.top"].shape == (1, 3, 48, 64)
+    assert batch["observation.images.top"].shape == (1, 3, 144, 192)
     on_nvdec = torch.cuda.is_available() and NvdecBackend.unavailable() is None
     assert (stage.stats()["cpu_fallbacks"] == 0) if on_nvdec else (stage.stats()["cpu_fallbacks"] >= 1)
     with pytest.raises(ValueError, match="apply them after DecodeStage"):

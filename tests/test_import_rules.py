@@ -71,7 +71,13 @@ RULES: dict[str, set[str]] = {
     "core.format": {"core.errors"},
     "core.storage": {"core.errors", "core.format"},
     "core.face": set(),
-    "reader.read_options": {"core.errors", "core.option_fields", "core.storage", "reader.decode"},  # decoder names
+    "reader.read_options": {
+        "core.errors",
+        "core.format",
+        "core.option_fields",
+        "core.storage",
+        "reader.decode",
+    },  # decoder names, pins
     "reader.plan": {"core.errors"},
     "reader.fetch": {"core.errors", "core.format", "core.storage"},
     "reader.decode": {"core.errors", "core.format"},

@@ -79,9 +79,14 @@ def test_meta_of_a_bucket_pack_equals_the_local_one(sample_source, packed_copy, 
     _assert_meta_matches_source(meta, sample_source, packed_copy)
 
 
-def test_meta_features_describe_the_packed_video(sample_source, tmp_path):
+def test_meta_features_describe_the_packed_video(tmp_path):
+    from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
+
+    # One aspect ratio: --resize gives every camera one size (another aspect is refused).
+    spec = SampleSpec(episodes=2, lengths=(3, 4), cameras=(CameraSpec("observation.images.top", 48, 64),))
+    write_sample_dataset(tmp_path / "src", spec)
     packed = tmp_path / "resized"
-    pack_dataset(str(sample_source), str(packed), video="h264", resize=(24, 32), shard_size_mb=1)
+    pack_dataset(str(tmp_path / "src"), str(packed), video="h264", resize=(24, 32), shard_size_mb=1)
     meta = PackedDataset(str(packed)).meta
     for key in meta.video_keys:
         assert meta.features[key]["shape"][:2] == (24, 32)

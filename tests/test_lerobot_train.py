@@ -70,7 +70,9 @@ def test_without_lerobot_or_on_an_untested_version_it_says_what_to_install(monke
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "version", version)
-    with pytest.raises(LeRobotTrainError, match=r"LeRobot is not installed .* pip install 'lerobot\[dataset\]==0.6.1'"):
+    with pytest.raises(
+        LeRobotTrainError, match=r"LeRobot's trainer, which needs Python 3.12 or later .*install lerobot-shards into"
+    ):
         check_lerobot()
     monkeypatch.setattr(metadata, "version", lambda name: "0.7.0")
     with pytest.raises(LeRobotTrainError, match=r"lerobot 0.7.0 is installed; .* tested with lerobot 0.6.1"):

@@ -21,7 +21,7 @@ from torchcodec.decoders import VideoDecoder
 from lerobot_shards import FrameMismatchError, PackError, SourceError, pack_dataset, verify
 from lerobot_shards.cli import main as cli
 from lerobot_shards.core.format import ROW_GROUP_MAX_BYTES, Manifest, pad_column, video_member_name
-from lerobot_shards.testing import read_identity
+from lerobot_shards.testing import CameraSpec, SampleSpec, read_identity, write_sample_dataset
 from tests.packed_fixtures import *
 from tests.packed_fixtures import (
     CAMERAS,
@@ -313,12 +313,17 @@ def test_bad_options_are_refused(sample_source, tmp_path):
 
 
 def test_resize_reencodes_to_the_requested_size(sample_source, tmp_path):
+    # The session source's wrist camera is square: one --resize for both would stretch it (issue 49).
+    with pytest.raises(PackError, match=r"--resize 24x32 would stretch observation.images.wrist 32x32 to 24x32"):
+        pack_dataset(str(sample_source), str(tmp_path / "mixed"), video="h264", resize=(24, 32), episodes=[0, 1])
+    src = tmp_path / "src"
+    write_sample_dataset(src, SampleSpec(episodes=2, lengths=(3, 4), cameras=(CameraSpec("observation.images.top", 48, 64),)))
     dst = tmp_path / "resized"
-    pack_dataset(str(sample_source), str(dst), video="h264", resize=(32, 48), episodes=[0, 1])
+    pack_dataset(str(src), str(dst), video="h264", resize=(24, 32), episodes=[0, 1])
     row = episodes_index(dst)[0]
     frames = VideoDecoder(member_bytes(dst, row, "observation.images.top")).get_frames_at(indices=[0]).data
-    assert tuple(frames.shape[-2:]) == (32, 48)
-    assert Manifest.from_json((dst / "manifest.json").read_text()).features["observation.images.top"].shape == (32, 48, 3)
+    assert tuple(frames.shape[-2:]) == (24, 32)
+    assert Manifest.from_json((dst / "manifest.json").read_text()).features["observation.images.top"].shape == (24, 32, 3)
 
 
 def test_cli_pack_verify_info_sql(sample_source, tmp_path):

@@ -544,9 +544,12 @@ def test_17_hevc_packs_are_byte_identical_clean_and_resumed(tmp_path):
     assert_same_tree(tmp_path / "a", tmp_path / "resumed")
 
 
-def test_17_hevc_refuses_frames_too_narrow_to_encode_reproducibly(sample_source, tmp_path):
+def test_17_hevc_refuses_frames_too_narrow_to_encode_reproducibly(tmp_path):
+    write_sample_dataset(
+        tmp_path / "src", SampleSpec(episodes=1, lengths=(3,), cameras=(CameraSpec("observation.images.top", 32, 32),))
+    )
     with pytest.raises(PackError, match="hevc cannot encode 16-pixel-wide frames reproducibly"):
-        pack_dataset(str(sample_source), str(tmp_path / "out"), video="hevc", resize=(16, 16))
+        pack_dataset(str(tmp_path / "src"), str(tmp_path / "out"), video="hevc", resize=(16, 16))
 
 
 # -- issue 41, finding 4: meta/ files are the ones LeRobot reads, bounded, streamed -----------------

@@ -142,6 +142,8 @@ def create(
         + (f", key maps for {mapped}" if mapped else "")
         + f" -> {report.written_to}"
     )
+    # The mixture's pin on a line of its own, to copy (MixtureDataset(..., manifest_sha256=PIN)).
+    click.echo(f"pin {report.pin}")
     _echo_problems(report)
     if not report.ok:  # --allow-partial: written, and said so
         click.echo(f"{len(report.failures)} dataset(s) left out (--allow-partial)", err=True)

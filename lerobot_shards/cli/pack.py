@@ -12,6 +12,8 @@ import click
 from lerobot_shards.cli.flags import PACK_FIELDS, storage_option, with_pack_flags
 from lerobot_shards.cli.progress import ProgressLog, pack_progress
 from lerobot_shards.cli.text import human_bytes, plural, printable, printable_lines
+from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.core.format.fields import check_pin
 from lerobot_shards.packer.options import PackOptions, flag_of, options_as_flags
 
 
@@ -31,6 +33,8 @@ def pack_summary(report, video: str = "copy") -> str:
         )
     elif report.shards_rehashed:
         line += f"; nothing left to pack (re-hashed {plural(report.shards_rehashed, 'kept shard')}: intact)"
+    elif not report.shards_planned_here:
+        line += "; this part has no shard to pack (the plan has fewer shards than parts)"
     else:
         line += "; nothing left to pack (kept shards checked by size; --repair re-hashes them)"
     if report.shards_repaired:
@@ -125,6 +129,43 @@ def repair_hint(
     if unflagged:
         note += f" (pack_dataset(..., {', '.join(unflagged)}, repair=True) from Python)"
     return "to repair it: " + printable(" ".join(shlex.quote(str(w)) for w in words)) + printable(note)
+
+
+def _pin_flag(value: str | None) -> str | None:
+    """``--manifest-sha256``: a pin, or a usage error (bad input, not a pack that changed)."""
+    if value is None:
+        return None
+    try:
+        return check_pin(value, what="--manifest-sha256")
+    except ArgumentError as err:
+        raise click.BadParameter(str(err).removeprefix("--manifest-sha256 ")) from None
+
+
+def verify_advice(dst: str, report, storage_options: dict | None) -> str:
+    """What fixes what ``verify`` found: the fix for this failure (``report.failure``), never a
+    repair where a repair cannot help (a path with no pack, a pin, a pack that only needs its
+    ``finalize``)."""
+    quoted = printable(shlex.quote(dst))
+    if report.failure == "missing":
+        return "nothing to repair: check the path (a typo?) or the repo id"
+    if report.failure == "bucket":
+        return "nothing to repair: check the bucket name and the endpoint (--storage-options)"
+    if report.failure == "file":
+        return "give the folder that holds manifest.json"
+    if report.failure == "mixture":
+        return "a mixture is checked pack by pack: `lerobot-shards verify FOLDER/NAME` for each of its datasets"
+    if report.failure == "pin":
+        return (
+            "a repair cannot change a pin: get the pack that was pinned again, or, if this one is the pack you "
+            f"want, pin it as it is (`lerobot-shards info {quoted}` prints its pin)"
+        )
+    if report.failure == "storage":
+        return "the storage failed, not the pack: check access and credentials, then verify again"
+    if report.failure == "unfinished":
+        if report.ready_to_finalize:
+            return f"every shard is packed; publish it with `lerobot-shards finalize {quoted}`"
+        return f"finish packing it: re-run the pack command (every --part job of it), then `lerobot-shards finalize {quoted}`"
+    return repair_hint(dst, report.source, report.options, storage_options is not None, report.options_error)
 
 
 def library_error(err: Exception) -> click.ClickException:
@@ -238,7 +279,8 @@ def _run_check(src, repo_id, revision, params) -> None:
     if report.reencoded:
         summary += f"; copy mode would re-encode {plural(len(report.reencoded), 'episode')}"
     if not report.ok:
-        raise click.ClickException(summary + "; a pack would stop at the first error")
+        fix = report.fix()
+        raise click.ClickException(summary + "; a pack would stop at the first error" + (f"; to pack: {fix}" if fix else ""))
     click.echo(summary + "; ok to pack")
 
 
@@ -273,6 +315,7 @@ def finalize_command(dst, storage_options, journal, trust_destination):
     "--manifest-sha256",
     "pin",
     default=None,
+    callback=lambda ctx, param, value: _pin_flag(value),
     metavar="sha256:HEX",
     help="Pin: fail unless manifest.json is exactly this one (as `info` prints it).",
 )
@@ -294,8 +337,7 @@ def verify_command(dst, decode, pin, storage_options):
         for problem in report.problems:
             click.echo(f"FAIL {printable(problem)}", err=True)
         raise click.ClickException(
-            f"{len(report.problems)} problem(s) in {printable(dst)}; "
-            + repair_hint(dst, report.source, report.options, storage_options is not None, report.options_error)
+            f"{len(report.problems)} problem(s) in {printable(dst)}; " + verify_advice(dst, report, storage_options)
         )
     click.echo(
         f"ok: {report.shards_checked} shards, {report.episodes_checked} episodes"

@@ -39,6 +39,10 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
     def progress(done: int, total: int) -> None:
         click.echo(f"preview: episode {done}/{total}", err=True)
 
+    # Before decoding anything: the page's folder must exist (it was a traceback after the decode).
+    if not output.parent.is_dir():
+        raise click.ClickException(f"{printable(str(output.parent))}: no such folder to write {printable(output.name)} in")
+
     try:
         page, report = render_preview(
             packed,
@@ -49,7 +53,10 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
         )
     except LeRobotShardsError as err:
         raise click.ClickException(printable(str(err))) from None
-    output.write_text(page, encoding="utf-8")
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as err:
+        raise click.ClickException(f"{printable(str(output))}: cannot write the page ({err.strerror})") from None
     click.echo(
         f"wrote {output} ({report.html_bytes / 1e6:.2f} MB): {report.episodes_shown} of {report.episodes_total} episodes, "
         f"{report.frames_decoded} frames decoded, {report.seconds:.1f} s"

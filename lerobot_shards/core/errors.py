@@ -29,6 +29,24 @@ class BoundExceededError(FormatError):
     file, the field, the value found and the value allowed."""
 
 
+class NotAPackError(FormatError):
+    """The path holds no packed dataset, and why (``reason``): ``"missing"`` (no such directory
+    or Hub repo), ``"bucket"`` (no such bucket), ``"file"`` (a file, not the directory that
+    holds ``manifest.json``), ``"mixture"`` (a mixture's folder or file) or ``"unfinished"``
+    (a pack whose ``finalize`` has not run). What fixes it differs with each (``verify`` says)."""
+
+    def __init__(self, message: str, *, reason: str = "unfinished"):
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):  # pickles across DataLoader workers with its reason
+        return (_not_a_pack, (str(self), self.reason))
+
+
+def _not_a_pack(message: str, reason: str) -> NotAPackError:
+    return NotAPackError(message, reason=reason)
+
+
 class UnsupportedFormatVersionError(FormatError):
     """The dataset was written by a format version this reader does not read."""
 

@@ -42,6 +42,23 @@ class SourceError(PackError, ValueError):
     """The source dataset is missing files, has an unsupported version or is inconsistent."""
 
 
+class MissingRowsError(SourceError):
+    """An episode's data parquet holds fewer rows than its metadata length (rows lost at the end
+    or in the middle): ``on_frame_mismatch`` decides (``pad`` fills each missing row from the one
+    before it, ``drop-episode`` leaves the episode out). ``episode``, ``missing``: which."""
+
+    def __init__(self, message: str, *, episode: int = -1, missing: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.episode, self.missing = episode, tuple(missing)
+
+    def __reduce__(self):  # crosses process pools (packing workers) with its fields
+        return (_missing_rows, (str(self), self.episode, self.missing))
+
+
+def _missing_rows(message: str, episode: int, missing: tuple[int, ...]) -> MissingRowsError:
+    return MissingRowsError(message, episode=episode, missing=missing)
+
+
 class VideoCutError(PackError, ValueError):
     """A source video cannot be cut or decoded for an episode."""
 
@@ -77,6 +94,7 @@ class MixtureError(LeRobotShardsError, ValueError):
 __all__ = [
     "FrameMismatchError",
     "InspectError",
+    "MissingRowsError",
     "MixtureError",
     "OptionsError",
     "PackError",

@@ -351,7 +351,7 @@ class PackRunOptions:
             raise OptionsError(f"part {self.part} must be (I, N) with 0 <= I < N", option="part")
 
 
-def _episode_ranges_text(episodes: list[int]) -> str:
+def episode_ranges_text(episodes: list[int]) -> str:
     """Sorted episode indices as ``parse_episode_ranges`` reads them: ``0,3,10-20``."""
     out, run_start = [], None
     for i, e in enumerate(episodes):
@@ -387,7 +387,7 @@ def options_as_flags(options: PackOptions) -> tuple[list[str], list[str]]:
             for name, window in sorted(value.items()):
                 flags += [f.flag, f"{name}={json.dumps(window, separators=(',', ':'))}"]
         elif f.name == "episodes":
-            flags += [f.flag, _episode_ranges_text(sorted(value))]
+            flags += [f.flag, episode_ranges_text(sorted(value))]
         elif f.name == "resize":
             flags += [f.flag, f"{value[0]}x{value[1]}"]
         else:

@@ -106,7 +106,15 @@ class EpochStream(torch.utils.data.IterableDataset):
             for k, key in enumerate(pack.video_keys):
                 if key in pack.features and pack.features[key].is_depth:
                     continue
-                found = {VIDEO_CODECS[c] for c in np.unique(members[k::cameras]).tolist()} - set(backend.codecs)
+                codecs = {VIDEO_CODECS[c] for c in np.unique(members[k::cameras]).tolist()}
+                found = codecs - set(backend.codecs)
+                camera = pack.features[key].camera if key in pack.features else None
+                for codec in sorted(codecs - found):
+                    refusal = backend.refuses_frames(codec, *camera.size) if camera is not None else None
+                    if refusal:
+                        raise ArgumentError(
+                            f"decode_device={device!r} ({backend.name}): camera {key} of {pack.name}: {refusal.split(': ', 1)[-1]}"
+                        )
                 if found:
                     raise ArgumentError(
                         f"decode_device={device!r} decodes {'/'.join(backend.codecs)} members ({backend.name}); camera {key} of "
@@ -245,20 +253,21 @@ class EpochStream(torch.utils.data.IterableDataset):
         self.epoch = self._resume.load(state)
         self._pending_resume = (self.epoch, state.get("samples_consumed"))
 
-    def stats(self) -> dict[str, float | str]:
+    def stats(self) -> dict[str, int | float | str]:
         """Reader counters since this stream was built, summed over this process and its
         DataLoader workers (peaks for ``max_*``).
 
         Keys: ``samples``, ``bytes_fetched`` (video bytes read + decoded row bytes),
         ``fetch_seconds`` (background fetch time, summed over threads), ``decode_seconds``,
-        ``episodes_admitted``, ``disk_cache_hits`` (episodes whose video came from
+        ``episodes_admitted`` (admissions: an episode whose anchors several consumers share is
+        admitted by each, and again after the pool let it go), ``disk_cache_hits`` (episodes whose video came from
         ``cache_dir``), ``decoder_hits``/``decoder_misses`` (a miss opens a decoder on
         an episode's member), ``frames_decoded``, ``storage_retries``, ``max_open_episodes``,
         ``max_open_bytes`` (one consumer's open pool), ``max_prefetched_bytes`` (one consumer's
         video bytes fetched ahead of use; at most ``prefetch_bytes`` unless a single episode is
         larger). Iterators publish through shared memory (see ``lerobot_shards.reader.runtime.stats``) every
         50 ms and when their stream ends: current while a loader runs, complete once an epoch's
-        loader is exhausted. Also ``decoder_backend``.
+        loader is exhausted. Counts are ints, ``*_seconds`` floats. Also ``decoder_backend``.
         """
         return {**self._stats.snapshot(), "decoder_backend": self.decoder_backend}
 

@@ -44,7 +44,7 @@ from lerobot_shards.core.errors import (
     ObjectNotFoundError,
     PinMismatchError,
 )
-from lerobot_shards.core.format import sha256_hex
+from lerobot_shards.core.format import MANIFEST_PATH, sha256_hex
 from lerobot_shards.core.format.features import parse_features
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
@@ -84,6 +84,26 @@ PLAN_KIND = "pieces-1"
 sample's source at random, a sequence a state of this version could not continue)."""
 
 
+def mixture_file_of(path: str, storage_options: dict | None = None, *, retry: RetryPolicy = RetryPolicy()) -> str:
+    """The mixture file a path names: the path itself, or ``FOLDER/mixture.json`` for the folder
+    ``mixture create`` wrote it in.
+
+    Raises:
+        ArgumentError: the folder is a packed dataset (its ``manifest.json``), not a mixture.
+    """
+    if path.rstrip("/").endswith(".json"):
+        return path
+    folder = Storage(path, storage_options, retry=retry)
+    if folder.exists(MIXTURE_FILE):
+        return f"{path.rstrip('/')}/{MIXTURE_FILE}"
+    if folder.exists(MANIFEST_PATH):
+        raise ArgumentError(
+            f"{path} is a packed dataset, not a mixture: open it with lerobot_shards.PackedDataset, or give "
+            f"MixtureDataset a list of pack folders ([{path!r}, ...]) or the {MIXTURE_FILE} `lerobot-shards mixture create` wrote"
+        )
+    return path
+
+
 def load_mixture_file(
     path: str,
     storage_options: dict | None = None,
@@ -101,7 +121,9 @@ def load_mixture_file(
         MixtureSpecError: the file does not validate, or a dataset path is absolute or a URL
             without ``allow_remote_paths`` (a mixture file must not pick what a reader opens).
         PinMismatchError: not the pinned file.
+        ArgumentError: ``path`` is a packed dataset, not a mixture.
     """
+    path = mixture_file_of(path, storage_options, retry=retry)
     storage = Storage(path.rsplit("/", 1)[0] if "/" in path else ".", storage_options, retry=retry)
     name = path.rsplit("/", 1)[-1]
     try:
@@ -204,6 +226,7 @@ class MixtureDataset(EpochStream):
         """
         options = self.options
         if isinstance(sources, str):
+            sources = mixture_file_of(sources, options.storage_options, retry=options.retry)  # a folder names its mixture.json
             spec, self.mixture_sha256 = load_mixture_file(
                 sources,
                 options.storage_options,

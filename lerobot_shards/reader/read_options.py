@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.core.format.fields import check_pin
 from lerobot_shards.core.option_fields import check_values, describe_options, option
 from lerobot_shards.core.storage import RetryPolicy
 
@@ -108,6 +109,8 @@ class ReadOptions:
 
     def __post_init__(self) -> None:
         check_values(self)  # choices, ranges and types, as each field declares them
+        if self.manifest_sha256 is not None:
+            object.__setattr__(self, "manifest_sha256", check_pin(self.manifest_sha256))
         if self.decode_device is not None and (not isinstance(self.decode_device, str) or not self.decode_device.strip()):
             raise ArgumentError(
                 f"decode_device must be None (decode in the workers) or a device such as 'cuda', got {self.decode_device!r}"

@@ -444,12 +444,32 @@ def write_sample_dataset(
     root = Path(root)
     if (root / "meta" / "info.json").exists():
         raise FileExistsError(f"{root} already holds a dataset (meta/info.json exists)")
+    spec.episode_lengths()  # a bad spec is refused before anything is written
+    existed = set(root.iterdir()) if root.is_dir() else None
+    root.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="lerobot-sample-", dir=root))
+    try:
+        return _write_sample_dataset(root, spec, progress, workdir)
+    except BaseException:
+        # A failed write leaves nothing a later step would read as a dataset: what this call
+        # made goes (the folder itself when it made it).
+        for path in [root] if existed is None else [p for p in root.iterdir() if p not in existed]:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _write_sample_dataset(
+    root: Path, spec: SampleSpec, progress: Callable[[int, int], None] | None, workdir: Path
+) -> SampleReport:
     lengths = spec.episode_lengths()
     features = _features(spec)
     tabular = {k: v for k, v in features.items() if v["dtype"] not in ("video", "image", "language")}
     rows_of = [k for k, v in features.items() if v["dtype"] != "video"]  # the data parquet's columns
-    root.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="lerobot-sample-", dir=root))
 
     # --- data parquet: one row group per episode, files roll over by size ----------------
     data_loc = (0, 0)
@@ -573,7 +593,6 @@ def write_sample_dataset(
         data_writer.close()
     for key in video_state:
         flush_video(key)
-    shutil.rmtree(workdir)
 
     # --- metadata -------------------------------------------------------------------------
     episodes_path = root / EPISODES_PATH.format(chunk_index=0, file_index=0)

@@ -147,6 +147,30 @@ def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     return values, rest
 
 
+# LeRobot 0.6.1 installs on Python 3.12 and later only.
+LEROBOT_PYTHON = (3, 12)
+
+
+def missing_lerobot_message(python: tuple[int, int] = sys.version_info[:2], executable: str = sys.executable) -> str:
+    """How to get LeRobot's trainer and lerobot-shards into one environment, for the Python that
+    asked: LeRobot needs 3.12 or later, so from an older one the way is to install lerobot-shards
+    into the LeRobot environment, not LeRobot into this one (which pip refuses)."""
+    lerobot = f"'lerobot[dataset]=={TESTED_LEROBOT[-1]}' accelerate"
+    if python >= LEROBOT_PYTHON:
+        return (
+            f"lerobot-shards train runs LeRobot's trainer, and LeRobot is not installed in this Python ({executable}): "
+            f"pip install {lerobot}"
+        )
+    need = ".".join(map(str, LEROBOT_PYTHON))
+    return (
+        f"lerobot-shards train runs LeRobot's trainer, which needs Python {need} or later (this is {python[0]}.{python[1]}, "
+        f"{executable}): install lerobot-shards into the environment where LeRobot runs and train from there: "
+        f"python{need} -m venv lerobot-env && lerobot-env/bin/pip install {lerobot} && "
+        "lerobot-env/bin/pip install -e 'PATH_TO_LEROBOT_SHARDS[pack,s3]' (it keeps LeRobot's torch), then "
+        "lerobot-env/bin/lerobot-shards train ...; README, 'Train with lerobot-train'"
+    )
+
+
 def check_lerobot(allow_untested: bool = False) -> str:
     """The installed LeRobot's version.
 
@@ -159,11 +183,7 @@ def check_lerobot(allow_untested: bool = False) -> str:
     try:
         found = version("lerobot")
     except PackageNotFoundError:
-        raise LeRobotTrainError(
-            f"lerobot-shards train runs LeRobot's trainer, and LeRobot is not installed in this Python "
-            f"({sys.executable}): pip install 'lerobot[dataset]=={TESTED_LEROBOT[-1]}' accelerate "
-            "(or use `make parity`'s .venv-parity)"
-        ) from None
+        raise LeRobotTrainError(missing_lerobot_message()) from None
     if found not in TESTED_LEROBOT and not allow_untested:
         raise LeRobotTrainError(
             f"lerobot {found} is installed; this integration replaces names inside lerobot-train and was "

@@ -540,6 +540,23 @@ def check_language_type(key: str, arrow_type: pa.DataType, *, where: str) -> Non
             )
 
 
+def value_column_type_ok(arrow_type: pa.DataType) -> bool:
+    """A value feature's column holds what LeRobot returns as tensors or strings: numbers,
+    bools or text, or (nested) lists of them; not structs (pictures, records) nor bytes."""
+    if isinstance(arrow_type, pa.ExtensionType):
+        arrow_type = arrow_type.storage_type  # LeRobot's ArrayND types, as ``datasets`` registers them
+    while pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
+        arrow_type = arrow_type.value_type
+    return (
+        pa.types.is_integer(arrow_type)
+        or pa.types.is_floating(arrow_type)
+        or pa.types.is_boolean(arrow_type)
+        or pa.types.is_string(arrow_type)
+        or pa.types.is_large_string(arrow_type)
+        or pa.types.is_null(arrow_type)
+    )
+
+
 def image_column_type_ok(arrow_type: pa.DataType) -> bool:
     """An image column holds LeRobot's ``{"bytes", "path"}`` structs (or bare bytes)."""
     if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
@@ -567,6 +584,7 @@ __all__ = [
     "Features",
     "check_language_type",
     "image_column_type_ok",
+    "value_column_type_ok",
     "is_depth_pixel_format",
     "parse_feature",
     "parse_features",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lerobot_shards.core.errors import FormatError, IntegrityError
+from lerobot_shards.core.errors import ArgumentError, FormatError, IntegrityError
 
 T = TypeVar("T")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -100,6 +100,23 @@ def sha256_file(path: str | Path, *, chunk_bytes: int = 1 << 22) -> tuple[str, i
 
 def is_sha256_hex(value: object) -> bool:
     return isinstance(value, str) and _SHA256_HEX.fullmatch(value) is not None
+
+
+def check_pin(pin: object, *, what: str = "manifest_sha256") -> str:
+    """A pin the user gives (``sha256:`` and 64 hex digits, as ``info`` prints it; the bare digits
+    too), normalized to ``sha256:<lowercase hex>``.
+
+    Raises:
+        ArgumentError: anything else, named as bad input (not as a pack that changed).
+    """
+    text = pin.strip().lower() if isinstance(pin, str) else ""
+    digest = text.removeprefix("sha256:")
+    if not is_sha256_hex(digest):
+        raise ArgumentError(
+            f"{what} {str(pin)[:80]!r} is not a pin: expected 'sha256:' and 64 hex digits, as `lerobot-shards info` "
+            "prints it on the line 'pin'"
+        )
+    return "sha256:" + digest
 
 
 def check_bytes(data: bytes | memoryview, *, size: int, sha256: str, where: str) -> None:

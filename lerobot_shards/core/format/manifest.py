@@ -24,6 +24,7 @@ from lerobot_shards.core.format.features import Features, parse_features
 from lerobot_shards.core.format.fields import (
     Fields,
     canonical_json,
+    check_pin,
     is_int,
     is_sha256_hex,
     load_json,
@@ -200,6 +201,7 @@ class Manifest:
         """
         raw = text.encode() if isinstance(text, str) else bytes(text)
         if expected_sha256 is not None:
+            expected_sha256 = check_pin(expected_sha256)
             found = sha256_hex(raw)
             if found != expected_sha256.removeprefix("sha256:").lower():
                 raise PinMismatchError(

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from lerobot_shards.core.errors import LeRobotShardsError, MixtureSpecError, PredicateError
-from lerobot_shards.core.format import MANIFEST_PATH, PREROLL_FORMAT_VERSION, FormatError, check_key
+from lerobot_shards.core.format import MANIFEST_PATH, PREROLL_FORMAT_VERSION, FormatError, check_key, sha256_hex
 from lerobot_shards.core.format.features import Features
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
@@ -85,6 +85,7 @@ class MixtureReport:
     rows: list[DatasetStatus] = field(default_factory=list)
     spec: MixtureSpec | None = None
     written_to: str | None = None
+    pin: str | None = None  # sha256 of the mixture.json written (what MixtureDataset(..., manifest_sha256=) pins)
     # Features only some datasets have: filled with zeros and a mask elsewhere, or left out of
     # every sample (not numeric, or shapes differ); {key: names of the datasets that have it}.
     filled_features: dict[str, list[str]] = field(default_factory=dict)
@@ -382,7 +383,68 @@ def create_mixture(
         MixtureSpecError: more episodes or members than a mixture may hold (nothing is written).
         SourcesError: a malformed sources file.
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
+
+    A refusal leaves no stale ``mixture.json`` for training to read: a previous one (which
+    described another set of packs) is moved to ``mixture.json.previous``, and the error says so.
     """
+    try:
+        return _create(
+            dst,
+            names=names,
+            sources_file=sources_file,
+            where=where,
+            verify=verify,
+            storage_options=storage_options,
+            allow_duplicates=allow_duplicates,
+            key_map=key_map,
+            allow_partial=allow_partial,
+            workers=workers,
+            processes=processes,
+        )
+    except (MixtureError, MixtureSpecError) as err:
+        moved = _set_aside_previous(dst, storage_options)
+        if not moved:
+            raise
+        note = f" (the previous {MIXTURE_PATH}, which no longer describes these packs, is now {moved})"
+        raise type(err)(str(err) + note, *([err.report] if isinstance(err, MixtureError) else [])) from None
+
+
+def _set_aside_previous(dst: str, storage_options: dict | None) -> str | None:
+    """Move an existing ``mixture.json`` to ``mixture.json.previous``; returns the new name, or
+    None when there was none (or it cannot be moved: the refusal still stands)."""
+    previous = f"{MIXTURE_PATH}.previous"
+    try:
+        root = Storage(dst, storage_options)
+        if not root.exists(MIXTURE_PATH):
+            return None
+        root.write_bytes(previous, root.read_bytes(MIXTURE_PATH))
+        root.remove(MIXTURE_PATH)
+    except (LeRobotShardsError, OSError):
+        return None
+    return previous
+
+
+def _create(
+    dst: str,
+    *,
+    names: Mapping[str, str] | None,
+    sources_file: str | None,
+    where: str | None,
+    verify: bool,
+    storage_options: dict | None,
+    allow_duplicates: bool,
+    key_map: Mapping[str, Mapping[str, str | None]] | None,
+    allow_partial: bool,
+    workers: int,
+    processes: int | None,
+) -> MixtureReport:
+    if not names and not sources_file and Storage(dst, storage_options).exists(MANIFEST_PATH):
+        parent = dst.rstrip("/").rsplit("/", 1)[0] if "/" in dst.rstrip("/") else "."
+        raise MixtureError(
+            f"{dst} is a packed dataset, not a folder of packs: a mixture lists the packs in a folder "
+            f"(`lerobot-shards mixture create {parent}`), or name this one with a sources file; "
+            f"{MIXTURE_PATH} not written"
+        )
     report, opened = _scan(
         dst,
         names=names,
@@ -423,8 +485,10 @@ def create_mixture(
     index = compile_mixture(root, [pack for _, pack in opened])
     report.spec = MixtureSpec(datasets=entries, default_weights="anchors", version=version, index=index)
     # mixture.json last: it is the commit point that names the compiled files and their digests.
-    root.write_bytes(MIXTURE_PATH, report.spec.to_json().encode())
+    data = report.spec.to_json().encode()
+    root.write_bytes(MIXTURE_PATH, data)
     report.written_to = f"{root.url}/{MIXTURE_PATH}"
+    report.pin = "sha256:" + sha256_hex(data)
     return report
 
 

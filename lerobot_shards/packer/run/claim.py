@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 from lerobot_shards.core.errors import FormatError
@@ -19,6 +17,7 @@ from lerobot_shards.core.format import MANIFEST_PATH, PLAN_PATH, SHARDS_DIR, Fil
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import PackError, SourceError
 from lerobot_shards.packer.plan.pack_plan import plan_differences
+from lerobot_shards.packer.run.staging import staging_dir
 from lerobot_shards.packer.source.base import Source
 
 log = logging.getLogger(__name__)
@@ -115,18 +114,15 @@ def copy_meta(source: Source, storage: Storage) -> dict[str, FileEntry]:
         SourceError: a file holds more bytes than its bound (names it and the bound).
     """
     entries = {}
-    for rel, path, bound in source.metadata_files():
-        with tempfile.NamedTemporaryFile(prefix="lerobot-shards-meta-", delete=False) as staged:
-            try:
-                entries[rel] = _stream_copy(path, staged, bound, rel)
-                staged.close()
-                entry = entries[rel]
-                if storage.exists(rel) and storage.size(rel) == entry.bytes and storage.digest(rel)[0] == entry.sha256:
-                    continue
-                storage.put_file(staged.name, rel, move=True)
-            finally:
-                if os.path.exists(staged.name):
-                    os.unlink(staged.name)
+    with staging_dir(storage.url, kind="meta") as folder:
+        for rel, path, bound in source.metadata_files():
+            staged = folder / "staged"
+            with open(staged, "wb") as sink:
+                entries[rel] = _stream_copy(path, sink, bound, rel)
+            entry = entries[rel]
+            if not (storage.exists(rel) and storage.size(rel) == entry.bytes and storage.digest(rel)[0] == entry.sha256):
+                storage.put_file(str(staged), rel, move=True)
+            staged.unlink(missing_ok=True)
     return entries
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import logging
 import tempfile
 import time
@@ -27,6 +28,7 @@ from lerobot_shards.packer.errors import OptionsError, PackError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import make_pack_plan, select_episodes
 from lerobot_shards.packer.plan.shard_plan import shards_of_part
+from lerobot_shards.packer.run import staging
 from lerobot_shards.packer.run.claim import check_destination, claim_destination, copy_meta
 from lerobot_shards.packer.run.finalize import finalize
 from lerobot_shards.packer.run.journal import Journal
@@ -34,6 +36,7 @@ from lerobot_shards.packer.run.pool import run_jobs
 from lerobot_shards.packer.run.receipts import kept_receipt
 from lerobot_shards.packer.run.shards import ShardJob, pack_shard
 from lerobot_shards.packer.shard.build import ShardSpec
+from lerobot_shards.packer.shard.check import stretched_cameras
 from lerobot_shards.packer.source.base import Source, open_dataset_source
 from lerobot_shards.packer.source.staging import describe_source, stage_source
 from lerobot_shards.reader.plan.windows import resolve_delta_timestamps, windows_beyond
@@ -66,6 +69,8 @@ class PackReport:
     # Episodes whose video held more frames than rows: the member keeps the first ``length``
     # (LeRobot never reads the rest), losslessly.
     trimmed_episodes: list[int] = field(default_factory=list)
+    # Shards of the plan this run (its --part) had to pack or keep: 0 when a part got none.
+    shards_planned_here: int = 0
     # Episodes that start between keyframes, cut from the keyframe before them (exact: readers
     # skip the pre-roll frames; the pack is format 4).
     preroll_episodes: list[int] = field(default_factory=list)
@@ -239,6 +244,7 @@ def _open_source(
             for name, window in run.window_frames.items()
         }
         options = replace(options, windows={**options.windows, **in_seconds})
+    _check_windows(options, source.fps, list(source.features), in_frames=set(run.window_frames))
     return source, options
 
 
@@ -247,6 +253,9 @@ def _plan_pack(source: Source, options: PackOptions, *, description: dict) -> tu
     (parquet footer, video header): a bad source fails here, naming the file and episode,
     before anything is written. Returns the plan and each planned episode's estimated bytes."""
     _check_windows(options, source.fps, list(source.features))
+    stretched = stretched_cameras(source, options)
+    if stretched:
+        raise OptionsError(stretched, option="resize")
     planned = select_episodes(source.episode_indices, options.episodes)
     sizes = [source.estimated_episode_bytes(e) for e in planned]
     plan = make_pack_plan(planned, sizes, options, {**description, "fingerprint": source.fingerprint(planned)})
@@ -272,6 +281,9 @@ def _claim(storage: Storage, plan: PackPlan, source: Source, run: PackRunOptions
     removed = storage.remove_stale_temp_files()
     if removed:
         log.warning("%s: removed %d temporary file(s) left by an interrupted run", storage.url, removed)
+    swept = staging.sweep(storage.url)  # what a killed run of this pack staged in the temp folder
+    if swept:
+        log.warning("removed %d staging folder(s) a killed run of %s left in %s", len(swept), storage.url, swept[0].parent)
     journal = Journal(storage.url, run.journal)
     journal.record_meta(plan.sha256, copy_meta(source, storage))
     return journal
@@ -298,7 +310,8 @@ def _shards_to_build(
     """The shards of ``shard_ids`` without a receipt this run may keep (a re-run resumes; with
     ``repair`` kept shards are re-hashed and damaged ones rebuilt); kept shards are counted
     into ``report``."""
-    todo = []
+    todo: list[int] = []
+    unvouched: list[str] = []
     for shard in shard_ids:
         receipt = kept_receipt(
             storage,
@@ -309,6 +322,7 @@ def _shards_to_build(
             trust_destination=run.trust_destination,
             repair=run.repair,
             damaged=report.shards_repaired,
+            unvouched=unvouched,
         )
         if receipt is not None:
             report.shards_skipped += 1
@@ -316,6 +330,17 @@ def _shards_to_build(
             _account(report, receipt.to_dict(), written=False)
         else:
             todo.append(shard)
+    if unvouched:  # once for the run, not once per shard (a copied pack has all of them)
+        log.warning(
+            "%s: %d shard receipt(s) (%s%s) are not in this machine's pack journal (%s): written by another run or "
+            "machine; rebuilding them (--trust-destination adopts them after re-hashing their files)",
+            storage.url,
+            len(unvouched),
+            ", ".join(unvouched[:3]),
+            f" and {len(unvouched) - 3} more" if len(unvouched) > 3 else "",
+            journal.dir,
+        )
+    report.shards_planned_here = len(shard_ids)
     return todo
 
 
@@ -406,22 +431,30 @@ def _shard_jobs(
     return jobs
 
 
-def _check_windows(options: PackOptions, fps: int, known_keys: list[str], missing: list[str] = ()) -> None:
+def _check_windows(
+    options: PackOptions, fps: int, known_keys: list[str], missing: list[str] = (), *, in_frames: set[str] = frozenset()
+) -> None:
     """Every window must resolve at the source's fps over keys the data holds.
 
     Raises:
-        OptionsError: names the window and what is wrong (``option == "windows"``).
+        OptionsError: names the window and what is wrong, and the flag it came from
+            (``option`` is ``window_frames`` for the windows given in frames, else ``windows``).
     """
     for name, window in options.windows.items():
+        option = "window_frames" if name in in_frames else "windows"
         absent = [k for k in window if k in missing]
         if absent:
             raise OptionsError(
-                f"window {name!r}: {absent} declared in meta/info.json but missing from the data parquet", option="windows"
+                f"window {name!r}: {absent} declared in meta/info.json but missing from the data parquet", option=option
             )
         try:
             resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s, known_keys=known_keys)
         except (WindowError, ValueError) as err:
-            raise OptionsError(f"window {name!r}: {err}", option="windows") from None
+            hint = ""
+            if "not multiples of 1/fps" in str(err) and option == "windows":  # then every delta is a number
+                frames = {k: [round(float(d) * fps) for d in v] for k, v in window.items()}
+                hint = f"; or give it in frames: --window-frames {name}='{json.dumps(frames, separators=(',', ':'))}'"
+            raise OptionsError(f"window {name!r}: {err}{hint}", option=option) from None
 
 
 def _warn_windows_beyond(options: PackOptions, fps: int, longest: int) -> None:

@@ -68,6 +68,7 @@ def kept_receipt(
     trust_destination: bool = False,
     repair: bool = False,
     damaged: list[str] | None = None,
+    unvouched: list[str] | None = None,
 ) -> ShardReceipt | None:
     """The receipt of a shard a resumed pack keeps, or None when the shard must be (re)built.
 
@@ -76,7 +77,8 @@ def kept_receipt(
     (and digests, with ``repair``: the whole files are read). A receipt the journal does not
     vouch for was written elsewhere: rebuilt (warned), unless ``trust_destination``, where its
     files are re-hashed against it instead. A shard of this plan rebuilt because its receipt
-    or files are damaged is appended to ``damaged`` (``"shard-000001: why"``).
+    or files are damaged is appended to ``damaged`` (``"shard-000001: why"``); one the journal
+    does not vouch for to ``unvouched`` (the caller then says it once for all), else it is warned.
     """
 
     def rebuild(why: str) -> None:
@@ -96,6 +98,9 @@ def kept_receipt(
         return None
     vouched = journal.vouches(shard, plan.sha256, data)
     if not vouched and not trust_destination:
+        if unvouched is not None:
+            unvouched.append(shard_name(shard))
+            return None
         log.warning(
             "%s: not in this machine's pack journal (%s): written by another run or machine; rebuilding the shard "
             "(--trust-destination adopts it after re-hashing its files)",

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.options import PackRunOptions
 from lerobot_shards.packer.run.journal import Journal
 from lerobot_shards.packer.run.pool import ProgressSink
 from lerobot_shards.packer.run.receipts import commit_shard
+from lerobot_shards.packer.run.staging import staging_dir
 from lerobot_shards.packer.shard.build import ShardSpec, build_shard, encode_member
 from lerobot_shards.packer.source.base import open_dataset_source
 
@@ -45,11 +44,11 @@ def pack_shard(job: ShardJob, progress: ProgressSink | None = None) -> dict:
     if job.member_workers > 1 and job.spec.options.video != "copy":
         members = _encode_members_in_parallel(job, source, progress)
         on_episode = None  # progress came from the members as they finished
-    with tempfile.TemporaryDirectory(prefix="lerobot-shards-") as tmp:
+    with staging_dir(storage.url) as tmp:
         built = build_shard(
             source,
             job.spec,
-            Path(tmp),
+            tmp,
             on_episode=on_episode,
             member_source=(lambda e, k, n: members[(e, k)]) if members is not None else None,
         )

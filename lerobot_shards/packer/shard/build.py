@@ -24,9 +24,9 @@ from lerobot_shards.core.format import (
     video_column,
     video_member_name,
 )
-from lerobot_shards.packer.errors import PackError, SourceError, VideoCutError
+from lerobot_shards.packer.errors import MissingRowsError, PackError, SourceError, VideoCutError
 from lerobot_shards.packer.options import PackOptions
-from lerobot_shards.packer.shard.frame_policy import empty_episode_verdict, frame_verdict
+from lerobot_shards.packer.shard.frame_policy import empty_episode_verdict, frame_verdict, missing_rows_verdict
 from lerobot_shards.packer.shard.members import EncodeSettings, EpisodeVideo, cut_episode, reencode_episode
 from lerobot_shards.packer.shard.parquet import shard_parquet_layout, write_shard_parquet
 from lerobot_shards.packer.shard.tar_writer import DeterministicTarWriter
@@ -244,7 +244,16 @@ def build_shard(
         tar = DeterministicTarWriter(tar_file)
         row_cursor = 0
         for episode in spec.episodes:
-            table = source.episode_rows(episode)
+            filled = False
+            try:
+                table = source.episode_rows(episode)
+            except MissingRowsError as err:
+                if missing_rows_verdict(err, options.on_frame_mismatch) == "drop":
+                    dropped.append(episode)
+                    if on_episode is not None:
+                        on_episode(0)
+                    continue
+                table, filled = source.episode_rows(episode, fill_missing=True), True
             source.check_rows(episode, table)
             length = table.num_rows
             meta = source.episodes[episode]
@@ -262,7 +271,7 @@ def build_shard(
             if "drop" in verdicts:
                 dropped.append(episode)
                 continue
-            if "pad" in verdicts:
+            if "pad" in verdicts or filled:
                 padded.append(episode)
             if "trim" in verdicts:
                 trimmed.append(episode)

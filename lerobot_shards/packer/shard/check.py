@@ -27,10 +27,10 @@ from typing import Literal
 import numpy as np
 
 from lerobot_shards.core.errors import FormatError
-from lerobot_shards.packer.errors import FrameMismatchError, PackError, SourceError, VideoCutError
-from lerobot_shards.packer.options import PackOptions
+from lerobot_shards.packer.errors import FrameMismatchError, MissingRowsError, PackError, SourceError, VideoCutError
+from lerobot_shards.packer.options import PackOptions, episode_ranges_text
 from lerobot_shards.packer.shard.build import OpenVideos
-from lerobot_shards.packer.shard.frame_policy import frame_verdict
+from lerobot_shards.packer.shard.frame_policy import frame_verdict, missing_rows_verdict
 from lerobot_shards.packer.shard.members import EncodeSettings, cut_episode, reencode_pixel_format
 from lerobot_shards.packer.source.base import Source
 
@@ -61,6 +61,27 @@ class SourceCheck:
     frames: int = 0
     findings: list[Finding] = field(default_factory=list)
     reencoded: list[int] = field(default_factory=list)
+    # Episodes whose rows or frames disagree with their metadata (what --on-frame-mismatch decides).
+    mismatched: list[int] = field(default_factory=list)
+    checked: list[int] = field(default_factory=list)  # the episodes read, in order
+
+    def fix(self) -> str:
+        """What packs what can be packed, for this source: the policy that packs the episodes
+        whose rows or frames disagree with their metadata (when those are the only errors), and
+        the ``--episodes`` that leaves out every episode with an error. Empty when nothing fails."""
+        failing = sorted({f.episode for f in self.errors if f.episode is not None})
+        if not failing:
+            return ""
+        others = [e for e in self.checked if e not in set(failing)]
+        keep = f"--episodes {episode_ranges_text(others)} packs the other {len(others)}" if others else ""
+        if set(failing) <= set(self.mismatched):
+            policy = (
+                f"--on-frame-mismatch pad packs {plural_episodes(len(failing))} whose rows or frames disagree with their "
+                "metadata (a short video repeats its last frame, missing rows are filled from the row before), "
+                "drop-episode leaves them out"
+            )
+            return f"{policy}; {keep}" if keep else policy
+        return keep
 
     @property
     def errors(self) -> list[Finding]:
@@ -76,6 +97,10 @@ class SourceCheck:
         return not self.errors
 
 
+def plural_episodes(count: int) -> str:
+    return f"the {count} episode{'s' if count != 1 else ''}"
+
+
 def check_source(
     source: Source, options: PackOptions, episodes: Sequence[int], *, progress: Callable[[int, int], None] | None = None
 ) -> SourceCheck:
@@ -86,7 +111,7 @@ def check_source(
     Returns:
         The ``SourceCheck``; nothing is written anywhere.
     """
-    report = SourceCheck()
+    report = SourceCheck(checked=list(episodes))
     _check_cameras(source, options, report)
     with contextlib.closing(OpenVideos()) as videos:
         for done, episode in enumerate(episodes, start=1):
@@ -96,10 +121,38 @@ def check_source(
     return report
 
 
+def stretched_cameras(source: Source, options: PackOptions) -> str | None:
+    """Why ``--resize`` would distort cameras (one size for every camera: one of another aspect
+    would be stretched, silently), or None.
+
+    Returns:
+        The message naming each camera whose aspect ratio differs from the resize's, with its
+        size and what it would become.
+    """
+    if options.video == "copy" or options.resize is None:
+        return None
+    settings = EncodeSettings(codec=options.video, resize=options.resize)
+    bad = []
+    for key in source.video_keys:
+        camera = source.features[key].camera
+        if key not in source.depth and camera is not None and settings.stretches(*camera.size):
+            bad.append(f"{key} {camera.height}x{camera.width}")
+    if not bad:
+        return None
+    height, width = options.resize
+    return (
+        f"--resize {height}x{width} would stretch {', '.join(bad)} to {height}x{width} (another aspect ratio; "
+        "--resize gives every camera one size): pack cameras of one aspect, or re-encode without --resize"
+    )
+
+
 def _check_cameras(source: Source, options: PackOptions, report: SourceCheck) -> None:
     """What a re-encode cannot do with a camera's frames, from the described sizes."""
     if options.video == "copy":
         return
+    stretched = stretched_cameras(source, options)
+    if stretched:
+        report.findings.append(Finding("error", stretched))
     for key in source.video_keys:
         if key in source.depth:
             continue  # depth is cut (or re-encoded losslessly), never re-encoded as colour
@@ -128,7 +181,16 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck) ->
 def _check_episode(source: Source, options: PackOptions, episode: int, videos: OpenVideos, report: SourceCheck) -> None:
     add = report.findings.append
     try:
-        rows = source.episode_rows(episode)
+        try:
+            rows = source.episode_rows(episode)
+        except MissingRowsError as err:
+            report.mismatched.append(episode)
+            verdict = missing_rows_verdict(err, options.on_frame_mismatch)  # raises under "error"
+            how = "filled from the row before each" if verdict == "pad" else "the episode is dropped"
+            add(Finding("warning", f"{err}: {how} (--on-frame-mismatch {options.on_frame_mismatch})", episode))
+            if verdict == "drop":
+                return
+            rows = source.episode_rows(episode, fill_missing=True)
         source.check_rows(episode, rows)
         source.episode_tasks(episode, rows)
     except (SourceError, FormatError) as err:
@@ -196,6 +258,7 @@ def _check_camera(
     try:
         verdict = frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=str(location.path))
     except FrameMismatchError as err:
+        report.mismatched.append(episode)
         add(Finding("error", str(err).removeprefix(f"episode {episode}, camera {key}: "), episode, key))
         return
     if verdict == "trim":

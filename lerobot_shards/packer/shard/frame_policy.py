@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from lerobot_shards.packer.errors import FrameMismatchError
+from lerobot_shards.packer.errors import FrameMismatchError, MissingRowsError
 
 Verdict = Literal["pad", "drop", "trim"] | None
 
@@ -40,6 +40,27 @@ def frame_verdict(found: int, length: int, policy: str, *, episode: int, key: st
     raise FrameMismatchError(
         f"episode {episode}, camera {key}: video has {found} frames but the episode has {length} rows "
         f"({where}); set on_frame_mismatch to {allowed} to pack anyway"
+    )
+
+
+def missing_rows_verdict(err: MissingRowsError, policy: str) -> Verdict:
+    """An episode whose data parquet lacks rows its metadata length counts: ``"pad"`` (its rows
+    are filled, each from the one before: ``episode_rows(fill_missing=True)``) or ``"drop"``.
+
+    Raises:
+        MissingRowsError: under ``error``, the message naming the policies that pack it and
+            the command that lists every such episode with the ``--episodes`` that skips them.
+    """
+    if policy == "pad":
+        return "pad"
+    if policy == "drop-episode":
+        return "drop"
+    raise MissingRowsError(
+        f"{err}; --on-frame-mismatch pad fills each missing row from the one before it (its video frame kept), "
+        "drop-episode leaves the episode out; `lerobot-shards check SRC` lists every such episode and the "
+        "--episodes that packs the others",
+        episode=err.episode,
+        missing=err.missing,
     )
 
 

@@ -71,6 +71,14 @@ class EncodeSettings:
         """(height, width) of the encoded frames of a ``height`` x ``width`` source."""
         return (height, width) if self.depth or self.resize is None else self.resize
 
+    def stretches(self, height: int, width: int) -> bool:
+        """Whether ``resize`` changes a ``height`` x ``width`` camera's aspect ratio (by more
+        than the rounding an even size needs: 2 pixels on a side)."""
+        if self.depth or self.resize is None:
+            return False
+        to_height, to_width = self.resize
+        return abs(to_height * width - to_width * height) > 2 * max(height, width)
+
     def options(self, width: int, height: int | None = None) -> dict[str, str]:
         """Encoder options for frames of ``height`` x ``width`` (after any resize; a height of
         None is taken as the width).

@@ -39,6 +39,7 @@ from lerobot_shards.core.format.features import (
     check_language_type,
     image_column_type_ok,
     is_depth_pixel_format,
+    value_column_type_ok,
 )
 from lerobot_shards.core.format.fields import canonical_json
 from lerobot_shards.core.format.layout import source_relative_path
@@ -58,7 +59,7 @@ from lerobot_shards.core.format.limits import (
     SOURCE_SAMPLES_SLACK,
 )
 from lerobot_shards.core.format.parquet import Budget, feature_budget, read_bounded, read_parquet_schema
-from lerobot_shards.packer.errors import SourceError, VideoCutError
+from lerobot_shards.packer.errors import MissingRowsError, SourceError, VideoCutError
 from lerobot_shards.packer.source.info import parse_info
 from lerobot_shards.packer.source.video import VideoLocation, stream_pixel_format, video_duration_s
 
@@ -307,12 +308,19 @@ class LeRobotSource:
                 files.add(self.video_location(e, key).path.relative_to(self.root))
         return sorted(files)
 
-    def episode_rows(self, episode_index: int) -> pa.Table:
+    def episode_rows(self, episode_index: int, *, fill_missing: bool = False) -> pa.Table:
         """The episode's rows from its data parquet, all columns with their source types.
 
+        ``fill_missing`` (``--on-frame-mismatch pad``): rows the metadata length says the
+        episode has but the file lacks (at its end or in its middle) are filled, each from the
+        row before it (the first from the row after), with their own ``frame_index``, ``index``
+        and ``timestamp``: every row keeps its own video frame.
+
         Raises:
-            SourceError: the data file is missing/unreadable or holds a different number of
-                rows for the episode than its metadata length.
+            MissingRowsError: fewer rows than the metadata length, their ``frame_index`` values
+                naming which are missing (without ``fill_missing``).
+            SourceError: the data file is missing or unreadable, holds more rows for the episode
+                than its metadata length, or repeats a frame.
         """
         path = self.data_path(episode_index)
         if not path.is_file():
@@ -339,12 +347,58 @@ class LeRobotSource:
         start, count = spans.get(episode_index, (0, 0))
         rows = table.slice(start, count)
         expected = int(self.episodes[episode_index]["length"])
-        if rows.num_rows != expected:
-            raise SourceError(f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected}")
-        if rows.num_rows and rows["frame_index"].to_pylist() != list(range(expected)):
+        if rows.num_rows and rows["frame_index"].to_pylist() != list(range(rows.num_rows)):
             rows = rows.sort_by("frame_index")
+        if rows.num_rows < expected:
+            present = rows["frame_index"].to_pylist() if "frame_index" in rows.column_names else []
+            missing = sorted(set(range(expected)) - {f for f in present if isinstance(f, int)})
+            if not fill_missing:
+                raise MissingRowsError(
+                    f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected} "
+                    f"(frame_index {_ranges(missing)} missing)",
+                    episode=episode_index,
+                    missing=tuple(missing),
+                )
+            rows = self._filled(episode_index, rows, expected, path)
+        elif rows.num_rows > expected:
+            raise SourceError(f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected}")
         self._check_row_values(episode_index, rows, path)
         return rows
+
+    def _filled(self, episode_index: int, rows: pa.Table, length: int, path: Path) -> pa.Table:
+        """``rows`` with the missing frames of ``0..length-1`` filled (``episode_rows``)."""
+        frames = rows["frame_index"].to_pylist() if "frame_index" in rows.column_names else []
+        if (
+            not rows.num_rows
+            or any(not isinstance(f, int) or not 0 <= f < length for f in frames)
+            or len(set(frames)) != len(frames)
+        ):
+            raise SourceError(
+                f"{path}: episode {episode_index}: frame_index {_ranges(sorted({f for f in frames if isinstance(f, int)}))} "
+                f"cannot be filled to the metadata length {length} (no rows, repeated or out-of-range frames)"
+            )
+        at = {f: i for i, f in enumerate(frames)}
+        source_row, last = [], None
+        for frame in range(length):
+            last = at.get(frame, last)
+            source_row.append(last if last is not None else at[min(at)])
+        filled = rows.take(pa.array(source_row, pa.int64()))
+        start = int(self.episodes[episode_index]["dataset_from_index"])
+        own = {
+            "frame_index": pa.array(range(length), filled.schema.field("frame_index").type)
+            if "frame_index" in filled.column_names
+            else None,
+            "index": pa.array(range(start, start + length), filled.schema.field("index").type)
+            if "index" in filled.column_names
+            else None,
+            "timestamp": pa.array([f / self.fps for f in range(length)], filled.schema.field("timestamp").type)
+            if "timestamp" in filled.column_names
+            else None,
+        }
+        for name, values in own.items():
+            if values is not None:
+                filled = filled.set_column(filled.schema.get_field_index(name), name, values)
+        return filled
 
     @functools.cached_property
     def _values_per_row(self) -> dict[str, int]:
@@ -452,6 +506,20 @@ class LeRobotSource:
                 raise SourceError(
                     f"{path}: image feature {key!r} is stored as {str(schema.field(key).type)[:120]}; LeRobot stores "
                     "pictures as {bytes, path} structs"
+                )
+        # Every other column (declared or not) is a value LeRobot returns as a tensor or text:
+        # a struct or bytes column there (pictures without their image feature) would reach
+        # samples as raw bytes.
+        for name in schema.names:
+            feature = self.features.get(name)
+            if name in LANGUAGE_COLUMNS or (feature is not None and feature.kind != "value"):
+                continue
+            if not value_column_type_ok(schema.field(name).type):
+                what = "feature" if feature is not None else "column (not in meta/info.json)"
+                raise SourceError(
+                    f"{path}: {what} {name!r} of dtype {feature.dtype if feature else '?'!r} holds "
+                    f"{str(schema.field(name).type)[:120]}, which is no value LeRobot returns (numbers, bools, text or "
+                    "lists of them); pictures need their feature declared with dtype 'image'"
                 )
 
     def fingerprint(self, episodes: list[int]) -> str:
@@ -769,6 +837,22 @@ def _values_per_frame(kind: pa.DataType, column: pa.ChunkedArray) -> set[int] | 
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
         return {1}
     return None
+
+
+def _ranges(values: list[int], limit: int = 10) -> str:
+    """``[1, 2, 3, 7]`` as ``1-3,7`` (the first ``limit`` runs, then how many more)."""
+    runs: list[str] = []
+    start = previous = None
+    for value in values:
+        if previous is not None and value == previous + 1:
+            previous = value
+            continue
+        if start is not None:
+            runs.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = value
+    if start is not None:
+        runs.append(str(start) if start == previous else f"{start}-{previous}")
+    return ",".join(runs[:limit]) + (f" and {len(runs) - limit} more runs" if len(runs) > limit else "")
 
 
 def _episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:

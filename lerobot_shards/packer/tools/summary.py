@@ -8,12 +8,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from lerobot_shards.core.errors import FormatError, StorageError
-from lerobot_shards.core.format import SAMPLES_INDEX_PATH, Manifest
+from lerobot_shards.core.format import (
+    EPISODES_INDEX_PATH,
+    SAMPLES_INDEX_PATH,
+    Manifest,
+    check_bytes,
+    parse_episodes_index,
+    shard_tar_path,
+)
 from lerobot_shards.core.format.layout import pad_column
 from lerobot_shards.core.format.parquet import iter_bounded_batches
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import InspectError
 from lerobot_shards.packer.tools.sql import load_manifest
+from lerobot_shards.reader.decode.nvdec_rules import nvdec_refusal
 from lerobot_shards.reader.fetch.packed_index import load_tasks, verified_read
 from lerobot_shards.reader.plan.windows import frames_needed, resolve_delta_timestamps
 
@@ -28,6 +36,9 @@ class DatasetSummary:
     pin: str
     tasks: int = 0
     windows_full: tuple[tuple[str, int, int], ...] = ()
+    # Per colour camera, why NVDEC cannot decode its members (None: it can), judged on a real
+    # member by the GPU stage's own rules (reader/decode/nvdec_rules.py).
+    nvdec: tuple[tuple[str, str | None], ...] = ()
 
     def _cameras(self) -> str:
         """Each camera's size and packed codec, and whether NVDEC can decode it (what
@@ -37,8 +48,14 @@ class DatasetSummary:
             feature = m.features[key]
             size = "x".join(map(str, feature.camera.size)) if feature.camera else "?"
             parts.append(f"{key} {size} {feature.codec or '?'}")
-        codecs = {m.features[k].codec for k in m.video_keys}
-        nvdec = "-" if not codecs else "yes" if codecs <= {"hevc", "h264"} else "no (repack with --video hevc)"
+        refused = [(key, why) for key, why in self.nvdec if why]
+        if not self.nvdec:
+            nvdec = "-"
+        elif not refused:
+            nvdec = "yes"
+        else:
+            key, why = refused[0]
+            nvdec = f"no: {key}: {why.split(': ', 1)[-1]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
         return f"{m.options.get('video')}: " + ", ".join(parts) + f"; NVDEC: {nvdec}" if parts else "none"
 
     def _widths(self) -> str:
@@ -101,6 +118,7 @@ class DatasetSummary:
             "video": m.options.get("video"),
             "cameras": {k: list(m.features[k].shape) for k in m.video_keys},
             "codecs": {k: m.features[k].codec for k in m.video_keys},
+            "nvdec": {k: why is None for k, why in self.nvdec},
             "tasks": self.tasks,
             "windows_full": {name: {"full": whole, "anchors": total} for name, whole, total in self.windows_full},
             "features": {k: {"dtype": f.dtype, "shape": list(f.shape)} for k, f in m.features.items()},
@@ -125,9 +143,32 @@ def summarize(dst: str, *, storage_options: dict | None = None) -> DatasetSummar
     try:
         tasks = len(load_tasks(storage, manifest))
         windows = tuple(full_windows(storage, manifest))
+        nvdec = tuple(nvdec_verdicts(storage, manifest))
     except (FormatError, StorageError) as err:
         raise InspectError(str(err)) from None
-    return DatasetSummary(manifest, storage.url, pin, tasks=tasks, windows_full=windows)
+    return DatasetSummary(manifest, storage.url, pin, tasks=tasks, windows_full=windows, nvdec=nvdec)
+
+
+def nvdec_verdicts(storage: Storage, manifest: Manifest) -> list[tuple[str, str | None]]:
+    """Per colour video camera, why NVDEC cannot decode it, or None: the GPU stage's own rules
+    (``nvdec_refusal``) applied to the camera's member of the first episode, read and checked
+    against its digest (depth cameras are decoded on the CPU in any case)."""
+    cameras = [k for k in manifest.video_keys if not manifest.features[k].is_depth]
+    if not cameras or not manifest.totals["episodes"]:
+        return []
+    episodes = parse_episodes_index(verified_read(storage, manifest, EPISODES_INDEX_PATH), manifest)
+    entry = episodes[0]
+    out = []
+    for key in cameras:
+        member, camera = entry.cameras[key], manifest.features[key].camera
+        tar = shard_tar_path(entry.shard)
+        data = storage.read_range(tar, member.offset, member.size)
+        where = f"{tar} episode {entry.episode_index} camera {key}"
+        check_bytes(data, size=member.size, sha256=member.sha256, where=where)
+        size = camera.size if camera is not None else (None, None)
+        refusal, _ = nvdec_refusal(data, member.codec, where=key, frames=member.samples, height=size[0], width=size[1])
+        out.append((key, refusal))
+    return out
 
 
 def full_windows(storage: Storage, manifest: Manifest) -> list[tuple[str, int, int]]:

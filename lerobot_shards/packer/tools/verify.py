@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_shards.core.errors import DecodeError, FormatError, StorageError
+from lerobot_shards.core.errors import DecodeError, FormatError, NotAPackError, PinMismatchError, StorageError
 from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     MANIFEST_PATH,
     PLAN_PATH,
     SAMPLES_INDEX_PATH,
+    SHARDS_DIR,
     TASKS_PATH,
     EpisodeTable,
     Manifest,
@@ -37,10 +38,12 @@ from lerobot_shards.core.format import (
     parse_episodes_index,
     samples_index_schema,
     shard_parquet_path,
+    shard_receipt_path,
     shard_tar_path,
     video_member_name,
 )
 from lerobot_shards.core.format.features import image_column_type_ok
+from lerobot_shards.core.format.fields import check_pin
 from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
 from lerobot_shards.core.format.parquet import iter_bounded_batches
 from lerobot_shards.core.format.parquet.bounded import read_parquet_schema
@@ -70,6 +73,12 @@ class VerifyReport:
     source: dict = field(default_factory=dict)
     options: PackOptions | None = None
     options_error: str | None = None
+    # What failed, so the fix said fits it: "damaged" (a repair rebuilds it), "pin" (not the
+    # pinned pack: no repair changes a pin), "unfinished" (no manifest yet; ``ready_to_finalize``
+    # when every planned shard has its receipt), "missing", "bucket", "file", "mixture" (no
+    # pack there), "storage" (the storage failed), or "" when nothing failed.
+    failure: str = ""
+    ready_to_finalize: bool = False
 
     @property
     def ok(self) -> bool:
@@ -97,12 +106,29 @@ def verify(
         A ``VerifyReport``; ``report.ok`` is False when anything is wrong, and
         ``report.manifest_sha256`` is the pin of the manifest found.
     """
+    if manifest_sha256 is not None:
+        manifest_sha256 = check_pin(manifest_sha256)  # bad input, said before anything is read
     storage = Storage(dst, storage_options)
     report = VerifyReport()
     try:
         manifest, report.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
-    except (FormatError, StorageError) as err:
+    except NotAPackError as err:
         report.problems.append(str(err))
+        report.failure = err.reason
+        if err.reason == "unfinished":
+            _recorded_by_plan(storage, report)
+        return report
+    except PinMismatchError as err:
+        report.problems.append(str(err))
+        report.failure = "pin"
+        return report
+    except StorageError as err:
+        report.problems.append(str(err))
+        report.failure = "storage"
+        return report
+    except FormatError as err:
+        report.problems.append(str(err))
+        report.failure = "damaged"
         _recorded_by_plan(storage, report)
         return report
     _recorded(report, manifest.source, manifest.options, where=storage.describe(MANIFEST_PATH))
@@ -138,6 +164,8 @@ def verify(
         )
         if progress is not None:
             progress(report.shards_checked, len(manifest.shards), report.episodes_checked)
+    if report.problems:
+        report.failure = "damaged"
     return report
 
 
@@ -149,6 +177,11 @@ def _recorded_by_plan(storage: Storage, report: VerifyReport) -> None:
     except (FormatError, StorageError, FileNotFoundError):
         return
     _recorded(report, plan.source, plan.options, where=storage.describe(PLAN_PATH))
+    try:
+        receipts = {rel for rel in storage.list(SHARDS_DIR) if rel.endswith(".json")}
+    except (StorageError, OSError):
+        return
+    report.ready_to_finalize = all(shard_receipt_path(i) in receipts for i in range(len(plan.shards)))
 
 
 def _recorded(report: VerifyReport, source: dict, options: object, *, where: str) -> None:

@@ -21,6 +21,7 @@ _EXPORTS = {
     "lerobot_shards.reader.decode.member_cache": ["MemberCache"],
     "lerobot_shards.reader.decode.unit_float": ["to_unit_float", "scale_to_unit_"],
     "lerobot_shards.reader.decode.images": ["decode_image", "image_tensor"],
+    "lerobot_shards.reader.decode.nvdec_rules": ["nvdec_refusal"],
     "lerobot_shards.reader.decode.wire": ["ENCODED_KEY", "EncodedFrames"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)

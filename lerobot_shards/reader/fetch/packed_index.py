@@ -21,6 +21,7 @@ from lerobot_shards.core.errors import (
     ArgumentError,
     FormatError,
     IntegrityError,
+    NotAPackError,
     ObjectNotFoundError,
     PredicateError,
     ShortReadError,
@@ -86,28 +87,35 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
     """
     where = storage.describe(MANIFEST_PATH)
     if storage.url.rstrip("/").endswith("/mixture.json") or storage.url == "mixture.json":
-        raise FormatError(f"{storage.url} is a mixture file, not a packed dataset: open it with lerobot_shards.MixtureDataset")
+        raise NotAPackError(
+            f"{storage.url} is a mixture file, not a packed dataset: open it with lerobot_shards.MixtureDataset",
+            reason="mixture",
+        )
     if storage.is_local and os.path.isfile(storage.path("")):
-        raise FormatError(f"{storage.url} is a file; a packed dataset is the directory that holds manifest.json")
+        raise NotAPackError(f"{storage.url} is a file; a packed dataset is the directory that holds manifest.json", reason="file")
     try:
         # One request: at most one byte beyond the bound tells a manifest that is too large.
         data = storage.read_prefix(MANIFEST_PATH, MAX_MANIFEST_BYTES + 1)
     except ObjectNotFoundError as err:
         if storage.is_local and not os.path.exists(storage.path("")):
-            raise FormatError(f"{storage.url}: no such directory (so no {MANIFEST_PATH})") from None
+            raise NotAPackError(f"{storage.url}: no such directory (so no {MANIFEST_PATH})", reason="missing") from None
         if err.missing_bucket:
-            raise FormatError(
+            raise NotAPackError(
                 f"{storage.url}: no such bucket {bucket_of(storage.url)!r} (check the URL and the endpoint, "
-                "storage_options / --storage-options)"
+                "storage_options / --storage-options)",
+                reason="bucket",
             ) from None
         missing = storage.missing_root()
         if missing:
-            raise FormatError(f"{storage.url}: {missing}") from None
+            raise NotAPackError(f"{storage.url}: {missing}", reason="missing") from None
         if storage.exists("mixture.json"):
-            raise FormatError(
-                f"{storage.url} holds a mixture.json, not a packed dataset: open it with lerobot_shards.MixtureDataset"
+            raise NotAPackError(
+                f"{storage.url} holds a mixture.json, not a packed dataset: open it with lerobot_shards.MixtureDataset",
+                reason="mixture",
             ) from None
-        raise FormatError(f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished") from None
+        raise NotAPackError(
+            f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished", reason="unfinished"
+        ) from None
     if len(data) > MAX_MANIFEST_BYTES:
         raise FormatError(f"{where}: more than the {MAX_MANIFEST_BYTES} bytes a manifest may have")
     return Manifest.from_json(data, where=where, expected_sha256=manifest_sha256), "sha256:" + sha256_hex(data)

@@ -51,9 +51,11 @@ def resolve_delta_timestamps(
             raise WindowError(f"delta_timestamps[{key!r}] is empty")
         bad = [d for d in deltas if abs(d * fps - round(d * fps)) / fps > tolerance_s]
         if bad:
+            frames = [round(d * fps) for d in deltas]
             raise WindowError(
                 f"delta_timestamps[{key!r}] has values that are not multiples of 1/fps={1 / fps:.6f}s "
-                f"within tolerance_s={tolerance_s}: {bad}"
+                f"within tolerance_s={tolerance_s}: {bad}; the nearest multiples are "
+                f"{[round(f / fps, 6) for f in frames]} s, frame offsets {frames} at {fps} fps"
             )
         offsets[key] = np.array([round(d * fps) for d in deltas], dtype=np.int64)
     return offsets

@@ -72,12 +72,14 @@ class SharedStats:
         """A writer for one slot, starting from that slot's current totals."""
         return StatsPublisher(self, self.slot_of(worker))
 
-    def snapshot(self) -> dict[str, float]:
-        """Sums over slots (maxima for ``max_`` fields)."""
+    def snapshot(self) -> dict[str, int | float]:
+        """Sums over slots (maxima for ``max_`` fields): counts as ints, ``*_seconds`` as floats."""
         rows = self._rows()
-        return {
-            name: float(rows[:, i].max() if name.startswith("max_") else rows[:, i].sum()) for i, name in enumerate(STAT_FIELDS)
-        }
+        out: dict[str, int | float] = {}
+        for i, name in enumerate(STAT_FIELDS):
+            value = float(rows[:, i].max() if name.startswith("max_") else rows[:, i].sum())
+            out[name] = value if name.endswith("_seconds") else int(round(value))
+        return out
 
     def reset(self) -> None:
         """Zero every slot (call while no iterator is running)."""

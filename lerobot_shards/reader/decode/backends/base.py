@@ -66,6 +66,12 @@ class DecodeBackend(ABC):
     # refused when it is made, not at its first batch.
     codecs: ClassVar[tuple[str, ...] | None] = None
 
+    @classmethod
+    def refuses_frames(cls, codec: str, height: int, width: int) -> str | None:
+        """Why it cannot decode ``codec`` frames of this size (a hardware decoder's limits), or
+        None; a dataset whose camera it refuses is refused when made, naming the camera."""
+        return None
+
     def __init__(self, device: torch.device, **options):
         if options:
             raise ArgumentError(f"backend {self.name!r} takes no options, got {sorted(options)}")

@@ -37,41 +37,17 @@ import numpy as np
 import torch
 
 from lerobot_shards.core.errors import ArgumentError, DecodeStageError, FormatError
-from lerobot_shards.core.format import check_mp4
 from lerobot_shards.core.format.mp4 import Mp4Layout
 from lerobot_shards.reader.decode import colour as colour_conversion
 from lerobot_shards.reader.decode.annexb import ElementaryStream, elementary_stream, packets, stream_config
 from lerobot_shards.reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size
+from lerobot_shards.reader.decode.nvdec_rules import CODECS, nvdec_refusal, nvdec_size_refusal
 from lerobot_shards.reader.decode.spec import FrameSpec, check_frame_spec
 from lerobot_shards.reader.decode.sps import signal_type
 from lerobot_shards.reader.decode.wire import EncodedFrames
 
-# NVDEC on A100/H100/H200 decodes H.264 and HEVC, not AV1 (packs made with --video copy keep AV1).
-CODECS = ("hevc", "h264")
-
 _lock = threading.Lock()
 _module = None
-
-
-def nvdec_format_refusal(codec: str, parameter_sets, *, where: str) -> str | None:
-    """Why NVDEC cannot decode a member's chroma format, or None: it decodes H.264 4:2:0 only
-    (no 4:4:4, which ``--video h264`` writes for odd-sized cameras), HEVC 4:2:0 and 4:4:4;
-    neither monochrome (depth is decoded on the CPU in any case). Parameter sets that do not
-    parse are left to NVDEC's own parser."""
-    try:
-        signal = signal_type(codec, parameter_sets[0], where=where) if parameter_sets else None
-    except FormatError:
-        return None
-    if signal is None:
-        return None
-    supported = (1,) if codec == "h264" else (1, 3)
-    if signal.chroma_format not in supported:
-        name = {0: "monochrome", 1: "4:2:0", 2: "4:2:2", 3: "4:4:4"}.get(signal.chroma_format, str(signal.chroma_format))
-        return (
-            f"{where}: {codec} {name} cannot be decoded by NVDEC; repack with `lerobot-shards pack --video hevc` "
-            "(odd-sized cameras are coded 4:4:4, which NVDEC decodes in HEVC only)"
-        )
-    return None
 
 
 def _nvc():
@@ -340,6 +316,10 @@ class NvdecBackend(DecodeBackend):
 
     codecs = CODECS
 
+    @classmethod
+    def refuses_frames(cls, codec: str, height: int, width: int) -> str | None:
+        return nvdec_size_refusal(codec, height, width, where=f"{codec} {height}x{width}") if codec in CODECS else None
+
     def refuses(self, member: EncodedFrames) -> str | None:
         if member.codec not in CODECS:
             return (
@@ -351,17 +331,13 @@ class NvdecBackend(DecodeBackend):
     def open(self, member: EncodedFrames, spec: FrameSpec | None) -> Opened:
         where = member.member_id
         height, width = member.frame_size if member.frame_size is not None else (None, None)
-        layout = check_mp4(member.data, where=where, frames=member.frames, height=height, width=width)
-        check_frame_spec((layout.height, layout.width, layout.samples), spec)
-        if not layout.in_order:
-            raise DecodeStageError(
-                f"{where}: frames are stored out of presentation order (B-frames); "
-                "repack with `lerobot-shards pack --video hevc` for GPU decode"
-            )
-        config = stream_config(layout.codec, layout.codec_config, where=where)
-        refusal = nvdec_format_refusal(layout.codec, config.sequence_parameter_sets, where=where)
+        # The one set of rules `lerobot-shards info` says NVDEC's verdict from (nvdec_rules.py).
+        refusal, layout = nvdec_refusal(member.data, member.codec, where=where, frames=member.frames, height=height, width=width)
         if refusal is not None:
             raise DecodeStageError(refusal)
+        assert layout is not None
+        check_frame_spec((layout.height, layout.width, layout.samples), spec)
+        config = stream_config(layout.codec, layout.codec_config, where=where)
         stream = elementary_stream(member.data, layout, config, where=where)
         height, width = frame_size(member, spec, layout)
         exact = self._colour(layout, config, stream, height, width, where) if self.colour == "exact" else None
