@@ -342,7 +342,7 @@ def test_7_a_failed_name_lookup_is_not_retried():
 
     import requests
 
-    from lerobot_shards.core.storage import is_transient, name_resolution_failed
+    from lerobot_shards.core.storage import HUB, name_resolution_failed
 
     def chained():
         try:
@@ -352,8 +352,8 @@ def test_7_a_failed_name_lookup_is_not_retried():
 
     with pytest.raises(requests.ConnectionError) as raised:
         chained()
-    assert name_resolution_failed(raised.value) and not is_transient(raised.value)
-    assert is_transient(requests.ConnectionError("Connection reset by peer"))  # other connection errors still are
+    assert name_resolution_failed(raised.value) and not HUB.is_transient(raised.value)
+    assert HUB.is_transient(requests.ConnectionError("Connection reset by peer"))  # other connection errors still are
 
 
 def test_7_info_shows_codecs_widths_tasks_and_full_windows(packed_copy, packed_hevc):

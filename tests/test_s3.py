@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from lerobot_shards import FormatError, IntegrityError, PackedDataset, RetryPolicy, StorageError, pack_dataset, run_sql, verify
 from lerobot_shards.cli import main as cli
 from lerobot_shards.core.errors import ObjectNotFoundError
-from lerobot_shards.core.storage import Storage, is_transient
+from lerobot_shards.core.storage import S3, Storage
 from tests.fault_proxy import FaultProxy, faulty_s3  # noqa: F401
 from tests.hang_guard import hang_guard
 from tests.packed_fixtures import *
@@ -253,4 +253,4 @@ def test_storage_errors_are_classified_and_bounded(s3_bucket, s3_server):
         stalled = Storage(url, s3_server.storage_options(proxy.url), retry=RetryPolicy(max_attempts=2, base_s=0.01))
         with hang_guard(120, "a stalled endpoint"), pytest.raises(StorageError, match=r"after 2 attempts"):
             stalled.read_bytes("anything.bin")
-    assert is_transient(ConnectionResetError()) and not is_transient(PermissionError())
+    assert S3.is_transient(ConnectionResetError()) and not S3.is_transient(PermissionError())

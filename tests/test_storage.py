@@ -26,7 +26,7 @@ from botocore.exceptions import (
 )
 
 from lerobot_shards.core.errors import AccessDeniedError, ObjectNotFoundError, ShortReadError, StorageError
-from lerobot_shards.core.storage import RetryPolicy, Storage, coalesce_ranges, is_transient
+from lerobot_shards.core.storage import GENERIC, S3, RetryPolicy, Storage, coalesce_ranges
 from tests.fault_proxy import faulty_s3  # noqa: F401
 from tests.hang_guard import hang_guard
 from tests.loopback import free_port
@@ -82,15 +82,16 @@ def _caused_by(outer: BaseException, cause: BaseException) -> BaseException:
     ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
 )
 def test_is_transient(error, transient):
-    assert is_transient(error) is transient
+    assert S3.is_transient(error) is transient
 
 
 def test_aiohttp_errors_are_transient():
     import aiohttp
 
-    assert is_transient(aiohttp.ServerDisconnectedError())
-    assert is_transient(aiohttp.ClientPayloadError("Response payload is not completed"))
-    assert is_transient(aiohttp.ClientOSError(errno.ECONNRESET, "reset"))
+    for backend in (GENERIC, S3):  # fsspec's HTTP filesystem and every aiohttp-based client
+        assert backend.is_transient(aiohttp.ServerDisconnectedError())
+        assert backend.is_transient(aiohttp.ClientPayloadError("Response payload is not completed"))
+        assert backend.is_transient(aiohttp.ClientOSError(errno.ECONNRESET, "reset"))
 
 
 def test_retry_policy_backoff_is_bounded_full_jitter():
@@ -209,6 +210,19 @@ def test_missing_object_raises_at_once(s3_bucket):
     assert storage.counters.retries == 0 and storage.counters.requests == 2  # no backoff, no retry
     with pytest.raises(ObjectNotFoundError, match="no-such-bucket"):
         Storage("s3://no-such-bucket-here", options).read_bytes("x")
+
+
+def test_an_object_written_by_another_client_since_a_listing_is_read(s3_bucket):
+    """s3fs answers a whole-object read's size from its cached listing of the folder: a root
+    that listed shards/ before another process wrote shard 1 must still read shard 1 (a resumed
+    pack's bucket read back as "not found")."""
+    url, options = s3_bucket
+    reader = Storage(f"{url}/pack", options)
+    writer = Storage(f"{url}/pack", {**options, "default_block_size": 6 << 20})  # its own client
+    writer.write_bytes("shards/shard-000000.json", b"{}")
+    assert reader.list("shards") == ["shards/shard-000000.json"]  # the listing is cached
+    writer.write_bytes("shards/shard-000001.json", b"[1]")
+    assert reader.read_bytes("shards/shard-000001.json") == b"[1]"
 
 
 def test_range_beyond_the_object_names_it_and_is_not_retried(s3_bucket):
@@ -384,7 +398,7 @@ def test_process_limits_are_named_and_never_retried(tmp_path):
 
     wrapped = ClientOSError("Cannot connect to host")
     wrapped.__cause__ = OSError(errno.EMFILE, "Too many open files")
-    assert is_transient(wrapped)  # on its own it looks like a flaky network
+    assert GENERIC.is_transient(wrapped)  # on its own it looks like a flaky network
     storage = Storage(str(tmp_path), retry=RetryPolicy(max_attempts=6, base_s=0.0))
     calls = []
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from lerobot_shards.core.storage import BACKENDS, GENERIC, LOCAL, S3, RetryPolicy, Storage, StorageBackend, backend_for
+from lerobot_shards.core.storage import BACKENDS, GENERIC, HUB, LOCAL, S3, RetryPolicy, Storage, StorageBackend, backend_for
 
 
 def test_each_protocol_has_its_row_and_others_get_the_generic_one(tmp_path):
@@ -52,8 +52,6 @@ def test_http_client_failures_are_classified_by_their_client_not_their_name():
     import httpx2
     import requests
 
-    from lerobot_shards.core.storage import is_transient
-
     request = httpx2.Request("GET", "http://127.0.0.1/x")
     for error in (
         httpx2.ConnectError("refused", request=request),
@@ -62,7 +60,8 @@ def test_http_client_failures_are_classified_by_their_client_not_their_name():
         requests.exceptions.ConnectionError("reset"),
         requests.exceptions.ChunkedEncodingError("cut"),
     ):
-        assert is_transient(error), type(error)
+        assert HUB.is_transient(error), type(error)
+        assert not S3.is_transient(error) and not GENERIC.is_transient(error), type(error)  # the Hub's client, not theirs
     for error in (
         requests.exceptions.SSLError("certificate verify failed"),
         requests.exceptions.ProxyError("proxy"),
@@ -70,7 +69,7 @@ def test_http_client_failures_are_classified_by_their_client_not_their_name():
         botocore.exceptions.ProxyConnectionError(proxy_url="http://p", error="refused"),
         tarfile.ReadError("bad tar"),
     ):
-        assert not is_transient(error), type(error)
+        assert not HUB.is_transient(error), type(error)
 
 
 def test_a_destination_that_takes_no_writes_is_refused_before_work(tmp_path, capsys):

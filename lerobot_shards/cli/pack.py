@@ -14,6 +14,7 @@ from lerobot_shards.cli.progress import ProgressLog, pack_progress
 from lerobot_shards.cli.text import human_bytes, plural, printable, printable_lines
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.core.format.fields import check_pin
+from lerobot_shards.core.storage import storage_protocol
 from lerobot_shards.packer.options import PackOptions, flag_of, options_as_flags
 
 
@@ -99,9 +100,6 @@ def parse_pack_args(args: list[str]) -> dict:
         return pack_kwargs(ctx.params)
 
 
-_RECORDED_SCHEMES = ("s3://", "gs://", "gcs://", "az://", "abfs://", "hf://", "http://", "https://", "file://")
-
-
 def repair_hint(
     dst: str, source: dict, options: PackOptions | None, storage_options: bool, options_error: str | None = None
 ) -> str:
@@ -118,7 +116,7 @@ def repair_hint(
     words, note = ["lerobot-shards", "pack"], ""
     if isinstance(repo_id, str):
         words += ["--repo-id", repo_id] + (["--revision", source["revision"]] if isinstance(source.get("revision"), str) else [])
-    elif isinstance(uri, str) and uri.startswith(_RECORDED_SCHEMES):
+    elif isinstance(uri, str) and storage_protocol(uri) is not None:
         words.append(uri)
     else:
         words.append("SRC")

@@ -2,8 +2,10 @@
 written with retries that end, by the reader and the packer alike.
 
 - ``storage``: ``Storage``, one root's objects (reads, ranged reads, atomic writes, listings);
-- ``backends``: what differs per storage system, one row per protocol (``BACKENDS``);
-- ``retry``: ``RetryPolicy`` and which failures are transient;
+- ``backends``: what differs per storage system (client options, local or remote, which of its
+  failures are transient, the fix a failure needs), a module each and one row per protocol
+  (``backends/table.py``: ``BACKENDS``);
+- ``retry``: ``RetryPolicy`` and the failure rules every system shares;
 - ``ranges``: coalescing byte ranges into few requests (pure);
 - ``local_files``: atomic local writes and the cleanup of their temp files.
 """
@@ -11,7 +13,16 @@ written with retries that end, by the reader and the packer alike.
 from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
-    "lerobot_shards.core.storage.backends": ["BACKENDS", "StorageBackend", "backend_for", "GENERIC", "HUB", "LOCAL", "S3"],
+    "lerobot_shards.core.storage.backends.base": ["StorageBackend"],
+    "lerobot_shards.core.storage.backends.table": [
+        "BACKENDS",
+        "GENERIC",
+        "HUB",
+        "LOCAL",
+        "S3",
+        "backend_for",
+        "storage_protocol",
+    ],
     "lerobot_shards.core.storage.local_files": ["TEMP_MARKER", "default_file_mode", "is_temp_name", "remove_stale_temp_files"],
     "lerobot_shards.core.storage.ranges": [
         "DEFAULT_MAX_GAP_BYTES",
@@ -21,8 +32,6 @@ _EXPORTS = {
     ],
     "lerobot_shards.core.storage.retry": [
         "RetryPolicy",
-        "http_status",
-        "is_transient",
         "name_resolution_failed",
         "retry_after_s",
     ],

@@ -45,7 +45,7 @@ from lerobot_shards.core.errors import (
     StorageError,
 )
 from lerobot_shards.core.format.fields import sha256_chunks
-from lerobot_shards.core.storage.backends import backend_for
+from lerobot_shards.core.storage.backends.table import backend_for
 from lerobot_shards.core.storage.clients import shared_filesystem
 from lerobot_shards.core.storage.local_files import (
     atomic_copy,
@@ -56,16 +56,7 @@ from lerobot_shards.core.storage.local_files import (
     same_device,
 )
 from lerobot_shards.core.storage.ranges import DEFAULT_MAX_GAP_BYTES, DEFAULT_MAX_REQUEST_BYTES, coalesce_ranges
-from lerobot_shards.core.storage.retry import (
-    RetryPolicy,
-    brief,
-    is_access_denied,
-    is_not_found,
-    is_range_not_satisfiable,
-    is_transient,
-    resource_limit,
-    retry_after_s,
-)
+from lerobot_shards.core.storage.retry import RetryPolicy, resource_limit, retry_after_s
 
 T = TypeVar("T")
 
@@ -203,40 +194,19 @@ class Storage:
                 limit = resource_limit(err)
                 if limit is not None:
                     raise ResourceLimitError(f"{url}: {operation}: {limit}") from err
-                if is_not_found(err):
-                    missing = ObjectNotFoundError(
-                        f"{url}: not found ({operation}){_fix_hint(err, url)}", url=url, operation=operation, attempts=attempts
-                    )
-                    missing.missing_bucket = _missing_bucket(err)
-                    raise missing from err
-                if _no_credentials(err):
-                    # Said first: the operation and its byte range are not what the user must fix.
-                    raise AccessDeniedError(
-                        f"{url}: no credentials ({operation}){_fix_hint(err, url).removeprefix('; no credentials')}",
-                        url=url,
-                        operation=operation,
-                        attempts=attempts,
-                    ) from err
-                if is_access_denied(err):
-                    raise AccessDeniedError(
-                        f"{url}: access denied ({operation}): {brief(err)}", url=url, operation=operation, attempts=attempts
-                    ) from err
-                if not is_transient(err):
-                    raise StorageError(
-                        f"{url}: {operation} failed: {brief(err)}{_fix_hint(err, url)}",
-                        url=url,
-                        operation=operation,
-                        attempts=attempts,
-                    ) from err
+                raise_permanent = self._permanent(err, url, operation, attempts)
+                if raise_permanent is not None:
+                    raise raise_permanent from err
                 if attempts >= self.retry.max_attempts:
                     failure = StorageError(
-                        f"{url}: {operation} failed after {attempts} attempts; last error: {brief(err)}{_fix_hint(err, url)}",
+                        f"{url}: {operation} failed after {attempts} attempts; last error: "
+                        f"{self.backend.brief(err)}{self.backend.hint(err, url)}",
                         url=url,
                         operation=operation,
                         attempts=attempts,
                     )
                     # The message names the last error and the fix; its 150-line chain of
-                    # botocore/aiohttp frames stays on the exception, not on the screen.
+                    # client frames stays on the exception, not on the screen.
                     failure.last_error = err
                     raise failure from None
                 self._count(retries=1)
@@ -246,6 +216,41 @@ class Storage:
             self._count(requests=1, seconds=time.perf_counter() - started)
             return result
 
+    def _permanent(self, err: Exception, url: str, operation: str, attempts: int) -> StorageError | None:
+        """Our exception for a failure no retry cures (in the words of this root's backend:
+        not found, no credentials, access denied, other permanent errors), or None."""
+        backend = self.backend
+        if backend.is_not_found(err):
+            missing = ObjectNotFoundError(
+                f"{url}: not found ({operation}){backend.hint(err, url)}", url=url, operation=operation, attempts=attempts
+            )
+            missing.missing_bucket = backend.lacks_container(err)
+            return missing
+        if backend.lacks_credentials(err):
+            # Said first: the operation and its byte range are not what the user must fix.
+            hint = backend.hint(err, url)
+            return AccessDeniedError(
+                f"{url}: no credentials ({operation}){hint.removeprefix('; no credentials')}",
+                url=url,
+                operation=operation,
+                attempts=attempts,
+            )
+        if backend.is_access_denied(err):
+            return AccessDeniedError(
+                f"{url}: access denied ({operation}): {backend.brief(err)}{backend.hint(err, url)}",
+                url=url,
+                operation=operation,
+                attempts=attempts,
+            )
+        if not backend.is_transient(err):
+            return StorageError(
+                f"{url}: {operation} failed: {backend.brief(err)}{backend.hint(err, url)}",
+                url=url,
+                operation=operation,
+                attempts=attempts,
+            )
+        return None
+
     # -- reads ------------------------------------------------------------------------------
     def read_bytes(self, rel: str) -> bytes:
         """The whole object.
@@ -254,7 +259,9 @@ class Storage:
             ObjectNotFoundError, AccessDeniedError: at once.
             StorageError: permanent failure, or transient failures beyond the policy.
         """
-        data = self._call("read", rel, lambda: self.fs.cat_file(self.path(rel)))
+        # Fresh: s3fs sizes a whole-object read from a cached listing of its folder, which
+        # says "not found" for an object written since by another client or process.
+        data = self._fresh("read", rel, self.fs.cat_file)
         self._count(bytes_read=len(data))
         return data
 
@@ -274,7 +281,7 @@ class Storage:
             try:
                 return self.fs.cat_file(self.path(rel), start=0, end=limit)
             except Exception as err:
-                if is_range_not_satisfiable(err):  # an empty object
+                if self.backend.is_range_not_satisfiable(err):  # an empty object
                     return b""
                 raise
 
@@ -300,7 +307,7 @@ class Storage:
             try:
                 data = self.fs.cat_file(self.path(rel), start=offset, end=offset + size)
             except Exception as err:
-                if is_range_not_satisfiable(err):
+                if self.backend.is_range_not_satisfiable(err):
                     raise self._short_read(rel, offset, size, 0) from err
                 raise
             if len(data) != size:
@@ -593,39 +600,3 @@ __all__ = ["Storage", "StorageCounters"]
 def bucket_of(url: str) -> str:
     """The bucket (first path component after the scheme) of an object store URL."""
     return url.split("://", 1)[-1].split("/", 1)[0]
-
-
-def _missing_bucket(err: BaseException) -> bool:
-    """Whether ``err`` (or what it wraps) says the bucket itself does not exist."""
-    text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
-    return "NoSuchBucket" in text or "bucket does not exist" in text.lower()
-
-
-def _no_credentials(err: BaseException) -> bool:
-    """Whether the client found no credentials to sign with (botocore's NoCredentialsError)."""
-    text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
-    names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
-    return "NoCredentialsError" in names or "Unable to locate credentials" in text
-
-
-def _fix_hint(err: BaseException, url: str) -> str:
-    """What to do about the two errors every first bucket run meets, or ""."""
-    text = " ".join(str(e) for e in (err, err.__cause__, err.__context__) if e is not None)
-    names = {type(e).__name__ for e in (err, err.__cause__, err.__context__) if e is not None}
-    if _no_credentials(err):
-        return (
-            "; no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or pass "
-            '--storage-options \'{"key": "...", "secret": "..."}\''
-        )
-    if (
-        names & {"EndpointConnectionError", "ClientConnectorError", "ConnectTimeoutError"}
-        or "Could not connect to the endpoint" in text
-    ):
-        return (
-            "; cannot connect: for a bucket outside AWS (MinIO, R2, a local S3) pass "
-            'storage_options={"endpoint_url": "http://host:port"} (CLI: --storage-options) or set AWS_ENDPOINT_URL'
-        )
-    if _missing_bucket(err):
-        bucket = bucket_of(url)
-        return f"; the bucket {bucket} does not exist: create it first (e.g. `aws s3 mb s3://{bucket}`)"
-    return ""

@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lerobot_shards.core.format import source_relative_path
-from lerobot_shards.core.storage import RetryPolicy, is_transient, name_resolution_failed, retry_after_s
+from lerobot_shards.core.storage import HUB, RetryPolicy, name_resolution_failed, retry_after_s
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.source.base import open_dataset_source
 from lerobot_shards.packer.source.lerobot import metadata_bound
 
 # The Hub's rate limit is minutes long (about 3,000 requests per 5 minutes): more attempts and
-# longer waits than a bucket's policy, same classification and backoff (lerobot_shards.core.storage.retry).
+# longer waits than a bucket's policy, the Hub row's classification (HUB) and the same backoff.
 HUB_RETRY = RetryPolicy(max_attempts=8, base_s=1.0, cap_s=60.0)
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -62,8 +62,8 @@ class HubFile:
 
 
 def _with_retries(what: str, call, *, retry: RetryPolicy = HUB_RETRY):
-    """``call()``, retried while what it raises is transient (``lerobot_shards.core.storage.retry``: 408,
-    429, 5xx, connection errors), after the wait the Hub asked for (``Retry-After``) or the
+    """``call()``, retried while what it raises is transient to the Hub's storage row
+    (``lerobot_shards.core.storage.backends.hub``: 408, 429, 5xx, httpx's connection errors), after the wait the Hub asked for (``Retry-After``) or the
     policy's backoff; then a ``SourceError`` naming ``what``."""
     rng = random.Random()
     for attempt in range(1, retry.max_attempts + 1):
@@ -77,7 +77,7 @@ def _with_retries(what: str, call, *, retry: RetryPolicy = HUB_RETRY):
                     f"Hub download of {what}: cannot look up the Hub's host ({err}); this machine has no "
                     "network or DNS: check the connection (HF_ENDPOINT), or pack from a local copy"
                 ) from err
-            if not is_transient(err) or attempt == retry.max_attempts:
+            if not HUB.is_transient(err) or attempt == retry.max_attempts:
                 raise SourceError(f"Hub download of {what} failed after {attempt} attempt(s): {err}") from err
             wait = retry_after_s(err, cap_s=retry.cap_s)
             time.sleep(wait if wait is not None else retry.delay_s(attempt, rng))
