@@ -64,3 +64,102 @@ def test_a_storage_system_with_its_own_errors_is_one_file_and_one_row(busy_store
 
     with pytest.raises(AccessDeniedError, match=r"no credentials \(read\): run `busy login`"):
         Storage(dst, {"signed_in": False}, retry=FAST).read_bytes("manifest.json")
+
+
+def _parquet_codecs(root) -> dict[str, set[str]]:
+    import pyarrow.parquet as pq
+
+    codecs = {}
+    for path in sorted(root.rglob("*.parquet")):
+        if "meta" in path.relative_to(root).parts:
+            continue  # the source's own tables, copied as they are
+        metadata = pq.read_metadata(path)
+        codecs[path.relative_to(root).as_posix()] = {
+            metadata.row_group(g).column(c).compression
+            for g in range(metadata.num_row_groups)
+            for c in range(metadata.num_columns)
+        }
+    return codecs
+
+
+def test_a_pack_output_option_is_one_file_and_one_row(sample_source, packed_copy, tmp_path, monkeypatch):
+    """With the row, ``parquet_compression="gzip"`` packs every parquet file of the pack (each
+    shard's, both indexes) with gzip, verifies, reads the same samples as the default pack and
+    records the option (so its repair command names it); the CLI flag takes the new choice; the
+    default pack's plan does not name the option at all, so packs made before it existed keep
+    their plan digests (``test_plans_of_default_options_keep_their_digests``)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lerobot_shards import verify
+    from lerobot_shards.core.format import PARQUET_COMPRESSIONS
+    from lerobot_shards.packer.errors import OptionsError
+    from tests.exercises import gzip_output
+
+    with pytest.raises(OptionsError, match=r"parquet_compression must be one of 'zstd', 'lz4', got 'gzip'"):
+        pack_dataset(str(sample_source), str(tmp_path / "refused"), parquet_compression="gzip")
+    monkeypatch.setitem(PARQUET_COMPRESSIONS, "gzip", gzip_output.GZIP)  # the one row
+
+    dst = tmp_path / "gzip"
+    report = pack_dataset(
+        str(sample_source), str(dst), video="copy", windows=PACK_WINDOWS, shard_size_mb=SHARD_SIZE_MB, parquet_compression="gzip"
+    )
+    assert report.finalized and verify(str(dst)).ok
+    codecs = _parquet_codecs(dst)
+    assert "index/samples.parquet" in codecs and any(k.startswith("shards/") for k in codecs)
+    assert all(found == {"GZIP"} for found in codecs.values()), codecs
+    assert all(found == {"ZSTD"} for found in _parquet_codecs(packed_copy).values())
+    plan = json.loads((dst / "pack-plan.json").read_text())
+    assert plan["options"]["parquet_compression"] == "gzip"
+    assert "parquet_compression" not in json.loads((packed_copy / "pack-plan.json").read_text())["options"]
+    for a, b in zip(
+        torch.utils.data.DataLoader(PackedDataset(str(dst), delta_timestamps=DELTA, seed=5), batch_size=8),
+        torch.utils.data.DataLoader(PackedDataset(str(packed_copy), delta_timestamps=DELTA, seed=5), batch_size=8),
+        strict=True,
+    ):
+        assert a.keys() == b.keys() and all(
+            torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a
+        )
+
+    # The CLI, in a process where the row is in the table when it starts (as after the edit).
+    cli_dst = tmp_path / "gzip-cli"
+    script = (
+        "import sys; from tests.exercises import gzip_output; gzip_output.register(); "
+        "from lerobot_shards.cli import main; main(sys.argv[1:])"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script, "pack", str(sample_source), str(cli_dst), "--parquet-compression", "gzip"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert all(found == {"GZIP"} for found in _parquet_codecs(cli_dst).values())
+
+
+def test_plans_of_default_options_keep_their_digests():
+    """The digests of plans made before any option was added after plan version 2 (pinned from
+    the tree of issue 49): adding an option must leave them, and so resumes, as they were."""
+    from lerobot_shards.packer.options import PackOptions
+    from lerobot_shards.packer.plan.pack_plan import make_pack_plan
+
+    source = {"uri": "ds", "codebase_version": "v3.0", "fingerprint": "f" * 64}
+    sizes = [10 << 20, 20 << 20, 5 << 20, 1 << 20]
+    assert make_pack_plan([0, 1, 2, 3], sizes, PackOptions(), source).sha256 == (
+        "b64ae619af7931d517b138d1b16bd7a938f5adc9d7de4eda5de8ffdef2304fbf"
+    )
+    options = PackOptions(
+        video="hevc",
+        gop=4,
+        crf=30,
+        resize=(64, 64),
+        windows={"a": {"action": [0.0, 0.1]}},
+        episodes=[0, 1, 2, 3],
+        shard_size_mb=16,
+    )
+    assert make_pack_plan([0, 1, 2, 3], sizes, options, source).sha256 == (
+        "7ee81d06a75d99aa4101c25f6b003bd1db93dcd5e2fb0de7121d2218c6cc140c"
+    )

@@ -14,7 +14,16 @@ import numbers
 from dataclasses import asdict, dataclass
 
 from lerobot_shards.core.errors import FormatError
-from lerobot_shards.core.format import FRAME_MISMATCH_POLICIES, ROW_GROUP_TARGET_BYTES, VIDEO_MODES
+from lerobot_shards.core.format import (
+    DEFAULT_PARQUET_COMPRESSION,
+    FRAME_MISMATCH_POLICIES,
+    PARQUET_COMPRESSIONS,
+    ROW_GROUP_TARGET_BYTES,
+    VIDEO_MODES,
+    ParquetProfile,
+    pack_parquet,
+    parquet_compression_choices,
+)
 from lerobot_shards.core.option_fields import check_values, describe_options, option, option_fields
 from lerobot_shards.core.storage import RetryPolicy
 from lerobot_shards.packer.errors import OptionsError
@@ -143,6 +152,25 @@ def _all_ints(values: object) -> bool:
 
 
 # -- the options ------------------------------------------------------------------------------
+# The options plan version 2 recorded: always in a plan and manifest, whatever their value.
+# Options added since are recorded only when not at their default; this set never grows.
+_RECORDED_ALWAYS = frozenset(
+    {
+        "video",
+        "episodes",
+        "gop",
+        "crf",
+        "preset",
+        "resize",
+        "on_frame_mismatch",
+        "windows",
+        "tolerance_s",
+        "shard_size_mb",
+        "row_group_max_bytes",
+    }
+)
+
+
 @describe_options
 @dataclass(frozen=True)
 class PackOptions:
@@ -211,6 +239,15 @@ class PackOptions:
     row_group_max_bytes: int = option(
         ROW_GROUP_TARGET_BYTES, flag=False, minimum=1, help="The parquet row-group size the packer aims for."
     )
+    # Options below this line were added after plan version 2: recorded only when not at their
+    # default (to_json_dict), so the plans of packs made before them keep their digests.
+    parquet_compression: str = option(
+        DEFAULT_PARQUET_COMPRESSION,
+        choices=parquet_compression_choices,
+        help="Compression of the pack's parquet (shards and indexes): "
+        + "; ".join(f"{name}: {row.note}" for name, row in PARQUET_COMPRESSIONS.items())
+        + ".",
+    )
 
     def __post_init__(self) -> None:
         # Normal forms, so equal options compare (and record) equal: sorted unique episodes,
@@ -272,11 +309,18 @@ class PackOptions:
             raise FormatError(f"{where}: recorded option {err.option!r}: {err}") from None
 
     def to_json_dict(self) -> dict:
-        """The options as the plan and manifest record them (lists, not tuples)."""
+        """The options as the plan and manifest record them (lists, not tuples): those of plan
+        version 2 always, a later option only when it is not at its default (a pack made before
+        it existed has the same plan, so its resume is not refused)."""
         data = asdict(self)
         data["resize"] = list(self.resize) if self.resize else None
         data["episodes"] = list(self.episodes) if self.episodes is not None else None
-        return data
+        defaults = {f.name: f.default for f in option_fields(type(self))}
+        return {k: v for k, v in data.items() if k in _RECORDED_ALWAYS or v != defaults[k]}
+
+    def parquet_profile(self) -> ParquetProfile:
+        """How this pack's parquet files are written (``core/format/pack_output.py``)."""
+        return pack_parquet(self.parquet_compression)
 
 
 @describe_options

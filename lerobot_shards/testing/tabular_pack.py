@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
@@ -33,6 +32,7 @@ from lerobot_shards.core.format import (
     Manifest,
     ShardEntry,
     episodes_index_schema,
+    pack_parquet,
     parse_features,
     samples_index_schema,
     sha256_hex,
@@ -95,7 +95,7 @@ def write_tabular_pack(
     per_episode = table.slice(0, length).nbytes * 1.25
     episodes_per_group = max(1, int(ROW_GROUP_TARGET_BYTES // per_episode))
     parquet_path = root / shard_parquet_path(0)
-    with pq.ParquetWriter(parquet_path, table.schema, compression="zstd", write_page_index=True) as writer:
+    with pack_parquet().writer(parquet_path, table.schema) as writer:
         writer.write_table(table, row_group_size=episodes_per_group * length)
     footer, spans = shard_parquet_layout(parquet_path)
     video_keys = [camera[0]] if camera else []
@@ -215,8 +215,6 @@ def _member_columns(camera: tuple[str, bytes, int, int] | None, offsets: list[in
 
 
 def _write_parquet(path: Path, table: pa.Table) -> FileEntry:
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
-    data = buffer.getvalue()
+    data = pack_parquet().to_bytes(table)  # as finalize writes a pack's indexes
     path.write_bytes(data)
     return FileEntry(len(data), sha256_hex(data))

@@ -16,6 +16,7 @@ every name both sides share lives in this package:
 - ``indexes``: the schemas of ``index/episodes.parquet`` and ``index/samples.parquet`` and
   the validating parser of the episodes index;
 - ``pack_records``: ``pack-plan.json`` and shard receipts;
+- ``pack_output``: how a pack's parquet is written (compression, page index): one profile;
 - ``mixture``: ``mixture.json``.
 """
 
@@ -107,6 +108,15 @@ _EXPORTS = {
         "MAX_DATASET_MEMBERS",
         "MAX_GOP_PIXELS",
         "MAX_PAGE_BYTES",
+    ],
+    "lerobot_shards.core.format.pack_output": [
+        "DEFAULT_PARQUET_COMPRESSION",
+        "MIXTURE_PARQUET",
+        "PARQUET_COMPRESSIONS",
+        "ParquetCompression",
+        "ParquetProfile",
+        "pack_parquet",
+        "parquet_compression_choices",
     ],
     "lerobot_shards.core.format.manifest": [
         "FileEntry",

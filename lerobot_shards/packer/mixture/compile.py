@@ -9,17 +9,15 @@ size, rows and SHA-256 for ``mixture.json``. The tables come from the reader's o
 
 from __future__ import annotations
 
-import io
 import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
-from lerobot_shards.core.format import sha256_hex
+from lerobot_shards.core.format import MIXTURE_PARQUET, sha256_hex
 from lerobot_shards.core.format.mixture_index import INDEX_PATHS, IndexFile, table_budget
 from lerobot_shards.core.format.parquet import read_bounded
 from lerobot_shards.core.storage import Storage
@@ -42,10 +40,8 @@ class OpenedPack:
 
 
 def table_to_parquet(table: pa.Table) -> bytes:
-    """The table as the compiled index stores it: zstd parquet bytes."""
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
-    return buffer.getvalue()
+    """The table as the compiled index stores it (``MIXTURE_PARQUET``)."""
+    return MIXTURE_PARQUET.to_bytes(table)
 
 
 def meta_record(pack: OpenedPack) -> dict:

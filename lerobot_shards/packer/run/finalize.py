@@ -6,13 +6,11 @@ job can run it after the array of ``--part`` tasks. The manifest is written last
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import (
@@ -29,6 +27,7 @@ from lerobot_shards.core.format import (
     FileEntry,
     Manifest,
     PackPlan,
+    ParquetProfile,
     ShardEntry,
     ShardReceipt,
     episodes_index_schema,
@@ -45,7 +44,7 @@ from lerobot_shards.core.format.parquet.arrow_io import parquet_file
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import PackError, SourceError
-from lerobot_shards.packer.options import PackRunOptions
+from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.run.journal import Journal
 from lerobot_shards.packer.run.receipts import finished_receipts
 from lerobot_shards.packer.shard import reencode_pixel_format
@@ -73,11 +72,9 @@ def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
     )
 
 
-def _write_parquet(storage: Storage, rel: str, table: pa.Table) -> FileEntry:
+def _write_parquet(storage: Storage, rel: str, table: pa.Table, profile: ParquetProfile) -> FileEntry:
     """Write ``table`` to ``rel``; returns its size and digest for the manifest's ``files``."""
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd", write_page_index=True)
-    data = buffer.getvalue()
+    data = profile.to_bytes(table)
     storage.write_bytes(rel, data)
     return FileEntry(len(data), sha256_hex(data))
 
@@ -112,11 +109,11 @@ def _meta_files(storage: Storage, plan: PackPlan, journal: Journal, trust_destin
     return entries
 
 
-def _packed_features(info: LeRobotInfo, options: dict, video_keys: list[str]) -> dict:
+def _packed_features(info: LeRobotInfo, options: PackOptions, video_keys: list[str]) -> dict:
     """The source's features as the pack holds them: re-encoded cameras say their new codec,
     pixel format and size (JSON, parsed again with the manifest)."""
     features = info.features.to_json()
-    if options["video"] == "copy":
+    if options.video == "copy":
         return features
     for key in video_keys:
         spec, feature = info.features[key], features[key]
@@ -124,16 +121,16 @@ def _packed_features(info: LeRobotInfo, options: dict, video_keys: list[str]) ->
             continue  # depth is cut as in copy mode (re-encoded losslessly where it cannot be)
         feature_info = spec.info
         height, width = spec.camera.size
-        if options.get("resize"):
-            height, width = options["resize"]
+        if options.resize:
+            height, width = options.resize
             shape = [spec.camera.channels, height, width] if spec.camera.channels_first else [height, width, spec.camera.channels]
             feature["shape"] = shape
             feature_info["video.height"], feature_info["video.width"] = height, width
-        feature_info["video.codec"] = options["video"]
+        feature_info["video.codec"] = options.video
         feature_info["video.pix_fmt"] = reencode_pixel_format(spec.pix_fmt, height, width)
-        feature_info["video.g"] = options["gop"]
-        feature_info["video.crf"] = options["crf"]
-        feature_info["video.preset"] = options["preset"]
+        feature_info["video.g"] = options.gop
+        feature_info["video.crf"] = options.crf
+        feature_info["video.preset"] = options.preset
         feature["info"] = feature_info
     return features
 
@@ -209,11 +206,13 @@ def finalize(
     info = _read_info(storage, files)
     video_keys = info.features.video_keys
     receipts = finished_receipts(storage, plan, video_keys, journal, trust_destination=run.trust_destination)
-    options = plan.options
+    try:  # the plan is the destination's file: its options are parsed once, here
+        options = PackOptions.from_recorded(plan.options, where=storage.describe(PLAN_PATH))
+    except FormatError as err:
+        raise PackError(f"{storage.url}: cannot finalize: {err}") from None
     fps = info.fps
-    windows = {
-        name: resolve_delta_timestamps(w, fps, tolerance_s=options["tolerance_s"]) for name, w in options["windows"].items()
-    }
+    windows = {name: resolve_delta_timestamps(w, fps, tolerance_s=options.tolerance_s) for name, w in options.windows.items()}
+    profile = options.parquet_profile()
     episode_rows, sample_tables, shard_entries = [], [], []
     parquet_fields: dict[str, pa.Field] = {}
     for receipt in receipts:
@@ -227,12 +226,12 @@ def finalize(
             progress(len(sample_tables), len(receipts))
 
     episode_rows.sort(key=lambda r: r["episode_index"])
-    files[EPISODES_INDEX_PATH] = _write_parquet(storage, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys))
-    schema = samples_index_schema(options["windows"])
+    files[EPISODES_INDEX_PATH] = _write_parquet(storage, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys), profile)
+    schema = samples_index_schema(options.windows)
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
-    files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema))
+    files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema), profile)
     features, drift = _features_of_what_was_packed(_packed_features(info, options, video_keys), parquet_fields)
-    manifest = _manifest(plan, fps, features, video_keys, shard_entries, files, episode_rows, receipts, drift)
+    manifest = _manifest(plan, options, fps, features, video_keys, shard_entries, files, episode_rows, receipts, drift)
     storage.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
     return manifest
 
@@ -328,6 +327,7 @@ def _sample_rows(parquet, receipt: ShardReceipt, windows: dict[str, dict[str, li
 
 def _manifest(
     plan: PackPlan,
+    parsed: PackOptions,
     fps: int,
     features: dict,
     video_keys: list[str],
@@ -338,7 +338,6 @@ def _manifest(
     drift: dict | None,
 ) -> Manifest:
     """The manifest that publishes the pack: what was packed, every file's digest, the totals."""
-    options = plan.options
     extra: dict = {
         "dropped_episodes": sorted(e for r in receipts for e in r.dropped),
         "padded_episodes": sorted(e for r in receipts for e in r.padded),
@@ -353,13 +352,13 @@ def _manifest(
         format=FORMAT_NAME,
         format_version=PREROLL_FORMAT_VERSION if _has_preroll(episode_rows, video_keys) else FORMAT_VERSION,
         packer_version=packer_version(),
-        options={k: v for k, v in options.items() if k not in ("row_group_max_bytes",)},
+        options={k: v for k, v in plan.options.items() if k not in ("row_group_max_bytes",)},
         source=plan.source,
         fps=fps,
         features=parse_features(features, where=MANIFEST_PATH),
         video_keys=video_keys,
-        windows=options["windows"],
-        tolerance_s=options["tolerance_s"],
+        windows=parsed.windows,
+        tolerance_s=parsed.tolerance_s,
         shards=shard_entries,
         files=dict(sorted(files.items())),
         totals={

@@ -373,7 +373,7 @@ def _seal(
     """Write the shard's parquet (row groups that never split an episode), point each episode's
     row at its group, and make the receipt. Returns the ``BuiltShard``."""
     parquet_path = Path(workdir) / "shard.parquet"
-    row_groups = write_shard_parquet(tables, parquet_path, spec.options.row_group_max_bytes)
+    row_groups = write_shard_parquet(tables, parquet_path, spec.options.row_group_max_bytes, spec.options.parquet_profile())
     footer, spans = shard_parquet_layout(parquet_path)
     for row, group in zip(rows, row_groups):
         offset, nbytes, digest = spans[group]

@@ -12,12 +12,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lerobot_shards.core.format import sha256_hex
+from lerobot_shards.core.format import ParquetProfile, sha256_hex
 from lerobot_shards.core.format.parquet.row_groups import footer_range, row_group_span
 
 
-def write_shard_parquet(tables: list[pa.Table], path: Path, max_bytes: int) -> list[int]:
-    """Write episodes' rows with row groups of whole episodes; returns each episode's group."""
+def write_shard_parquet(tables: list[pa.Table], path: Path, max_bytes: int, profile: ParquetProfile) -> list[int]:
+    """Write episodes' rows with row groups of whole episodes, as ``profile`` says (the pack's
+    ``parquet_compression``); returns each episode's group."""
     if tables:
         schema = pa.unify_schemas([t.schema for t in tables], promote_options="default")
         tables = [t.cast(schema) if t.schema != schema else t for t in tables]
@@ -37,7 +38,7 @@ def write_shard_parquet(tables: list[pa.Table], path: Path, max_bytes: int) -> l
         groups[-1].append(table)
         current_bytes += size
         group_of_episode.append(len(groups) - 1)
-    with pq.ParquetWriter(path, schema, compression="zstd", write_page_index=True, write_statistics=True) as writer:
+    with profile.writer(path, schema) as writer:
         for group in groups:
             combined = pa.concat_tables(group)
             writer.write_table(combined, row_group_size=max(combined.num_rows, 1))

@@ -1,0 +1,107 @@
+"""How a pack's parquet is written: one profile every writer uses (the pack-output seam).
+
+Every parquet file of a pack (each shard's rows, ``index/episodes.parquet``,
+``index/samples.parquet``) is written through ``ParquetProfile`` (compression, page index,
+statistics), and so is a compiled mixture's index (``MIXTURE_PARQUET``) and the synthetic packs
+of ``lerobot_shards.testing``. Nothing else names a codec: the reader needs none of it (parquet
+files say how they are compressed, and ``core/format/parquet`` bounds what any page expands to).
+
+The compression of a pack's parquet is the pack option ``parquet_compression``, one row of
+``PARQUET_COMPRESSIONS`` per choice: a new choice is a row (its CLI flag, help, range check and
+recording follow from the option field). A pack option added after plan version 2 is recorded
+only when it differs from its default (``PackOptions.to_json_dict``), so adding one leaves the
+plan digests, and the resumes, of packs made before it unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+@dataclass(frozen=True)
+class ParquetCompression:
+    """One choice of ``--parquet-compression``.
+
+    Attributes:
+        codec: pyarrow's name for it (``zstd``, ``lz4``, ``gzip``, ``none``).
+        level: the codec's level (None: the codec's default).
+        note: what it is for, in the option's help.
+    """
+
+    codec: str
+    note: str
+    level: int | None = None
+
+
+PARQUET_COMPRESSIONS: dict[str, ParquetCompression] = {
+    "zstd": ParquetCompression("zstd", "smallest (the default)"),
+    "lz4": ParquetCompression("lz4", "cheaper to decompress than zstd, larger files"),
+}
+DEFAULT_PARQUET_COMPRESSION = "zstd"
+
+
+def parquet_compression_choices() -> tuple[str, ...]:
+    """The names ``--parquet-compression`` accepts (the table's rows, read when asked)."""
+    return tuple(PARQUET_COMPRESSIONS)
+
+
+@dataclass(frozen=True)
+class ParquetProfile:
+    """The writer settings of one kind of parquet file.
+
+    Attributes:
+        compression: the codec and its level.
+        page_index: write the column and offset indexes (DuckDB and the reader skip pages by
+            them); a compiled mixture's index is read whole and goes without.
+    """
+
+    compression: ParquetCompression = PARQUET_COMPRESSIONS[DEFAULT_PARQUET_COMPRESSION]
+    page_index: bool = True
+
+    def writer_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``pq.write_table`` and ``pq.ParquetWriter``."""
+        options: dict[str, Any] = {"compression": self.compression.codec, "write_statistics": True}
+        if self.compression.level is not None:
+            options["compression_level"] = self.compression.level
+        if self.page_index:
+            options["write_page_index"] = True
+        return options
+
+    def writer(self, path: str | Path, schema: pa.Schema) -> pq.ParquetWriter:
+        """A writer of row groups to ``path`` (a shard's parquet, one group per call)."""
+        return pq.ParquetWriter(path, schema, **self.writer_options())
+
+    def to_bytes(self, table: pa.Table) -> bytes:
+        """``table`` as one parquet file's bytes (pyarrow's row-group size)."""
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer, **self.writer_options())
+        return buffer.getvalue()
+
+
+def pack_parquet(compression: str = DEFAULT_PARQUET_COMPRESSION) -> ParquetProfile:
+    """The profile of a pack's parquet files for the option ``parquet_compression``.
+
+    Raises:
+        KeyError: a name that is not a row of ``PARQUET_COMPRESSIONS`` (the option's choices
+            refuse it before).
+    """
+    return ParquetProfile(PARQUET_COMPRESSIONS[compression])
+
+
+MIXTURE_PARQUET = ParquetProfile(page_index=False)
+
+__all__ = [
+    "DEFAULT_PARQUET_COMPRESSION",
+    "MIXTURE_PARQUET",
+    "PARQUET_COMPRESSIONS",
+    "ParquetCompression",
+    "ParquetProfile",
+    "pack_parquet",
+    "parquet_compression_choices",
+]
