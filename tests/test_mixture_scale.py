@@ -74,8 +74,9 @@ def test_opening_a_compiled_mixture_of_a_thousand_packs_reads_a_handful_of_files
     opened_at_construct = counter.count
     counter.root = None
     assert len(dataset.datasets) == N and len(dataset) == N * ANCHORS_PER_PACK
-    # mixture.json and the four compiled tables; no pack's own file.
-    assert opened_at_construct <= 5, opened_at_construct
+    # mixture.json, the four compiled tables and the packs' records (_mixture/meta.json, whose
+    # features are checked against mixture.json's); no pack's own file.
+    assert opened_at_construct <= 6, opened_at_construct
 
 
 def test_one_consumer_stays_within_one_bound_across_a_thousand_packs(scale_root):

@@ -56,7 +56,13 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
     assert "FAILED broken" in result.output
     spec = json.loads((dst / "mixture.json").read_text())
     assert [d["name"] for d in spec["datasets"]] == ["alpha", "beta"]
-    assert runner.invoke(cli, ["mixture", "create", str(dst), "--strict"]).exit_code != 0
+    from lerobot_shards import MixtureDataset
+
+    assert len(MixtureDataset(str(dst / "mixture.json"))) == sum(d["anchors"] for d in spec["datasets"])
+    strict = runner.invoke(cli, ["mixture", "create", str(dst), "--strict"])
+    # Refused, and the mixture.json that training would read no longer describes the datasets.
+    assert strict.exit_code != 0 and "is now mixture.json.previous" in strict.output, strict.output
+    assert not (dst / "mixture.json").exists() and (dst / "mixture.json.previous").exists()
     # Re-running a finished task skips the verified dataset.
     rerun = subprocess.run(
         [
@@ -77,9 +83,6 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
         timeout=300,
     )
     assert "already packed and verified" in rerun.stdout
-    from lerobot_shards import MixtureDataset
-
-    assert len(MixtureDataset(str(dst / "mixture.json"))) == sum(d["anchors"] for d in spec["datasets"])
 
 
 def test_sbatch_scripts_parse():
