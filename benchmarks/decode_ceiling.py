@@ -20,10 +20,10 @@ from lerobot_shards import PackedDataset
 
 def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
     """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
+    from lerobot_shards.core.pack import PackedIndex
     from lerobot_shards.core.storage import Storage
+    from lerobot_shards.core.windows import query_frames, resolve_delta_timestamps
     from lerobot_shards.reader.decode import CpuDecoders
-    from lerobot_shards.reader.fetch import PackedIndex
-    from lerobot_shards.reader.plan import query_frames, resolve_delta_timestamps
 
     storage = Storage(packed)
     index = PackedIndex(storage)

@@ -33,10 +33,10 @@ _EXPORTS = {
     "lerobot_shards.packer.options": ["PackOptions", "PackRunOptions"],
     "lerobot_shards.packer.run.finalize": ["finalize"],
     "lerobot_shards.packer.run.check": ["check_dataset"],
-    "lerobot_shards.packer.tools.verify": ["verify", "VerifyReport"],
-    "lerobot_shards.packer.tools.summary": ["summarize"],
-    "lerobot_shards.packer.tools.sql": ["run_sql", "run_statements", "SqlResult", "connect"],
-    "lerobot_shards.packer.tools.preview": ["render_preview"],
+    "lerobot_shards.packer.verify_pack": ["verify", "VerifyReport"],
+    "lerobot_shards.tools.summary": ["summarize"],
+    "lerobot_shards.tools.sql": ["run_sql", "run_statements", "SqlResult", "connect"],
+    "lerobot_shards.tools.preview": ["render_preview"],
     "lerobot_shards.packer.mixture.create": ["create_mixture", "scan_datasets", "MixtureReport"],
     "lerobot_shards.packer.mixture.sources": ["parse_sources", "read_sources"],
     # the one error hierarchy: catch LeRobotShardsError for all of ours
@@ -165,19 +165,7 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
         PackReport as PackReport,
         pack_dataset as pack_dataset,
     )
-    from lerobot_shards.packer.tools.preview import (
-        render_preview as render_preview,
-    )
-    from lerobot_shards.packer.tools.sql import (
-        SqlResult as SqlResult,
-        connect as connect,
-        run_sql as run_sql,
-        run_statements as run_statements,
-    )
-    from lerobot_shards.packer.tools.summary import (
-        summarize as summarize,
-    )
-    from lerobot_shards.packer.tools.verify import (
+    from lerobot_shards.packer.verify_pack import (
         VerifyReport as VerifyReport,
         verify as verify,
     )
@@ -201,4 +189,16 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
     )
     from lerobot_shards.reader.read_options import (
         ReadOptions as ReadOptions,
+    )
+    from lerobot_shards.tools.preview import (
+        render_preview as render_preview,
+    )
+    from lerobot_shards.tools.sql import (
+        SqlResult as SqlResult,
+        connect as connect,
+        run_sql as run_sql,
+        run_statements as run_statements,
+    )
+    from lerobot_shards.tools.summary import (
+        summarize as summarize,
     )

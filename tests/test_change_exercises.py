@@ -96,6 +96,7 @@ def test_a_pack_output_option_is_one_file_and_one_row(sample_source, packed_copy
     from lerobot_shards import verify
     from lerobot_shards.core.format import PARQUET_COMPRESSIONS
     from lerobot_shards.packer.errors import OptionsError
+    from lerobot_shards.packer.options import PackOptions, options_as_flags
     from tests.exercises import gzip_output
 
     with pytest.raises(OptionsError, match=r"parquet_compression must be one of 'zstd', 'lz4', got 'gzip'"):
@@ -113,6 +114,12 @@ def test_a_pack_output_option_is_one_file_and_one_row(sample_source, packed_copy
     assert all(found == {"ZSTD"} for found in _parquet_codecs(packed_copy).values())
     plan = json.loads((dst / "pack-plan.json").read_text())
     assert plan["options"]["parquet_compression"] == "gzip"
+    flags, _ = options_as_flags(PackOptions.from_recorded(plan["options"]))
+    assert flags[-2:] == ["--parquet-compression", "gzip"]  # what its repair command says
+    default_flags, _ = options_as_flags(
+        PackOptions.from_recorded(json.loads((packed_copy / "pack-plan.json").read_text())["options"])
+    )
+    assert "--parquet-compression" not in default_flags and "--shard-size-mb" in default_flags
     assert "parquet_compression" not in json.loads((packed_copy / "pack-plan.json").read_text())["options"]
     for a, b in zip(
         torch.utils.data.DataLoader(PackedDataset(str(dst), delta_timestamps=DELTA, seed=5), batch_size=8),
@@ -144,7 +151,7 @@ def test_plans_of_default_options_keep_their_digests():
     """The digests of plans made before any option was added after plan version 2 (pinned from
     the tree of issue 49): adding an option must leave them, and so resumes, as they were."""
     from lerobot_shards.packer.options import PackOptions
-    from lerobot_shards.packer.plan.pack_plan import make_pack_plan
+    from lerobot_shards.packer.plan import make_pack_plan
 
     source = {"uri": "ds", "codebase_version": "v3.0", "fingerprint": "f" * 64}
     sizes = [10 << 20, 20 << 20, 5 << 20, 1 << 20]

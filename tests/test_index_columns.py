@@ -19,8 +19,8 @@ import pytest
 from lerobot_shards import MixtureDataset, PackedDataset
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import VIDEO_CODECS, EpisodeTable, hex_digests, video_column
+from lerobot_shards.core.pack import CatalogPack, EpisodeCatalog, PackedIndex
 from lerobot_shards.core.storage import Storage
-from lerobot_shards.reader.fetch import CatalogPack, EpisodeCatalog, PackedIndex
 from lerobot_shards.testing import write_tabular_pack
 from tests.packed_fixtures import *
 from tests.work_counter import lines_executed
@@ -73,15 +73,7 @@ def test_a_catalog_of_packs_costs_python_per_pack_not_per_episode(sized_packs):
     def catalog_of(root: Path) -> EpisodeCatalog:
         storage = Storage(str(root))
         index = PackedIndex(storage)
-        info = CatalogPack(
-            name=root.name,
-            root=str(root),
-            manifest_sha256=index.manifest_sha256,
-            fps=index.manifest.fps,
-            features=index.manifest.features,
-            video_keys=tuple(index.manifest.video_keys),
-            tolerance_s=index.manifest.tolerance_s,
-        )
+        info = CatalogPack.opened(root.name, str(root), index)
         return EpisodeCatalog.from_packs([(info, index, {0: "synthetic"})] * 3)
 
     few = _lines(catalog_of, sized_packs[FEW])

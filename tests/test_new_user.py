@@ -506,7 +506,7 @@ def test_34_9_preview_lines_are_all_distinct_and_the_last_label_fits():
 
     import numpy as np
 
-    from lerobot_shards.packer.tools import line_colours, svg_plot
+    from lerobot_shards.tools import line_colours, svg_plot
 
     for count in (3, 10, 14, 32):
         assert len(set(line_colours(count))) == count

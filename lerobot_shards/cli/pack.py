@@ -320,7 +320,7 @@ def finalize_command(dst, storage_options, journal, trust_destination):
 @storage_option
 def verify_command(dst, decode, pin, storage_options):
     """Check sizes, sha256, index consistency (and decoding); non-zero exit on any problem."""
-    from lerobot_shards.packer.tools.verify import verify
+    from lerobot_shards.packer.verify_pack import verify
 
     log = ProgressLog("verify", unit="shards")
     report = verify(
@@ -362,7 +362,7 @@ def info_command(dst, storage_options, fmt):
     from rich.text import Text
 
     from lerobot_shards.packer.errors import InspectError
-    from lerobot_shards.packer.tools.summary import summarize
+    from lerobot_shards.tools.summary import summarize
 
     try:
         summary = summarize(dst, storage_options=storage_options)
@@ -403,7 +403,7 @@ def info_command(dst, storage_options, fmt):
 def sql_command(dst, query, fmt, limit, storage_options):
     """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames` (every statement given)."""
     from lerobot_shards.packer.errors import InspectError, SqlSyntaxError
-    from lerobot_shards.packer.tools.sql import run_statements
+    from lerobot_shards.tools.sql import run_statements
 
     try:
         results = run_statements(dst, query, storage_options=storage_options, max_rows=limit or None if fmt == "table" else None)

@@ -1,4 +1,4 @@
-"""``preview``: a self-contained HTML page of a packed dataset (lerobot_shards/packer/tools/preview.py)."""
+"""``preview``: a self-contained HTML page of a packed dataset (lerobot_shards/tools/preview.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
     """Write one HTML file (images inlined) to look at PACKED: summary, cameras, tasks, window
     validity, and per episode a contact sheet and state/action plots."""
     from lerobot_shards.core.errors import LeRobotShardsError
-    from lerobot_shards.packer.tools.preview import render_preview
+    from lerobot_shards.tools.preview import render_preview
 
     def progress(done: int, total: int) -> None:
         click.echo(f"preview: episode {done}/{total}", err=True)

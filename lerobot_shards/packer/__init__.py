@@ -1,5 +1,5 @@
 """lerobot-shards packer: rewrite LeRobot v3 datasets into episode-aligned shards, check and
-inspect packs, build mixtures. The public face: scripts, tests and benchmarks import from here.
+verify packs, build mixtures. The public face: scripts, tests and benchmarks import from here.
 
 Layers (each a sub-package; ``docs/DESIGN_NOTES.md`` has the map and the import rules, which
 ``tests/test_import_rules.py`` enforces):
@@ -8,9 +8,11 @@ Layers (each a sub-package; ``docs/DESIGN_NOTES.md`` has the map and the import 
 - ``source``: reading a LeRobot v3 root, local, from a bucket or the Hub (knows nothing of shards);
 - ``shard``: building one shard into a local directory (no storage, no processes);
 - ``run``: the only code that writes to a destination or forks: claim, resume, pool, finalize;
-- ``tools``: verify, info/sql, preview over finished packs;
+- ``verify``: checking a finished pack against its manifest (a mixture task verifies what it packed);
 - ``mixture``: mixtures of packs (``mixture.json``, the SLURM array task);
 
+What both halves read of a finished pack is ``lerobot_shards.core.pack``'s; the tools over
+packs that also decode (info, sql, preview) are ``lerobot_shards.tools``, above both halves.
 Above it: ``lerobot_shards.cli`` (the command) and ``lerobot_shards.testing`` (synthetic
 LeRobot datasets for tests, the demo and benchmarks).
 
@@ -27,10 +29,7 @@ _EXPORTS = {
     "lerobot_shards.packer.run.check": ["check_dataset"],
     "lerobot_shards.packer.shard.check": ["SourceCheck", "Finding"],
     "lerobot_shards.packer.source.lerobot": ["LeRobotSource"],
-    "lerobot_shards.packer.tools.verify": ["verify", "VerifyReport"],
-    "lerobot_shards.packer.tools.summary": ["summarize"],
-    "lerobot_shards.packer.tools.sql": ["run_sql", "run_statements", "SqlResult", "connect"],
-    "lerobot_shards.packer.tools.preview": ["render_preview"],
+    "lerobot_shards.packer.verify_pack": ["verify", "VerifyReport"],
     "lerobot_shards.packer.mixture.create": ["create_mixture", "scan_datasets", "MixtureReport", "failure_path", "format_report"],
     "lerobot_shards.packer.mixture.sources": ["parse_sources", "read_sources", "dataset_name"],
 }

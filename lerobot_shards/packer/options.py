@@ -26,8 +26,8 @@ from lerobot_shards.core.format import (
 )
 from lerobot_shards.core.option_fields import check_values, describe_options, option, option_fields
 from lerobot_shards.core.storage import RetryPolicy
+from lerobot_shards.core.windows import DEFAULT_TOLERANCE_S
 from lerobot_shards.packer.errors import OptionsError
-from lerobot_shards.reader.plan.windows import DEFAULT_TOLERANCE_S
 
 # The choices of ``video`` and ``on_frame_mismatch`` are the format's tuples (VIDEO_MODES,
 # FRAME_MISMATCH_POLICIES): one tuple per set, which the manifest's reader checks too.
@@ -422,9 +422,9 @@ def options_as_flags(options: PackOptions) -> tuple[list[str], list[str]]:
     defaults = PackOptions().to_json_dict()
     recorded = options.to_json_dict()
     for f in option_fields(PackOptions):
-        value = recorded.get(f.name, defaults[f.name])
-        if value == defaults[f.name]:
-            continue
+        if f.name not in recorded or recorded[f.name] == defaults.get(f.name):
+            continue  # at its default (an option added later is recorded only when set)
+        value = recorded[f.name]
         if f.flag is None:
             unflagged.append(f"{f.name}={value!r}")
         elif f.name == "windows":

@@ -16,17 +16,16 @@ import numpy as np
 
 from lerobot_shards.core.format import sha256_hex
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
+from lerobot_shards.core.pack.catalog import CatalogPack, EpisodeCatalog
+from lerobot_shards.core.pack.packed_index import PackedIndex
 from lerobot_shards.core.storage import Storage
+from lerobot_shards.core.windows import resolve_windows
 from lerobot_shards.reader.epoch_stream import EpochStream
-from lerobot_shards.reader.fetch.catalog import CatalogPack, EpisodeCatalog
-from lerobot_shards.reader.fetch.packed_index import PackedIndex
 from lerobot_shards.reader.lerobot_meta import PackedMeta, load_packed_meta, rescale_depth_stats
-from lerobot_shards.reader.plan.consumer_draws import Segment, SegmentDraws, segment_blocks
+from lerobot_shards.reader.plan.consumer_draws import SegmentDraws
 from lerobot_shards.reader.plan.epoch_plan import EpochPlan, plan_epoch
 from lerobot_shards.reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from lerobot_shards.reader.plan.windows import resolve_windows
 from lerobot_shards.reader.read_options import ReadOptions
-from lerobot_shards.reader.runtime.consumer import StreamView
 
 
 class AnchorSequence(NamedTuple):
@@ -106,17 +105,11 @@ class PackedDataset(EpochStream):
         self.tolerance_s = manifest.tolerance_s if options.tolerance_s is None else options.tolerance_s
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
         self.offsets = resolve_windows(self.delta_timestamps, self.fps, self.tolerance_s, list(self.features))
+        self._dataset_offsets, self._storages = [self.offsets], (self.storage,)
         self.tasks = self.index.tasks
         self._meta: PackedMeta | None = None
-        info = CatalogPack(
-            name=self.root.rstrip("/").rsplit("/", 1)[-1],
-            root=self.storage.url,
-            manifest_sha256=self.index.manifest_sha256,
-            fps=self.fps,
-            features=self.features,
-            video_keys=tuple(self.video_keys),
-            tolerance_s=self.tolerance_s,
-            where=where,
+        info = CatalogPack.opened(
+            self.root.rstrip("/").rsplit("/", 1)[-1], self.storage.url, self.index, where=where, tolerance_s=self.tolerance_s
         )
         self.catalog = EpisodeCatalog.from_packs([(info, self.index, self.tasks)])
         self._warn_windows_beyond_episodes([self.offsets], [self.fps])
@@ -198,21 +191,3 @@ class PackedDataset(EpochStream):
             workers_per_rank=workers_per_rank,
             shuffle=self.options.shuffle,
         )
-
-    def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
-        return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
-
-    # -- iteration ------------------------------------------------------------------------
-    def _view(self) -> StreamView:
-        return StreamView(
-            catalog=self.catalog, offsets=[self.offsets], options=self.options, decoders=self.decoders, storages=(self.storage,)
-        )
-
-    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
-        """This consumer's draws, segment by segment (see ``lerobot_shards.reader.runtime.consumer``)."""
-        plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
-        # Admissions are learned a block of draws at a time, far enough ahead for prefetch:
-        # starting costs the same at any offset and segment length.
-        pool_size = self.options.episode_pool_size
-        ahead = max(self.options.prefetch_episodes, 1) + pool_size
-        return segment_blocks(plan, segments, pool_size=pool_size, ahead=ahead)

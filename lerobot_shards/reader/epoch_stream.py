@@ -2,11 +2,11 @@
 
 An ``EpochStream`` is an ``IterableDataset`` whose epoch is planned over consumers (ranks x
 DataLoader workers) by pure arithmetic: ``len``, per-worker counts, ``set_epoch``, resume
-states and the consumer loop are the same for one dataset and for a mixture. A subclass says
-three things: how many samples each consumer of a planned shape serves
-(``_consumer_counts``), which draws a consumer's segments hold (``_blocks``), and what those
-draws read (``_view``: the episode catalog, windows and read options); it may finish each
-sample (``_finish``).
+states and the consumer loop are the same for one dataset and for a mixture, and so is what a
+consumer reads (``_view``: the episode catalog, each dataset's windows, the read options) and
+how its draws are made (``_blocks``). A subclass says its epoch plan for a world shape
+(``plan``), keeps ``catalog`` and ``_dataset_offsets``, may order draws over pieces of its
+datasets (``_piece_map``: a weighted mixture) and finish each sample (``_finish``).
 """
 
 from __future__ import annotations
@@ -23,10 +23,14 @@ import numpy as np
 import torch
 
 from lerobot_shards.core.errors import ArgumentError, ResumeWarning, WindowWarning
+from lerobot_shards.core.pack import EpisodeCatalog
+from lerobot_shards.core.storage import Storage
+from lerobot_shards.core.windows import windows_beyond
 from lerobot_shards.reader.decode.frames import CpuDecoders
-from lerobot_shards.reader.plan.consumer_draws import Segment
+from lerobot_shards.reader.plan.consumer_draws import Block, Segment, segment_blocks
+from lerobot_shards.reader.plan.epoch_plan import EpochPlan
+from lerobot_shards.reader.plan.mixture_plan import PieceMap
 from lerobot_shards.reader.plan.resume_state import EpochResume
-from lerobot_shards.reader.plan.windows import windows_beyond
 from lerobot_shards.reader.plan.world import World
 from lerobot_shards.reader.read_options import ReadOptions
 from lerobot_shards.reader.runtime.consumer import Consumer, StreamView
@@ -53,6 +57,10 @@ class EpochStream(torch.utils.data.IterableDataset):
         self._resume = EpochResume(kind, identity)
         self._stats = SharedStats()
         self._pending_resume: tuple[int, int | None] | None = None  # a loaded state not yet iterated
+
+    catalog: EpisodeCatalog
+    _dataset_offsets: list[dict[str, np.ndarray]]  # per dataset (catalog order), its windows as frame offsets
+    _storages: tuple[Storage, ...] = ()  # Storage objects of the first datasets (their counters see the reads)
 
     def _set_options(self, options: ReadOptions) -> None:
         """Keep the reading options (checked by ``ReadOptions``) and the CPU decoders they name."""
@@ -128,22 +136,42 @@ class EpochStream(torch.utils.data.IterableDataset):
         return self.decoders.backend
 
     # -- what a subclass says ---------------------------------------------------------------
-    def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
-        """Samples each consumer of the planned shape serves in the current epoch."""
+    def plan(self, *, world_size: int, workers_per_rank: int, epoch: int | None = None) -> EpochPlan:
+        """The epoch plan for a world shape (pure arithmetic; the current epoch by default)."""
         raise NotImplementedError
 
-    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
-        """This consumer's draws, segment by segment (``lerobot_shards.reader.plan.consumer_draws.Block``)."""
-        raise NotImplementedError
-
-    def _view(self) -> StreamView:
-        """What the draws read: the catalog, each dataset's windows, the read options (read at
-        iteration: ``BatchLoader`` may have replaced ``options`` since construction)."""
-        raise NotImplementedError
+    def _piece_map(self) -> PieceMap | None:
+        """How this epoch's draws map to pieces of the datasets (a weighted mixture), or None."""
+        return None
 
     def _finish(self, dataset: int, sample: dict) -> dict:
         """The sample as yielded (a mixture harmonizes it)."""
         return sample
+
+    # -- what the stream reads ----------------------------------------------------------------
+    def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
+        """Samples each consumer of the planned shape serves in the current epoch."""
+        return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
+
+    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]) -> Iterator[Block]:
+        """This consumer's draws, segment by segment (``lerobot_shards.reader.plan.consumer_draws.Block``)."""
+        plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
+        # Admissions are learned a block of draws at a time, far enough ahead for prefetch:
+        # starting costs the same at any offset and segment length.
+        pool_size = self.options.episode_pool_size
+        ahead = max(self.options.prefetch_episodes, 1) + pool_size
+        return segment_blocks(plan, segments, pool_size=pool_size, ahead=ahead, pieces=self._piece_map())
+
+    def _view(self) -> StreamView:
+        """What the draws read: the catalog, each dataset's windows, the read options (read at
+        iteration: ``BatchLoader`` may have replaced ``options`` since construction)."""
+        return StreamView(
+            catalog=self.catalog,
+            offsets=self._dataset_offsets,
+            options=self.options,
+            decoders=self.decoders,
+            storages=self._storages,
+        )
 
     # -- the surface --------------------------------------------------------------------------
     def _world(self, *, worker: int = 0, num_workers: int | None = None) -> World:

@@ -25,8 +25,8 @@ from lerobot_shards.core.format import MM_PER_METRE, STATS_PATH
 from lerobot_shards.core.format.features import Features, parse_features
 from lerobot_shards.core.format.lerobot_info import LeRobotInfo
 from lerobot_shards.core.format.manifest import Manifest
+from lerobot_shards.core.pack.packed_index import read_stats
 from lerobot_shards.core.storage import Storage
-from lerobot_shards.reader.fetch.packed_index import read_stats
 
 # LeRobot 0.6.1's language columns (lerobot/datasets/language.py), named here to keep lerobot
 # out of the reader's imports.

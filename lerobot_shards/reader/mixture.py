@@ -59,10 +59,11 @@ from lerobot_shards.core.format.mixture import (
 from lerobot_shards.core.format.mixture_index import INDEX_FILES, PREROLL_COLUMN, table_budget
 from lerobot_shards.core.format.parquet import read_bounded
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
+from lerobot_shards.core.pack.catalog import CatalogPack, EpisodeCatalog
+from lerobot_shards.core.pack.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
 from lerobot_shards.core.storage import RetryPolicy, Storage
+from lerobot_shards.core.windows import resolve_windows
 from lerobot_shards.reader.epoch_stream import EpochStream
-from lerobot_shards.reader.fetch.catalog import CatalogPack, EpisodeCatalog
-from lerobot_shards.reader.fetch.packed_index import PackedIndex, read_recorded, read_recorded_all, read_stats
 from lerobot_shards.reader.lerobot_meta import (
     PackedMeta,
     aggregate_stats,
@@ -70,13 +71,10 @@ from lerobot_shards.reader.lerobot_meta import (
     meta_from_record,
     rescale_depth_stats,
 )
-from lerobot_shards.reader.plan.consumer_draws import Segment, segment_blocks
 from lerobot_shards.reader.plan.epoch_plan import EpochPlan, plan_epoch
 from lerobot_shards.reader.plan.mixture_plan import EpochPieces, MixtureLayout, PieceMap, proportional_pieces, weighted_pieces
 from lerobot_shards.reader.plan.pool_schedule import DEFAULT_BLOCK_SIZE as POOL_BLOCK_SIZE
-from lerobot_shards.reader.plan.windows import resolve_windows
 from lerobot_shards.reader.read_options import ReadOptions
-from lerobot_shards.reader.runtime.consumer import StreamView
 from lerobot_shards.reader.runtime.harmonize import DatasetFeatures, FeatureHarmonizer
 
 PLAN_KIND = "pieces-1"
@@ -295,7 +293,7 @@ class MixtureDataset(EpochStream):
                 stacklevel=3,
             )
         self.tolerance_s = tolerance_s
-        self._offsets = [
+        self._dataset_offsets = [
             resolve_windows(
                 self.harmonizer.source_delta_timestamps(i),
                 d.fps,
@@ -305,7 +303,7 @@ class MixtureDataset(EpochStream):
             for i, d in enumerate(datasets)
         ]
         self.delta_timestamps = delta_timestamps or {}
-        self._warn_windows_beyond_episodes(self._offsets, [d.fps for d in datasets])
+        self._warn_windows_beyond_episodes(self._dataset_offsets, [d.fps for d in datasets])
         self._check_decode_device()
         self.pad_keys = pad_keys
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}
@@ -344,18 +342,7 @@ class MixtureDataset(EpochStream):
                     f"{name}: {int(index.anchor_counts.sum())} anchors{f' where {where}' if where else ''}, "
                     f"the mixture file records {entry.anchors}; re-run `lerobot-shards mixture create`"
                 )
-            manifest = index.manifest
-            info = CatalogPack(
-                name=name,
-                root=storage.url,
-                manifest_sha256=index.manifest_sha256,
-                fps=manifest.fps,
-                features=manifest.features,
-                video_keys=tuple(manifest.video_keys),
-                tolerance_s=manifest.tolerance_s,
-                where=where,
-            )
-            packs.append((info, index, index.tasks))
+            packs.append((CatalogPack.opened(name, storage.url, index, where=where), index, index.tasks))
         return EpisodeCatalog.from_packs(packs)
 
     # -- metadata -------------------------------------------------------------------------------
@@ -478,22 +465,12 @@ class MixtureDataset(EpochStream):
             shuffle=self.options.shuffle,
         )
 
-    def _consumer_counts(self, world_size: int, workers_per_rank: int) -> np.ndarray:
-        return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
-
     # -- iteration ------------------------------------------------------------------------------
-    def _view(self) -> StreamView:
-        return StreamView(catalog=self.catalog, offsets=self._offsets, options=self.options, decoders=self.decoders)
-
-    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]):
-        """This consumer's draws as ``(piece, episode, anchor, last)`` blocks."""
-        plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
-        pieces = None
-        if self.weights is not None:
-            pieces = PieceMap(self._pieces(self.epoch), self.layout, self.options.seed, self.options.shuffle)
-        pool_size = self.options.episode_pool_size
-        ahead = max(self.options.prefetch_episodes, 1) + pool_size
-        return segment_blocks(plan, segments, pool_size=pool_size, ahead=ahead, pieces=pieces)
+    def _piece_map(self) -> PieceMap | None:
+        """Weighted: this epoch's draws over pieces of the datasets; proportional: None."""
+        if self.weights is None:
+            return None
+        return PieceMap(self._pieces(self.epoch), self.layout, self.options.seed, self.options.shuffle)
 
     def _finish(self, dataset: int, sample: dict) -> dict:
         return self.harmonizer.apply(dataset, sample)
@@ -570,19 +547,7 @@ def _read_table(base: Storage, spec: MixtureSpec, name: str, data: bytes, where:
 def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: str) -> EpisodeCatalog:
     """The catalog of a compiled mixture: four table files, each checked against the digest
     and row count ``mixture.json`` records, then every value checked (``EpisodeCatalog``)."""
-    datasets = [
-        CatalogPack(
-            name=name,
-            root=entry.path,
-            manifest_sha256=entry.manifest_sha256,
-            fps=entry.fps,
-            features=entry.features,
-            video_keys=tuple(entry.video_keys),
-            tolerance_s=entry.tolerance_s if entry.tolerance_s is not None else 1e-4,
-            where=entry.where,
-        )
-        for name, entry in zip(names, spec.datasets)
-    ]
+    datasets = [CatalogPack.recorded(name, entry) for name, entry in zip(names, spec.datasets)]
     names_read = [name for name in INDEX_FILES if name != "meta"]
     # One round of requests for the four tables and the packs' records, each checked against
     # its recorded digest.

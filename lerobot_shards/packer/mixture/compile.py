@@ -20,10 +20,10 @@ from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import MIXTURE_PARQUET, sha256_hex
 from lerobot_shards.core.format.mixture_index import INDEX_PATHS, IndexFile, table_budget
 from lerobot_shards.core.format.parquet import read_bounded
+from lerobot_shards.core.pack.catalog import CatalogPack, EpisodeCatalog
+from lerobot_shards.core.pack.packed_index import PackedIndex
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import MixtureError
-from lerobot_shards.reader.fetch.catalog import CatalogPack, EpisodeCatalog
-from lerobot_shards.reader.fetch.packed_index import PackedIndex
 
 
 @dataclass(frozen=True)
@@ -70,19 +70,7 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
         FormatError, IntegrityError: a pack's stats.json is damaged or altered.
         MixtureError: a compiled table a reader would refuse (beyond the bounds both share).
     """
-    datasets = [
-        CatalogPack(
-            name=p.name,
-            root=p.storage.url,
-            manifest_sha256=p.index.manifest_sha256,
-            fps=p.index.manifest.fps,
-            features=p.index.manifest.features,
-            video_keys=tuple(p.index.manifest.video_keys),
-            tolerance_s=p.index.manifest.tolerance_s,
-            where=p.where,
-        )
-        for p in packs
-    ]
+    datasets = [CatalogPack.opened(p.name, p.storage.url, p.index, where=p.where) for p in packs]
     catalog = EpisodeCatalog.from_packs([(d, p.index, p.tasks) for d, p in zip(datasets, packs)])
     files: dict[str, IndexFile] = {}
     cameras = max((len(d.video_keys) for d in datasets), default=0)

@@ -53,11 +53,11 @@ from lerobot_shards.core.format.mixture import (
     mixture_feature,
     partial_features,
 )
+from lerobot_shards.core.pack.packed_index import PackedIndex, check_predicate, read_stats
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import MixtureError
 from lerobot_shards.packer.mixture.compile import OpenedPack, compile_mixture
 from lerobot_shards.packer.mixture.sources import read_sources
-from lerobot_shards.reader.fetch.packed_index import PackedIndex, check_predicate, read_stats
 
 MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"
@@ -284,7 +284,7 @@ def _open_pack(job: _ScanJob, item: tuple[str, str]) -> tuple[DatasetStatus, Mix
         tasks = index.tasks
         stats = read_stats(storage, index.manifest)
         if job.verify:
-            from lerobot_shards.packer.tools.verify import verify as verify_dataset
+            from lerobot_shards.packer.verify_pack import verify as verify_dataset
 
             problems = verify_dataset(storage.url, storage_options=job.storage_options).problems
             if problems:

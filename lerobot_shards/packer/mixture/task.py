@@ -32,7 +32,7 @@ from lerobot_shards.packer.errors import PackError, PackInterrupted, SourcesErro
 from lerobot_shards.packer.mixture.create import failure_path
 from lerobot_shards.packer.mixture.sources import MixtureSource, read_sources
 from lerobot_shards.packer.run.pack import pack_dataset
-from lerobot_shards.packer.tools.verify import verify
+from lerobot_shards.packer.verify_pack import verify
 
 EXIT_CONFIG = 2
 EXIT_TERMINATED = 143

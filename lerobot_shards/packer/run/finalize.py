@@ -43,6 +43,7 @@ from lerobot_shards.core.format.lerobot_info import LeRobotInfo
 from lerobot_shards.core.format.parquet.arrow_io import parquet_file
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.storage import Storage
+from lerobot_shards.core.windows import pad_counts, resolve_delta_timestamps
 from lerobot_shards.packer.errors import PackError, SourceError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.run.journal import Journal
@@ -50,7 +51,6 @@ from lerobot_shards.packer.run.receipts import finished_receipts
 from lerobot_shards.packer.shard import reencode_pixel_format
 from lerobot_shards.packer.source.info import parse_info
 from lerobot_shards.packer.version import packer_version
-from lerobot_shards.reader.plan.windows import pad_counts, resolve_delta_timestamps
 
 
 def _has_preroll(rows: list[dict], video_keys: list[str]) -> bool:

@@ -24,6 +24,7 @@ from lerobot_shards.core.errors import WindowError
 from lerobot_shards.core.format import PackPlan
 from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
 from lerobot_shards.core.storage import Storage
+from lerobot_shards.core.windows import resolve_delta_timestamps, windows_beyond
 from lerobot_shards.packer.errors import OptionsError, PackError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import make_pack_plan, select_episodes
@@ -39,7 +40,6 @@ from lerobot_shards.packer.shard.build import ShardSpec
 from lerobot_shards.packer.shard.check import stretched_cameras
 from lerobot_shards.packer.source.base import Source, open_dataset_source
 from lerobot_shards.packer.source.staging import describe_source, stage_source
-from lerobot_shards.reader.plan.windows import resolve_delta_timestamps, windows_beyond
 
 log = logging.getLogger(__name__)
 

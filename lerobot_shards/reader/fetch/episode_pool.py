@@ -1,6 +1,6 @@
 """Admitted episodes: fetched whole (rows + compressed video), decoded only on demand.
 
-``EpisodeFetcher`` reads one episode of a catalog (``lerobot_shards.reader.fetch.catalog``): its parquet row
+``EpisodeFetcher`` reads one episode of a catalog (``lerobot_shards.core.pack.catalog``): its parquet row
 group and ONE ranged read covering all its mp4 members (they are adjacent in the tar), every
 byte checked against the digests the catalog carries. ``EpisodePool`` holds a consumer's open
 pieces, has ``lerobot_shards.reader.fetch.prefetch.Prefetcher`` fetch the next ones in background threads in
@@ -31,10 +31,10 @@ from lerobot_shards.core.errors import EpisodeDataError, FormatError, IntegrityE
 from lerobot_shards.core.format import EpisodeEntry, check_bytes, shard_parquet_path, shard_tar_path
 from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, Features, check_language_type, image_column_type_ok
 from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, parse_footer
+from lerobot_shards.core.pack.catalog import CatalogPack, EpisodeCatalog
+from lerobot_shards.core.pack.packed_index import PackedIndex
 from lerobot_shards.core.storage import RetryPolicy, Storage
-from lerobot_shards.reader.fetch.catalog import CatalogPack, EpisodeCatalog
 from lerobot_shards.reader.fetch.disk_cache import DiskCache, range_key
-from lerobot_shards.reader.fetch.packed_index import PackedIndex
 from lerobot_shards.reader.fetch.prefetch import Prefetcher
 
 # Reads an EpisodeFetcher has in flight besides its callers' own (two per fetching thread: the
@@ -217,16 +217,7 @@ class EpisodeFetcher:
     def for_pack(cls, storage: Storage, index: PackedIndex, **options) -> EpisodeFetcher:
         """A fetcher of one opened pack: episode ``i`` is ``index.episodes[i]``; reads go
         through ``storage`` (its options, retries and counters)."""
-        manifest = index.manifest
-        info = CatalogPack(
-            name=storage.url.rsplit("/", 1)[-1],
-            root=storage.url,
-            manifest_sha256=index.manifest_sha256,
-            fps=manifest.fps,
-            features=manifest.features,
-            video_keys=tuple(manifest.video_keys),
-            tolerance_s=manifest.tolerance_s,
-        )
+        info = CatalogPack.opened(storage.url.rsplit("/", 1)[-1], storage.url, index)
         catalog = EpisodeCatalog.from_packs([(info, index, {})])
         return cls(catalog, DatasetStorages(catalog, storage.storage_options, storage.retry, given=(storage,)), **options)
 

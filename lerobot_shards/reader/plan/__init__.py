@@ -6,7 +6,6 @@ every rank computes the same plan on its own and resume is arithmetic.
 - ``epoch_plan``: the epoch's split of anchors over consumers (equal per-rank counts);
 - ``pool_schedule``: the episode pool as slots, with seekable draw order;
 - ``consumer_draws``: one consumer segment's draws as episode coordinates;
-- ``windows``: LeRobot ``delta_timestamps`` as frame offsets and padding;
 - ``resume`` and ``resume_state``: the DataLoader round robin, chains of resumes, the saved state;
 - ``mixture_plan``: proportional and weighted mixtures.
 """
@@ -40,7 +39,6 @@ _EXPORTS = {
         "Phase",
         "resume_streams",
     ],
-    "lerobot_shards.reader.plan.windows": ["query_frames", "resolve_delta_timestamps"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

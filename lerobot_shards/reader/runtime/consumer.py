@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lerobot_shards.core.pack.catalog import EpisodeCatalog
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.decode.frames import CpuDecoders
-from lerobot_shards.reader.fetch.catalog import EpisodeCatalog
 from lerobot_shards.reader.fetch.disk_cache import DiskCache
 from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
 from lerobot_shards.reader.plan.consumer_draws import Block

@@ -17,7 +17,7 @@ Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply``. ``docs/FORMAT.m
   ``<camera>_mask = False`` (0-d bool; True where present) and, if windowed,
   ``<camera>_is_pad`` all True.
 * ``delta_timestamps`` are in seconds and keyed by mixture names; each dataset resolves them
-  at its own fps (``lerobot_shards.reader.plan.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
+  at its own fps (``lerobot_shards.core.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
   30 fps and 1 frame at 10 fps.
 * Other keys are kept when every dataset has them, with equal shapes; dtypes that differ are
   promoted (``numpy.result_type``). A numeric key only some datasets have (a ``reward``
@@ -47,7 +47,7 @@ from lerobot_shards.core.format.mixture import (
     partial_features,
     sample_shape,
 )
-from lerobot_shards.reader.plan.windows import (
+from lerobot_shards.core.windows import (
     DEFAULT_TOLERANCE_S,
     WindowError,
     resolve_delta_timestamps,
@@ -148,131 +148,37 @@ class FeatureHarmonizer:
         if not datasets:
             raise HarmonizeError("a mixture needs at least one dataset")
         names = tuple(d.name for d in datasets)
-        key_map = {k: dict(v) for k, v in (key_map or {}).items()}
-        unknown = sorted(set(key_map) - set(names))
-        if unknown:
-            raise HarmonizeError(f"key_map names datasets {unknown} that are not in the mixture {list(names)}")
-        pad_keys = tuple(pad_keys)
-
-        key_maps, mapped_features = [], []
-        for d in datasets:
-            mapping = key_map.get(d.name, {})
-            missing = sorted(set(mapping) - set(d.features))
-            if missing:
-                raise HarmonizeError(
-                    f"key_map[{d.name!r}] renames {missing}, which dataset {d.name!r} lacks; it has {sorted(d.features)}"
-                )
-            full = {k: mapping.get(k, k) for k in d.features}
-            targets = [v for v in full.values() if v is not None]
-            clashes = sorted({t for t in targets if targets.count(t) > 1})
-            if clashes:
-                raise HarmonizeError(
-                    f"dataset {d.name!r}: several source keys map to {clashes}; each mixture key needs one source"
-                )
-            key_maps.append(full)
-            mapped_features.append({full[k]: f for k, f in d.features.items() if full[k] is not None})
-
-        cameras: dict[str, tuple[int, int, int]] = {}
-        camera_owner: dict[str, str] = {}
-        depth_cameras: set[str] = set()
-        for d, feats in zip(datasets, mapped_features):
-            for key, feature in feats.items():
-                if feature.camera is None:
-                    continue
-                if feature.depth:
-                    depth_cameras.add(key)
-                camera = feature.camera
-                chw = (camera.channels, camera.height, camera.width)
-                if key in cameras and cameras[key] != chw:
-                    raise HarmonizeError(
-                        f"camera {key!r} is (H, W, C) {_hwc(cameras[key])} in {camera_owner[key]!r} and "
-                        f"{_hwc(chw)} in {d.name!r}; repack with `--video hevc --resize HxW` to a common size, or map one "
-                        "to another key"
-                    )
-                cameras[key], camera_owner[key] = chw, d.name
-
-        pad_widths: dict[str, int] = {}
-        widths: list[dict[str, int]] = []
-        for d, feats in zip(datasets, mapped_features):
-            own = {}
-            for key in pad_keys:
-                if key in feats:
-                    if feats[key].camera is not None or len(feats[key].shape) != 1 or feats[key].shape[0] is None:
-                        raise HarmonizeError(
-                            f"dataset {d.name!r}: pad key {key!r} has shape {feats[key].shape}; only 1-D vectors are padded"
-                        )
-                    own[key] = feats[key].shape[0]
-                    pad_widths[key] = max(pad_widths.get(key, 0), own[key])
-            widths.append(own)
-
-        present = tuple(frozenset(f) for f in mapped_features)
+        key_maps, mapped = _mapped_features(datasets, key_map or {})
+        cameras, depth_cameras = _common_cameras(names, mapped)
+        pad_widths, widths = _pad_widths(names, mapped, tuple(pad_keys))
+        present = tuple(frozenset(f) for f in mapped)
         common = frozenset.intersection(*present) - set(cameras) - set(pad_widths)
         # Keys only some datasets have: numeric ones of one shape are filled where missing (with a
         # mask), the rest are named and left out, never dropped in silence.
-        filled, dropped = partial_features(list(zip(names, mapped_features)), exclude=set(cameras) | set(pad_widths))
-        dtypes: dict[str, str] = {}
-        for key in sorted(common):
-            shapes = {sample_shape(f[key].shape) for f in mapped_features}
-            if len(shapes) > 1:
-                seen = ", ".join(f"{n!r} {f[key].shape}" for n, f in zip(names, mapped_features))
-                raise HarmonizeError(
-                    f"feature {key!r} has different shapes across datasets ({seen}); add it to pad_keys if it is a "
-                    f"vector, or drop it with key_map {{name: {{{key!r}: None}}}}"
-                )
-        for key in sorted(common | set(pad_widths) | set(filled)):
-            kinds = {f[key].dtype for f in mapped_features if key in f}
-            if len(kinds) > 1:
-                try:
-                    promoted = np.result_type(*sorted(kinds))
-                except TypeError:
-                    promoted = None
-                if promoted is None or promoted.kind not in "biuf":
-                    raise HarmonizeError(
-                        f"feature {key!r} has dtypes {sorted(kinds)} across datasets, which have no common numeric type; "
-                        f"drop it with key_map"
-                    )
-                dtypes[key] = str(promoted)
-
-        order = [k for feats in mapped_features for k in feats]
+        filled, dropped = partial_features(list(zip(names, mapped)), exclude=set(cameras) | set(pad_widths))
+        _check_common_shapes(names, mapped, common)
+        dtypes = _promoted_dtypes(mapped, common | set(pad_widths) | set(filled))
+        order = [k for feats in mapped for k in feats]
         keys = tuple(dict.fromkeys(k for k in order if k in common or k in cameras or k in pad_widths or k in filled))
-
         windows = {k: tuple(float(s) for s in v) for k, v in (delta_timestamps or {}).items()}
-        orphans = sorted(k for k in windows if not any(k in p for p in present))
-        if orphans:
-            raise HarmonizeError(
-                f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}"
-            )
-        _check_no_shadowed_keys(names, mapped_features, keys, cameras, pad_widths, filled, windows)
-        unbatchable = sorted(k for k in windows if k not in keys)
-        if unbatchable:
-            raise HarmonizeError(
-                f"delta_timestamps keys {unbatchable} are not in every dataset and cannot be filled where missing "
-                f"(not numeric, or shapes differ), so samples would not batch; "
-                f"map them with key_map or add vector keys to pad_keys"
-            )
-        offsets = []
-        for d, feats in zip(datasets, mapped_features):
-            mine = {k: v for k, v in windows.items() if k in feats}
-            try:
-                offsets.append(resolve_delta_timestamps(mine, d.fps, tolerance_s=tolerance_s))
-            except WindowError as err:
-                raise HarmonizeError(f"dataset {d.name!r} (fps {d.fps}): {err}") from None
-
+        _check_window_keys(windows, present, keys)
+        _check_no_shadowed_keys(names, mapped, keys, cameras, pad_widths, filled, windows)
+        _check_batchable_windows(windows, keys)
         return cls(
             names=names,
             fps=tuple(d.fps for d in datasets),
-            key_maps=tuple(key_maps),
+            key_maps=key_maps,
             keys=keys,
             cameras=cameras,
-            depth_cameras=frozenset(depth_cameras),
+            depth_cameras=depth_cameras,
             filled=filled,
             dropped=dropped,
             pad_widths=pad_widths,
-            widths=tuple(widths),
+            widths=widths,
             present=present,
             dtypes=dtypes,
             delta_timestamps=windows,
-            offsets=tuple(offsets),
+            offsets=_window_offsets(datasets, mapped, windows, tolerance_s),
             return_uint8=return_uint8,
         )
 
@@ -380,6 +286,183 @@ class FeatureHarmonizer:
         if ENCODED_KEY in renamed:
             out[ENCODED_KEY] = encoded
         return out
+
+
+# -- the steps of FeatureHarmonizer.build --------------------------------------------------------
+def _mapped_features(
+    datasets: Sequence[DatasetFeatures], key_map: Mapping[str, Mapping[str, str | None]]
+) -> tuple[tuple[dict[str, str | None], ...], list[dict[str, FeatureSpec]]]:
+    """Each dataset's ``{source key: mixture key or None}`` (every feature) and its features
+    under their mixture keys.
+
+    Raises:
+        HarmonizeError: a key map of a dataset the mixture lacks, of a feature its dataset
+            lacks, or mapping two source keys onto one.
+    """
+    names = [d.name for d in datasets]
+    unknown = sorted(set(key_map) - set(names))
+    if unknown:
+        raise HarmonizeError(f"key_map names datasets {unknown} that are not in the mixture {names}")
+    key_maps, mapped = [], []
+    for d in datasets:
+        mapping = dict(key_map.get(d.name, {}))
+        missing = sorted(set(mapping) - set(d.features))
+        if missing:
+            raise HarmonizeError(
+                f"key_map[{d.name!r}] renames {missing}, which dataset {d.name!r} lacks; it has {sorted(d.features)}"
+            )
+        full = {k: mapping.get(k, k) for k in d.features}
+        targets = [v for v in full.values() if v is not None]
+        clashes = sorted({t for t in targets if targets.count(t) > 1})
+        if clashes:
+            raise HarmonizeError(f"dataset {d.name!r}: several source keys map to {clashes}; each mixture key needs one source")
+        key_maps.append(full)
+        mapped.append({target: f for k, f in d.features.items() if (target := full[k]) is not None})
+    return tuple(key_maps), mapped
+
+
+def _common_cameras(
+    names: Sequence[str], mapped: Sequence[Mapping[str, FeatureSpec]]
+) -> tuple[dict[str, tuple[int, int, int]], frozenset[str]]:
+    """Every camera's (C, H, W), one per mixture key, and which cameras are depth.
+
+    Raises:
+        HarmonizeError: a camera with different sizes in two datasets (names both).
+    """
+    cameras: dict[str, tuple[int, int, int]] = {}
+    owner: dict[str, str] = {}
+    depth: set[str] = set()
+    for name, feats in zip(names, mapped):
+        for key, feature in feats.items():
+            camera = feature.camera
+            if camera is None:
+                continue
+            if feature.depth:
+                depth.add(key)
+            chw = (camera.channels, camera.height, camera.width)
+            if key in cameras and cameras[key] != chw:
+                raise HarmonizeError(
+                    f"camera {key!r} is (H, W, C) {_hwc(cameras[key])} in {owner[key]!r} and "
+                    f"{_hwc(chw)} in {name!r}; repack with `--video hevc --resize HxW` to a common size, or map one "
+                    "to another key"
+                )
+            cameras[key], owner[key] = chw, name
+    return cameras, frozenset(depth)
+
+
+def _pad_widths(
+    names: Sequence[str], mapped: Sequence[Mapping[str, FeatureSpec]], pad_keys: tuple[str, ...]
+) -> tuple[dict[str, int], tuple[dict[str, int], ...]]:
+    """The widest width of each pad key, and each dataset's own widths.
+
+    Raises:
+        HarmonizeError: a pad key that is not a 1-D vector in some dataset.
+    """
+    pad_widths: dict[str, int] = {}
+    widths: list[dict[str, int]] = []
+    for name, feats in zip(names, mapped):
+        own = {}
+        for key in pad_keys:
+            if key in feats:
+                feature = feats[key]
+                if feature.camera is not None or len(feature.shape) != 1 or feature.shape[0] is None:
+                    raise HarmonizeError(
+                        f"dataset {name!r}: pad key {key!r} has shape {feature.shape}; only 1-D vectors are padded"
+                    )
+                own[key] = feature.shape[0]
+                pad_widths[key] = max(pad_widths.get(key, 0), own[key])
+        widths.append(own)
+    return pad_widths, tuple(widths)
+
+
+def _check_common_shapes(names: Sequence[str], mapped: Sequence[Mapping[str, FeatureSpec]], common: frozenset[str]) -> None:
+    """A key every dataset keeps has one sample shape.
+
+    Raises:
+        HarmonizeError: names the key and each dataset's shape.
+    """
+    for key in sorted(common):
+        if len({sample_shape(f[key].shape) for f in mapped}) > 1:
+            seen = ", ".join(f"{n!r} {f[key].shape}" for n, f in zip(names, mapped))
+            raise HarmonizeError(
+                f"feature {key!r} has different shapes across datasets ({seen}); add it to pad_keys if it is a "
+                f"vector, or drop it with key_map {{name: {{{key!r}: None}}}}"
+            )
+
+
+def _promoted_dtypes(mapped: Sequence[Mapping[str, FeatureSpec]], keys: set[str] | frozenset[str]) -> dict[str, str]:
+    """The common numeric dtype of each key whose datasets disagree on its dtype.
+
+    Raises:
+        HarmonizeError: dtypes with no common numeric type.
+    """
+    dtypes: dict[str, str] = {}
+    for key in sorted(keys):
+        kinds = {f[key].dtype for f in mapped if key in f}
+        if len(kinds) > 1:
+            try:
+                promoted = np.result_type(*sorted(kinds))
+            except TypeError:
+                promoted = None
+            if promoted is None or promoted.kind not in "biuf":
+                raise HarmonizeError(
+                    f"feature {key!r} has dtypes {sorted(kinds)} across datasets, which have no common numeric type; "
+                    f"drop it with key_map"
+                )
+            dtypes[key] = str(promoted)
+    return dtypes
+
+
+def _check_window_keys(
+    windows: Mapping[str, tuple[float, ...]], present: Sequence[frozenset[str]], keys: tuple[str, ...]
+) -> None:
+    """Each window key is a key of some dataset.
+
+    Raises:
+        HarmonizeError: a key no dataset has.
+    """
+    orphans = sorted(k for k in windows if not any(k in p for p in present))
+    if orphans:
+        raise HarmonizeError(
+            f"delta_timestamps keys {orphans} are in no dataset (after key_map); mixture keys: {sorted(set(keys))}"
+        )
+
+
+def _check_batchable_windows(windows: Mapping[str, tuple[float, ...]], keys: tuple[str, ...]) -> None:
+    """Each window key is a key every sample has.
+
+    Raises:
+        HarmonizeError: a key only some datasets have that cannot be filled where missing.
+    """
+    unbatchable = sorted(k for k in windows if k not in keys)
+    if unbatchable:
+        raise HarmonizeError(
+            f"delta_timestamps keys {unbatchable} are not in every dataset and cannot be filled where missing "
+            f"(not numeric, or shapes differ), so samples would not batch; "
+            f"map them with key_map or add vector keys to pad_keys"
+        )
+
+
+def _window_offsets(
+    datasets: Sequence[DatasetFeatures],
+    mapped: Sequence[Mapping[str, FeatureSpec]],
+    windows: Mapping[str, tuple[float, ...]],
+    tolerance_s: float,
+) -> tuple[dict[str, np.ndarray], ...]:
+    """Each dataset's windows (those of its keys) as frame offsets at its own fps.
+
+    Raises:
+        HarmonizeError: a window that is not a multiple of a dataset's frame period.
+    """
+    offsets = []
+    for d, feats in zip(datasets, mapped):
+        try:
+            offsets.append(
+                resolve_delta_timestamps({k: v for k, v in windows.items() if k in feats}, d.fps, tolerance_s=tolerance_s)
+            )
+        except WindowError as err:
+            raise HarmonizeError(f"dataset {d.name!r} (fps {d.fps}): {err}") from None
+    return tuple(offsets)
 
 
 def _check_no_shadowed_keys(

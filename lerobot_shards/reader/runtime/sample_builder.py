@@ -27,6 +27,7 @@ import torch
 from lerobot_shards.core.errors import EpisodeDataError
 from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, CameraGeometry, DepthQuantization, Features
 from lerobot_shards.core.format.images import image_column_bytes
+from lerobot_shards.core.windows import query_frames
 from lerobot_shards.reader.decode.depth import convert_unit, dequantize
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.decode.images import decode_image
@@ -34,7 +35,6 @@ from lerobot_shards.reader.decode.spec import EpisodeDecoder, FrameSpec
 from lerobot_shards.reader.decode.unit_float import to_unit_float
 from lerobot_shards.reader.decode.wire import ENCODED_KEY, EncodedFrames
 from lerobot_shards.reader.fetch.episode_pool import LoadedEpisode
-from lerobot_shards.reader.plan.windows import query_frames
 from lerobot_shards.reader.runtime.language import language_value
 
 

@@ -48,10 +48,10 @@ from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
 from lerobot_shards.core.format.parquet import iter_bounded_batches
 from lerobot_shards.core.format.parquet.bounded import read_parquet_schema
 from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, feature_budget, parse_footer
+from lerobot_shards.core.pack.packed_index import load_tasks, read_manifest, verified_read
 from lerobot_shards.core.storage import Storage
+from lerobot_shards.core.windows import pad_counts, resolve_delta_timestamps
 from lerobot_shards.packer.options import PackOptions
-from lerobot_shards.reader.fetch.packed_index import load_tasks, read_manifest, verified_read
-from lerobot_shards.reader.plan.windows import pad_counts, resolve_delta_timestamps
 
 _SAMPLE_BATCH_ROWS = 1 << 18
 

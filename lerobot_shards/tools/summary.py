@@ -18,12 +18,12 @@ from lerobot_shards.core.format import (
 )
 from lerobot_shards.core.format.layout import pad_column
 from lerobot_shards.core.format.parquet import iter_bounded_batches
+from lerobot_shards.core.pack.packed_index import load_tasks, verified_read
 from lerobot_shards.core.storage import Storage
+from lerobot_shards.core.windows import frames_needed, resolve_delta_timestamps
 from lerobot_shards.packer.errors import InspectError
-from lerobot_shards.packer.tools.sql import load_manifest
 from lerobot_shards.reader.decode.nvdec_rules import nvdec_refusal
-from lerobot_shards.reader.fetch.packed_index import load_tasks, verified_read
-from lerobot_shards.reader.plan.windows import frames_needed, resolve_delta_timestamps
+from lerobot_shards.tools.sql import load_manifest
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ import numpy as np
 
 from lerobot_shards.core.format import VIDEO_CODECS
 from lerobot_shards.core.format.features import FeatureSpec
+from lerobot_shards.core.pack.packed_index import PackedIndex
 from lerobot_shards.core.storage import Storage
-from lerobot_shards.packer.tools.summary import full_windows
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.decode.spec import FrameSpec
 from lerobot_shards.reader.fetch.episode_pool import EpisodeFetcher
-from lerobot_shards.reader.fetch.packed_index import PackedIndex
+from lerobot_shards.tools.summary import full_windows
 
 _THUMB_WIDTH = 160
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]

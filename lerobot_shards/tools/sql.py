@@ -33,16 +33,16 @@ from lerobot_shards.core.format import (
 from lerobot_shards.core.format.limits import MAX_DECODED_BYTES, MAX_EPISODE_TASKS, MAX_EXPANSION, ROW_GROUP_MAX_BYTES
 from lerobot_shards.core.format.parquet import Budget, feature_budget, open_bounded, parse_footer, row_group_span
 from lerobot_shards.core.format.parquet.bounded import group_cost
+from lerobot_shards.core.pack.packed_index import load_tasks, read_manifest, verified_read
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import InspectError, SqlSyntaxError
-from lerobot_shards.reader.fetch.packed_index import load_tasks, read_manifest, verified_read
 
 _FRAMES = re.compile(r"\bframes\b", re.IGNORECASE)
 
 
 def load_manifest(storage: Storage) -> tuple[Manifest, str]:
     """The validated manifest and its pin (``sha256:<hex>`` of its bytes), as the reader
-    reads it (``lerobot_shards.reader.fetch.packed_index.read_manifest``).
+    reads it (``lerobot_shards.core.pack.packed_index.read_manifest``).
 
     Raises:
         InspectError: no manifest (or no dataset at all), or a manifest that does not validate.
