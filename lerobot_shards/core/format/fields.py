@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from lerobot_shards.core.errors import ArgumentError, FormatError, IntegrityError
 
@@ -98,7 +98,7 @@ def sha256_file(path: str | Path, *, chunk_bytes: int = 1 << 22) -> tuple[str, i
         return sha256_chunks(iter(lambda: handle.read(chunk_bytes), b""))
 
 
-def is_sha256_hex(value: object) -> bool:
+def is_sha256_hex(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _SHA256_HEX.fullmatch(value) is not None
 
 
@@ -134,7 +134,7 @@ def check_bytes(data: bytes | memoryview, *, size: int, sha256: str, where: str)
         )
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

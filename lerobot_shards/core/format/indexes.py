@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.compute as _compute
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.layout import (
@@ -42,6 +43,9 @@ from lerobot_shards.core.format.limits import (
 from lerobot_shards.core.format.manifest import Manifest
 from lerobot_shards.core.format.parquet.bounded import BoundedColumns, Budget, read_bounded_columns
 from lerobot_shards.core.format.parquet.pages import row_bytes, value_bytes
+
+# pyarrow.compute makes its functions at import; a static checker cannot see them.
+pc: Any = _compute
 
 # Tar headers precede every member: a member's data never starts before byte 512.
 _TAR_BLOCK = 512

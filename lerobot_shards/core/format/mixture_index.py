@@ -127,7 +127,7 @@ class IndexFile:
             raise MixtureSpecError(f"{where}: expected an object with path, bytes, rows and sha256")
         path, size, rows, digest = data.get("path"), data.get("bytes"), data.get("rows"), data.get("sha256")
         try:
-            safe_relative_path(path)
+            path = safe_relative_path(path)
         except ValueError as err:
             raise MixtureSpecError(f"{where}: {err}") from None
         if not (is_int(size) and 0 <= size <= MAX_INDEX_FILE_BYTES):

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.compute as _compute
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.layout import VIDEO_CODECS
@@ -28,6 +29,9 @@ from lerobot_shards.core.format.mixture_index import (
     TASKS_SCHEMA,
     episodes_schema,
 )
+
+# pyarrow.compute makes its functions at import; a static checker cannot see them.
+pc: Any = _compute
 
 _TAR_BLOCK = 512
 

@@ -353,15 +353,28 @@ def _refuse_misplaced(misplaced: list, where: str) -> None:
     )
 
 
-def _one(found: dict[bytes, list[memoryview]], kind: bytes, where: str, *, required: bool = True) -> _Payload | None:
+def _one(found: dict[bytes, list[memoryview]], kind: bytes, where: str) -> _Payload:
+    """The one ``kind`` box of the track.
+
+    Raises:
+        FormatError: none, or several.
+    """
+    box = _at_most_one(found, kind, where)
+    if box is None:
+        raise FormatError(f"{where}: no mp4 {kind.decode()!r} box")
+    return box
+
+
+def _at_most_one(found: dict[bytes, list[memoryview]], kind: bytes, where: str) -> _Payload | None:
+    """The ``kind`` box of the track, or None when it has none.
+
+    Raises:
+        FormatError: several.
+    """
     boxes = found.get(kind, [])
     if len(boxes) > 1:
         raise FormatError(f"{where}: {len(boxes)} mp4 {kind.decode()!r} boxes; a member holds one video track")
-    if not boxes:
-        if required:
-            raise FormatError(f"{where}: no mp4 {kind.decode()!r} box")
-        return None
-    return _Payload(boxes[0], kind.decode(), where)
+    return _Payload(boxes[0], kind.decode(), where) if boxes else None
 
 
 def _sample_entry(box: _Payload, misplaced: list) -> tuple[str, int, int, bytes, tuple[bytes, ...]]:
@@ -386,8 +399,8 @@ def _sample_entry(box: _Payload, misplaced: list) -> tuple[str, int, int, bytes,
     _walk(body[_VISUAL_ENTRY_FIELDS:], box.where, path=(*_STBL, b"stsd", kind), top=False, misplaced=misplaced)
     config = _CONFIG_BOXES.get(codec)
     children = _child_boxes(body, (config, b"colr"), box)
-    configs = children.get(config, [])
-    if len(configs) > 1:
+    configs = children.get(config, []) if config is not None else []
+    if len(configs) > 1 and config is not None:
         raise box.bad(f"two {config.decode('latin-1')!r} boxes in the sample entry")
     return codec, height, width, configs[0] if configs else b"", tuple(children.get(b"colr", []))
 
@@ -596,7 +609,7 @@ def read_track(
         sizes = np.full(samples, constant, dtype=np.int64)
 
     durations = _run_lengths(_one(found, b"stts", where), samples)
-    ctts = _one(found, b"ctts", where, required=False)
+    ctts = _at_most_one(found, b"ctts", where)
     composition = None if ctts is None else _run_lengths(ctts, samples)
     times = np.cumsum(durations) - durations + (0 if composition is None else composition)
     if samples > 1 and np.unique(times).size != samples:
@@ -616,7 +629,7 @@ def read_track(
     offsets = raw_offsets.astype(np.int64)
     starts = _chunks(_one(found, b"stsc", where), offsets, samples, sizes, file_bytes)
 
-    stss = _one(found, b"stss", where, required=False)
+    stss = _at_most_one(found, b"stss", where)
     if stss is None:
         keyframes = np.arange(samples, dtype=np.int64)  # no sync sample table: every sample is a keyframe
     else:
@@ -634,7 +647,7 @@ def read_track(
     if len(elst) > 1:
         raise FormatError(f"{where}: {len(elst)} edit lists; a track has at most one")
     edits = _edits(_Payload(elst[0], "elst", where)) if elst else ()
-    mdhd, mvhd = _one(found, b"mdhd", where, required=False), _one(found, b"mvhd", where, required=False)
+    mdhd, mvhd = _at_most_one(found, b"mdhd", where), _at_most_one(found, b"mvhd", where)
     timescale, movie_timescale = (_timescale(mdhd) if mdhd else 0), (_timescale(mvhd) if mvhd else 0)
     # Frame j is sample j only when nothing reorders or shifts them: one composition offset for
     # every sample, and an edit list (if any) that starts at that offset and covers the media.

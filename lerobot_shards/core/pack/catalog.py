@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import DTypeLike
 
 from lerobot_shards.core.errors import MixtureSpecError
 from lerobot_shards.core.format import (
@@ -183,6 +184,7 @@ class EpisodeCatalog(CatalogColumns):
         O(episodes x cameras + anchors) vectorized per pack: the only Python loop is over packs.
         """
         parts: dict[str, list[np.ndarray]] = {}
+        task_text: list[str] = []
 
         def add(name: str, values) -> None:
             parts.setdefault(name, []).append(np.asarray(values))
@@ -225,7 +227,7 @@ class EpisodeCatalog(CatalogColumns):
             add("member_sha256", table.member_sha256.reshape(-1, 32))
             preroll = table.member_preroll if table.member_preroll is not None else np.zeros_like(table.member_frames)
             add("member_preroll", preroll.reshape(-1))
-            if index.anchor_frames is not None:
+            if index.anchor_frames is not None and index.anchor_start is not None:
                 lo, hi, count = _anchor_runs(index.anchor_frames, index.anchor_start, table.length)
             else:
                 lo = hi = np.zeros(0, np.int64)
@@ -236,10 +238,10 @@ class EpisodeCatalog(CatalogColumns):
             ordered = sorted(tasks.items())
             add("task_dataset", np.full(len(ordered), d, np.int32))
             add("task_index", np.array([k for k, _ in ordered], np.int64))
-            parts.setdefault("task_text", []).append([text for _, text in ordered])
+            task_text += [text for _, text in ordered]
             shard_rows += len(shards)
 
-        def cat(name: str, dtype=np.int64, width: int = 0) -> np.ndarray:
+        def cat(name: str, dtype: DTypeLike = np.int64, width: int = 0) -> np.ndarray:
             pieces = parts.get(name, [])
             if not pieces:
                 return np.zeros((0, width) if width else 0, dtype)
@@ -279,7 +281,7 @@ class EpisodeCatalog(CatalogColumns):
             shard_tar_sha256=cat("shard_tar_sha256", np.uint8, 32),
             task_dataset=cat("task_dataset", np.int32),
             task_index=cat("task_index"),
-            task_text=[text for chunk in parts.get("task_text", []) for text in chunk],
+            task_text=task_text,
             member_preroll=_nonzero_or_none(cat("member_preroll")),
         )
 

@@ -462,6 +462,6 @@ class PackedIndex:
 
     def anchor_frame(self, episode_position: int, anchor_positions: np.ndarray) -> np.ndarray:
         """Frame positions of anchors given their positions in the episode's anchor list."""
-        if self.anchor_frames is None:
+        if self.anchor_frames is None or self.anchor_start is None:
             return anchor_positions
         return self.anchor_frames[self.anchor_start[episode_position] + np.asarray(anchor_positions, dtype=np.int64)]

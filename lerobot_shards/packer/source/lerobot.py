@@ -16,11 +16,11 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.compute as _compute
 import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
@@ -62,6 +62,9 @@ from lerobot_shards.core.format.parquet import Budget, feature_budget, read_boun
 from lerobot_shards.packer.errors import MissingRowsError, SourceError, VideoCutError
 from lerobot_shards.packer.source.info import parse_info
 from lerobot_shards.packer.source.video import VideoLocation, stream_pixel_format, video_duration_s
+
+# pyarrow.compute makes its functions at import; a static checker cannot see them.
+pc: Any = _compute
 
 log = logging.getLogger(__name__)
 

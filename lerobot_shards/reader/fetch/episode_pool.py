@@ -20,10 +20,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.compute as _compute
 import pyarrow.parquet as pq
 import torch
 
@@ -36,6 +37,9 @@ from lerobot_shards.core.pack.packed_index import PackedIndex
 from lerobot_shards.core.storage import RetryPolicy, Storage
 from lerobot_shards.reader.fetch.disk_cache import DiskCache, range_key
 from lerobot_shards.reader.fetch.prefetch import Prefetcher
+
+# pyarrow.compute makes its functions at import; a static checker cannot see them.
+pc: Any = _compute
 
 # Reads an EpisodeFetcher has in flight besides its callers' own (two per fetching thread: the
 # row group beside the footer, the members beside both), per process.

@@ -21,15 +21,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.compute as _compute
 import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.limits import EXPANSION_FLOOR_BYTES, MAX_DECODED_BYTES, MAX_EXPANSION, MAX_FEATURE_ELEMENTS
 from lerobot_shards.core.format.parquet.arrow_io import arrow_buffer
 from lerobot_shards.core.format.parquet.pages import ChunkCost, check_writer, chunk_cost
+
+# pyarrow.compute makes its functions at import; a static checker cannot see them.
+pc: Any = _compute
 
 _EMPTY_CHUNK_BYTES = 4096
 
