@@ -3,10 +3,11 @@ PyTorch. The one name to import::
 
     from lerobot_shards import PackedDataset, MixtureDataset, BatchLoader, DecodeStage, pack_dataset
 
-The package's folders are its layers (docs/DESIGN_NOTES.md, "Architecture"): ``core`` (the
-format, storage, errors and options both halves share), ``reader`` (datasets, loader, decode),
-``packer`` (packing, verify, inspect, mixtures), ``train`` (LeRobot's trainer on packs), ``cli``
-(the ``lerobot-shards`` command) and ``testing`` (synthetic LeRobot datasets for tests).
+The package's folders are its layers (docs/ARCHITECTURE.md): ``core`` (the format, reading a
+finished pack, storage, errors and options both halves share), ``reader`` (datasets, loader,
+decode), ``packer`` (packing, verify, mixtures), ``tools`` (info, sql, preview), ``train``
+(LeRobot's trainer on packs), ``cli`` (the ``lerobot-shards`` command) and ``testing`` (synthetic
+LeRobot datasets for tests).
 
 This face names what a user needs, and every error a public docstring names. At run time the
 names load lazily (PEP 562: ``import lerobot_shards`` costs nothing until a name is used, so the

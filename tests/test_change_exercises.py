@@ -170,3 +170,48 @@ def test_plans_of_default_options_keep_their_digests():
     assert make_pack_plan([0, 1, 2, 3], sizes, options, source).sha256 == (
         "7ee81d06a75d99aa4101c25f6b003bd1db93dcd5e2fb0de7121d2218c6cc140c"
     )
+
+
+def test_a_decoder_is_one_file_and_one_row(packed_copy, packed_hevc, monkeypatch):
+    """Without its row, ``decoder="whole"`` is refused with the choices listed. With it
+    (``BACKENDS[("whole", "cpu")] = WholeMemberBackend``), the name is a ``decoder=`` choice: the
+    workers' decoders (real DataLoader workers) and a ``DecodeStage`` decode every member through
+    it, and the samples equal PyAV's, bit for bit, on a copy pack (AV1) and an hevc pack."""
+    from lerobot_shards import DecodeStage
+    from lerobot_shards.core.errors import ArgumentError
+    from lerobot_shards.reader.decode import collate
+    from lerobot_shards.reader.decode.backends import BACKENDS as DECODE_BACKENDS
+    from tests.exercises.whole_member_decoder import WholeMemberBackend, WholeMemberDecoder
+
+    with pytest.raises(ArgumentError, match=r"decoder must be one of 'auto', 'pyav', 'torchcodec', got 'whole'"):
+        PackedDataset(str(packed_copy), delta_timestamps=DELTA, decoder="whole")
+    monkeypatch.setitem(DECODE_BACKENDS, ("whole", "cpu"), WholeMemberBackend)  # the one row
+    monkeypatch.setattr(WholeMemberDecoder, "decoded_members", 0)
+
+    def samples(root, decoder, workers):
+        dataset = PackedDataset(str(root), delta_timestamps=DELTA, seed=6, decoder=decoder, return_uint8=True)
+        return list(torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=workers))
+
+    def equal(got, expected):
+        assert len(got) == len(expected) > 0
+        for a, b in zip(got, expected):
+            assert a.keys() == b.keys()
+            for key in a:
+                assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
+
+    for root in (packed_copy, packed_hevc):
+        equal(samples(root, "whole", 0), samples(root, "pyav", 0))
+        equal(samples(root, "whole", 2), samples(root, "pyav", 2))
+    assert WholeMemberDecoder.decoded_members > 0  # in this process (num_workers=0): it did the decoding
+
+    staged = PackedDataset(str(packed_hevc), delta_timestamps=DELTA, seed=3, return_uint8=True, decode_device="cpu")
+    batches = list(torch.utils.data.DataLoader(staged, batch_size=8, num_workers=0, collate_fn=collate))
+    before = WholeMemberDecoder.decoded_members
+    whole, plain = DecodeStage("cpu", backend="whole"), DecodeStage("cpu", backend="pyav")
+    assert whole.backend == "whole"
+    got, expected = [whole(batch) for batch in batches], [plain(batch) for batch in batches]
+    assert WholeMemberDecoder.decoded_members - before == whole.stats()["members_opened"] > 0
+    for a, b in zip(got, expected, strict=True):
+        for key in DELTA:
+            if key.startswith("observation.images"):
+                assert torch.equal(a[key], b[key]), key

@@ -1,4 +1,4 @@
-"""The layers of ``reader`` and ``packer`` hold at the import level (docs/DESIGN_NOTES.md, "Map").
+"""The layers of ``reader`` and ``packer`` hold at the import level (docs/ARCHITECTURE.md).
 
 Every ``import`` in both packages is read (module level, inside functions and under
 ``TYPE_CHECKING`` alike) and checked against ``RULES``: which layers each layer may import,

@@ -33,7 +33,7 @@ def counted(monkeypatch):
 
     def seeking(self, position):
         counts["seeks"] += 1
-        seek(self, position)
+        return seek(self, position)
 
     monkeypatch.setattr(av, "open", opening)
     monkeypatch.setattr(pyav_backend.PyAVDecoder, "_seek_to", seeking)

@@ -18,32 +18,34 @@ def click_option(f: OptionField, **changes: Any) -> Callable:
     """The click option of an option field (``changes`` override click keywords, e.g. a
     command's own help). A text parser's ``OptionsError`` becomes click's usage error naming
     the flag. Returns the decorator."""
-    spec, kind = f.spec, f.base_type
+    spec, kind, flag = f.spec, f.base_type, f.flag
+    if flag is None:
+        raise ValueError(f"option {f.name} has no command-line flag")
     kwargs: dict[str, Any] = {"help": spec.help}
     if spec.metavar:
         kwargs["metavar"] = spec.metavar
     if kind is bool:
-        return click.option(f.flag, f.name, is_flag=True, **{**kwargs, **changes})
+        return click.option(flag, f.name, is_flag=True, **{**kwargs, **changes})
     if spec.parse is not None:
+        parse_text = spec.parse
 
         def parse(ctx, param, value, f=f):
             if value is None or value == () or value == "":  # an empty value is "not given" (scripts pass "$VAR")
                 return f.default
             try:
-                return f.spec.parse(value)
+                return parse_text(value)
             except OptionsError as err:
                 message = str(err)
-                raise click.BadParameter(message, param_hint=None if message.startswith(f.flag) else f.flag) from None
+                raise click.BadParameter(message, param_hint=None if message.startswith(flag) else flag) from None
 
-        return click.option(f.flag, f.name, multiple=spec.multiple, callback=parse, **{**kwargs, **changes})
+        return click.option(flag, f.name, multiple=spec.multiple, callback=parse, **{**kwargs, **changes})
     if f.choices is not None:
         kind = click.Choice(list(f.choices))
     elif kind in (int, float) and (spec.minimum is not None or spec.maximum is not None):
-        kind = (click.IntRange if kind is int else click.FloatRange)(
-            spec.minimum, spec.maximum, **({"min_open": True} if spec.exclusive_minimum else {})
-        )
+        bounds: dict[str, Any] = {"min": spec.minimum, "max": spec.maximum, "min_open": spec.exclusive_minimum}
+        kind = click.IntRange(**bounds) if kind is int else click.FloatRange(**bounds)
     kwargs.update(type=kind, default=f.default, show_default=f.default is not None)
-    return click.option(f.flag, f.name, **{**kwargs, **changes})
+    return click.option(flag, f.name, **{**kwargs, **changes})
 
 
 PACK_FIELDS = {f.name: f for cls in (PackOptions, PackRunOptions) for f in option_fields(cls) if f.flag is not None}

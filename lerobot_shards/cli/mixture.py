@@ -136,6 +136,8 @@ def create(
     except PredicateError as err:  # the user's own SQL: DuckDB's lines and ^ pointer kept
         raise click.ClickException(printable_lines(str(err))) from None
     spec = report.spec
+    if spec is None:  # create_mixture raises when no dataset is complete; a report without a spec wrote nothing
+        raise click.ClickException("no mixture.json written: no dataset is complete")
     mapped = sum(bool(d.key_map) for d in spec.datasets)
     click.echo(
         f"mixture.json: {len(spec.datasets)} datasets, {spec.total_anchors} anchors"
@@ -244,7 +246,7 @@ def sources_command(sources_file, listing, count_only):
 @storage_option
 @click.argument("pack_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def task_command(ctx, dst, sources_file, index, offset, video, workers, no_verify, storage_options, pack_args):
+def task_command(ctx: click.Context, dst, sources_file, index, offset, video, workers, no_verify, storage_options, pack_args):
     """Pack one line of a sources file into DST/<name> (one SLURM array task; pack options
     after `--`). A failed dataset is recorded in DST/_failures/<name>.json and the task
     exits 0 (143 after SIGTERM), so the array goes on; exit 2 on configuration errors."""

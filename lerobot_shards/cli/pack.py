@@ -95,7 +95,8 @@ def parse_pack_args(args: list[str]) -> dict:
     def options_only(**params):
         return params
 
-    command = click.Command("pack", params=options_only.__click_params__[::-1], add_help_option=False)
+    params = getattr(options_only, "__click_params__")  # noqa: B009 (set by click's decorators; not in the function's type)
+    command = click.Command("pack", params=params[::-1], add_help_option=False)
     with command.make_context("lerobot-shards pack", list(args)) as ctx:
         return pack_kwargs(ctx.params)
 

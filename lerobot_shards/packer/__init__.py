@@ -1,7 +1,7 @@
 """lerobot-shards packer: rewrite LeRobot v3 datasets into episode-aligned shards, check and
 verify packs, build mixtures. The public face: scripts, tests and benchmarks import from here.
 
-Layers (each a sub-package; ``docs/DESIGN_NOTES.md`` has the map and the import rules, which
+Layers (each a sub-package; ``docs/ARCHITECTURE.md`` has the map and the import rules, which
 ``tests/test_import_rules.py`` enforces):
 
 - ``plan``: pure planning (episode selection, shard assignment, ``--part`` split);

@@ -110,8 +110,12 @@ __all__ = [
 # not this internal module; pickling (errors raised in DataLoader workers) resolves that name
 # too, since the package exports every one (tests/test_nothing_silent.py checks both).
 PUBLIC_MODULE = "lerobot_shards"
-for _cls in [
-    c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, Warning | Exception) and c.__module__ == __name__
-]:
-    _cls.__module__ = PUBLIC_MODULE
-del _cls
+
+
+def _name_where_imported() -> None:
+    for value in list(globals().values()):
+        if isinstance(value, type) and issubclass(value, Warning | Exception) and value.__module__ == __name__:
+            value.__module__ = PUBLIC_MODULE
+
+
+_name_where_imported()

@@ -417,6 +417,7 @@ def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, deco
 
 def _decode_problem(data: bytes, frames: int, size: tuple[int, int], where: str) -> str | None:
     import av  # only verify --decode needs a decoder
+    from av.error import FFmpegError
 
     height, width = size
     try:  # boxes and sample tables first: FFmpeg sizes its index by what they claim
@@ -424,7 +425,7 @@ def _decode_problem(data: bytes, frames: int, size: tuple[int, int], where: str)
     except FormatError as err:
         return str(err)
     try:
-        with av.open(io.BytesIO(data)) as container:
+        with av.open(io.BytesIO(data), mode="r") as container:
             stream = container.streams.video[0]
             if (stream.codec_context.height, stream.codec_context.width) != (height, width):
                 return f"{where}: frames are {stream.codec_context.height}x{stream.codec_context.width}, the manifest says {height}x{width}"
@@ -433,7 +434,7 @@ def _decode_problem(data: bytes, frames: int, size: tuple[int, int], where: str)
                 if (frame.height, frame.width) != (height, width):
                     return f"{where}: frame {count} is {frame.height}x{frame.width}, the manifest says {height}x{width}"
                 count += 1
-    except (av.error.FFmpegError, IndexError) as err:
+    except (FFmpegError, IndexError) as err:
         return f"{where}: does not decode ({err})"
     if count != frames:
         return f"{where}: decodes to {count} frames, index says {frames}"

@@ -33,7 +33,8 @@ class AnchorSequence(NamedTuple):
 
     episode_index: np.ndarray
     frame_index: np.ndarray
-    index: np.ndarray
+    # Named as the sample's column; tuple.index() is never called on it.
+    index: np.ndarray  # pyright: ignore[reportIncompatibleMethodOverride]
     """Global ``index`` (the sample's ``index`` value)."""
 
 

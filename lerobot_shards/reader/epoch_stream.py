@@ -153,8 +153,8 @@ class EpochStream(torch.utils.data.IterableDataset):
         """Samples each consumer of the planned shape serves in the current epoch."""
         return self.plan(world_size=world_size, workers_per_rank=workers_per_rank).consumer_counts
 
-    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]) -> Iterator[Block]:
-        """This consumer's draws, segment by segment (``lerobot_shards.reader.plan.consumer_draws.Block``)."""
+    def _blocks(self, plan_shape: tuple[int, int], segments: list[Segment]) -> Iterator[Iterator[Block]]:
+        """This consumer's draws, one iterator of blocks per segment (``lerobot_shards.reader.plan.consumer_draws.Block``)."""
         plan = self.plan(world_size=plan_shape[0], workers_per_rank=plan_shape[1])
         # Admissions are learned a block of draws at a time, far enough ahead for prefetch:
         # starting costs the same at any offset and segment length.

@@ -23,6 +23,7 @@ import numpy as np
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import MM_PER_METRE, STATS_PATH
 from lerobot_shards.core.format.features import Features, parse_features
+from lerobot_shards.core.format.fields import is_int
 from lerobot_shards.core.format.lerobot_info import LeRobotInfo
 from lerobot_shards.core.format.manifest import Manifest
 from lerobot_shards.core.pack.packed_index import read_stats
@@ -40,9 +41,10 @@ class PackedMeta:
     """The metadata of a packed dataset in ``LeRobotDatasetMetadata``'s shape (see the module)."""
 
     repo_id: str
-    fps: int
+    fps: int | None  # None: a mixture of datasets recorded at different rates
     features: dict[str, dict]
-    stats: dict[str, dict[str, np.ndarray]]
+    # numpy arrays as read; LeRobot's trainer may replace some with tensors (--dataset.use_imagenet_stats).
+    stats: dict[str, dict[str, Any]]
     robot_type: str | None
     total_episodes: int
     total_frames: int
@@ -153,8 +155,8 @@ def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> Packe
     robot_type = record.get("robot_type")
     if robot_type is not None and not isinstance(robot_type, str):
         raise FormatError(f"{where}: robot_type must be a string or null")
-    totals = [record.get("total_episodes"), record.get("total_frames")]
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in totals):
+    total_episodes, total_frames = record.get("total_episodes"), record.get("total_frames")
+    if not (is_int(total_episodes) and is_int(total_frames) and total_episodes >= 0 and total_frames >= 0):
         raise FormatError(f"{where}: total_episodes and total_frames must be non-negative ints")
     raw = record.get("stats") or {}
     if not isinstance(raw, dict):
@@ -173,8 +175,8 @@ def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> Packe
         features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in features.items()},
         stats=_stats(raw, where),
         robot_type=robot_type,
-        total_episodes=totals[0],
-        total_frames=totals[1],
+        total_episodes=total_episodes,
+        total_frames=total_frames,
         task_names=dict(tasks),
         info={"robot_type": robot_type},
     )

@@ -51,6 +51,7 @@ from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from lerobot_shards.core.format.mixture import (
     MIXTURE_FILE,
     PREROLL_VERSION,
+    IndexFile,
     MixtureEntry,
     MixtureSpec,
     mixture_feature,
@@ -400,7 +401,7 @@ class MixtureDataset(EpochStream):
                 features[key] = feature
             stats = aggregate_stats(
                 [
-                    {h.key_maps[i][k]: v for k, v in m.stats.items() if h.key_maps[i].get(k) in features}
+                    {mapped: v for k, v in m.stats.items() if (mapped := h.key_maps[i].get(k)) is not None and mapped in features}
                     for i, m in enumerate(metas)
                 ]
             )
@@ -438,7 +439,7 @@ class MixtureDataset(EpochStream):
         """This epoch's pieces (the last two epochs asked are kept: planning asks repeatedly)."""
         pieces = self._pieces_cache.get(epoch)
         if pieces is None:
-            if self.weights is None:
+            if self.weights is None or self.samples_per_epoch is None:  # both or neither (_check_names_and_mode)
                 pieces = proportional_pieces(self.layout)
             else:
                 pieces = weighted_pieces(
@@ -507,9 +508,20 @@ def _refuse_duplicates(datasets: list[CatalogPack]) -> None:
             seen[key] = d.name
 
 
+def _index_file(spec: MixtureSpec, name: str) -> IndexFile:
+    """What ``mixture.json`` records for the compiled file ``name``.
+
+    Raises:
+        MixtureSpecError: the mixture records no compiled index (only a compiled one is read so).
+    """
+    if spec.index is None:
+        raise MixtureSpecError(f"mixture.json records no compiled index, so no {name!r} table")
+    return spec.index[name]
+
+
 def _recorded(spec: MixtureSpec, name: str) -> tuple[str, int, str]:
     """``(path, bytes, sha256)`` that ``mixture.json`` records for a compiled file."""
-    entry = spec.index[name]
+    entry = _index_file(spec, name)
     return entry.path, entry.bytes, entry.sha256
 
 
@@ -522,7 +534,7 @@ def _read_table(base: Storage, spec: MixtureSpec, name: str, data: bytes, where:
     """A compiled table (its ``data``, checked against its digest), checked against its row
     count, decoded within what an honest table of its rows can be (``table_budget``: the
     members the datasets declare, at most as many per episode as the mixture has cameras)."""
-    entry = spec.index[name]
+    entry = _index_file(spec, name)
     cameras = max((len(d.video_keys) for d in spec.datasets), default=0)
     listed = Counter(d.manifest_sha256 for d in spec.datasets if d.manifest_sha256)
     budget = table_budget(
@@ -552,7 +564,7 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
     # One round of requests for the four tables and the packs' records, each checked against
     # its recorded digest.
     data = read_recorded_all(base, {n: _recorded(spec, n) for n in INDEX_FILES})
-    _check_recorded_features(spec, _meta_records(data.pop("meta"), spec, where=base.describe(spec.index["meta"].path)))
+    _check_recorded_features(spec, _meta_records(data.pop("meta"), spec, where=base.describe(_index_file(spec, "meta").path)))
     tables = {name: _read_table(base, spec, name, data.pop(name), where) for name in names_read}
     if PREROLL_COLUMN[0] in tables["episodes"].column_names and spec.version < PREROLL_VERSION:
         raise MixtureSpecError(
@@ -568,7 +580,7 @@ def _open_compiled(base: Storage, spec: MixtureSpec, names: list[str], where: st
 
 
 def _read_meta_records(base: Storage, spec: MixtureSpec) -> list[dict]:
-    return _meta_records(_verified_index_file(base, spec, "meta"), spec, where=base.describe(spec.index["meta"].path))
+    return _meta_records(_verified_index_file(base, spec, "meta"), spec, where=base.describe(_index_file(spec, "meta").path))
 
 
 def _check_recorded_features(spec: MixtureSpec, records: list[dict]) -> None:

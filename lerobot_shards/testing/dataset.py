@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -290,7 +291,7 @@ def _hf_features_metadata(columns: list[str], features: dict, fingerprint: str) 
 _IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
 
-def _to_arrow(columns: dict[str, np.ndarray], features: dict) -> pa.Table:
+def _to_arrow(columns: dict[str, Any], features: dict) -> pa.Table:
     arrays, fields = [], []
     for name, values in columns.items():
         if features[name]["dtype"] in ("image", "language"):
@@ -481,7 +482,7 @@ def _write_sample_dataset(
     episode_rows: list[dict] = []
     episode_stats: list[dict] = []
     # Per camera: which episodes' temp files go into the current output file.
-    video_state = {
+    video_state: dict[str, dict[str, Any]] = {
         c.key: {"loc": (0, 0), "pending": [], "bytes": 0, "duration": 0.0, "files": 0} for c in spec.cameras if c.is_video
     }
 
@@ -565,7 +566,8 @@ def _write_sample_dataset(
             state = video_state[camera.key]
             if state["pending"] and (state["bytes"] + size) / 1e6 >= spec.video_files_size_in_mb:
                 flush_video(camera.key)
-                state["loc"] = _next_file(*state["loc"], spec.chunks_size)
+                chunk_index, file_index = state["loc"]
+                state["loc"] = _next_file(chunk_index, file_index, spec.chunks_size)
                 state["bytes"] = 0
                 state["duration"] = 0.0
             from_ts = state["duration"]
@@ -644,7 +646,7 @@ def rollover_spec(**overrides) -> SampleSpec:
     """A small spec that exercises everything packers get wrong: several data and video
     files per camera rolling over independently, chunk rollover, two cameras of different
     sizes, 1- and 2-frame episodes, several tasks (some episodes with two)."""
-    base = dict(
+    base: dict[str, Any] = dict(
         episodes=9,
         lengths=(12, 1, 30, 2, 17, 25, 9, 40, 5),
         data_files_size_in_mb=0.004,

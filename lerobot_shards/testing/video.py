@@ -13,6 +13,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+from av.error import ArgumentError as AVArgumentError
 
 
 def encode_episode_video(
@@ -45,7 +46,7 @@ def encode_episode_video(
             else:
                 _encode_x26x(frames, path, fps, codec=codec, pix_fmt=pix_fmt, crf=crf, gop=gop, bframes=bframes)
             return
-        except av.error.ArgumentError as err:
+        except AVArgumentError as err:
             path.unlink(missing_ok=True)
             if attempt == 2:
                 raise

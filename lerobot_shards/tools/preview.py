@@ -121,7 +121,7 @@ def _jpeg(frame) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _vector_columns(columns: dict) -> list[tuple[str, object]]:
+def _vector_columns(columns: dict) -> list[tuple[str, np.ndarray]]:
     """Float feature columns worth plotting (state, action, ...), in column order, as (rows, dims)."""
     out = []
     for name, value in columns.items():

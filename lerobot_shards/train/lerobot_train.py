@@ -229,6 +229,8 @@ class TrainLoader:
 
             stage = DecodeStage(decode_device)
         self.data = data
+        if data_loader.batch_size is None:
+            raise LeRobotTrainError("the trainer's DataLoader has no batch_size: lerobot-shards batches what lerobot-train asks")
         self.loader = BatchLoader(
             data.dataset,
             batch_size=int(data_loader.batch_size),
@@ -284,9 +286,9 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
         LeRobotTrainError: no ``--dataset.root``, ``--dataset.eval_split`` > 0, ``--dataset.episodes``
             with a mixture, or a resume from a checkpoint that has no loader state.
     """
-    from lerobot.datasets.factory import resolve_delta_timestamps
-    from lerobot.transforms import ImageTransforms
-    from lerobot.utils.constants import IMAGENET_STATS
+    from lerobot.datasets.factory import resolve_delta_timestamps  # pyright: ignore[reportMissingImports]
+    from lerobot.transforms import ImageTransforms  # pyright: ignore[reportMissingImports]
+    from lerobot.utils.constants import IMAGENET_STATS  # pyright: ignore[reportMissingImports]
 
     from lerobot_shards.reader.dataset import PackedDataset
     from lerobot_shards.reader.mixture import MixtureDataset
@@ -463,8 +465,8 @@ def resume_options(argv: list[str], given: dict[str, Any]) -> ShardsOptions:
 
 def install(options: ShardsOptions) -> None:
     """Replace the three names (see the module docstring) in this process."""
-    import accelerate
-    import lerobot.scripts.lerobot_train as trainer
+    import accelerate  # pyright: ignore[reportMissingImports]
+    import lerobot.scripts.lerobot_train as trainer  # pyright: ignore[reportMissingImports]
 
     trainer.make_train_eval_datasets = lambda cfg: make_train_data(cfg, options)
 
@@ -485,7 +487,7 @@ def install(options: ShardsOptions) -> None:
             return data_loader.dataset.loader(data_loader)
         return original_prepare(self, data_loader, *args, **kwargs)
 
-    prepare_data_loader._lerobot_shards = True
+    setattr(prepare_data_loader, "_lerobot_shards", True)  # noqa: B010 (a marker on a function: installed once)
     accelerate.Accelerator.prepare_data_loader = prepare_data_loader
 
 
@@ -526,7 +528,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\nlerobot-train's own flags are not shown: {err}")
             return
         print("\nlerobot-train's own flags:", flush=True)
-        from lerobot.scripts.lerobot_train import main as lerobot_main
+        from lerobot.scripts.lerobot_train import main as lerobot_main  # pyright: ignore[reportMissingImports]
 
         sys.argv = [sys.argv[0], "--help"]
         lerobot_main()
@@ -542,7 +544,7 @@ def main(argv: list[str] | None = None) -> None:
         # LeRobot requires a repo id; it names the run (logs, model card), nothing is downloaded.
         rest.append(f"--dataset.repo_id=lerobot-shards/{Path(root.rstrip('/')).name or 'packed'}")
     install(options)
-    from lerobot.scripts.lerobot_train import main as lerobot_main
+    from lerobot.scripts.lerobot_train import main as lerobot_main  # pyright: ignore[reportMissingImports]
 
     sys.argv = [sys.argv[0], *rest]
     lerobot_main()

@@ -146,7 +146,7 @@ def _check_dequantization_range(values: Mapping[str, Any], where: str) -> None:
         problem = "its code-to-depth scale overflows float32"
     else:
         with np.errstate(all="ignore"):
-            steps = [np.float32([0, DEPTH_QMAX]) * np.float32(scale) + np.float32(offset)]
+            steps = [np.array([0, DEPTH_QMAX], dtype=np.float32) * np.float32(scale) + np.float32(offset)]
             if values["use_log"]:
                 steps.append(np.exp(steps[-1]))
                 steps.append(steps[-1] - np.float32(shift))
@@ -242,7 +242,7 @@ class FeatureSpec:
     def info(self) -> dict[str, Any]:
         """A copy of the feature's ``info`` object as the dataset wrote it (to show or write, not to decide)."""
         info = self.raw.get("info")
-        return copy.deepcopy(info) if isinstance(info, Mapping) else {}
+        return dict(copy.deepcopy(info)) if isinstance(info, Mapping) else {}
 
     def to_json(self) -> dict[str, Any]:
         """The feature as the dataset wrote it (a deep copy): what packs and LeRobot metadata record."""

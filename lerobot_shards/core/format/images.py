@@ -33,7 +33,7 @@ _EXIF_ORIENTATION = 0x0112
 _SIDE_SWAPPING_ORIENTATIONS = frozenset({5, 6, 7, 8})
 
 
-def open_image(data: bytes, *, camera: CameraGeometry, where: str, load: bool = True):
+def open_image(data: bytes | None, *, camera: CameraGeometry, where: str, load: bool = True):
     """A decoded ``PIL.Image`` of ``data``, as ``datasets.Image`` decodes it (EXIF orientation
     applied); with ``load=False`` only its header is read and checked (the packer's check).
 

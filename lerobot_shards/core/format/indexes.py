@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -394,7 +394,7 @@ def _hex_matrix(column: pa.Array | pa.ChunkedArray, *, where: str) -> tuple[np.n
 
 
 @dataclass(frozen=True, eq=False)
-class EpisodeTable(Sequence):
+class EpisodeTable(Sequence[EpisodeEntry]):
     """A validated episodes index as columns, ascending ``episode_index``.
 
     ``E`` episodes, ``C`` cameras (``video_keys``). One array per column, no object per
@@ -429,7 +429,13 @@ class EpisodeTable(Sequence):
     def __len__(self) -> int:
         return len(self.episode_index)
 
-    def __getitem__(self, position):
+    @overload
+    def __getitem__(self, position: int) -> EpisodeEntry: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> EpisodeTable: ...
+
+    def __getitem__(self, position: int | slice) -> EpisodeEntry | EpisodeTable:
         """``EpisodeEntry`` of the episode at ``position``; a slice gives an ``EpisodeTable``."""
         if isinstance(position, slice):
             return self.take(np.arange(len(self))[position])

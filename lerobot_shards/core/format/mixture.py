@@ -98,7 +98,7 @@ def partial_features(
     vectors, which have their own rules), split by what a batch can do with them.
 
     Returns:
-        ``(filled, dropped)``: ``filled`` maps a numeric key of one sample shape to that shape
+        ``(filled, dropped)``: ``filled`` maps a numeric key of one fixed sample shape to that shape
         and the dtype a reader yields for it (datasets without it get zeros and a mask);
         ``dropped`` maps every other key (strings, language, shapes that differ) to the names
         of the datasets that have it (left out of every sample, and said so).
@@ -113,14 +113,16 @@ def partial_features(
         having = [(name, features[key]) for name, features in datasets if key in features]
         shapes = {sample_shape(f.shape) for _, f in having}
         dtype = _reader_dtype({f.dtype for _, f in having})
-        if dtype is not None and len(shapes) == 1:
-            filled[key] = (shapes.pop(), dtype)
+        # Zeros need one fixed shape: a variable dimension (None) has no size to fill.
+        fixed = [tuple(d for d in shape if d is not None) for shape in shapes if None not in shape]
+        if dtype is not None and len(shapes) == 1 and fixed:
+            filled[key] = (fixed[0], dtype)
         else:
             dropped[key] = tuple(name for name, _ in having)
     return filled, dropped
 
 
-def sample_shape(shape: Sequence[int]) -> tuple[int, ...]:
+def sample_shape(shape: Sequence[int | None]) -> tuple[int | None, ...]:
     """A feature's shape as a sample holds it: LeRobot declares scalars as ``(1,)`` and readers
     yield them 0-d, so the two are one."""
     return () if tuple(shape) == (1,) else tuple(shape)

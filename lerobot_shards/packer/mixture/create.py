@@ -322,7 +322,7 @@ def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
     Returns:
         ``{dataset name: error}`` (empty when every camera agrees).
     """
-    sizes: dict[str, dict[tuple[int, ...], list[str]]] = {}
+    sizes: dict[str, dict[tuple[int | None, ...], list[str]]] = {}
     for entry in entries:
         for key, feature in entry.mapped_features().items():  # as a reader of the mixture names them
             if feature.dtype in ("video", "image"):  # pictures batch with the cameras too

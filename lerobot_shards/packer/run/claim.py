@@ -54,6 +54,7 @@ def claim_destination(storage: Storage, plan: PackPlan) -> None:
     # A sibling --part task may write the plan (and meta/) between our look and the listing
     # of an empty destination: a listing that holds the plan is read as one, never refused.
     if storage.exists(PLAN_PATH) or _refuse_foreign_content(storage):
+        unreadable = ""
         try:
             existing = PackPlan.from_json(storage.read_bytes(PLAN_PATH), where=storage.describe(PLAN_PATH))
         except FormatError as err:

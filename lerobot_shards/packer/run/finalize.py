@@ -300,7 +300,7 @@ def _checked_shard_parquet(storage: Storage, receipt: ShardReceipt):
     return parquet_file(parquet_bytes)
 
 
-def _sample_rows(parquet, receipt: ShardReceipt, windows: dict[str, dict[str, list[int]]]) -> pa.Table:
+def _sample_rows(parquet, receipt: ShardReceipt, windows: dict[str, dict[str, np.ndarray]]) -> pa.Table:
     """One shard's rows of ``index/samples.parquet``: where each frame lives, and how many slots
     of each window key fall before or after its episode."""
     table = parquet.read(columns=["index", "episode_index", "frame_index", "timestamp", "task_index"], use_threads=False)

@@ -16,9 +16,9 @@ import json
 import logging
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from lerobot_shards.core.errors import WindowError
 from lerobot_shards.core.format import PackPlan
@@ -126,7 +126,7 @@ def _explain_full_disk(function: _F) -> _F:
                 "re-run the same command: finished shards are kept"
             ) from err
 
-    return wrapper
+    return cast(_F, wrapper)
 
 
 def _full_disk_cause(error: BaseException) -> OSError | None:
@@ -432,7 +432,12 @@ def _shard_jobs(
 
 
 def _check_windows(
-    options: PackOptions, fps: int, known_keys: list[str], missing: list[str] = (), *, in_frames: set[str] = frozenset()
+    options: PackOptions,
+    fps: int,
+    known_keys: list[str],
+    missing: Sequence[str] = (),
+    *,
+    in_frames: AbstractSet[str] = frozenset(),
 ) -> None:
     """Every window must resolve at the source's fps over keys the data holds.
 

@@ -75,7 +75,7 @@ def run_jobs(
     queue = manager.Queue() if manager is not None else None
 
     def drain() -> None:
-        while queue is not None and not queue.empty():
+        while queue is not None and on_progress is not None and not queue.empty():
             on_progress(queue.get())
 
     try:

@@ -129,15 +129,27 @@ class OpenVideos:
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], SourceSampleReader | SourceVideoReader | SourceFrameDecoder] = {}
 
-    def get(self, kind: str, key: str, path: Path, *, max_samples: int | None = None, max_sample_bytes: int | None = None):
+    def _reused(self, kind: str, key: str, path: Path):
         reader = self._open.get((kind, key))
         if reader is not None and reader.path != path:
             self._open.pop((kind, key)).close()
-            reader = None
-        if reader is None:
-            reader = self._open[(kind, key)] = (
-                _packet_reader(path, max_samples, max_sample_bytes) if kind == "packets" else SourceFrameDecoder(path)
-            )
+            return None
+        return reader
+
+    def packets(
+        self, key: str, path: Path, *, max_samples: int | None = None, max_sample_bytes: int | None = None
+    ) -> SourceSampleReader | SourceVideoReader:
+        """The packet reader of camera ``key`` over ``path`` (copy mode), opened once per file."""
+        reader = self._reused("packets", key, path)
+        if not isinstance(reader, SourceSampleReader | SourceVideoReader):
+            reader = self._open[("packets", key)] = _packet_reader(path, max_samples, max_sample_bytes)
+        return reader
+
+    def frames(self, key: str, path: Path) -> SourceFrameDecoder:
+        """The frame decoder of camera ``key`` over ``path`` (re-encodes), opened once per file."""
+        reader = self._reused("frames", key, path)
+        if not isinstance(reader, SourceFrameDecoder):
+            reader = self._open[("frames", key)] = SourceFrameDecoder(path)
         return reader
 
     def close(self) -> None:
@@ -159,8 +171,7 @@ def _episode_video(
     try:
         # Depth maps are never re-encoded lossily: cut like copy mode whatever --video says.
         if options.video == "copy" or depth:
-            reader = videos.get(
-                "packets",
+            reader = videos.packets(
                 key,
                 location.path,
                 max_samples=source.max_video_samples(episode, key),
@@ -174,7 +185,7 @@ def _episode_video(
             # decoding from the keyframe before it with a decoder of its own.
             video, _ = reencode_episode(location, source.fps, encode_settings(options, depth=depth), max_frames=length)
         else:
-            decoder = videos.get("frames", key, location.path)
+            decoder = videos.frames(key, location.path)
             video, found = reencode_episode(location, source.fps, encode_settings(options), decoder, max_frames=length)
             where = _with_truncation_hint(where, decoder, found, length)
     except VideoCutError as err:

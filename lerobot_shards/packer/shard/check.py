@@ -243,8 +243,7 @@ def _check_camera(
         add(Finding("error", f"{location.path}: missing", episode, key))
         return
     try:
-        reader = videos.get(
-            "packets",
+        reader = videos.packets(
             key,
             location.path,
             max_samples=source.max_video_samples(episode, key),

@@ -12,8 +12,11 @@ import io
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import cast
 
 import av
+from av.container import OutputContainer
+from av.video.stream import VideoStream
 
 from lerobot_shards.core.format import gop_within_bound, longest_gop
 from lerobot_shards.packer.errors import VideoCutError
@@ -180,7 +183,9 @@ def cut_episode(
         found = len(packets)
         if not packets:
             return None, found
-        decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts)
+        decode_order = sorted(
+            packets, key=lambda p: p.dts if p.dts is not None else p.pts or 0
+        )  # the reader keeps only packets with a pts
         reordered = decode_order != packets  # B-frames: decode order is not presentation order
         if not reader.decode_contiguous or decode_order[0] is not packets[0]:
             # A packet outside the window lies between its packets in decode order (a B-frame's
@@ -308,7 +313,8 @@ def encode_frames(
         The member, or None when ``frames`` is empty.
     """
     buffer = io.BytesIO()
-    sink = stream = None
+    sink: OutputContainer | None = None
+    stream: VideoStream | None = None
     height = width = 0
     pixel_format = ""
     found = encoded = 0
@@ -318,11 +324,14 @@ def encode_frames(
             found += 1
             if max_frames is not None and encoded >= max_frames:
                 continue
-            if sink is None:
+            if sink is None or stream is None:
                 height, width = settings.output_size(frame.height, frame.width)
                 pixel_format = reencode_pixel_format(frame.format.name, height, width, depth=settings.depth)
                 sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
-                stream = sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width, height))
+                # A video encoder's name gives a video stream; PyAV types it as any kind of stream.
+                stream = cast(
+                    VideoStream, sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width, height))
+                )
                 stream.pix_fmt = pixel_format
                 stream.height, stream.width = height, width
                 if codec == "hevc":
@@ -333,7 +342,7 @@ def encode_frames(
             for packet in stream.encode(converted):
                 sink.mux(packet)
             encoded += 1
-        if sink is None:
+        if sink is None or stream is None:
             return None
         for packet in stream.encode():
             sink.mux(packet)
@@ -387,7 +396,7 @@ def reencode_episode(
 
 def count_frames(data: bytes) -> int:
     """Decode an mp4 member fully and return its frame count (used by ``verify --decode``)."""
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), mode="r") as container:
         return sum(1 for _ in container.decode(video=0))
 
 

@@ -42,28 +42,35 @@ class Source(Protocol):
     fps: int
     features: Features
     video_keys: list[str]
-    depth: Mapping[str, DepthQuantization]
-    episodes: Mapping[int, Mapping[str, Any]]
+
+    # Read-only in the protocol (a source may hold them as plain dicts).
+    @property
+    def depth(self) -> Mapping[str, DepthQuantization]: ...
+
+    @property
+    def episodes(self) -> Mapping[int, Mapping[str, Any]]: ...
 
     @property
     def episode_indices(self) -> list[int]:
         """Every episode, ascending."""
         ...
 
-    def episode_rows(self, episode_index: int) -> pa.Table:
-        """The episode's tabular rows, in frame order (bounded by what the rows may decode to)."""
+    def episode_rows(self, episode_index: int, *, fill_missing: bool = False) -> pa.Table:
+        """The episode's tabular rows, in frame order (bounded by what the rows may decode to);
+        ``fill_missing``: rows missing from the record's length are filled (``--on-frame-mismatch pad``)."""
         ...
 
-    def check_rows(self, episode_index: int, table: pa.Table) -> None:
-        """Raise ``SourceError`` unless ``table`` is the episode's rows as its record says."""
+    def check_rows(self, episode_index: int, rows: pa.Table) -> None:
+        """Raise ``SourceError`` unless ``rows`` is the episode's rows as its record says."""
         ...
 
     def episode_tasks(self, episode_index: int, rows: pa.Table) -> list[str]:
         """The episode's task strings (what the pack's episodes index keeps), given its rows."""
         ...
 
-    def check_tasks(self) -> None:
-        """Raise ``SourceError`` unless the task list is well formed."""
+    def check_tasks(self) -> list[int]:
+        """The episodes whose tasks the task list lacks (warned, packed); raise ``SourceError``
+        unless the task list is well formed."""
         ...
 
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:

@@ -39,6 +39,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lerobot_shards.core.format import source_relative_path
 from lerobot_shards.core.storage import HUB, RetryPolicy, name_resolution_failed, retry_after_s
@@ -185,9 +186,11 @@ def _get(url: str):
     yields the body in chunks; raises the client's HTTP errors (with ``response``)."""
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-    session = get_session()
-    if hasattr(session, "stream"):  # huggingface_hub >= 1.0: httpx
-        with session.stream("GET", url, headers=build_hf_headers(), follow_redirects=True, timeout=60) as response:
+    # Any: a requests session before huggingface_hub 1.0, an httpx client after; each branch uses its own API.
+    session: Any = get_session()
+    stream = getattr(session, "stream", None)
+    if stream is not None:  # huggingface_hub >= 1.0: httpx
+        with stream("GET", url, headers=build_hf_headers(), follow_redirects=True, timeout=60) as response:
             hf_raise_for_status(response)
             yield response.iter_bytes(1 << 20)
     else:  # requests

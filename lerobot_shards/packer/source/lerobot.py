@@ -14,9 +14,10 @@ import math
 import os
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 import pandas as pd
 import pyarrow as pa
@@ -303,7 +304,7 @@ class LeRobotSource:
         raw = camera.height * camera.width * 3 if camera is not None else 3 * MAX_FRAME_PIXELS
         return MAX_SAMPLE_RAW_MULTIPLE * raw + SAMPLE_SLACK_BYTES
 
-    def needed_files(self, episodes: list[int]) -> list[Path]:
+    def needed_files(self, episodes: Sequence[int]) -> list[Path]:
         """Every data and video file the given episodes read, relative to the root."""
         files = {self.data_path(e).relative_to(self.root) for e in episodes}
         for e in episodes:
@@ -441,7 +442,7 @@ class LeRobotSource:
                     f"dataset_from_index {start}, dataset_to_index {stop}"
                 )
 
-    def schema_drift(self, episodes: list[int]) -> SchemaDrift:
+    def schema_drift(self, episodes: Sequence[int]) -> SchemaDrift:
         """Compare the tabular features info.json declares with the columns of the data files
         the given episodes live in (parquet footers only).
 
@@ -467,7 +468,7 @@ class LeRobotSource:
             columns=present,
         )
 
-    def _check_depth_streams(self, episodes: list[int]) -> None:
+    def _check_depth_streams(self, episodes: Sequence[int]) -> None:
         """A depth camera's video files hold one plane of codes, as its feature declares: the
         stream's pixel format (from its codec configuration) is grey, not colour (whose luma
         would pass for plausible depth). One probe per file.
@@ -525,7 +526,7 @@ class LeRobotSource:
                     "lists of them); pictures need their feature declared with dtype 'image'"
                 )
 
-    def fingerprint(self, episodes: list[int]) -> str:
+    def fingerprint(self, episodes: Sequence[int]) -> str:
         """Identify the source content a pack of ``episodes`` reads, for its plan.
 
         SHA-256 over the relative path, size and SHA-256 of every ``meta/`` file (which holds
@@ -652,6 +653,10 @@ def metadata_bound(rel: str) -> int | None:
     return MAX_INDEX_FILE_BYTES if _EPISODES_METADATA.fullmatch(rel) else None
 
 
+def _is_finite_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
     """Indices that become file names and frame ranges must be what they claim to be."""
     where = f"{path}: episode {str(row.get('episode_index'))[:40]}"
@@ -665,10 +670,7 @@ def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise SourceError(f"{where}: {column} must be a non-negative integer, found {str(value)[:40]!r}")
         start, stop = row.get(f"videos/{key}/from_timestamp"), row.get(f"videos/{key}/to_timestamp")
-        if (
-            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (start, stop))
-            or not 0 <= start <= stop
-        ):
+        if not (_is_finite_number(start) and _is_finite_number(stop) and 0 <= start <= stop):
             raise SourceError(
                 f"{where}: videos/{key}/from_timestamp and to_timestamp must be finite seconds with "
                 f"0 <= from <= to, found {str(start)[:40]}, {str(stop)[:40]}"

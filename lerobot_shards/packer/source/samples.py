@@ -139,18 +139,13 @@ class SourceSampleReader:
             self.layout.sample_offsets[samples.start : samples.stop].tolist(),
             self.layout.sample_sizes[samples.start : samples.stop].tolist(),
         )
-        parts = []
-        run_start = run_end = None
+        runs: list[list[int]] = []  # [start, end) of adjacent samples
         for offset, size in zip(offsets, sizes):
-            if run_end is not None and offset == run_end:
-                run_end += size
-                continue
-            if run_start is not None:
-                parts.append(self._pread(run_start, run_end))
-            run_start, run_end = offset, offset + size
-        if run_start is not None:
-            parts.append(self._pread(run_start, run_end))
-        return b"".join(parts)
+            if runs and offset == runs[-1][1]:
+                runs[-1][1] += size
+            else:
+                runs.append([offset, offset + size])
+        return b"".join(self._pread(start, end) for start, end in runs)
 
     def _pread(self, start: int, end: int) -> bytes:
         try:

@@ -16,6 +16,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import av
+from av.container import InputContainer
+from av.error import FFmpegError
+from av.video.stream import VideoStream
 
 from lerobot_shards.packer.errors import SourceError, VideoCutError
 
@@ -32,6 +35,17 @@ class VideoLocation:
     to_timestamp: float
 
 
+def stream_time_base(stream: VideoStream, path: Path | str) -> Fraction:
+    """The stream's time base: seconds per pts tick.
+
+    Raises:
+        VideoCutError: the file's stream declares none (its timestamps cannot be read as time).
+    """
+    if not stream.time_base:
+        raise VideoCutError(f"{path}: the video stream declares no time base")
+    return stream.time_base
+
+
 def _seek_target(seconds: float, time_base: Fraction) -> int:
     start = Fraction(seconds).limit_denominator(1_000_000)
     return max(int(math.floor(float(start / time_base))), 0) if time_base else 0
@@ -45,22 +59,24 @@ def seek_keyframe(container, stream, seconds: float) -> None:
         VideoCutError: the container can seek neither there nor to its start.
     """
     try:
-        container.seek(_seek_target(seconds, stream.time_base), stream=stream, backward=True, any_frame=False)
-    except av.error.FFmpegError:
+        container.seek(
+            _seek_target(seconds, stream_time_base(stream, container.name)), stream=stream, backward=True, any_frame=False
+        )
+    except FFmpegError:
         try:
             container.seek(0, stream=stream)
-        except av.error.FFmpegError as err:  # a file FFmpeg cannot seek at all (damaged or hostile tables)
+        except FFmpegError as err:  # a file FFmpeg cannot seek at all (damaged or hostile tables)
             raise VideoCutError(f"{container.name}: cannot seek to {seconds:.4f} s or to the start ({err})") from None
 
 
-def open_video(path: Path):
+def open_video(path: Path) -> tuple[InputContainer, VideoStream]:
     """``(container, first video stream)`` of ``path``.
 
     Raises:
         VideoCutError: the file does not open or holds no video stream.
     """
     try:
-        container = av.open(str(path))
+        container = av.open(str(path), mode="r")
     except Exception as err:
         raise VideoCutError(f"{path}: cannot open video ({err})") from None
     if not container.streams.video:
@@ -99,7 +115,7 @@ class SourceVideoReader:
     def __init__(self, path: Path):
         self.path = path
         self.container, self.stream = open_video(path)
-        self._packets = None
+        self._packets: Iterator[av.Packet] | None = None
         # Demuxed packets not in the last window, with their decode position: with B-frames a
         # later window's packet (a reference frame) comes before this window's last ones.
         self._pending: list[tuple[int, av.Packet]] = []
@@ -126,6 +142,8 @@ class SourceVideoReader:
 
     def _next(self) -> tuple[int, av.Packet] | None:
         """The next packet with data and a timestamp, numbered in decode order."""
+        if self._packets is None:
+            return None
         for packet in self._packets:
             if packet.pts is not None and packet.size:
                 self._sequence += 1
@@ -144,7 +162,9 @@ class SourceVideoReader:
         """
         if self._packets is None or abs(from_ts - self._position) > TS_EPS:
             self._seek(from_ts)
-        seconds_per_tick = float(self.stream.time_base)  # float math: Fractions per packet cost a fifth of a cut
+        seconds_per_tick = float(
+            stream_time_base(self.stream, self.path)
+        )  # float math: Fractions per packet cost a fifth of a cut
         found: list[tuple[int, av.Packet]] = []
         later: list[tuple[int, av.Packet]] = []
         queued, self._pending = self._pending, []
@@ -158,11 +178,12 @@ class SourceVideoReader:
                     self._packets = None
                     break
                 packet = item[1]
-                seconds = packet.pts * seconds_per_tick
+                pts = packet.pts or 0  # _next keeps only packets with a pts
+                seconds = pts * seconds_per_tick
                 self.last_seconds = max(self.last_seconds, seconds)
                 if seconds >= to_ts - TS_EPS:
                     later.append(item)  # a later window's packet
-                    decode_seconds = (packet.dts if packet.dts is not None else packet.pts) * seconds_per_tick
+                    decode_seconds = (packet.dts if packet.dts is not None else pts) * seconds_per_tick
                     if decode_seconds >= to_ts - TS_EPS:
                         break  # decode order has passed the window: nothing later is presented in it
                 elif seconds >= from_ts - TS_EPS:
@@ -172,7 +193,7 @@ class SourceVideoReader:
                     self._taken(item)
                 else:
                     self._taken(item)  # before the window: part of the run to the next keyframe
-        except av.error.FFmpegError as err:
+        except FFmpegError as err:
             self._packets = None
             raise VideoCutError(f"{self.path}: corrupt video while demuxing ({err})") from None
         self._pending = later + queued
@@ -186,7 +207,7 @@ class SourceVideoReader:
             run = [sequence for sequence, _ in before] + positions
             if run == list(range(run[0], run[0] + len(run))):
                 self.preroll = [packet for _, packet in before]
-        return sorted((packet for _, packet in found), key=lambda p: p.pts)
+        return sorted((packet for _, packet in found), key=lambda p: p.pts or 0)  # _next kept only packets with a pts
 
     def close(self) -> None:
         self.container.close()
@@ -215,7 +236,7 @@ class SourceFrameDecoder:
         self.last_seconds = 0.0
 
     def _decoded(self) -> Iterator[av.VideoFrame]:
-        seconds_per_tick = float(self.stream.time_base)
+        seconds_per_tick = float(stream_time_base(self.stream, self.path))
         for packet in self.container.demux(self.stream):
             if packet.size and packet.pts is not None:
                 seconds = packet.pts * seconds_per_tick
@@ -237,12 +258,14 @@ class SourceFrameDecoder:
         """
         if self._frames is None or abs(from_ts - self._position) > TS_EPS:
             self._seek(from_ts)
-        seconds_per_tick = float(self.stream.time_base)
+        seconds_per_tick = float(stream_time_base(self.stream, self.path))
         self.ended_early = False
         finished = False
         try:
             while True:
-                frame = self._pending if self._pending is not None else next(self._frames, None)
+                frame = (
+                    self._pending if self._pending is not None else next(self._frames, None) if self._frames is not None else None
+                )
                 self._pending = None
                 if frame is None:
                     self.ended_early = True
@@ -256,7 +279,7 @@ class SourceFrameDecoder:
                 if seconds >= from_ts - TS_EPS:
                     yield frame
             finished = True
-        except av.error.FFmpegError as err:
+        except FFmpegError as err:
             raise VideoCutError(f"{self.path}: corrupt video while decoding ({err})") from None
         finally:
             if finished and not self.ended_early:
@@ -287,7 +310,7 @@ def video_duration_s(path: Path) -> float:
         try:
             with av.open(str(path)) as container:
                 stream = container.streams.video[0]
-                if stream.duration is not None:
+                if stream.duration is not None and stream.time_base:
                     _DURATION_CACHE[key] = float(stream.duration * stream.time_base)
                 else:
                     _DURATION_CACHE[key] = float((container.duration or 0) / av.time_base)

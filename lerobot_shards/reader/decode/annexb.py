@@ -150,7 +150,7 @@ def to_annexb(sample: bytes | memoryview, length_size: int, *, where: str, codec
     return bytes(out)
 
 
-def decode_runs(keyframes: Sequence[int], wanted: Sequence[int], frames: int) -> list[tuple[int, int]]:
+def decode_runs(keyframes: Sequence[int] | np.ndarray, wanted: Sequence[int], frames: int) -> list[tuple[int, int]]:
     """The runs of samples ``(first, last)``, inclusive and ascending, that decode every frame
     in ``wanted``: for each keyframe before a wanted frame, from it to the last wanted frame
     of its GOP. Decoding them costs ``sum(last - first + 1)`` frames.

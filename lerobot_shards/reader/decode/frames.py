@@ -69,7 +69,10 @@ class CpuDecoders:
         self._depth = (
             self._colour
             if self._colour.depth
-            else next(cls for (_, device), cls in BACKENDS.items() if device == "cpu" and getattr(cls, "depth", False))
+            else _cpu_backend(
+                next(cls for (_, device), cls in BACKENDS.items() if device == "cpu" and getattr(cls, "depth", False)),
+                "depth",
+            )
         )
 
     def open(self, data: bytes, *, where: str, spec: FrameSpec | None = None, depth: bool = False) -> EpisodeDecoder:

@@ -57,7 +57,7 @@ def image_tensor(image, *, as_float: bool = True) -> torch.Tensor:
     return out
 
 
-def decode_image(data: bytes, *, camera: CameraGeometry, where: str, as_float: bool = True) -> torch.Tensor:
+def decode_image(data: bytes | None, *, camera: CameraGeometry, where: str, as_float: bool = True) -> torch.Tensor:
     """``image_tensor(open_image(data))``: one stored picture as LeRobot's sample holds it.
 
     Raises:

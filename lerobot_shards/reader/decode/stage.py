@@ -37,7 +37,7 @@ import torch
 from lerobot_shards.core.errors import DecodeError, DecodeStageError, FormatError
 from lerobot_shards.reader.decode.backends import DecodeBackend, Job, Opened, backend_class
 from lerobot_shards.reader.decode.batch_plan import CameraPlan, balance, plan_camera
-from lerobot_shards.reader.decode.colour import nv12_to_rgb
+from lerobot_shards.reader.decode.colour import ColourSpec, nv12_to_rgb
 from lerobot_shards.reader.decode.member_cache import MemberCache
 from lerobot_shards.reader.decode.spec import FrameSpec
 from lerobot_shards.reader.decode.unit_float import to_unit_float
@@ -300,9 +300,11 @@ class DecodeStage:
         """NV12 rows converted into ``rgb`` (one conversion per colour space in the batch), then
         the camera's (B, [T,] 3, H, W) tensor, float in [0, 1] unless uint8 was asked for."""
         if nv12 is not None:
-            by_colour: dict[object, list[int]] = {}
+            by_colour: dict[ColourSpec, list[int]] = {}
             for job, handle in handled:
                 if handle.output == "nv12":
+                    if handle.colour is None:  # a backend's bug: NV12 rows need their colour space to convert
+                        raise DecodeStageError(f"{handle.backend.name} wrote NV12 frames without their colour space")
                     by_colour.setdefault(handle.colour, []).extend(row for rows in job.rows for row in rows)
             for spec, rows in by_colour.items():
                 if len(rows) == rgb.shape[0]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from torch.utils.data import default_collate
 from torch.utils.data._utils.collate import default_collate_fn_map
 
-from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.core.errors import ArgumentError, DecodeError
 from lerobot_shards.core.format.mixture import ENCODED_KEY  # named beside the other keys a sample adds
 
 
@@ -44,6 +44,17 @@ class EncodedFrames:
     frames: int | None = None  # frames the index records for the member
     admits: bool = False  # first draw of an admission
     retires: bool = False  # last draw of an admission
+
+    def member_bytes(self) -> bytes:
+        """The member's bytes, which only an admission's first draw carries (the stage opens a
+        member then and keeps it).
+
+        Raises:
+            DecodeError: this draw carries none.
+        """
+        if self.data is None:
+            raise DecodeError(f"{self.member_id}: opened from a draw that does not carry its bytes")
+        return self.data
 
 
 def _needs_a_stage(batch, *, collate_fn_map=None):

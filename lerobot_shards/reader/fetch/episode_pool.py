@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -127,7 +127,7 @@ class LoadedEpisode:
 
     entry: EpisodeEntry
     dataset: int
-    columns: dict[str, object]
+    columns: dict[str, Any]  # tensors, or lists of pictures and language values
     video: dict[str, bytes]
     nbytes: int
     label: str = ""
@@ -350,7 +350,7 @@ class EpisodeFetcher:
         tar = shard_tar_path(entry.shard)
         # Stamped with the shard's sha256: a re-packed shard misses instead of serving old bytes.
         cache_key = range_key(storage.object_url(tar), offset, size, catalog.shard(episode).tar_sha256) if size else None
-        cached = self.disk_cache.get(cache_key) if size and self.disk_cache is not None else None
+        cached = self.disk_cache.get(cache_key) if cache_key is not None and self.disk_cache is not None else None
         # The members' bytes are asked for with the rows' (one round of requests per episode).
         members_bytes = self._soon(storage, lambda: storage.read_range(tar, offset, size)) if size and cached is None else None
         table, group_start = self._row_group(episode, entry, storage)
@@ -370,7 +370,7 @@ class EpisodeFetcher:
         _check_column_types(
             rows.schema, catalog.datasets[dataset].features, where=storage.describe(shard_parquet_path(entry.shard))
         )
-        columns = {name: column_values(rows[name]) for name in rows.column_names}
+        columns: dict[str, Any] = {name: column_values(rows[name]) for name in rows.column_names}
         video: dict[str, bytes] = {}
         if size:
             blob = cached
@@ -384,7 +384,7 @@ class EpisodeFetcher:
             if blob is None:
                 blob = members_bytes() if members_bytes is not None else storage.read_range(tar, offset, size)
                 video = self._members(entry, blob, offset, storage.describe(tar), label)
-                if self.disk_cache is not None:
+                if self.disk_cache is not None and cache_key is not None:
                     self.disk_cache.put(cache_key, blob)
         with self._lock:
             self.counters.bytes_fetched += size + rows.nbytes
@@ -434,12 +434,12 @@ class EpisodePool:
         self.max_open = 0
         self.max_open_bytes = 0
 
-    def schedule(self, order: list[tuple[int, int]]) -> None:
+    def schedule(self, order: Sequence[tuple[int, int]]) -> None:
         """Set the ``(piece, episode)`` order in which pieces will first be needed."""
         self._episode_of.update(order)
         self.prefetcher.schedule([piece for piece, _ in order], skip=self.open_episodes.__contains__)
 
-    def extend(self, order: list[tuple[int, int]]) -> None:
+    def extend(self, order: Sequence[tuple[int, int]]) -> None:
         """Append ``(piece, episode)`` pairs to the order set by ``schedule``."""
         self._episode_of.update(order)
         self.prefetcher.extend([piece for piece, _ in order])

@@ -103,9 +103,11 @@ class FrameRing:
             if not self.flags.is_free(self.worker, slot):
                 continue
             storage = self._storages[slot]
-            reused = storage is not None and storage.nbytes() >= nbytes
-            if not reused:
-                storage = self._storages[slot] = torch.UntypedStorage._new_shared(nbytes)
+            if storage is not None and storage.nbytes() >= nbytes:
+                reused = True
+            else:
+                reused, storage = False, torch.UntypedStorage._new_shared(nbytes)
+                self._storages[slot] = storage
             self.flags.count(self.worker, reused)
             self.flags.set_busy(self.worker, slot)
             return (self.worker, slot), storage
@@ -122,6 +124,15 @@ class FrameRing:
                 return storage
         self.fresh_allocations += 1
         return torch.UntypedStorage(nbytes)
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides (in elements) of ``shape``: what ``set_`` uses when given none."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def views(storage: torch.UntypedStorage, layout: dict[str, tuple[tuple[int, ...], torch.dtype]]) -> dict[str, torch.Tensor]:
@@ -141,11 +152,14 @@ def views(storage: torch.UntypedStorage, layout: dict[str, tuple[tuple[int, ...]
         size = torch.Size(shape).numel() * element
         if len(shape) >= 3:
             *lead, channels, height, width = shape
-            physical = torch.empty(0, dtype=dtype).set_(storage, offset // element, (*lead, height, width, channels))
+            physical_shape = (*lead, height, width, channels)
+            physical = torch.empty(0, dtype=dtype).set_(
+                storage, offset // element, physical_shape, _contiguous_strides(physical_shape)
+            )
             dims = list(range(len(lead)))
             out[key] = physical.permute(*dims, len(lead) + 2, len(lead), len(lead) + 1)
         else:
-            out[key] = torch.empty(0, dtype=dtype).set_(storage, offset // element, shape)
+            out[key] = torch.empty(0, dtype=dtype).set_(storage, offset // element, shape, _contiguous_strides(shape))
         offset += -(-size // _ALIGN) * _ALIGN
     return out
 

@@ -97,7 +97,7 @@ class StatsPublisher:
 
     def publish(self, values: Mapping[str, float]) -> None:
         """Write the iterator's current counters (every name in ``STAT_FIELDS``)."""
-        if self._slot is None:
+        if self._slot is None or self._base is None:  # both set together: a slot, and its base
             return
         current = np.array([float(values[name]) for name in STAT_FIELDS])
         self._stats._rows()[self._slot] = np.where(self._peak, np.maximum(self._base, current), self._base + current)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -34,7 +34,7 @@ class Opened:
     own), its frame size, the format it writes, and for NV12 the colour conversion."""
 
     backend: DecodeBackend
-    handle: object
+    handle: Any  # the backend's own decoder object: only the backend that opened it reads it
     height: int
     width: int
     output: Output = "rgb"
@@ -118,8 +118,9 @@ def frame_size(member: EncodedFrames, spec: FrameSpec | None, layout=None) -> tu
     if spec is not None:
         return spec.height, spec.width
     if member.frame_size is not None:
-        return tuple(member.frame_size)
-    layout = layout or check_mp4(member.data, where=member.member_id)
+        height, width = member.frame_size
+        return height, width
+    layout = layout or check_mp4(member.member_bytes(), where=member.member_id)
     return layout.height, layout.width
 
 

@@ -34,7 +34,7 @@ class CpuDecoderBackend(DecodeBackend):
         checked before any frame is decoded."""
 
     def open(self, member: EncodedFrames, spec: FrameSpec | None) -> Opened:
-        decoder = open_member(type(self), member.data, where=member.member_id, spec=spec)
+        decoder = open_member(type(self), member.member_bytes(), where=member.member_id, spec=spec)
         return Opened(self, decoder, *frame_size(member, spec))
 
     def decode(self, jobs: list[Job]) -> None:

@@ -30,8 +30,9 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -40,7 +41,7 @@ from lerobot_shards.core.errors import ArgumentError, DecodeStageError, FormatEr
 from lerobot_shards.core.format.mp4 import Mp4Layout
 from lerobot_shards.reader.decode import colour as colour_conversion
 from lerobot_shards.reader.decode.annexb import ElementaryStream, elementary_stream, packets, stream_config
-from lerobot_shards.reader.decode.backends.base import DecodeBackend, Job, Opened, frame_size
+from lerobot_shards.reader.decode.backends.base import DecodeBackend, Job, Opened, Output, frame_size
 from lerobot_shards.reader.decode.nvdec_rules import CODECS, nvdec_refusal, nvdec_size_refusal
 from lerobot_shards.reader.decode.spec import FrameSpec, check_frame_spec
 from lerobot_shards.reader.decode.sps import signal_type
@@ -54,16 +55,16 @@ def _nvc():
     global _module
     with _lock:
         if _module is None:
-            import PyNvVideoCodec
+            import PyNvVideoCodec  # pyright: ignore[reportMissingImports]  (the optional GPU wheel; absent on CPU machines)
 
             _module = PyNvVideoCodec
     return _module
 
 
-_copy_function = None
+_copy_function: Any = None  # the ctypes function once looked up; False where the driver lacks it
 
 
-def _device_copy():
+def _device_copy() -> Callable[..., int] | None:
     """The CUDA driver's asynchronous device-to-device copy (``cuMemcpyDtoDAsync``), or None.
 
     Measured on an H100: handing each decoded frame to torch (``from_dlpack`` + ``copy_``)
@@ -255,12 +256,11 @@ class NvdecSession:
             out, rows = target
             if self._direct is None:
                 self._direct = self._can_copy_directly(decoded)
-            if self._direct:
+            copy = _device_copy() if self._direct else None  # _direct is True only where the copy exists
+            if copy is not None:
                 source = int(decoded.GetPtrToPlane(0))
                 for row in rows:
-                    status = _device_copy()(
-                        out.data_ptr() + row * self._frame_bytes, source, self._frame_bytes, self.stream.cuda_stream
-                    )
+                    status = copy(out.data_ptr() + row * self._frame_bytes, source, self._frame_bytes, self.stream.cuda_stream)
                     if status != 0:
                         raise DecodeStageError(f"copying a decoded frame failed (CUDA driver error {status})")
                 self.counters["driver_copies"] += len(rows)
@@ -332,13 +332,15 @@ class NvdecBackend(DecodeBackend):
         where = member.member_id
         height, width = member.frame_size if member.frame_size is not None else (None, None)
         # The one set of rules `lerobot-shards info` says NVDEC's verdict from (nvdec_rules.py).
-        refusal, layout = nvdec_refusal(member.data, member.codec, where=where, frames=member.frames, height=height, width=width)
+        refusal, layout = nvdec_refusal(
+            member.member_bytes(), member.codec, where=where, frames=member.frames, height=height, width=width
+        )
         if refusal is not None:
             raise DecodeStageError(refusal)
         assert layout is not None
         check_frame_spec((layout.height, layout.width, layout.samples), spec)
         config = stream_config(layout.codec, layout.codec_config, where=where)
-        stream = elementary_stream(member.data, layout, config, where=where)
+        stream = elementary_stream(member.member_bytes(), layout, config, where=where)
         height, width = frame_size(member, spec, layout)
         exact = self._colour(layout, config, stream, height, width, where) if self.colour == "exact" else None
         if exact is None:
@@ -365,7 +367,7 @@ class NvdecBackend(DecodeBackend):
         spec, _ = colour_conversion.resolve(signal, layout.colour_boxes, height, width)
         return spec
 
-    def _session(self, codec: str, height: int, width: int, output: str) -> NvdecSession:
+    def _session(self, codec: str, height: int, width: int, output: Output) -> NvdecSession:
         """This thread's NVDEC session for the codec, frame size and output format."""
         sessions = getattr(self._local, "sessions", None)
         if sessions is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import bisect
 import io
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -13,6 +15,9 @@ from lerobot_shards.core.errors import DecodeError, FormatError
 from lerobot_shards.core.format.features import is_depth_pixel_format
 from lerobot_shards.reader.decode.backends.cpu import CpuDecoderBackend
 from lerobot_shards.reader.decode.spec import EpisodeDecoder, FrameSpec, check_frame_spec
+
+if TYPE_CHECKING:
+    from av.video.frame import VideoFrame
 
 
 class PyAVDecoder:
@@ -35,7 +40,7 @@ class PyAVDecoder:
         # 480x640 frame; the same bytes).
         self._reformatter = VideoReformatter()
         self._format = pixel_format
-        self._container = av.open(io.BytesIO(data))
+        self._container = av.open(io.BytesIO(data), mode="r")
         try:
             self._stream = self._container.streams.video[0]
             self._stream.codec_context.thread_count = 1  # workers are the parallelism; as torchcodec
@@ -48,14 +53,17 @@ class PyAVDecoder:
         except BaseException:
             self._container.close()
             raise
-        if any(pts is None for pts, _ in packets):
-            self._pts, self._key_positions = None, None  # no timestamps to seek by: decode from the start
-            self._position_of: dict[int, int] = {}
-        else:
-            self._pts = sorted(pts for pts, _ in packets)  # frame j is the j-th presentation time
+        timed = [(pts, key) for pts, key in packets if pts is not None]
+        self._pts: list[int] | None = None  # None: no timestamps to seek by, decode from the start
+        self._position_of: dict[int, int] = {}
+        self._key_positions: list[int] = []
+        if len(timed) == len(packets):
+            self._pts = sorted(pts for pts, _ in timed)  # frame j is the j-th presentation time
             self._position_of = {pts: j for j, pts in enumerate(self._pts)}
-            self._key_positions = sorted(self._position_of[pts] for pts, key in packets if key)
-        self._frames = None  # the running decode (a generator kept across calls), None after a seek is due
+            self._key_positions = sorted(self._position_of[pts] for pts, key in timed if key)
+        self._frames: Iterator[VideoFrame] | None = (
+            None  # the running decode (a generator kept across calls), None after a seek is due
+        )
         self._last = -1  # position of the last frame it yielded
         # The last call's frames: a window slides by one anchor, so most of what it asks was just
         # converted (re-decoding it would need a seek back to its keyframe).
@@ -79,11 +87,14 @@ class PyAVDecoder:
         """Position of the keyframe at or before ``position``."""
         return self._key_positions[max(bisect.bisect_right(self._key_positions, position) - 1, 0)]
 
-    def _seek_to(self, position: int) -> None:
+    def _seek_to(self, position: int) -> Iterator[VideoFrame]:
+        """Seek to the keyframe at or before ``position`` and return the decode from there."""
         key = self._key_before(position)
-        self._container.seek(self._pts[key], stream=self._stream, backward=True, any_frame=False)
+        target = self._pts[key] if self._pts is not None else 0
+        self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
         self._frames = self._container.decode(self._stream)
         self._last = -1
+        return self._frames
 
     def _from_start(self, wanted: list[int], found: dict[int, np.ndarray]) -> None:
         self._container.seek(0)
@@ -124,10 +135,11 @@ class PyAVDecoder:
                     continue
                 # Decoding on from the last frame costs j - last frames; a seek costs j - key(j) and a
                 # flush. Continue unless j lies behind, or a keyframe after the last frame is closer.
-                if self._frames is None or j <= self._last or self._key_before(j) > self._last + 1:
-                    self._seek_to(j)
-                for frame in self._frames:
-                    position = self._position_of.get(frame.pts)
+                frames = self._frames
+                if frames is None or j <= self._last or self._key_before(j) > self._last + 1:
+                    frames = self._seek_to(j)
+                for frame in frames:
+                    position = self._position_of.get(frame.pts) if frame.pts is not None else None
                     self._check_frame(frame, position)
                     if position is None:
                         break  # a frame the demuxed table does not know: decode from the start below

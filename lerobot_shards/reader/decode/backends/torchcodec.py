@@ -15,12 +15,16 @@ class TorchCodecDecoder:
     ``spec`` checked when it opens, each decode checked for the frame size."""
 
     def __init__(self, data: bytes, spec: FrameSpec | None, device: str = "cpu"):
-        from torchcodec.decoders import VideoDecoder
+        # torchcodec's public name; its package re-exports it without listing it in __all__.
+        from torchcodec.decoders import VideoDecoder  # pyright: ignore[reportPrivateImportUsage]
 
         # "exact" scans the (small, per-episode) member once, so frame j is exactly row j.
         self._decoder = VideoDecoder(data, seek_mode="exact", device=device)
         metadata = self._decoder.metadata
-        check_frame_spec((metadata.height, metadata.width, metadata.num_frames), spec)
+        height, width, frames = metadata.height, metadata.width, metadata.num_frames
+        if height is None or width is None or frames is None:
+            raise DecodeError(f"torchcodec reads no frame size or count from the member ({height}x{width}, {frames} frames)")
+        check_frame_spec((height, width, frames), spec)
         self._spec = spec
 
     def frames(self, indices: list[int]) -> torch.Tensor:

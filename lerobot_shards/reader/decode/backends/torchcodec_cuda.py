@@ -30,9 +30,11 @@ class TorchCodecCudaBackend(DecodeBackend):
 
     def open(self, member: EncodedFrames, spec: FrameSpec | None) -> Opened:
         height, width = member.frame_size if member.frame_size is not None else (None, None)
-        layout = check_mp4(member.data, where=member.member_id, frames=member.frames, height=height, width=width)
+        layout = check_mp4(member.member_bytes(), where=member.member_id, frames=member.frames, height=height, width=width)
         check_frame_spec((layout.height, layout.width, layout.samples), spec)
-        return Opened(self, TorchCodecDecoder(member.data, spec, device=str(self.device)), *frame_size(member, spec, layout))
+        return Opened(
+            self, TorchCodecDecoder(member.member_bytes(), spec, device=str(self.device)), *frame_size(member, spec, layout)
+        )
 
     def decode(self, jobs: list[Job]) -> None:
         for job in jobs:
