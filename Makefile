@@ -38,7 +38,7 @@ test-unit: install-test
 # kept in tests/fuzz_regressions.json, which `make test` replays. docs/SECURITY.md has its figures.
 fuzz: install-test
 	LEROBOT_SHARDS_FIELD_FUZZ_FULL=1 LEROBOT_SHARDS_FIELD_FUZZ_EXAMPLES=2000 \
-		$(PY) -m pytest -n 2 -p no:cacheprovider --timeout=0 tests/test_field_fuzz.py $(PYTEST_ARGS)
+		$(PY) -m pytest -n 2 -p no:cacheprovider --timeout=0 tests/contracts/test_field_fuzz.py $(PYTEST_ARGS)
 
 # Opt-in correctness oracle: LeRobot 0.6.1 in its own Python 3.12 venv (~5 GB). Never in CI.
 parity: install

@@ -12,7 +12,7 @@ LeRobot datasets for tests).
 This face names what a user needs, and every error a public docstring names. At run time the
 names load lazily (PEP 562: ``import lerobot_shards`` costs nothing until a name is used, so the
 packer's CPU nodes never import torch); the ``TYPE_CHECKING`` block below says the same names to
-IDEs and type checkers (``tests/test_public_face.py`` keeps the two equal).
+IDEs and type checkers (``tests/contracts/test_public_face.py`` keeps the two equal).
 """
 
 from typing import TYPE_CHECKING

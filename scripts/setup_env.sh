@@ -55,7 +55,7 @@ if [ "$PROFILE" = test ]; then
     fi
 
     # The preview's browser test renders the page in Debian's headless Chromium
-    # (tests/test_preview.py). Installed when we are root (CI is); the test skips, saying why, otherwise.
+    # (tests/tools/test_preview.py). Installed when we are root (CI is); the test skips, saying why, otherwise.
     if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
         if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
             echo "[setup] chromium missing: installing it with apt-get (for the preview's browser test)"

@@ -23,7 +23,7 @@ if not os.environ.get("LEROBOT_SHARDS_JOURNAL"):
 import pytest
 
 # The field fuzzer's workers (pytest-xdist processes inherit this) leave their counts here; the
-# session's summary prints them (tests/test_field_fuzz.py).
+# session's summary prints them (tests/contracts/test_field_fuzz.py).
 if not os.environ.get("LEROBOT_SHARDS_FUZZ_COUNTS"):
     _counts = tempfile.mkdtemp(prefix="lerobot-shards-fuzz-counts-")
     os.environ["LEROBOT_SHARDS_FUZZ_COUNTS"] = _counts

@@ -211,7 +211,7 @@ class DecoderFallbackWarning(UserWarning):
 
 # Tracebacks and reprs name each error where users import it (``lerobot_shards.FormatError``),
 # not this internal module; pickling (errors raised in DataLoader workers) resolves that name
-# too, since the package exports every one (tests/test_nothing_silent.py checks both).
+# too, since the package exports every one (tests/contracts/test_nothing_silent.py checks both).
 PUBLIC_MODULE = "lerobot_shards"
 _OURS = [
     c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, Warning | Exception) and c.__module__ == __name__

@@ -2,7 +2,7 @@
 verify packs, build mixtures. The public face: scripts, tests and benchmarks import from here.
 
 Layers (each a sub-package; ``docs/ARCHITECTURE.md`` has the map and the import rules, which
-``tests/test_import_rules.py`` enforces):
+``tests/contracts/test_import_rules.py`` enforces):
 
 - ``plan``: pure planning (episode selection, shard assignment, ``--part`` split);
 - ``source``: reading a LeRobot v3 root, local, from a bucket or the Hub (knows nothing of shards);

@@ -108,7 +108,7 @@ __all__ = [
 
 # Tracebacks and reprs name each error where users import it (``lerobot_shards.FormatError``),
 # not this internal module; pickling (errors raised in DataLoader workers) resolves that name
-# too, since the package exports every one (tests/test_nothing_silent.py checks both).
+# too, since the package exports every one (tests/contracts/test_nothing_silent.py checks both).
 PUBLIC_MODULE = "lerobot_shards"
 
 

@@ -9,7 +9,7 @@ before it succeeds, so every request of a pack or a read needs our retry loop.
 ``BusyBackend`` is the file a contributor writes (it would live beside
 ``lerobot_shards/core/storage/backends/s3.py``): which of its client's errors are transient,
 which say "no credentials", and the fix. Its row, ``BACKENDS["busy"] = BUSY``, is added by the
-test (``tests/test_change_exercises.py``).
+test (``tests/contracts/test_change_exercises.py``).
 """
 
 from __future__ import annotations

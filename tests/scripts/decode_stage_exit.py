@@ -1,4 +1,4 @@
-"""Child process of tests/test_clean_exit.py: leave a ``DecodeStage.wrap`` iterator mid-epoch and exit.
+"""Child process of tests/contracts/test_clean_exit.py: leave a ``DecodeStage.wrap`` iterator mid-epoch and exit.
 
     python tests/scripts/decode_stage_exit.py PACK
 

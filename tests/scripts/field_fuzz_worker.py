@@ -237,7 +237,7 @@ def like_lerobot(source: Path, samples: list[dict]) -> bool:
     """Whether every sample equals the oracle's reading of ``source`` (tests/lerobot_reference.py,
     LeRobot 0.6.1's semantics), pictures compared as LeRobot's floats."""
     from tests.lerobot_reference import load_source, reference_item
-    from tests.test_layouts import assert_like_lerobot
+    from tests.packer.test_layouts import assert_like_lerobot
 
     load_source.cache_clear()  # the oracle keeps sources by path: every mutation reuses the scratch path
 

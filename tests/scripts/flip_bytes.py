@@ -1,4 +1,4 @@
-"""Child process of tests/test_fuzz_integrity.py: flip one byte at a time and read the pack.
+"""Child process of tests/contracts/test_fuzz_integrity.py: flip one byte at a time and read the pack.
 
     python tests/scripts/flip_bytes.py PACK FLIPS.json RESULTS.jsonl
 

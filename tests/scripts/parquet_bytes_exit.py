@@ -1,4 +1,4 @@
-"""Child process of tests/test_clean_exit.py: read parquet from bytes in threads, then exit.
+"""Child process of tests/contracts/test_clean_exit.py: read parquet from bytes in threads, then exit.
 
     python tests/scripts/parquet_bytes_exit.py FILE.parquet [--python-owned]
 

@@ -1,4 +1,4 @@
-"""Child process of tests/test_clean_exit.py: read a pack through every parquet path, then exit normally.
+"""Child process of tests/contracts/test_clean_exit.py: read a pack through every parquet path, then exit normally.
 
     python tests/scripts/read_and_exit.py PACK
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_torchrun_split.py under `torchrun --nproc_per_node=2` (gloo, CPU).
+"""Run by tests/reader/test_torchrun_split.py under `torchrun --nproc_per_node=2` (gloo, CPU).
 
 Each rank streams one epoch through a DataLoader with workers and writes the anchors it saw.
 Rank and world size come from torch.distributed, as in training: nothing is passed in.

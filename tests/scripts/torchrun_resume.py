@@ -1,4 +1,4 @@
-"""Run by tests/test_torchrun_resume.py under torchrun (gloo, CPU): one phase of an epoch.
+"""Run by tests/reader/test_torchrun_resume.py under torchrun (gloo, CPU): one phase of an epoch.
 
     torchrun --nproc_per_node=W torchrun_resume.py PACKED OUT --workers K --batch B [--stop-after N]
 

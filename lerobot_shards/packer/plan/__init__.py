@@ -1,5 +1,5 @@
 """Pure planning: which episodes a pack holds, how they fall into shards, which shards a
-``--part`` packs. Numbers in, numbers out; no files, no processes (``tests/test_import_rules.py``)."""
+``--part`` packs. Numbers in, numbers out; no files, no processes (``tests/contracts/test_import_rules.py``)."""
 
 from lerobot_shards.core.exports import lazy_exports
 

@@ -6,7 +6,7 @@ swscale, whose YUV->RGB path for this conversion works in 16-bit fixed point: ea
 taken from the nearest sample (no interpolation). The coefficients come from the matrix the
 stream signals (``matrix_coefficients``) and its range. Measured here: this arithmetic
 reproduces torchcodec (FFmpeg 5.1) and PyAV 18.1 (FFmpeg 8.0) bit for bit on x86-64, at
-BT.601 and BT.709, limited and full range (``tests/test_colour.py`` keeps checking it).
+BT.601 and BT.709, limited and full range (``tests/reader/test_colour.py`` keeps checking it).
 
 NVDEC decodes H.264/HEVC bit-exactly (the standards define the decoded samples), so NVDEC's
 NV12 output converted here gives frames identical to the CPU path's, where a converter with

@@ -3,7 +3,7 @@ the ring, the decode stage, ``to_device``, pictures), written once.
 
 ``x.to(float32).div_(255)`` is bit-identical to LeRobot's ``(frames / 255.0).type(float32)`` and
 to torchvision's ``ToTensor`` (all divide in float32: one IEEE division per element; checked for
-all 256 values by tests/test_unit_float.py) but ~5x faster on the CPU (no mixed-dtype kernel).
+all 256 values by tests/reader/test_unit_float.py) but ~5x faster on the CPU (no mixed-dtype kernel).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ read a parquet file from ``bytes`` in a few threads (2 of 60 runs of our own rea
 thread pools still hold references to Python objects when they are torn down after Python has
 finalized. Copying the bytes into memory Arrow allocated and owns first gave 0 aborts in 1,800
 runs of the same scripts; the copy costs far less than decoding the parquet it holds.
-``tests/test_clean_exit.py`` runs the reader's paths in subprocesses and checks that every one
+``tests/contracts/test_clean_exit.py`` runs the reader's paths in subprocesses and checks that every one
 exits 0.
 
 Every parquet read from bytes in ``reader/`` and ``packer/`` goes through this module.

@@ -1,0 +1,1 @@
+"""Cross-cutting contracts: hostile input, nothing silent, the seams' change exercises, the import rules, lint, the tiers, the wheel."""

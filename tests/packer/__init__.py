@@ -1,0 +1,1 @@
+"""Tests of ``lerobot_shards.packer``: sources, shards, runs, verify, mixtures, SLURM."""

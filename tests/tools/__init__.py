@@ -1,0 +1,1 @@
+"""Tests of ``lerobot_shards.tools``: info, sql, preview."""

@@ -1,0 +1,1 @@
+"""Tests of ``lerobot_shards.train``: LeRobot's trainer on packs."""
