@@ -13,7 +13,7 @@ from pathlib import Path
 
 import av
 import numpy as np
-from av.error import ArgumentError as AVArgumentError
+from av.error import FFmpegError
 
 
 def encode_episode_video(
@@ -46,7 +46,11 @@ def encode_episode_video(
             else:
                 _encode_x26x(frames, path, fps, codec=codec, pix_fmt=pix_fmt, crf=crf, gop=gop, bframes=bframes)
             return
-        except AVArgumentError as err:
+        except FFmpegError as err:
+            # EINVAL from the muxer: av.error.ArgumentError in PyAV >= 16, av.error.ValueError in
+            # the PyAV 15 LeRobot 0.6.1 installs; both are ValueErrors (named by neither, both import).
+            if not isinstance(err, ValueError):
+                raise
             path.unlink(missing_ok=True)
             if attempt == 2:
                 raise
