@@ -14,11 +14,13 @@ from typing import Any
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.features import Features, parse_features
-from lerobot_shards.core.format.fields import is_int, load_json
+from lerobot_shards.core.format.fields import load_json
+from lerobot_shards.core.format.lerobot_reading import V21_TO_V30, parse_codebase_version, parse_fps
 from lerobot_shards.core.format.limits import MAX_FPS, MAX_JSON_DEPTH, MAX_RECORD_BYTES
 
 SUPPORTED_CODEBASE_VERSION = "v3.0"
-V21_CONVERTER = "python -m lerobot.datasets.v30.convert_dataset_v21_to_v30 --repo-id=ORG/NAME"
+"""What LeRobot 0.6.1 writes; any 3.x spelling reads (``lerobot_reading.parse_codebase_version``)."""
+V21_CONVERTER = V21_TO_V30.format(root="PATH")
 _MAX_TEXT = 4096
 
 # The fields a LeRobot v3 path template may use, each with an optional integer format spec.
@@ -30,8 +32,8 @@ class LeRobotInfo:
     """``meta/info.json``, parsed.
 
     Attributes:
-        codebase_version: ``"v3.0"``.
-        fps: frames per second, in ``(0, MAX_FPS]``.
+        codebase_version: as written (``"v3.0"``, ``"3.0"``, ``"v3"``: any major 3, as LeRobot reads it).
+        fps: frames per second, in ``(0, MAX_FPS]`` (``30.0`` in the file reads as 30).
         features: the parsed features (``parse_features``).
         data_path: the data files' path template (known fields, integer formats only).
         video_path: the videos' template, None when no feature is a video.
@@ -68,20 +70,12 @@ def parse_lerobot_info(data: bytes | str, *, where: str) -> LeRobotInfo:
     info = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
     if not isinstance(info, dict):
         raise FormatError(f"{where}: expected a JSON object, found {type(info).__name__}")
-    version = info.get("codebase_version")
-    if version != SUPPORTED_CODEBASE_VERSION:
-        hint = ""
-        if isinstance(version, str) and version.startswith("v2"):
-            hint = f" Convert it to v3.0 first with LeRobot's converter: {V21_CONVERTER}"
-        raise FormatError(
-            f"{where}: codebase_version {str(version)[:40]!r} is not supported (expected {SUPPORTED_CODEBASE_VERSION!r}).{hint}"
-        )
+    root = where[: -len("/meta/info.json")] if where.endswith("/meta/info.json") else "PATH"
+    version = parse_codebase_version(info.get("codebase_version"), where=where, root=root)
     for key in ("fps", "features", "data_path"):
         if key not in info:
             raise FormatError(f"{where}: missing key {key!r}")
-    fps = info["fps"]
-    if not is_int(fps) or not 0 < fps <= MAX_FPS:
-        raise FormatError(f"{where}: fps must be a positive integer up to {MAX_FPS}, found {str(fps)[:40]!r}")
+    fps = parse_fps(info["fps"], where=where, max_fps=MAX_FPS)
     features = parse_features(info["features"], where=where)
     video_keys = features.video_keys
     if video_keys and not info.get("video_path"):
@@ -99,7 +93,7 @@ def parse_lerobot_info(data: bytes | str, *, where: str) -> LeRobotInfo:
     if robot_type is not None and (not isinstance(robot_type, str) or len(robot_type) > _MAX_TEXT):
         raise FormatError(f"{where}: robot_type must be a string or null, found {type(robot_type).__name__}")
     return LeRobotInfo(
-        codebase_version=version,
+        codebase_version=version.text,
         fps=fps,
         features=features,
         data_path=str(templates["data_path"]),

@@ -7,7 +7,13 @@ from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
     "lerobot_shards.core.pack.catalog": ["CatalogPack", "EpisodeCatalog", "ShardRef"],
-    "lerobot_shards.core.pack.packed_index": ["PackedIndex", "read_manifest", "verified_read", "load_tasks"],
+    "lerobot_shards.core.pack.packed_index": [
+        "PackedIndex",
+        "check_packed_metadata",
+        "read_manifest",
+        "verified_read",
+        "load_tasks",
+    ],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

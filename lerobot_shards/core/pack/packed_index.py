@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from lerobot_shards.core.errors import (
     ArgumentError,
@@ -42,8 +41,8 @@ from lerobot_shards.core.format import (
     sql_string_literal,
 )
 from lerobot_shards.core.format.fields import load_json
-from lerobot_shards.core.format.indexes import check_strings
 from lerobot_shards.core.format.lerobot_info import LeRobotInfo, parse_lerobot_info
+from lerobot_shards.core.format.lerobot_reading import read_tasks
 from lerobot_shards.core.format.limits import (
     MAX_DECODED_BYTES,
     MAX_INDEX_FILE_BYTES,
@@ -54,14 +53,14 @@ from lerobot_shards.core.format.limits import (
     MAX_TASK_BYTES,
     MAX_TASKS,
 )
-from lerobot_shards.core.format.parquet import Budget, open_bounded, read_bounded
-from lerobot_shards.core.format.parquet.bounded import read_parquet_schema
+from lerobot_shards.core.format.parquet import Budget, open_bounded
 from lerobot_shards.core.storage import Storage, bucket_of
 
 __all__ = [
     "CameraMember",
     "EpisodeEntry",
     "PackedIndex",
+    "check_packed_metadata",
     "load_tasks",
     "parse_tasks",
     "read_manifest",
@@ -223,20 +222,25 @@ def parse_tasks(data: bytes, *, where: str) -> dict[int, str]:
     Raises:
         FormatError: see ``load_tasks``.
     """
-    schema = read_parquet_schema(data, where=where)
-    if "task" not in schema.names or "task_index" not in schema.names:
-        raise FormatError(f"{where}: needs columns task_index and task, found {schema.names[:10]}")
-    task_type = schema.field("task").type
-    if not pa.types.is_integer(schema.field("task_index").type) or not (
-        pa.types.is_string(task_type) or pa.types.is_large_string(task_type)
-    ):
-        raise FormatError(
-            f"{where}: task_index must be integers and task strings, found {schema.field('task_index').type} "
-            f"and {schema.field('task').type}"
-        )
-    table = read_bounded(data, where=where, columns=["task_index", "task"], max_rows=MAX_TASKS)
-    check_strings(table["task"], limit=MAX_TASK_BYTES, where=f"{where}: column task")
-    return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))
+    return read_tasks(data, where=where, max_rows=MAX_TASKS, max_task_bytes=MAX_TASK_BYTES).names
+
+
+def check_packed_metadata(rel: str, data: bytes, *, where: str) -> None:
+    """Parse a ``meta/`` file as a reader of the pack will (``info.json``, ``tasks.parquet``,
+    ``stats.json``): the packer runs this on every file it copies, so a pack is never written
+    that its own ``verify`` or readers refuse.
+
+    Raises:
+        FormatError: what the reader's parser raises for those bytes (names ``where``).
+    """
+    if rel == INFO_PATH:
+        parse_lerobot_info(data, where=where)
+    elif rel == TASKS_PATH:
+        parse_tasks(data, where=where)
+    elif rel == STATS_PATH:
+        value = load_json(data, where=where, max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True)
+        if not isinstance(value, dict):
+            raise FormatError(f"{where}: must hold a JSON object, found {type(value).__name__}")
 
 
 def read_stats(storage: Storage, manifest: Manifest) -> dict:

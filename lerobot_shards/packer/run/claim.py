@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import MANIFEST_PATH, PLAN_PATH, SHARDS_DIR, FileEntry, PackPlan
+from lerobot_shards.core.pack.packed_index import check_packed_metadata
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import PackError, SourceError
 from lerobot_shards.packer.plan.pack_plan import plan_differences
@@ -120,6 +121,11 @@ def copy_meta(source: Source, storage: Storage) -> dict[str, FileEntry]:
             staged = folder / "staged"
             with open(staged, "wb") as sink:
                 entries[rel] = _stream_copy(path, sink, bound, rel)
+            try:  # read back as the pack's readers will read it (bounded above)
+                check_packed_metadata(rel, staged.read_bytes(), where=str(path))
+            except FormatError as err:
+                staged.unlink(missing_ok=True)
+                raise SourceError(f"{err}; the pack would not open, so nothing was copied") from None
             entry = entries[rel]
             if not (storage.exists(rel) and storage.size(rel) == entry.bytes and storage.digest(rel)[0] == entry.sha256):
                 storage.put_file(str(staged), rel, move=True)
