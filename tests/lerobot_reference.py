@@ -53,7 +53,9 @@ class _Source:
         self.episodes = {e["episode_index"]: e for e in episodes}
         self.tasks = pd.read_parquet(root / "meta" / "tasks.parquet")
         data_files = sorted((root / "data").glob("*/*.parquet"))
-        table = pa.concat_tables([pq.read_table(p) for p in data_files], promote_options="default")
+        table = _cast_like_datasets(
+            pa.concat_tables([pq.read_table(p) for p in data_files], promote_options="default"), self.features
+        )
         self.columns = table.column_names
         self.rows = table.to_pylist()
         self.position_of_index = {row["index"]: i for i, row in enumerate(self.rows)}
@@ -71,6 +73,33 @@ class _Source:
             chunk_index=episode[f"videos/{key}/chunk_index"],
             file_index=episode[f"videos/{key}/file_index"],
         )
+
+
+def _cast_like_datasets(table: pa.Table, features: dict) -> pa.Table:
+    """What ``datasets`` does to the data when LeRobot loads it with
+    ``get_hf_features_from_features``: each value feature's column cast (pyarrow's safe cast)
+    to ``Value(dtype)``, a 1-D shape to ``Sequence(Value(dtype), length=n)``, more dimensions
+    to nested lists of ``dtype``."""
+    aliases = {"float": "float32", "double": "float64", "bool": "bool_"}
+    for key, feature in features.items():
+        if feature["dtype"] in ("video", "image", "language") or key not in table.column_names:
+            continue
+        leaf = getattr(pa, aliases.get(feature["dtype"], feature["dtype"]))()
+        shape = list(feature["shape"])
+        if shape == [1]:
+            target = leaf
+        elif len(shape) == 1:
+            target = pa.list_(leaf, shape[0])
+        else:
+            target = leaf
+            for _ in shape:
+                target = pa.list_(target)
+        column = table[key]
+        if isinstance(column.type, pa.ExtensionType):
+            continue  # datasets' own ArrayND columns already hold their dtype
+        if column.type != target:
+            table = table.set_column(table.schema.get_field_index(key), key, column.cast(target))
+    return table
 
 
 @lru_cache(maxsize=8)
@@ -252,3 +281,30 @@ def reference_item(
 
     item["task"] = source.tasks.iloc[item["task_index"].item()].name
     return item
+
+
+def reference_stats(source_root: str | Path) -> dict:
+    """``LeRobotDataset.meta.stats``: ``load_stats`` over ``meta/stats.json`` (Python's JSON
+    parser, which takes NaN and Infinity; every leaf ``np.atleast_1d(np.array(value))``,
+    nested again by ``/``), None without the file."""
+    path = Path(source_root) / "meta" / "stats.json"
+    if not path.exists():
+        return None
+    flat: dict = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, child in value.items():
+                walk(f"{prefix}/{key}" if prefix else key, child)
+        else:
+            flat[prefix] = np.atleast_1d(np.array(value))
+
+    walk("", json.loads(path.read_text()))
+    nested: dict = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split("/")
+        inner = nested
+        for part in parents:
+            inner = inner.setdefault(part, {})
+        inner[leaf] = value
+    return nested

@@ -201,7 +201,8 @@ class ResumeWarning(UserWarning):
 
 
 class MixtureFeatureWarning(UserWarning):
-    """A mixture leaves out features only some of its datasets have (named in the message)."""
+    """A mixture leaves out features only some of its datasets have, or a dataset's unsound
+    statistics of a feature from its aggregate (named in the message)."""
 
 
 class DecoderFallbackWarning(UserWarning):

@@ -47,6 +47,7 @@ from lerobot_shards.core.errors import (
 from lerobot_shards.core.format import MANIFEST_PATH, sha256_hex
 from lerobot_shards.core.format.features import parse_features
 from lerobot_shards.core.format.fields import load_json
+from lerobot_shards.core.format.lerobot_reading import stats_problems
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from lerobot_shards.core.format.mixture import (
     MIXTURE_FILE,
@@ -399,12 +400,11 @@ class MixtureDataset(EpochStream):
                 if key in h.dtypes:
                     feature["dtype"] = h.dtypes[key]
                 features[key] = feature
-            stats = aggregate_stats(
-                [
-                    {mapped: v for k, v in m.stats.items() if (mapped := h.key_maps[i].get(k)) is not None and mapped in features}
-                    for i, m in enumerate(metas)
-                ]
-            )
+            parts = [
+                {mapped: v for k, v in m.stats.items() if (mapped := h.key_maps[i].get(k)) is not None and mapped in features}
+                for i, m in enumerate(metas)
+            ]
+            stats = aggregate_stats(_sound_stats(parts, self.names))
             fps = {m.fps for m in metas}
             robots = {m.robot_type for m in metas}
             tasks = sorted({t for m in metas for t in m.task_names.values()})
@@ -612,3 +612,23 @@ def _meta_records(data: bytes, spec: MixtureSpec, *, where: str) -> list[dict]:
     if not isinstance(records, list) or len(records) != len(spec.datasets) or not all(isinstance(r, dict) for r in records):
         raise FormatError(f"{where}: 'datasets' must list one object per dataset of the mixture ({len(spec.datasets)})")
     return records
+
+
+def _sound_stats(parts: list[dict], names: list[str]) -> list[dict]:
+    """Each dataset's statistics without the features whose statistics are unsound
+    (``stats_problems``: NaN, inf, min above max, ...): one community dataset's NaN mean would
+    otherwise make the mixture's aggregate NaN and every dataset's normalisation with it. What
+    is left out is said once, by dataset and feature."""
+    sound, left_out = [], []
+    for name, part in zip(names, parts, strict=True):
+        problems = stats_problems(part)
+        sound.append({k: v for k, v in part.items() if k not in problems})
+        left_out += [f"{k} of {name} ({what})" for k, what in problems.items()]
+    if left_out:
+        named = "; ".join(left_out[:10]) + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+        warnings.warn(
+            f"statistics left out of the mixture's aggregate (ds.meta.stats), not finite or contradictory: {named}",
+            MixtureFeatureWarning,
+            stacklevel=3,
+        )
+    return sound

@@ -58,11 +58,13 @@ def test_timestamps_lerobot_would_refuse_are_named(sample_source, tmp_path):
         stamps[table["episode_index"].to_numpy() == 0] += 0.01  # episode 0's rows 10 ms late
         table = table.set_column(table.schema.get_field_index("timestamp"), "timestamp", pa.array(stamps, pa.float32()))
         pq.write_table(table, path)
+    # LeRobot raises on every row of episode 0 (issue 54: refused like it, not packed with frame j).
     report = check_dataset(str(root))
-    assert report.ok
-    messages = [f.message for f in report.warnings if f.episode == 0]
-    assert any("row timestamps are not frame_index / fps" in m for m in messages)
-    assert any("LeRobotDataset raises FrameTimestampError" in m for m in messages)
+    assert not report.ok and {f.episode for f in report.errors} == {0}
+    assert all("LeRobotDataset raises FrameTimestampError on them" in f.message for f in report.errors)
+    assert any("row timestamps are not frame_index / fps" in f.message for f in report.warnings if f.episode == 0)
+    padded = check_dataset(str(root), on_frame_mismatch="pad")
+    assert padded.ok and any("LeRobotDataset raises FrameTimestampError there" in f.message for f in padded.warnings)
 
 
 def test_a_source_that_does_not_open_is_one_error(tmp_path):

@@ -25,7 +25,7 @@ from lerobot_shards.core.format import PackPlan
 from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.core.windows import resolve_delta_timestamps, windows_beyond
-from lerobot_shards.packer.errors import OptionsError, PackError
+from lerobot_shards.packer.errors import OptionsError, PackError, SourceError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import make_pack_plan, select_episodes
 from lerobot_shards.packer.plan.shard_plan import shards_of_part
@@ -37,7 +37,7 @@ from lerobot_shards.packer.run.pool import run_jobs
 from lerobot_shards.packer.run.receipts import kept_receipt
 from lerobot_shards.packer.run.shards import ShardJob, pack_shard
 from lerobot_shards.packer.shard.build import ShardSpec
-from lerobot_shards.packer.shard.check import stretched_cameras
+from lerobot_shards.packer.shard.check import stretched_cameras, uncopyable_codecs
 from lerobot_shards.packer.source.base import Source, open_dataset_source
 from lerobot_shards.packer.source.staging import describe_source, stage_source
 
@@ -270,7 +270,12 @@ def _plan_pack(source: Source, options: PackOptions, *, description: dict) -> tu
             drift.only_in_parquet,
         )
         _check_windows(options, source.fps, source.video_keys + drift.columns, missing=drift.only_in_info)
+    uncopyable = uncopyable_codecs(source, options, planned)
+    if uncopyable:
+        raise SourceError(uncopyable)
     source.check_tasks()
+    for note in source.reading_notes():
+        log.warning("%s", note)
     return plan, sizes
 
 

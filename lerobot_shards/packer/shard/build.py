@@ -10,9 +10,10 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from lerobot_shards.core.errors import BoundExceededError, FormatError
@@ -24,15 +25,21 @@ from lerobot_shards.core.format import (
     video_column,
     video_member_name,
 )
+from lerobot_shards.core.format.lerobot_reading import lerobot_frame_positions
 from lerobot_shards.packer.errors import MissingRowsError, PackError, SourceError, VideoCutError
 from lerobot_shards.packer.options import PackOptions
-from lerobot_shards.packer.shard.frame_policy import empty_episode_verdict, frame_verdict, missing_rows_verdict
+from lerobot_shards.packer.shard.frame_policy import (
+    empty_episode_verdict,
+    frame_verdict,
+    missing_rows_verdict,
+    row_frames_verdict,
+)
 from lerobot_shards.packer.shard.members import EncodeSettings, EpisodeVideo, cut_episode, reencode_episode
 from lerobot_shards.packer.shard.parquet import shard_parquet_layout, write_shard_parquet
 from lerobot_shards.packer.shard.tar_writer import DeterministicTarWriter
 from lerobot_shards.packer.source.base import Source
 from lerobot_shards.packer.source.samples import SourceSampleReader, UnsupportedTiming
-from lerobot_shards.packer.source.video import SourceFrameDecoder, SourceVideoReader
+from lerobot_shards.packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
 
 
 @dataclass(frozen=True)
@@ -159,38 +166,59 @@ class OpenVideos:
 
 
 def _episode_video(
-    source: Source, episode: int, key: str, length: int, options: PackOptions, videos: OpenVideos
+    source: Source,
+    episode: int,
+    key: str,
+    length: int,
+    options: PackOptions,
+    videos: OpenVideos,
+    stamps: np.ndarray | None = None,
 ) -> tuple[EpisodeVideo | None, str]:
     """Return the member video (at most ``length`` frames; None when the source window holds
-    no frame) and where it came from, for error messages."""
+    no frame) and where it came from, for error messages.
+
+    ``stamps`` (the rows' timestamps, ``row_stamps``) place each row's frame as LeRobot does
+    (``row_positions``): where that is not the window's frame of the row's place, the member
+    is re-encoded with each row's frame in row order, in every mode (``EpisodeVideo.rows``).
+
+    Raises:
+        FrameMismatchError: rows without a frame within ``tolerance_s`` under ``error``.
+    """
     location = source.video_location(episode, key)
     if not location.path.is_file():
         raise SourceError(f"{location.path}: missing (video of episode {episode}, camera {key})")
     where = f"{location.path} [{location.from_timestamp:.4f}, {location.to_timestamp:.4f}) s"
     depth = key in source.depth
     try:
+        reader = videos.packets(
+            key, location.path, max_samples=source.max_video_samples(episode, key), max_sample_bytes=source.max_sample_bytes(key)
+        )
+        positions, frames = row_positions(location, stamps, reader, options.tolerance_s)
+        rows = row_frames_verdict(
+            positions, frames, options.on_frame_mismatch, episode=episode, key=key, tolerance_s=options.tolerance_s
+        )
+        if rows == "reorder":
+            assert positions is not None
+            settings = encode_settings(options, depth=depth)  # copy mode re-encodes with the hevc settings
+            video, _ = reencode_episode(location, source.fps, settings, positions=positions)
+            if video is not None:
+                video = replace(video, found=length, rows=rows)  # every row has its frame: nothing trimmed or padded
+            return video, where
         # Depth maps are never re-encoded lossily: cut like copy mode whatever --video says.
         if options.video == "copy" or depth:
-            reader = videos.packets(
-                key,
-                location.path,
-                max_samples=source.max_video_samples(episode, key),
-                max_sample_bytes=source.max_sample_bytes(key),
-            )
             video, found = cut_episode(location, reader, max_frames=length)
             where = _with_truncation_hint(where, reader, found, length)
-            if video is not None or found == 0:
-                return video, where
-            # Not starting on a keyframe (or reordered frames to trim): re-encode this episode,
-            # decoding from the keyframe before it with a decoder of its own.
-            video, _ = reencode_episode(location, source.fps, encode_settings(options, depth=depth), max_frames=length)
+            if video is None and found:
+                # Not starting on a keyframe (or reordered frames to trim): re-encode this episode,
+                # decoding from the keyframe before it with a decoder of its own.
+                video, _ = reencode_episode(location, source.fps, encode_settings(options, depth=depth), max_frames=length)
         else:
             decoder = videos.frames(key, location.path)
             video, found = reencode_episode(location, source.fps, encode_settings(options), decoder, max_frames=length)
             where = _with_truncation_hint(where, decoder, found, length)
     except VideoCutError as err:
         raise PackError(f"episode {episode}, camera {key}: {err}") from None
-    return video, where
+    return (replace(video, rows=rows) if video is not None and rows else video), where
 
 
 def _with_truncation_hint(
@@ -214,8 +242,34 @@ def encode_member(
     from lerobot_shards.packer.source.base import open_dataset_source
 
     source = open_dataset_source(source_root, follow_symlinks=follow_symlinks)
+    try:
+        stamps = row_stamps(source.episode_rows(episode, fill_missing=True))
+    except (SourceError, FormatError):
+        stamps = None  # the sequential build reports (or drops) such an episode before its members
     with contextlib.closing(OpenVideos()) as videos:
-        return _episode_video(source, episode, key, length, options, videos)
+        return _episode_video(source, episode, key, length, options, videos, stamps)
+
+
+def row_stamps(rows: pa.Table) -> np.ndarray | None:
+    """The rows' ``timestamp`` as LeRobot adds it to ``from_timestamp``: each a float32 value
+    (its declared type) taken as a Python float; None without the column."""
+    if "timestamp" not in rows.column_names:
+        return None
+    return np.asarray(rows["timestamp"].cast(pa.float32()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def row_positions(
+    location: VideoLocation, stamps: np.ndarray | None, reader: SourceSampleReader | SourceVideoReader, tolerance_s: float
+) -> tuple[list[int] | None, int]:
+    """Per row, the window frame LeRobot reads (``lerobot_frame_positions``), from the file's
+    sample tables, and the frames the window holds; ``(None, 0)`` where the tables are not read
+    (a file the byte-range reader does not take: B-frames, edit lists) or the rows have no
+    timestamps: row ``j`` then gets frame ``j``."""
+    if stamps is None or not isinstance(reader, SourceSampleReader):
+        return None, 0
+    window = reader.window(location.from_timestamp, location.to_timestamp)
+    times = reader.seconds[window.start : window.stop]
+    return lerobot_frame_positions(location.from_timestamp + stamps, times, tolerance_s).tolist(), len(times)
 
 
 def build_shard(
@@ -274,7 +328,9 @@ def build_shard(
                 if on_episode is not None:
                     on_episode(0)
                 continue
-            members, verdicts, video_bytes = _episode_members(source, episode, length, options, videos, member_source)
+            members, verdicts, video_bytes = _episode_members(
+                source, episode, length, options, videos, member_source, row_stamps(table)
+            )
             episode_bytes = table.nbytes + video_bytes
             bytes_in += episode_bytes
             if on_episode is not None:
@@ -325,7 +381,13 @@ def build_shard(
 
 
 def _episode_members(
-    source: Source, episode: int, length: int, options, videos: OpenVideos, member_source: MemberSource | None
+    source: Source,
+    episode: int,
+    length: int,
+    options,
+    videos: OpenVideos,
+    member_source: MemberSource | None,
+    stamps: np.ndarray | None = None,
 ) -> tuple[dict[str, EpisodeVideo], set, int]:
     """Each camera's member of one episode (built here, or by ``member_source``), the frame
     verdicts (``None``, ``"pad"``, ``"drop"``, ``"trim"``) and the source video bytes read.
@@ -340,10 +402,12 @@ def _episode_members(
         video, where = (
             member_source(episode, key, length)
             if member_source is not None
-            else _episode_video(source, episode, key, length, options, videos)
+            else _episode_video(source, episode, key, length, options, videos, stamps)
         )
         found = video.found if video is not None else 0
         verdicts.add(frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where))
+        if video is not None and video.rows in ("pad", "drop"):
+            verdicts.add(video.rows)
         if video is not None:
             read += video.source_bytes
             members[key] = video

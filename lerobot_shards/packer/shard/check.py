@@ -27,10 +27,12 @@ from typing import Literal
 import numpy as np
 
 from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import VIDEO_CODECS
+from lerobot_shards.core.format.lerobot_reading import describe_positions
 from lerobot_shards.packer.errors import FrameMismatchError, MissingRowsError, PackError, SourceError, VideoCutError
 from lerobot_shards.packer.options import PackOptions, episode_ranges_text
-from lerobot_shards.packer.shard.build import OpenVideos
-from lerobot_shards.packer.shard.frame_policy import frame_verdict, missing_rows_verdict
+from lerobot_shards.packer.shard.build import OpenVideos, row_positions, row_stamps
+from lerobot_shards.packer.shard.frame_policy import frame_verdict, missing_rows_verdict, row_frames_verdict
 from lerobot_shards.packer.shard.members import EncodeSettings, cut_episode, reencode_pixel_format
 from lerobot_shards.packer.source.base import Source
 
@@ -112,7 +114,8 @@ def check_source(
         The ``SourceCheck``; nothing is written anywhere.
     """
     report = SourceCheck(checked=list(episodes))
-    _check_cameras(source, options, report)
+    report.findings += [Finding("warning", note) for note in source.reading_notes()]
+    _check_cameras(source, options, report, episodes)
     with contextlib.closing(OpenVideos()) as videos:
         for done, episode in enumerate(episodes, start=1):
             _check_episode(source, options, episode, videos, report)
@@ -146,9 +149,40 @@ def stretched_cameras(source: Source, options: PackOptions) -> str | None:
     )
 
 
-def _check_cameras(source: Source, options: PackOptions, report: SourceCheck) -> None:
-    """What a re-encode cannot do with a camera's frames, from the described sizes."""
+def uncopyable_codecs(source: Source, options: PackOptions, episodes: Sequence[int]) -> str | None:
+    """Why copy mode cannot keep a camera's video, or None: members must be one of the codecs
+    readers of a pack decode (``VIDEO_CODECS``); a source in another (MPEG-4 Part 2 from
+    OpenCV's ``mp4v``, VP9, ...) packs with a re-encode, which decodes whatever FFmpeg reads.
+
+    Returns:
+        One sentence naming each camera, its codec and a file, and the ``--video`` that packs it.
+    """
+    if options.video != "copy":
+        return None
+    bad = [
+        f"{key} is {codec} ({path})"
+        for key, codecs in source.camera_codecs(episodes).items()
+        for codec, path in codecs.items()
+        if codec not in VIDEO_CODECS
+    ]
+    if not bad:
+        return None
+    return (
+        f"copy mode keeps the source video, and readers of a pack decode {', '.join(VIDEO_CODECS)} only: camera "
+        f"{'; camera '.join(bad)}. Pack with --video h264 (or --video hevc, which NVDEC also decodes): it re-encodes "
+        "those cameras from what FFmpeg decodes"
+    )
+
+
+def _check_cameras(source: Source, options: PackOptions, report: SourceCheck, episodes: Sequence[int]) -> None:
+    """What copy mode cannot keep and a re-encode cannot do with a camera's frames."""
     if options.video == "copy":
+        try:
+            problem = uncopyable_codecs(source, options, episodes)
+        except SourceError as err:
+            problem = str(err)
+        if problem:
+            report.findings.append(Finding("error", problem))
         return
     stretched = stretched_cameras(source, options)
     if stretched:
@@ -209,7 +243,7 @@ def _check_episode(source: Source, options: PackOptions, episode: int, videos: O
             )
         )
         return
-    stamps = rows["timestamp"].to_numpy().astype(np.float64) if "timestamp" in rows.column_names else None
+    stamps = row_stamps(rows)
     if stamps is not None:
         drift = np.abs(stamps - np.arange(length) / source.fps)
         if float(drift.max()) > options.tolerance_s:
@@ -249,11 +283,50 @@ def _check_camera(
             max_samples=source.max_video_samples(episode, key),
             max_sample_bytes=source.max_sample_bytes(key),
         )
-        times = _frame_times(reader, location)
+        positions, frames = row_positions(location, stamps, reader, options.tolerance_s)
         video, found = cut_episode(location, reader, max_frames=length)
     except (SourceError, VideoCutError, PackError, FormatError) as err:
         add(Finding("error", str(err), episode, key))
         return
+    try:
+        rows = row_frames_verdict(
+            positions, frames, options.on_frame_mismatch, episode=episode, key=key, tolerance_s=options.tolerance_s
+        )
+    except FrameMismatchError as err:
+        report.mismatched.append(episode)
+        add(Finding("error", str(err).removeprefix(f"episode {episode}, camera {key}: "), episode, key))
+        return
+    if rows == "reorder":
+        assert positions is not None
+        how = "with the hevc settings (copy mode)" if options.video == "copy" else f"(--video {options.video})"
+        if key in source.depth:
+            how = "losslessly (depth)"
+        add(
+            Finding(
+                "warning",
+                f"the rows' timestamps read other frames than the video's order ({describe_positions(positions)}, "
+                f"as LeRobot finds each row's frame): the member is re-encoded {how} with those frames in row order",
+                episode,
+                key,
+            )
+        )
+        if episode not in report.reencoded:
+            report.reencoded.append(episode)
+        return
+    if rows is not None:
+        report.mismatched.append(episode)
+        add(
+            Finding(
+                "warning",
+                f"rows without a frame within {options.tolerance_s} s of their timestamp (LeRobotDataset raises "
+                f"FrameTimestampError there): the episode is {'padded' if rows == 'pad' else 'dropped'} "
+                f"(--on-frame-mismatch {options.on_frame_mismatch})",
+                episode,
+                key,
+            )
+        )
+        if rows == "drop":
+            return
     try:
         verdict = frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=str(location.path))
     except FrameMismatchError as err:
@@ -285,32 +358,6 @@ def _check_camera(
         add(Finding("warning", f"cannot be cut at a keyframe as one decode run: copy mode re-encodes it {how}", episode, key))
         if episode not in report.reencoded:
             report.reencoded.append(episode)
-    if stamps is not None and times is not None and len(times):
-        count = min(len(times), len(stamps))
-        off = np.abs(times[:count] - (location.from_timestamp + stamps[:count]))
-        far = np.flatnonzero(off >= options.tolerance_s)
-        if len(far):
-            frame = int(far[0])
-            add(
-                Finding(
-                    "warning",
-                    f"{len(far)} frame(s) lie further than the tolerance ({options.tolerance_s} s) from their row's "
-                    f"timestamp, first frame {frame}: {off[frame]:.6f} s off; LeRobotDataset raises FrameTimestampError "
-                    "there (the pack gives frame j to row j)",
-                    episode,
-                    key,
-                )
-            )
 
 
-def _frame_times(reader, location) -> np.ndarray | None:
-    """The presentation times (s) of the window's frames, ascending, where the reader knows them
-    without decoding (the byte-range reader's tables); None otherwise."""
-    seconds = getattr(reader, "seconds", None)
-    if seconds is None:
-        return None
-    window = reader.window(location.from_timestamp, location.to_timestamp)
-    return np.asarray(seconds[window.start : window.stop], dtype=np.float64)
-
-
-__all__ = ["Finding", "SourceCheck", "check_source"]
+__all__ = ["Finding", "SourceCheck", "check_source", "uncopyable_codecs"]

@@ -11,11 +11,13 @@ lists padded, dropped and trimmed episodes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from lerobot_shards.packer.errors import FrameMismatchError, MissingRowsError
 
 Verdict = Literal["pad", "drop", "trim"] | None
+RowVerdict = Literal["reorder", "pad", "drop"] | None
 
 
 def frame_verdict(found: int, length: int, policy: str, *, episode: int, key: str, where: str) -> Verdict:
@@ -40,6 +42,48 @@ def frame_verdict(found: int, length: int, policy: str, *, episode: int, key: st
     raise FrameMismatchError(
         f"episode {episode}, camera {key}: video has {found} frames but the episode has {length} rows "
         f"({where}); set on_frame_mismatch to {allowed} to pack anyway"
+    )
+
+
+def row_frames_verdict(
+    positions: Sequence[int] | None, frames: int, policy: str, *, episode: int, key: str, tolerance_s: float
+) -> RowVerdict:
+    """Whether each row's frame, as LeRobot finds it from the row's timestamp
+    (``lerobot_frame_positions``: the window position of the frame within ``tolerance_s`` of
+    ``from_timestamp + timestamp``, -1 for none), is the window's frame of the row's place;
+    ``frames`` is how many frames the window holds.
+
+    Returns:
+        ``None``: row ``j`` reads frame ``j`` (or the timing is unknown: ``positions`` None; or
+        only the rows past the window's last frame lack one, a short video that
+        ``frame_verdict`` decides);
+        ``"reorder"``: every row has its frame, not in the window's order (a camera recorded at
+        another rate, timestamps out of order): the member must hold those frames in row order;
+        ``"pad"`` / ``"drop"``: rows without a frame (LeRobot raises ``FrameTimestampError``
+        there), packed by the policy (``pad``: row ``j`` gets the window's frame ``j``).
+
+    Raises:
+        FrameMismatchError: rows without a frame under ``error``: names them, what LeRobot does,
+            and the flags that pack the episode or leave it out.
+    """
+    if positions is None:
+        return None
+    length = len(positions)
+    unmatched = [j for j, p in enumerate(positions) if p < 0]
+    if not unmatched:
+        return None if list(positions) == list(range(length)) else "reorder"
+    first = unmatched[0]
+    if first >= frames and unmatched == list(range(first, length)) and list(positions[:first]) == list(range(first)):
+        return None  # a short video: frame_verdict counts it
+    if policy == "pad":
+        return "pad"
+    if policy == "drop-episode":
+        return "drop"
+    raise FrameMismatchError(
+        f"episode {episode}, camera {key}: {len(unmatched)} row(s) have no frame within {tolerance_s} s of "
+        f"their timestamp (from row {first}); LeRobotDataset raises FrameTimestampError on them. "
+        "--on-frame-mismatch pad gives row j the episode's frame j, drop-episode leaves the episode out; "
+        "--tolerance-s accepts frames as far as LeRobotDataset(tolerance_s=...) would"
     )
 
 

@@ -9,7 +9,7 @@ and frames come from ``lerobot_shards.packer.source.video``.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import cast
@@ -138,6 +138,9 @@ class EpisodeVideo:
         codec: ``av1``, ``hevc`` or ``h264``.
         reencoded: the member was encoded here rather than cut by stream copy.
         source_bytes: compressed bytes of the source window's packets.
+        rows: how the rows' timestamps placed their frames (``row_frames_verdict``): None (row
+            ``j`` reads frame ``j``), ``"reorder"`` (re-encoded with each row's frame in row
+            order), ``"pad"`` / ``"drop"`` (rows without a frame, packed by the policy).
     """
 
     data: bytes
@@ -149,6 +152,7 @@ class EpisodeVideo:
     width: int
     source_bytes: int
     preroll: int = 0
+    rows: str | None = None
 
 
 def cut_episode(
@@ -361,6 +365,44 @@ def encode_frames(
     )
 
 
+MAX_REORDER_FRAMES = 32
+"""The most decoded frames held back to give rows their frames in row order (``in_row_order``):
+timestamps swapped between neighbours need one or two; a map that needs more is refused."""
+
+
+def in_row_order(frames: Iterable[av.VideoFrame], positions: Sequence[int], *, where: str) -> Iterator[av.VideoFrame]:
+    """The frames of a window at ``positions`` (each row's frame, ``lerobot_frame_positions``),
+    in row order: a frame is held only until the last row that reads it, at most
+    ``MAX_REORDER_FRAMES`` at once. ``frames`` is consumed to its end.
+
+    Raises:
+        VideoCutError: rows read frames further out of order than the bound, or past the
+            window's end (names ``where``).
+    """
+    uses: dict[int, int] = {}
+    for position in positions:
+        uses[position] = uses.get(position, 0) + 1
+    held: dict[int, av.VideoFrame] = {}
+    row = 0
+    for index, frame in enumerate(frames):
+        if index not in uses:
+            continue
+        held[index] = frame
+        if len(held) > MAX_REORDER_FRAMES:
+            raise VideoCutError(
+                f"{where}: rows read frames more than {MAX_REORDER_FRAMES} frames out of order; re-time the rows' timestamps"
+            )
+        while row < len(positions) and positions[row] in held:
+            position = positions[row]
+            yield held[position]
+            uses[position] -= 1
+            if not uses[position]:
+                del held[position]
+            row += 1
+    if row < len(positions):
+        raise VideoCutError(f"{where}: row {row} reads frame {positions[row]}, past the window's end")
+
+
 def reencode_episode(
     location: VideoLocation,
     fps: int,
@@ -368,11 +410,14 @@ def reencode_episode(
     decoder: SourceFrameDecoder | None = None,
     *,
     max_frames: int | None = None,
+    positions: Sequence[int] | None = None,
 ) -> tuple[EpisodeVideo | None, int]:
     """Decode the episode's window (from its keyframe) and re-encode it.
 
     ``decoder`` is an open ``SourceFrameDecoder`` of ``location.path`` to continue from;
-    without it the file is opened for this episode alone.
+    without it the file is opened for this episode alone. ``positions`` (one per row: the
+    window frame LeRobot reads for it) re-encodes those frames in row order, so member frame
+    ``j`` is row ``j``'s; ``found`` is then the rows given a frame.
 
     Returns:
         ``(video, found)`` as ``cut_episode``; ``video`` is None when the window is empty.
@@ -383,9 +428,10 @@ def reencode_episode(
     owned = decoder is None
     decoder = decoder or SourceFrameDecoder(location.path)
     try:
-        video = encode_frames(
-            decoder.window(location.from_timestamp, location.to_timestamp), fps, settings, max_frames=max_frames
-        )
+        frames: Iterable[av.VideoFrame] = decoder.window(location.from_timestamp, location.to_timestamp)
+        if positions is not None:
+            frames = in_row_order(frames, positions, where=f"{location.path} [{location.from_timestamp:.4f} s]")
+        video = encode_frames(frames, fps, settings, max_frames=max_frames)
         if video is None:
             return None, 0
         return replace(video, source_bytes=decoder.window_bytes), video.found

@@ -73,6 +73,16 @@ class Source(Protocol):
         unless the task list is well formed."""
         ...
 
+    def camera_codecs(self, episodes: Sequence[int]) -> Mapping[str, Mapping[str, Path]]:
+        """Per camera, the codecs its video files for ``episodes`` hold (``av1``, ``hevc``,
+        ``h264`` or FFmpeg's name of another), each with one file that holds it."""
+        ...
+
+    def reading_notes(self) -> list[str]:
+        """Where LeRobot reads this source otherwise than the pack will, though both read it
+        (each a sentence naming the file and what differs); ``check`` and ``pack`` say them."""
+        ...
+
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         """Where the episode's video of a camera is: a file and a time window in it."""
         ...

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeGuard
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as _compute
 import pyarrow.parquet as pq
@@ -42,8 +41,15 @@ from lerobot_shards.core.format.features import (
     is_depth_pixel_format,
     value_column_type_ok,
 )
-from lerobot_shards.core.format.fields import canonical_json
+from lerobot_shards.core.format.fields import canonical_json, load_json
 from lerobot_shards.core.format.layout import source_relative_path
+from lerobot_shards.core.format.lerobot_reading import (
+    LeRobotTasks,
+    cast_as_declared,
+    declared_leaf_type,
+    read_tasks,
+    stats_problems,
+)
 from lerobot_shards.core.format.limits import (
     MAX_DATASET_EPISODES,
     MAX_DATASET_FRAMES,
@@ -51,6 +57,7 @@ from lerobot_shards.core.format.limits import (
     MAX_EPISODE_TASKS,
     MAX_FRAME_PIXELS,
     MAX_INDEX_FILE_BYTES,
+    MAX_JSON_DEPTH,
     MAX_RECORD_BYTES,
     MAX_SAMPLE_RAW_MULTIPLE,
     MAX_STATS_BYTES,
@@ -62,7 +69,7 @@ from lerobot_shards.core.format.limits import (
 from lerobot_shards.core.format.parquet import Budget, feature_budget, read_bounded, read_parquet_schema
 from lerobot_shards.packer.errors import MissingRowsError, SourceError, VideoCutError
 from lerobot_shards.packer.source.info import parse_info
-from lerobot_shards.packer.source.video import VideoLocation, stream_pixel_format, video_duration_s
+from lerobot_shards.packer.source.video import StreamProbe, VideoLocation, probe_stream, video_duration_s
 
 # pyarrow.compute makes its functions at import; a static checker cannot see them.
 pc: Any = _compute
@@ -118,8 +125,9 @@ class LeRobotSource:
             )
         self._video_file_ends: dict[str, dict[str, float]] = {}
         self.tasks = self._load_tasks()
-        self.task_indices = frozenset(int(i) for i in self.tasks["task_index"]) if "task_index" in self.tasks else frozenset()
+        self.task_indices = frozenset(self.tasks.names)
         self._data_cache: tuple[tuple, pa.Table, dict[int, tuple[int, int]]] | None = None
+        self._probes: dict[Path, StreamProbe] = {}
 
     def file(self, rel: str, *, what: str = "file", missing: str | None = None) -> Path:
         """The local path of ``rel`` (a path relative to the root, from metadata or a template).
@@ -205,29 +213,16 @@ class LeRobotSource:
                 rows[int(row["episode_index"])] = row
         return dict(sorted(rows.items()))
 
-    def _load_tasks(self) -> pd.DataFrame:
-        path = self.file("meta/tasks.parquet", what="tasks")
+    def _load_tasks(self) -> LeRobotTasks:
+        """``meta/tasks.parquet`` through the model of LeRobot's reading (``read_tasks``): the
+        file every pack copies, and the same parse a reader of the pack applies to it."""
+        path = self.file(TASKS_PATH, what="tasks")
         if not path.is_file():
             raise SourceError(f"{path}: missing")
-        table = _read_parquet(_read_file(path, "tasks"), path, "tasks", max_rows=MAX_TASKS)
-        for name in table.column_names:
-            column = table[name]
-            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                longest = pc.max(pc.binary_length(column)).as_py() or 0
-                if longest > MAX_TASK_BYTES:
-                    raise SourceError(f"{path}: a {name} string of {longest:,} bytes; at most {MAX_TASK_BYTES:,} are allowed")
-        if "task_index" not in table.column_names:
-            raise SourceError(f"{path}: no task_index column (found {table.column_names[:10]})")
-        index = table["task_index"]
-        if not pa.types.is_integer(index.type) or index.null_count or (len(index) and pc.min(index).as_py() < 0):
-            raise SourceError(f"{path}: task_index must be non-negative integers without nulls, found {index.type}")
-        if pc.count_distinct(index).as_py() != len(index):
-            raise SourceError(f"{path}: task_index lists a task twice; every task has one index")
         try:
-            tasks = table.to_pandas()
-        except (pa.ArrowException, ValueError, TypeError) as err:
-            raise SourceError(f"{path}: cannot read tasks ({type(err).__name__}: {str(err)[:200]})") from None
-        return tasks
+            return read_tasks(_read_file(path, "tasks"), where=str(path), max_rows=MAX_TASKS, max_task_bytes=MAX_TASK_BYTES)
+        except FormatError as err:
+            raise _source_error(err, path, "tasks") from None
 
     @property
     def episode_indices(self) -> list[int]:
@@ -235,11 +230,100 @@ class LeRobotSource:
 
     def check_tasks(self) -> list[int]:
         """Return episodes whose tasks are missing from tasks.parquet (warned once, kept)."""
-        known = set(self.tasks.index)
+        known = set(self.tasks.names.values())
         bad = [e for e, row in self.episodes.items() if any(t not in known for t in row["tasks"] or ())]
         if bad:
             log.warning("episodes %s list tasks missing from meta/tasks.parquet; packing them anyway", bad[:10])
         return bad
+
+    def reading_notes(self) -> list[str]:
+        """See ``Source.reading_notes``."""
+        notes = []
+        if self.tasks.layout.lerobot_task_is_row_number:
+            notes.append(
+                f"{self.root / TASKS_PATH}: written without a pandas index (plain pyarrow), so LeRobot 0.6.1 gives "
+                "each sample's task as its row number (0, 1, ...); the pack gives the task string the file holds"
+            )
+        notes += self._orphan_notes()
+        stats = self._stats_problems()
+        if stats:
+            listed = "; ".join(f"{key}: {what}" for key, what in list(stats.items())[:8])
+            more = f" and {len(stats) - 8} more features" if len(stats) > 8 else ""
+            notes.append(
+                f"{self.root / STATS_PATH}: {listed}{more}. LeRobot reads these as they are and normalises with them "
+                "(ds.meta.stats); a mixture leaves them out of its aggregate, saying so"
+            )
+        return notes
+
+    def _stats_problems(self) -> dict[str, str]:
+        """``stats_problems`` of ``meta/stats.json`` (none when the source has no stats file).
+
+        Raises:
+            SourceError: the file is larger than its bound or not a JSON object.
+        """
+        path = self.file(STATS_PATH, what="statistics")
+        if not path.is_file():
+            return {}
+        data = read_regular(path, MAX_STATS_BYTES, "stats.json")
+        try:
+            value = load_json(data, where=str(path), max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True)
+        except FormatError as err:
+            raise SourceError(str(err)) from None
+        return stats_problems(value)
+
+    def _orphan_notes(self) -> list[str]:
+        """What the data and video files hold that no episode of ``meta/episodes`` lists: rows
+        of unlisted episodes (counted from each data file's footer against the lengths of the
+        episodes it holds; named by reading its ``episode_index`` column only when they differ)
+        and files no episode uses. None of it is packed; LeRobot 0.6.1 cannot read such rows
+        either (its ``__getitem__`` finds no episode record for them)."""
+        listed: dict[Path, int] = {}
+        first: dict[Path, int] = {}
+        for episode in self.episodes:
+            path = self.data_path(episode)
+            listed[path] = listed.get(path, 0) + int(self.episodes[episode]["length"])
+            first.setdefault(path, episode)
+        notes = []
+        for path, rows in sorted(listed.items()):
+            if not path.is_file():
+                continue  # reported where it is read (or not staged: a bucket source fetches what it packs)
+            held = _parquet_rows(path, first[path])
+            if held <= rows:
+                continue  # fewer rows than listed is what --on-frame-mismatch decides, per episode
+            table = _read_parquet(
+                _read_file(path, "data parquet"), path, "data parquet", max_rows=MAX_DATASET_FRAMES, columns=["episode_index"]
+            )
+            counts = pc.value_counts(table["episode_index"]).to_pylist()
+            unlisted = sorted(
+                (int(c["values"]), int(c["counts"]))
+                for c in counts
+                if c["values"] is not None and int(c["values"]) not in self.episodes
+            )
+            named = ", ".join(f"{e} ({n} rows)" for e, n in unlisted[:10]) + (
+                f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else ""
+            )
+            notes.append(
+                f"{path}: {held - rows} of its {held} rows belong to episodes meta/episodes does not list"
+                + (f" ({named})" if named else "")
+                + ": they are not packed (LeRobot 0.6.1 cannot read them either: no episode record)"
+            )
+        for folder, suffix, used in (
+            ("data", ".parquet", set(listed)),
+            ("videos", ".mp4", {self.video_location(e, k).path for e in self.episodes for k in self.video_keys}),
+        ):
+            present = (
+                sorted(p for p in (self.root / folder).rglob(f"*{suffix}") if p.is_file())
+                if (self.root / folder).is_dir()
+                else []
+            )
+            unused = [p.relative_to(self.root).as_posix() for p in present if p not in used]
+            if unused:
+                notes.append(
+                    f"{self.root / folder}: {len(unused)} file(s) no episode of meta/episodes uses, not packed: "
+                    + ", ".join(unused[:5])
+                    + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+                )
+        return notes
 
     # -- files ------------------------------------------------------------------------------
     def data_path(self, episode_index: int) -> Path:
@@ -367,6 +451,41 @@ class LeRobotSource:
         elif rows.num_rows > expected:
             raise SourceError(f"{path}: episode {episode_index} has {rows.num_rows} rows, metadata says length {expected}")
         self._check_row_values(episode_index, rows, path)
+        return self._as_declared(episode_index, rows, path)
+
+    @functools.cached_property
+    def _declared_leaves(self) -> dict[str, pa.DataType]:
+        """Each value feature's declared element type (``declared_leaf_type``).
+
+        Raises:
+            SourceError: a dtype ``datasets`` does not know (LeRobot cannot load the dataset).
+        """
+        leaves = {}
+        for key, spec in self.features.items():
+            if spec.kind != "value":
+                continue
+            leaf = declared_leaf_type(spec.dtype)
+            if leaf is None:
+                raise SourceError(
+                    f"{self.root / INFO_PATH}: feature {key!r} has dtype {spec.dtype[:40]!r}, which is no type LeRobot "
+                    "(datasets.Value) loads a column as: use one of float32, float64, int64, int32, bool, string"
+                )
+            leaves[key] = leaf
+        return leaves
+
+    def _as_declared(self, episode_index: int, rows: pa.Table, path: Path) -> pa.Table:
+        """``rows`` with every value feature cast to its declared type, as LeRobot loads them
+        (``cast_as_declared``): a pack stores what LeRobot returns, not what the file holds."""
+        for key, leaf in self._declared_leaves.items():
+            if key not in rows.column_names:
+                continue
+            column = rows[key]
+            try:
+                cast = cast_as_declared(column, leaf, where=f"{path}: episode {episode_index}, column {key!r}")
+            except FormatError as err:
+                raise SourceError(str(err)) from None
+            if cast is not column:
+                rows = rows.set_column(rows.schema.get_field_index(key), pa.field(key, cast.type), cast)
         return rows
 
     def _filled(self, episode_index: int, rows: pa.Table, length: int, path: Path) -> pa.Table:
@@ -449,6 +568,7 @@ class LeRobotSource:
         Raises:
             SourceError: a data file is missing or is not a readable parquet file.
         """
+        _ = self._declared_leaves  # a dtype LeRobot cannot load is refused before anything is written
         # Image features (dtype "image") live in the data parquet too; only videos do not.
         declared = [k for k, f in self.features.items() if not f.is_video]
         first_episode_of: dict[Path, int] = {}
@@ -461,37 +581,41 @@ class LeRobotSource:
             for name in schema.names:
                 if name not in present:
                     present.append(name)
-        self._check_depth_streams(episodes)
+        self.camera_codecs(episodes)
         return SchemaDrift(
             only_in_info=[k for k in declared if k not in present],
             only_in_parquet=[c for c in present if c not in declared],
             columns=present,
         )
 
-    def _check_depth_streams(self, episodes: Sequence[int]) -> None:
-        """A depth camera's video files hold one plane of codes, as its feature declares: the
-        stream's pixel format (from its codec configuration) is grey, not colour (whose luma
-        would pass for plausible depth). One probe per file.
+    def camera_codecs(self, episodes: Sequence[int]) -> dict[str, dict[str, Path]]:
+        """See ``Source.camera_codecs``: one probe per video file (``probe_stream``, no decode),
+        kept for the source's life; a depth camera's files are checked to hold one plane of codes.
 
         Raises:
-            SourceError: names the camera, the file and the pixel format found.
+            SourceError: a file that does not open as video, or a depth camera whose stream is
+                colour (names the camera, the file and the pixel format found).
         """
+        found: dict[str, dict[str, Path]] = {}
         for key in self.video_keys:
-            if key not in self.depth:
-                continue
-            files = sorted({self.video_location(e, key).path for e in episodes})
-            for path in files:
+            codecs = found.setdefault(key, {})
+            for path in sorted({self.video_location(e, key).path for e in episodes}):
                 if not path.is_file():
                     continue  # reported missing where it is read
-                try:
-                    found = stream_pixel_format(path)
-                except VideoCutError as err:
-                    raise SourceError(str(err)) from None
-                if found is not None and not is_depth_pixel_format(found):
+                probe = self._probes.get(path)
+                if probe is None:
+                    try:
+                        probe = self._probes[path] = probe_stream(path)
+                    except VideoCutError as err:
+                        raise SourceError(str(err)) from None
+                if key in self.depth and probe.pix_fmt is not None and not is_depth_pixel_format(probe.pix_fmt):
+                    # Colour whose luma would pass for plausible depth.
                     raise SourceError(
-                        f"{path}: depth camera {key}: the stream (its codec configuration) is {found}, not one plane of "
-                        "depth codes; its feature declares is_depth_map, which LeRobot writes only for gray12le video"
+                        f"{path}: depth camera {key}: the stream (its codec configuration) is {probe.pix_fmt}, not one "
+                        "plane of depth codes; its feature declares is_depth_map, which LeRobot writes only for gray12le video"
                     )
+                codecs.setdefault(probe.codec, path)
+        return found
 
     def _check_column_types(self, schema: pa.Schema, path: Path) -> None:
         """Columns whose type the features fix (LeRobot's language rows, pictures) have it.
@@ -606,9 +730,9 @@ class LeRobotSource:
             )
         return [names[int(i)] for i in distinct]
 
-    @functools.cached_property
+    @property
     def _task_names(self) -> dict[int, str]:
-        return {int(i): str(task) for task, i in zip(self.tasks.index, self.tasks["task_index"])}
+        return self.tasks.names
 
     def estimated_episode_bytes(self, episode_index: int) -> int:
         """Estimate the packed bytes of an episode from its share of its source files.

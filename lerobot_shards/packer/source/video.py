@@ -85,18 +85,43 @@ def open_video(path: Path) -> tuple[InputContainer, VideoStream]:
     return container, container.streams.video[0]
 
 
-def stream_pixel_format(path: Path) -> str | None:
-    """The pixel format FFmpeg reads from the first video stream's codec configuration (no frame
-    is decoded), or None when it cannot tell.
+@dataclass(frozen=True)
+class StreamProbe:
+    """What a video file's first stream says of itself, from its codec configuration (nothing
+    decoded): ``codec`` as the format names members' codecs (``av1``, ``hevc``, ``h264``) where
+    it is one of them, else FFmpeg's name (``mpeg4``, ``vp9``, ...); ``pix_fmt`` or None."""
+
+    codec: str
+    pix_fmt: str | None
+
+
+# FFmpeg's codec ids (the decoder may be another: libdav1d decodes av1) to the format's names.
+_FORMAT_CODECS = {"av1": "av1", "hevc": "hevc", "h264": "h264"}
+
+
+def probe_stream(path: Path) -> StreamProbe:
+    """The codec and pixel format of ``path``'s first video stream (one open, no decode).
 
     Raises:
         VideoCutError: the file does not open or holds no video stream.
     """
     container, stream = open_video(path)
     try:
-        return stream.codec_context.pix_fmt
+        name = _codec_id_name(stream)
+        return StreamProbe(_FORMAT_CODECS.get(name, name), stream.codec_context.pix_fmt)
     finally:
         container.close()
+
+
+def _codec_id_name(stream: VideoStream) -> str:
+    """FFmpeg's name of the stream's codec id (``av1`` whichever decoder PyAV picked: its
+    decoder's name may be ``libdav1d``)."""
+    tag = str(getattr(stream, "codec_tag", "") or "")
+    by_tag = {"av01": "av1", "hvc1": "hevc", "hev1": "hevc", "avc1": "h264", "avc3": "h264", "mp4v": "mpeg4", "vp09": "vp9"}
+    if tag in by_tag:
+        return by_tag[tag]
+    name = stream.codec_context.name or "unknown"
+    return {"libdav1d": "av1", "libaom-av1": "av1", "av1_cuvid": "av1"}.get(name, name)
 
 
 class SourceVideoReader:
