@@ -50,6 +50,23 @@ JSON_KINDS = (
 )
 TABLE_KINDS = ("null_column", "as_string", "negate", "huge", "zero", "drop_column", "duplicate_rows", "empty", "as_float")
 
+# Changes made consistently across a source's files (issue 54): what one file says about another
+# (rows against the video's frame times, a declared type against its column, the episodes table
+# against the rows, the tasks file as each LeRobot release writes it, stats against sense), each
+# judged by the independent LeRobot reference (tests/lerobot_reference.py) of the changed source.
+# The worker lists each kind's places (``{"op": "paths"}`` under the target ``cross``): a path is
+# ``(kind, *arguments)``.
+CROSS_TARGET = "cross"
+CROSS_KINDS = (
+    "swap_timestamps",  # (episode, row): rows row and row+1 read each other's frames
+    "shift_timestamp",  # (episode, row): half a frame off: no frame within the tolerance
+    "declared_dtype",  # (feature, dtype): info.json declares another type than the column holds
+    "stored_type",  # (feature, arrow type): the column holds another type than info.json declares
+    "unlisted_episode",  # (episode,): the episodes table forgets it, its rows stay
+    "tasks_layout",  # (layout,): tasks.parquet as LeRobot 0.4.x or plain pyarrow writes it
+    "stats_unsound",  # (feature, stat, value): NaN, inf or min above max in stats.json
+)
+
 LONG_STRING = 1 << 20  # a megabyte of text where a name or a digest belongs
 LONG_LIST = 100_000
 
@@ -231,6 +248,8 @@ __all__ = [
     "TABLE_KINDS",
     "TABLE_TARGETS",
     "TARGETS",
+    "CROSS_KINDS",
+    "CROSS_TARGET",
     "Mutation",
     "full_product",
     "json_paths",

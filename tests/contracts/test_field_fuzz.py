@@ -24,7 +24,17 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.field_fuzz import JSON_KINDS, TABLE_KINDS, TABLE_TARGETS, TARGETS, Mutation, full_product, sweep
+from tests.field_fuzz import (
+    CROSS_KINDS,
+    CROSS_TARGET,
+    JSON_KINDS,
+    TABLE_KINDS,
+    TABLE_TARGETS,
+    TARGETS,
+    Mutation,
+    full_product,
+    sweep,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 REGRESSIONS = ROOT / "tests" / "fuzz_regressions.json"
@@ -64,7 +74,7 @@ class Worker:
 
     def run(self, mutation: Mutation) -> dict:
         record = self.ask({"op": "run", "mutation": mutation.to_json()})
-        self.counts[mutation.target] += 1
+        self.counts[mutation.target if mutation.target != CROSS_TARGET else f"cross:{mutation.path[0]}"] += 1
         self.outcomes[record["outcome"]] += 1
         return record
 
@@ -133,6 +143,18 @@ def test_every_node_of_every_file_is_mutated_and_refused_by_name_or_read_equal(w
     else:
         mutations = sweep(target, paths[target], kinds, offset=TARGETS.index(target))
     assert len(mutations) >= len(paths[target]) > 0
+    run_all(worker, mutations)
+
+
+def test_changes_across_files_read_as_lerobot_reads_them_or_are_refused_by_name(worker, paths):
+    """Issue 54: a change made consistently across a source's files (rows against the video's
+    frame times, a declared type against its column, the episodes table against the rows, the
+    tasks file of each LeRobot release, stats against sense) must give what the LeRobot
+    reference reads of the changed source (samples and ``meta.stats``), or a named error; every
+    kind meets every place the worker lists, and the summary counts them per kind."""
+    places = paths[CROSS_TARGET]
+    assert {p[0] for p in places} == set(CROSS_KINDS)
+    mutations = [Mutation(CROSS_TARGET, place, "cross") for place in places]
     run_all(worker, mutations)
 
 

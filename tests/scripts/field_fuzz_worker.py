@@ -38,7 +38,7 @@ from lerobot_shards import MixtureDataset, PackedDataset, finalize, pack_dataset
 from lerobot_shards.core.errors import LeRobotShardsError  # noqa: E402
 from lerobot_shards.core.format import content_sha256  # noqa: E402
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset  # noqa: E402
-from tests.field_fuzz import JSON_TARGETS, Mutation, json_paths, mutate_json  # noqa: E402
+from tests.field_fuzz import CROSS_TARGET, JSON_TARGETS, Mutation, json_paths, mutate_json  # noqa: E402
 from tests.pack_tamper import seal_files  # noqa: E402
 
 TOP, DEPTH, PIC = "observation.images.top", "observation.depth", "observation.images.pic"
@@ -144,7 +144,126 @@ class Honest:
         out = {t: [list(p) for p in json_paths(self.doc(t))] for t in JSON_TARGETS}
         for target, path in self.tables.items():
             out[target] = [[name] for name in pq.read_schema(path).names]
+        out[CROSS_TARGET] = cross_paths(spec())
         return out
+
+
+def cross_paths(honest: SampleSpec) -> list[list]:
+    """Every place of every cross-file kind (``tests/field_fuzz.CROSS_KINDS``) in the honest source."""
+    episodes = range(honest.episodes)
+    out: list[list] = []
+    out += [["swap_timestamps", e, 0] for e in episodes]
+    out += [["shift_timestamp", e, 1] for e in episodes]
+    out += [["declared_dtype", key, dtype] for key, dtype in DECLARED]
+    out += [["stored_type", key, kind] for key, kind in STORED]
+    out += [["unlisted_episode", e] for e in episodes]
+    out += [["tasks_layout", layout] for layout in ("lerobot_0.4", "plain_pyarrow")]
+    out += [["stats_unsound", key, stat, value] for key, stat, value in UNSOUND_STATS]
+    return out
+
+
+# Another declared dtype than the column holds, and another stored type than declared.
+DECLARED = [
+    ("next.reward", "float64"),
+    ("next.reward", "int64"),
+    ("next.done", "int64"),
+    ("action", "float64"),
+    ("action", "float"),
+]
+STORED = [
+    ("next.reward", "int64"),
+    ("next.reward", "string"),
+    ("next.done", "int64"),
+    ("action", "float64"),
+    ("observation.state", "int64"),
+]
+UNSOUND_STATS = [
+    ("action", "mean", "nan"),
+    ("observation.state", "std", "inf"),
+    ("action", "min", "above_max"),
+    ("next.reward", "max", "nan"),
+]
+
+
+def mutate_cross(src: Path, path: tuple) -> None:
+    """Apply one cross-file change (``cross_paths``) to the source at ``src``, in place."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.compute as pc
+
+    kind, *args = path
+    data_files = sorted((src / "data").rglob("*.parquet"))
+    info_path = src / "meta" / "info.json"
+
+    def edit_data(edit) -> None:
+        for file in data_files:
+            table = pq.read_table(file)
+            pq.write_table(edit(table), file)
+
+    def put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+        return table.set_column(table.schema.get_field_index(name), name, values)
+
+    if kind in ("swap_timestamps", "shift_timestamp"):
+        episode, row = args
+
+        def edit(table: pa.Table) -> pa.Table:
+            episodes, stamps = table["episode_index"].to_pylist(), table["timestamp"].to_pylist()
+            at = [i for i, e in enumerate(episodes) if e == episode]
+            if kind == "swap_timestamps":
+                stamps[at[row]], stamps[at[row + 1]] = stamps[at[row + 1]], stamps[at[row]]
+            else:
+                stamps[at[row]] += 0.5 / honest_fps(info_path)
+            return put(table, "timestamp", pa.array(stamps, pa.float32()))
+
+        edit_data(edit)
+    elif kind == "declared_dtype":
+        key, dtype = args
+        info = json.loads(info_path.read_text())
+        info["features"][key]["dtype"] = dtype
+        info_path.write_text(json.dumps(info, indent=4))
+    elif kind == "stored_type":
+        key, kind_name = args
+
+        def edit(table: pa.Table) -> pa.Table:
+            column = table[key]
+            if kind_name == "string":
+                return put(table, key, pa.array([repr(v) for v in column.to_pylist()], pa.string()))
+            leaf = pa.int64() if kind_name == "int64" else pa.float64()
+            stored = column.type
+            target = pa.list_(leaf) if pa.types.is_list(stored) or pa.types.is_fixed_size_list(stored) else leaf
+            return put(table, key, pc.cast(column, target, safe=False))
+
+        edit_data(edit)
+    elif kind == "unlisted_episode":
+        (episode,) = args
+        meta = next((src / "meta" / "episodes").rglob("*.parquet"))
+        table = pq.read_table(meta)
+        pq.write_table(table.filter(pc.not_equal(table["episode_index"], episode)), meta)
+    elif kind == "tasks_layout":
+        (layout,) = args
+        tasks_path = src / "meta" / "tasks.parquet"
+        tasks = pd.read_parquet(tasks_path)
+        if layout == "lerobot_0.4":  # a DataFrame with an unnamed index, as LeRobot 0.4.x wrote it
+            pd.DataFrame({"task_index": tasks["task_index"].to_numpy()}, index=list(tasks.index)).to_parquet(tasks_path)
+        else:  # no pandas metadata at all
+            pq.write_table(pa.table({"task_index": tasks["task_index"].to_numpy(), "task": list(tasks.index)}), tasks_path)
+    elif kind == "stats_unsound":
+        key, stat, value = args
+        stats_path = src / "meta" / "stats.json"
+        stats = json.loads(stats_path.read_text())
+        if value == "above_max":
+            stats[key][stat] = [v + 1.0 for v in np.atleast_1d(stats[key]["max"]).tolist()]
+        else:
+            values = np.atleast_1d(np.asarray(stats[key][stat], dtype=np.float64))
+            values[0] = np.nan if value == "nan" else np.inf
+            stats[key][stat] = values.tolist()
+        stats_path.write_text(json.dumps(stats))  # NaN / Infinity, as Python's json writes them
+    else:
+        raise ValueError(kind)
+
+
+def honest_fps(info_path: Path) -> float:
+    return float(json.loads(info_path.read_text())["fps"])
 
 
 def mutate_table(table: pa.Table, column: str, kind: str) -> pa.Table:
@@ -201,6 +320,18 @@ def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
         # A value that decides what samples hold (a depth quantizer, a unit) changes them as it
         # changes LeRobot's: then ours must be what LeRobot reads of the mutated source.
         return {"equal": like_lerobot(src, samples), "lerobot": True}
+    if target == CROSS_TARGET:
+        src = scratch / "src"
+        shutil.copytree(honest.source, src)
+        mutate_cross(src, mutation.path)
+        pack_dataset(str(src), str(scratch / "pack"), windows=WINDOW)
+        samples = read_pack(scratch / "pack")
+        tasks_as_strings = mutation.path[0] == "tasks_layout"  # LeRobot's row numbers: our documented exception
+        lossy = {TOP} if mutation.path[0] == "swap_timestamps" else set()  # re-encoded with each row's frame
+        return {
+            "equal": like_lerobot(src, samples, lossy=lossy, task_strings=tasks_as_strings)
+            and stats_like_lerobot(src, scratch / "pack")
+        }
     if target in ("manifest", "pack_info", "plan", "receipt"):
         pack = scratch / "pack"
         shutil.copytree(honest.pack, pack)
@@ -233,9 +364,11 @@ def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
     raise ValueError(target)
 
 
-def like_lerobot(source: Path, samples: list[dict]) -> bool:
+def like_lerobot(source: Path, samples: list[dict], *, lossy: set[str] = frozenset(), task_strings: bool = False) -> bool:
     """Whether every sample equals the oracle's reading of ``source`` (tests/lerobot_reference.py,
-    LeRobot 0.6.1's semantics), pictures compared as LeRobot's floats."""
+    LeRobot 0.6.1's semantics), pictures compared as LeRobot's floats; ``lossy`` cameras (a
+    member re-encoded here) within 30 dB, which another frame of the episode is not; with
+    ``task_strings`` the task is the tasks file's string where LeRobot gives its row number."""
     from tests.lerobot_reference import load_source, reference_item
     from tests.packer.test_layouts import assert_like_lerobot
 
@@ -244,9 +377,38 @@ def like_lerobot(source: Path, samples: list[dict]) -> bool:
     try:
         for sample in samples:
             expected = reference_item(source, int(sample["index"]), return_uint8=True)
-            assert_like_lerobot(expected, sample, images={PIC}, where=str(int(sample["index"])))
+            if task_strings and not isinstance(expected["task"], str):
+                expected["task"] = read_task_strings(source)[int(expected["task"])]
+            assert_like_lerobot(expected, sample, images={PIC}, lossy=lossy, min_psnr=30.0, where=str(int(sample["index"])))
+        if not samples:
+            return False  # nothing read: no verdict
     except Exception:  # the oracle refuses it, or the values differ: not what LeRobot reads
         return False
+    return True
+
+
+def read_task_strings(source: Path) -> list[str]:
+    """The task strings a tasks file holds in its ``task`` column (no pandas index)."""
+    return pq.read_table(source / "meta" / "tasks.parquet")["task"].to_pylist()
+
+
+def stats_like_lerobot(source: Path, pack: Path) -> bool:
+    """Whether the pack's ``meta.stats`` are LeRobot's ``load_stats`` of the source (NaN equal)."""
+    import numpy as np
+
+    from tests.lerobot_reference import reference_stats
+
+    expected, actual = reference_stats(source) or {}, PackedDataset(str(pack), prefetch_episodes=0).meta.stats
+    if set(expected) != set(actual):
+        return False
+    for key, stats in expected.items():
+        if set(stats) != set(actual[key]):
+            return False
+        for name, value in stats.items():
+            if not np.array_equal(
+                np.asarray(value, dtype=np.float64), np.asarray(actual[key][name], dtype=np.float64), equal_nan=True
+            ):
+                return False
     return True
 
 
