@@ -58,7 +58,7 @@ def reseal(root: Path) -> dict:
             parquet_sha256=sha256(parquet),
             parquet_footer={"offset": offset, "bytes": size, "sha256": sha256(parquet[offset:])},
         )
-    schema = episodes_index_schema(manifest["video_keys"])
+    schema = episodes_index_schema(manifest["video_keys"], preroll=any(n.endswith("/preroll") for n in table.column_names))
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), root / EPISODES_INDEX_PATH)
     manifest["totals"]["bytes"] = sum(s["tar_bytes"] + s["parquet_bytes"] for s in manifest["shards"])
     return seal_files(root, manifest)
@@ -92,9 +92,11 @@ def edit_episodes_index(root: Path, edit: Callable[[list[dict]], None]) -> dict:
     """Change the episodes index rows with ``edit`` (a list of dicts, in place) and re-seal."""
     path = Path(root) / EPISODES_INDEX_PATH
     manifest = json.loads((Path(root) / "manifest.json").read_text())
-    rows = pq.read_table(path).to_pylist()
+    table = pq.read_table(path)
+    preroll = any(name.endswith("/preroll") for name in table.column_names)  # format 4 keeps its column
+    rows = table.to_pylist()
     edit(rows)
-    pq.write_table(pa.Table.from_pylist(rows, schema=episodes_index_schema(manifest["video_keys"])), path)
+    pq.write_table(pa.Table.from_pylist(rows, schema=episodes_index_schema(manifest["video_keys"], preroll=preroll)), path)
     return reseal(root)
 
 

@@ -45,6 +45,7 @@ from lerobot_shards.core.format import (
 from lerobot_shards.core.format.features import image_column_type_ok
 from lerobot_shards.core.format.fields import check_pin
 from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
+from lerobot_shards.core.format.mp4 import check_preroll, read_track
 from lerobot_shards.core.format.parquet import iter_bounded_batches
 from lerobot_shards.core.format.parquet.bounded import read_parquet_schema
 from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, feature_budget, parse_footer
@@ -402,6 +403,10 @@ def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, deco
                 problems.append(f"{where}: tar header names {name!r}, expected {expected_name!r}")
             try:
                 check_bytes(data, size=member.size, sha256=member.sha256, where=where)
+                if member.preroll:  # boxes only: a pre-roll moved across a keyframe shifts every row
+                    check_preroll(
+                        read_track(data, where=where, frames=member.samples).layout.keyframes, member.preroll, where=where
+                    )
             except FormatError as err:
                 problems.append(str(err))
                 continue

@@ -25,6 +25,7 @@ import torch
 from click.testing import CliRunner
 
 from lerobot_shards import (
+    EpisodeDataError,
     FormatError,
     HarmonizeError,
     MixtureDataset,
@@ -39,7 +40,7 @@ from lerobot_shards.core.format import CameraGeometry, parse_feature
 from lerobot_shards.reader.decode import decode_image
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
-from tests.pack_tamper import edit_manifest, plant_shard, reseal
+from tests.pack_tamper import edit_episodes_index, edit_manifest, plant_shard, reseal
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP, PIC, DEPTH = "observation.images.top", "observation.images.pic", "observation.depth"
@@ -600,6 +601,28 @@ def test_copy_mode_stays_exact_when_an_episode_starts_between_keyframes(one_stre
     for sample in MixtureDataset(str(mix / "mixture.json"), shuffle=False, return_uint8=True):
         e, j = int(sample["episode_index"]), int(sample["frame_index"])
         assert torch.equal(sample[TOP], decoded[starts[e] + j])
+
+
+def test_a_pre_roll_moved_across_a_keyframe_is_refused_by_readers_and_verify(one_stream_source, tmp_path):
+    """Issue 54 row 10: a re-sealed index whose pre-roll still adds up to the member's frames
+    but spans a keyframe gave rows other frames, and verify --decode passed. A pre-roll runs
+    from the keyframe before an episode to its first frame, which is none: checked against the
+    member's own sync samples when a reader admits it and by verify."""
+
+    src, _, _ = one_stream_source
+    pack = tmp_path / "pack"
+    pack_dataset(str(src), str(pack))
+
+    def shift(rows: list[dict]) -> None:
+        row = next(r for r in rows if r["episode_index"] == 1)
+        row[f"video/{TOP}/preroll"] += 1  # 2: the member's frame 2 is a keyframe (GOP 2)
+        row[f"video/{TOP}/frames"] -= 1
+
+    edit_episodes_index(pack, shift)
+    with pytest.raises(EpisodeDataError, match=r"episode 1.*a pre-roll of 2 frames holds keyframe 2"):
+        list(PackedDataset(str(pack), shuffle=False, return_uint8=True, prefetch_episodes=0))
+    report = verify(str(pack))
+    assert not report.ok and any("a pre-roll of 2 frames holds keyframe 2" in p for p in report.problems), report.problems
 
 
 def test_a_pack_without_pre_roll_stays_format_3(picture_source, tmp_path):

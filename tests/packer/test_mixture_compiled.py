@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from lerobot_shards import MixtureDataset, create_mixture
-from lerobot_shards.core.errors import FormatError, IntegrityError, MixtureSpecError, PinMismatchError
+from lerobot_shards.core.errors import EpisodeDataError, FormatError, IntegrityError, MixtureSpecError, PinMismatchError
 from lerobot_shards.core.format import sha256_hex
 from lerobot_shards.reader.decode import DecodeStage, collate
 from lerobot_shards.testing import tiny_member, write_tabular_pack
@@ -154,13 +154,34 @@ def test_a_resealed_index_that_lies_is_refused(mixture):
         MixtureDataset(str(mixture / "mixture.json"))
 
 
+def test_compiled_rows_rewired_to_another_episode_are_refused_against_the_packs_own_index(mixture):
+    """Issue 54 row 9: a shared mixture.json whose compiled rows send an untouched, pinned pack's
+    episode to another episode's members (every digest intact: the members are genuine) read
+    other frames with no error. Each admitted episode's row is now compared with its pack's own
+    index, and the error names the episode, the pack, the fields and the fix."""
+    members = ("member_offset", "member_size", "member_sha256")
+
+    def rewire(table: pa.Table) -> pa.Table:
+        for name in members:
+            values = table[name].to_pylist()
+            values[0], values[1] = values[1], values[0]  # episodes 0 and 1 of pack a swap members
+            table = table.set_column(table.schema.get_field_index(name), name, pa.array(values, table[name].type))
+        return table
+
+    _reseal(mixture, "episodes", rewire)
+    dataset = MixtureDataset(str(mixture / "mixture.json"), return_uint8=True, shuffle=False)
+    with pytest.raises(EpisodeDataError, match=r"differs from pack 'a'.s own index \(cameras\).*mixture create"):
+        list(dataset)
+
+
 def test_a_pack_replaced_after_mixture_create_is_caught_naming_it(mixture):
     shutil.rmtree(mixture / "b")
     write_tabular_pack(
         mixture / "b", episodes=3, length=LENGTHS["b"], seed=99, camera=(CAMERA, tiny_member(LENGTHS["b"]), 16, 16)
     )
     dataset = MixtureDataset(str(mixture / "mixture.json"), return_uint8=True)
-    with pytest.raises(IntegrityError, match=r"/b/shards/shard-000000.parquet.*(differs from the recorded|damaged or replaced)"):
+    # The compiled row is compared with pack b's own index, opened at its pin: the new pack is not it.
+    with pytest.raises(IntegrityError, match=r"/b/(manifest.json|shards/shard-000000.parquet)"):
         list(dataset)
 
 

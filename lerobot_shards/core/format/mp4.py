@@ -679,6 +679,26 @@ def read_track(
     )
 
 
+def check_preroll(keyframes: np.ndarray, preroll: int, *, where: str) -> None:
+    """A member's pre-roll is what the packer cut it with: the frames from the keyframe before
+    an episode that does not start on one, so no keyframe lies in frames ``1..preroll`` (the
+    first frame of the episode is none either). A pre-roll moved across a keyframe (an index
+    re-sealed, or a compiled mixture's row) would give every row another frame.
+
+    Raises:
+        EpisodeDataError: a keyframe inside the pre-roll or at the episode's first frame
+            (names the member, the pre-roll and the keyframe).
+    """
+    if preroll <= 0:
+        return
+    inside = keyframes[(keyframes >= 1) & (keyframes <= preroll)]
+    if len(inside):
+        raise EpisodeDataError(
+            f"{where}: a pre-roll of {preroll} frames holds keyframe {int(inside[0])}; a pre-roll runs from the keyframe "
+            "before an episode to its first frame, which is no keyframe (the index does not match the member)"
+        )
+
+
 def check_mp4(
     data: bytes | memoryview, *, where: str, frames: int | None = None, height: int | None = None, width: int | None = None
 ) -> Mp4Layout:

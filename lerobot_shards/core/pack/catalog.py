@@ -166,6 +166,9 @@ class EpisodeCatalog(CatalogColumns):
     belong to (``datasets``). Build with ``from_packs`` or ``from_tables``; arrays are read-only."""
 
     datasets: list[CatalogPack] = field(kw_only=True)
+    # Built from a compiled mixture's tables (``from_tables``): its rows are what a mixture file
+    # says of packs, which a reader compares with each pack's own index when it admits an episode.
+    compiled: bool = field(default=False, kw_only=True)
     dataset_start: np.ndarray = field(init=False)
     _tasks: dict[int, dict[int, str]] = field(init=False, default_factory=dict)
 
@@ -316,7 +319,7 @@ class EpisodeCatalog(CatalogColumns):
             anchors_per_dataset=anchors_per_dataset,
             where=where,
         )
-        return cls(datasets=list(datasets), **{f.name: getattr(columns, f.name) for f in fields(CatalogColumns)})
+        return cls(datasets=list(datasets), compiled=True, **{f.name: getattr(columns, f.name) for f in fields(CatalogColumns)})
 
     # -- queries --------------------------------------------------------------------------------
     @property

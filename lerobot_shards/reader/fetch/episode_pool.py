@@ -31,6 +31,7 @@ import torch
 from lerobot_shards.core.errors import EpisodeDataError, FormatError, IntegrityError, ShortReadError, StorageError
 from lerobot_shards.core.format import EpisodeEntry, check_bytes, shard_parquet_path, shard_tar_path
 from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, Features, check_language_type, image_column_type_ok
+from lerobot_shards.core.format.mp4 import check_preroll, read_track
 from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, parse_footer
 from lerobot_shards.core.pack.catalog import CatalogPack, EpisodeCatalog
 from lerobot_shards.core.pack.packed_index import PackedIndex
@@ -215,6 +216,7 @@ class EpisodeFetcher:
         self._group_cache_bytes = row_group_cache_bytes
         self._group_bytes = 0
         self._io_pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._packs: dict[int, tuple[PackedIndex, np.ndarray, np.ndarray]] = {}  # compiled catalogs' truth
         self.counters = FetchCounters()
 
     @classmethod
@@ -346,6 +348,8 @@ class EpisodeFetcher:
         dataset = int(catalog.dataset[episode])
         storage = self.storages.get(dataset)
         entry = catalog.entry(episode)
+        if catalog.compiled:
+            self._check_against_pack(episode, dataset, storage, entry, label)
         offset, size = entry.byte_range
         tar = shard_tar_path(entry.shard)
         # Stamped with the shard's sha256: a re-packed shard misses instead of serving old bytes.
@@ -394,12 +398,67 @@ class EpisodeFetcher:
         held = size + sum(_held_bytes(v) for v in columns.values())
         return LoadedEpisode(entry=entry, dataset=dataset, columns=columns, video=video, nbytes=held, label=label)
 
+    def _pack_truth(self, dataset: int, storage: Storage) -> tuple[PackedIndex, np.ndarray, np.ndarray]:
+        """The pack's own index (opened at its pin, once per process) and, per episode, the
+        episodes and rows of its row group."""
+        with self._key_lock(("pack", dataset)):
+            found = self._packs.get(dataset)
+            if found is None:
+                index = PackedIndex(storage, manifest_sha256=self.catalog.datasets[dataset].manifest_sha256)
+                found = self._packs[dataset] = (index, *index.all_episodes.row_group_totals())
+            return found
+
+    def _check_against_pack(self, episode: int, dataset: int, storage: Storage, entry: EpisodeEntry, label: str) -> None:
+        """A compiled mixture's row of an episode is its pack's own: every field that decides
+        which bytes and frames are read (rows, row group, shard, members, pre-roll), compared
+        with the pack's index when the episode is admitted. A shared mixture file re-sealed with
+        rows of another episode would otherwise send them to its frames, every digest intact.
+
+        Raises:
+            EpisodeDataError: names the episode, the pack and the fields that differ.
+        """
+        index, group_episodes, group_rows = self._pack_truth(dataset, storage)
+        table, catalog = index.all_episodes, self.catalog
+        at = int(np.searchsorted(table.episode_index, entry.episode_index))
+        differ: list[str] = []
+        if at >= len(table) or int(table.episode_index[at]) != entry.episode_index:
+            differ.append("episode_index (not in the pack)")
+        else:
+            own = table[at]
+            differ += [
+                name
+                for name in ("shard", "length", "dataset_from_index", "row_start", "row_group", "cameras")
+                if getattr(own, name) != getattr(entry, name)
+            ]
+            if (int(group_episodes[at]), int(group_rows[at])) != (
+                int(catalog.row_group_episodes[episode]),
+                int(catalog.row_group_rows[episode]),
+            ):
+                differ.append("row group totals")
+            shard = catalog.shard(episode)
+            recorded = next((s for s in index.manifest.shards if s.index == shard.number), None)
+            if recorded is None or (recorded.parquet_bytes, recorded.tar_bytes, recorded.tar_sha256) != (
+                shard.parquet_bytes,
+                shard.tar_bytes,
+                shard.tar_sha256,
+            ):
+                differ.append("shard")
+        if differ:
+            name = catalog.datasets[dataset].name
+            raise EpisodeDataError(
+                f"{label}: the compiled mixture's row differs from pack {name!r}'s own index ({', '.join(differ)}): the "
+                "mixture file was changed after it was made; re-create it with `lerobot-shards mixture create`"
+            )
+
     def _members(self, entry: EpisodeEntry, blob: bytes, offset: int, tar: str, label: str) -> dict[str, bytes]:
         """Each camera's member cut from ``blob`` (bytes from ``offset`` of the tar), checked."""
         video = {}
         for key, member in entry.cameras.items():
             data = blob[member.offset - offset : member.offset - offset + member.size]
-            check_bytes(data, size=member.size, sha256=member.sha256, where=f"{tar} {label} camera {key}")
+            where = f"{tar} {label} camera {key}"
+            check_bytes(data, size=member.size, sha256=member.sha256, where=where)
+            if member.preroll:  # only members cut between keyframes: their boxes parsed once more
+                check_preroll(read_track(data, where=where, frames=member.samples).layout.keyframes, member.preroll, where=where)
             video[key] = data
         return video
 
