@@ -198,6 +198,15 @@ def layouts() -> dict:
             source = record(Path(tmp) / "images", {**BASE, "observation.images.top": _img(48, 64)}, use_videos=False)
             dataset_tools.convert_image_to_video_dataset(source, output_dir=root, repo_id=f"parity/{root.name}", num_workers=1)
 
+    def hub_edit(edit, **recorded):
+        """A dataset LeRobot's writer made, then changed as Hub repos carry it (issue 54)."""
+
+        def write(root: Path) -> None:
+            record(root, one_cam, **recorded)
+            edit(root)
+
+        return write
+
     smooth = lambda i: {"task_of": lambda e, j: ["go left", "go right"][(j // 4) % 2]}  # noqa: E731
     unicode_tasks = [f"tâche {i}: 拾取 cube n°{i} 🤖" for i in range(40)]
     return {
@@ -282,7 +291,128 @@ def layouts() -> dict:
         ),
         "convert-images-to-video": converted,
         "language-annotations": language,
+        # Issue 54: datasets as the Hub holds them, which LeRobot 0.6.1 reads.
+        "lerobot-0.4-tasks-file": hub_edit(tasks_as_lerobot_04),
+        "version-3.0-without-v": hub_edit(lambda r: edit_info(r, codebase_version="3.0")),
+        "fps-as-float": hub_edit(lambda r: edit_info(r, fps=30.0)),
+        "declared-types-cast": hub_edit(stored_as_other_types),
+        "swapped-timestamps": hub_edit(swap_timestamps),
+        "camera-at-60-under-30": hub_edit(rows_at_half_rate, fps=60, lengths=(18, 10, 24)),
+        "mpeg4-camera": hub_edit(lambda r: reencode_videos(r, "mpeg4")),
     }
+
+
+# -- what Hub repos carry: edits of a dataset LeRobot wrote (issue 54) ------------------------
+# Packs that copy mode must refuse, with the words that name the fix: the re-encodes pack them.
+COPY_REFUSED = {"mpeg4-camera": "Pack with --video h264"}
+
+
+def edit_info(root: Path, **fields) -> None:
+    path = root / "meta/info.json"
+    info = json.loads(path.read_text())
+    info.update(fields)
+    path.write_text(json.dumps(info, indent=4))
+
+
+def _data_files(root: Path) -> list[Path]:
+    return sorted((root / "data").glob("*/*.parquet"))
+
+
+def _put(table, name: str, values):
+    return table.set_column(table.schema.get_field_index(name), name, values)
+
+
+def tasks_as_lerobot_04(root: Path) -> None:
+    """meta/tasks.parquet as LeRobot 0.4.0-0.4.4 wrote it: a DataFrame with an unnamed index
+    (columns task_index and __index_level_0__)."""
+    import pandas as pd
+
+    tasks = pd.read_parquet(root / "meta/tasks.parquet")
+    pd.DataFrame({"task_index": tasks["task_index"].to_numpy()}, index=list(tasks.index)).to_parquet(root / "meta/tasks.parquet")
+
+
+def stored_as_other_types(root: Path) -> None:
+    """A recording script's column types: the action as float64 lists, timestamps as float64
+    (LeRobot casts both to their declared float32 when it loads the data)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in _data_files(root):
+        table = pq.read_table(path)
+        table = _put(table, ACTION, table[ACTION].cast(pa.list_(pa.float64())))
+        table = _put(table, "timestamp", table["timestamp"].cast(pa.float64()))
+        pq.write_table(table.replace_schema_metadata(None), path)
+
+
+def swap_timestamps(root: Path) -> None:
+    """Rows 1 and 2 of episode 0 with each other's timestamps: LeRobot gives each the other's frame."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = _data_files(root)[0]
+    table = pq.read_table(path)
+    stamps = table["timestamp"].to_pylist()
+    stamps[1], stamps[2] = stamps[2], stamps[1]
+    pq.write_table(_put(table, "timestamp", pa.array(stamps, table["timestamp"].type)), path)
+
+
+def rows_at_half_rate(root: Path) -> None:
+    """A camera recorded at its native 60 fps under a 30 fps dataset: every other row of a 60 fps
+    recording dropped, the rest re-timed at 1/30 s; videos and their windows untouched."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    lengths: dict[int, int] = {}
+    tables = {}
+    for path in _data_files(root):
+        table = pq.read_table(path)
+        table = table.filter(pc.equal(pc.bit_wise_and(table["frame_index"], 1), 0))
+        frames = pc.divide(table["frame_index"], 2)
+        table = _put(table, "frame_index", frames)
+        table = _put(table, "timestamp", pc.divide(frames.cast(pa.float64()), 30.0).cast(table["timestamp"].type))
+        for e in table["episode_index"].to_pylist():
+            lengths[e] = lengths.get(e, 0) + 1
+        tables[path] = table
+    starts, at = {}, 0
+    for e in sorted(lengths):
+        starts[e], at = at, at + lengths[e]
+    for path, table in tables.items():
+        index = [starts[e] + f for e, f in zip(table["episode_index"].to_pylist(), table["frame_index"].to_pylist())]
+        pq.write_table(_put(table, "index", pa.array(index, pa.int64())), path)
+    for path in sorted((root / "meta/episodes").glob("*/*.parquet")):
+        table = pq.read_table(path)
+        es = table["episode_index"].to_pylist()
+        table = _put(table, "length", pa.array([lengths[e] for e in es], pa.int64()))
+        table = _put(table, "dataset_from_index", pa.array([starts[e] for e in es], pa.int64()))
+        table = _put(table, "dataset_to_index", pa.array([starts[e] + lengths[e] for e in es], pa.int64()))
+        pq.write_table(table, path)
+    edit_info(root, fps=30, total_frames=sum(lengths.values()))
+
+
+def reencode_videos(root: Path, codec: str) -> None:
+    """Every mp4 rewritten in ``codec`` frame for frame (OpenCV's mp4v writer is MPEG-4 Part 2)."""
+    from fractions import Fraction
+
+    import av
+
+    for path in sorted(root.glob("videos/*/*/*.mp4")):
+        with av.open(str(path)) as container:
+            rate = container.streams.video[0].average_rate
+            frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+        staged = path.with_suffix(".new.mp4")
+        with av.open(str(staged), "w") as out:
+            stream = out.add_stream(codec, rate=rate)
+            stream.height, stream.width = frames[0].shape[:2]
+            stream.pix_fmt = "yuv420p"
+            stream.codec_context.time_base = Fraction(1, int(rate))
+            stream.options = {"qscale": "2"}
+            for pts, pixels in enumerate(frames):
+                frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+                frame.pts = pts
+                out.mux(stream.encode(frame))
+            out.mux(stream.encode())
+        staged.replace(path)
 
 
 # -- comparing --------------------------------------------------------------------------------
@@ -408,6 +538,12 @@ def main() -> int:
                     capture_output=True,
                     text=True,
                 )
+                if mode == "copy" and name in COPY_REFUSED:
+                    said = done.stdout + done.stderr
+                    if done.returncode != 1 or COPY_REFUSED[name] not in said or "Traceback" in said:
+                        raise RuntimeError(f"copy mode was to be refused with {COPY_REFUSED[name]!r}: {said[-600:]}")
+                    print(f"{name:26s} copy  refused as expected: {COPY_REFUSED[name]}", flush=True)
+                    continue
                 if done.returncode:
                     raise RuntimeError(f"pack --video {mode} exited {done.returncode}: {(done.stderr or done.stdout)[-600:]}")
                 manifest = json.loads((pack / "manifest.json").read_text())
