@@ -896,12 +896,22 @@ def read_regular(path: Path, bound: int, what: str) -> bytes:
         SourceError: as ``open_regular``; larger than ``bound``, or sparse (``check_file_size``).
     """
     handle, info = open_regular(path, what)
+    chunks: list[bytes] = []
+    read = 0
     with handle:
         _check_stat_size(path, info, bound, what)
-        data = handle.read(bound + 1)
-    if len(data) > bound:
-        raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
-    return data
+        # In chunks: one read of ``bound + 1`` bytes asks the allocator for the whole bound (4 GiB
+        # for a parquet file) up front, which a virtual-memory limit (ulimit -v, SLURM's
+        # VSizeFactor, overcommit off) refuses with a MemoryError. Memory follows the bytes.
+        while chunk := handle.read(min(_READ_CHUNK, bound + 1 - read)):
+            chunks.append(chunk)
+            read += len(chunk)
+            if read > bound:
+                raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
+    return b"".join(chunks)
+
+
+_READ_CHUNK = 1 << 22
 
 
 def sha256_regular(path: Path, bound: int, what: str) -> tuple[str, int]:
