@@ -51,11 +51,15 @@ class Worker:
     """The worker process, one request at a time."""
 
     def __init__(self, workdir: Path):
+        # The worker's warnings go to a file: a pipe nobody reads until the worker dies fills up
+        # (64 KiB) and blocks the worker's next warning, which looked like a hang.
+        self.stderr_path = workdir / "worker.stderr"
+        self._stderr = open(self.stderr_path, "w")
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "scripts" / "field_fuzz_worker.py"), str(workdir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._stderr,
             text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
@@ -69,7 +73,8 @@ class Worker:
         line = self.process.stdout.readline() if ready else ""
         if not line:
             self.process.kill()
-            raise AssertionError(f"the worker died or hung on {request}:\n{self.process.stderr.read()[-4000:]}")
+            self.process.wait(timeout=60)
+            raise AssertionError(f"the worker died or hung on {request}:\n{self.stderr_path.read_text(errors='replace')[-4000:]}")
         return json.loads(line)
 
     def run(self, mutation: Mutation) -> dict:
@@ -81,6 +86,7 @@ class Worker:
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait(timeout=60)
+        self._stderr.close()
 
 
 def problem(record: dict, mutation: Mutation) -> str | None:
