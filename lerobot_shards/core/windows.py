@@ -19,7 +19,7 @@ DEFAULT_TOLERANCE_S = 1e-4
 
 def resolve_delta_timestamps(
     delta_timestamps: Mapping[str, Sequence[float]],
-    fps: int,
+    fps: float,
     *,
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     known_keys: Sequence[str] | None = None,
@@ -91,7 +91,7 @@ def pad_counts(frame_index: np.ndarray, length: np.ndarray, offsets: np.ndarray)
 
 
 def resolve_windows(
-    delta_timestamps: Mapping[str, Sequence[float]] | None, fps: int, tolerance_s: float, keys: Sequence[str]
+    delta_timestamps: Mapping[str, Sequence[float]] | None, fps: float, tolerance_s: float, keys: Sequence[str]
 ) -> dict[str, np.ndarray]:
     """``delta_timestamps`` (seconds) as frame offsets per key at ``fps``; {} without windows.
 

@@ -41,7 +41,7 @@ class PackedMeta:
     """The metadata of a packed dataset in ``LeRobotDatasetMetadata``'s shape (see the module)."""
 
     repo_id: str
-    fps: int | None  # None: a mixture of datasets recorded at different rates
+    fps: float | None  # None: a mixture of datasets recorded at different rates; 29.97 stays a float
     features: dict[str, dict]
     # numpy arrays as read; LeRobot's trainer may replace some with tensors (--dataset.use_imagenet_stats).
     stats: dict[str, dict[str, Any]]
@@ -132,7 +132,7 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: LeRobotInfo | N
     source = manifest.source if isinstance(manifest.source, dict) else {}
     return PackedMeta(
         repo_id=str(source.get("uri") or storage.describe("")),
-        fps=int(manifest.fps),
+        fps=manifest.fps,
         # A copy the caller may edit, shapes as tuples (as LeRobot's DatasetInfo loads them).
         features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in manifest.features.to_json().items()},
         stats=stats,
@@ -171,7 +171,7 @@ def meta_from_record(record: dict, dataset: Any, tasks: dict[int, str]) -> Packe
     features = parsed.to_json()
     return PackedMeta(
         repo_id=str(record.get("repo_id") or dataset.name),
-        fps=int(dataset.fps),
+        fps=dataset.fps,
         features={key: {**feature, "shape": tuple(feature["shape"])} for key, feature in features.items()},
         stats=_stats(raw, where),
         robot_type=robot_type,

@@ -26,6 +26,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,10 @@ class SampleSpec:
     """
 
     episodes: int = 6
-    fps: int = 30
+    fps: float = 30
+    # The cameras' own rate when it is not ``fps`` exactly: an NTSC camera under fps 29.97 is
+    # encoded at 30000/1001 (time base 1001/30000), its rows at k / 29.97 s, as LeRobot records it.
+    video_rate: Fraction | None = None
     lengths: tuple[int, ...] | None = None
     min_length: int = 8
     max_length: int = 40
@@ -390,7 +394,7 @@ LANGUAGE_TYPES = {
 }
 
 
-def _language_columns(episode_index: int, timestamps: np.ndarray, fps: int) -> dict[str, pa.Array]:
+def _language_columns(episode_index: int, timestamps: np.ndarray, fps: float) -> dict[str, pa.Array]:
     """A plan and a subtask on every row (persistent), a spoken line on every fourth frame
     (events): what LeRobot's annotation pipeline writes."""
     persistent = [
@@ -553,7 +557,7 @@ def _write_sample_dataset(
             encode_episode_video(
                 _depth_codes(frames) if camera.is_depth else frames,
                 ep_path,
-                spec.fps,
+                spec.video_rate or spec.fps,
                 crf=spec.crf,
                 gop=camera.gop or spec.gop,
                 preset=spec.preset,

@@ -19,7 +19,7 @@ from av.error import FFmpegError
 def encode_episode_video(
     frames: np.ndarray,
     path: Path,
-    fps: int,
+    fps: float | Fraction,
     *,
     crf: int,
     gop: int,
@@ -89,7 +89,7 @@ def _restore_scheduling(before: set[int]) -> None:
             continue
 
 
-def _encode_once(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int) -> None:
+def _encode_once(frames: np.ndarray, path: Path, fps: float | Fraction, *, crf: int, gop: int, preset: int) -> None:
     before = _realtime_threads()
     try:
         _encode_svtav1(frames, path, fps, crf=crf, gop=gop, preset=preset, opened=lambda: _restore_scheduling(before))
@@ -97,18 +97,19 @@ def _encode_once(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int
         _restore_scheduling(before)
 
 
-def _encode_svtav1(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: int, preset: int, opened) -> None:
+def _encode_svtav1(frames: np.ndarray, path: Path, fps: float | Fraction, *, crf: int, gop: int, preset: int, opened) -> None:
+    fps = _rate(fps)
     with av.open(str(path), "w") as container:
         stream = container.add_stream(
             "libsvtav1", fps, options={"g": str(gop), "crf": str(crf), "preset": str(preset), "svtav1-params": "fast-decode=0"}
         )
         stream.pix_fmt = "yuv420p"
         stream.height, stream.width = frames.shape[1], frames.shape[2]
-        stream.codec_context.time_base = Fraction(1, fps)
+        stream.codec_context.time_base = 1 / fps
         for index, frame in enumerate(frames):
             # Explicit timestamps (the bytes are the same as the encoder's own numbering).
             picture = av.VideoFrame.from_ndarray(frame, format="rgb24")
-            picture.pts, picture.time_base = index, Fraction(1, fps)
+            picture.pts, picture.time_base = index, 1 / fps
             for packet in stream.encode(picture):
                 container.mux(packet)
             if index == 0:
@@ -117,7 +118,10 @@ def _encode_svtav1(frames: np.ndarray, path: Path, fps: int, *, crf: int, gop: i
             container.mux(packet)
 
 
-def _encode_x26x(frames: np.ndarray, path: Path, fps: int, *, codec: str, pix_fmt: str, crf: int, gop: int, bframes: int) -> None:
+def _encode_x26x(
+    frames: np.ndarray, path: Path, fps: float | Fraction, *, codec: str, pix_fmt: str, crf: int, gop: int, bframes: int
+) -> None:
+    fps = _rate(fps)
     if codec == "hevc":
         # cu-tree off and a CTU that fits twice: x265 corrupts its heap on small frames otherwise
         # (lerobot_shards.packer.shard.members.EncodeSettings.options).
@@ -133,7 +137,7 @@ def _encode_x26x(frames: np.ndarray, path: Path, fps: int, *, codec: str, pix_fm
         stream = container.add_stream("libx265" if codec == "hevc" else "libx264", fps, options=options)
         stream.pix_fmt = pix_fmt
         stream.height, stream.width = frames.shape[1], frames.shape[2]
-        stream.codec_context.time_base = Fraction(1, fps)
+        stream.codec_context.time_base = 1 / fps
         if codec == "hevc":
             stream.codec_tag = "hvc1"
         for index, frame in enumerate(frames):
@@ -141,7 +145,7 @@ def _encode_x26x(frames: np.ndarray, path: Path, fps: int, *, codec: str, pix_fm
                 picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="gray12le")
             else:
                 picture = av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format=pix_fmt)
-            picture.pts, picture.time_base = index, Fraction(1, fps)
+            picture.pts, picture.time_base = index, 1 / fps
             for packet in stream.encode(picture):
                 container.mux(packet)
         for packet in stream.encode():
@@ -193,3 +197,8 @@ def tiny_member(
         for packet in stream.encode():
             sink.mux(packet)
     return buffer.getvalue()
+
+
+def _rate(fps: float | Fraction) -> Fraction:
+    """A frame rate as the encoders take it: an exact fraction (30, or 30000/1001 for NTSC)."""
+    return Fraction(fps).limit_denominator(1001) if not isinstance(fps, Fraction) else fps

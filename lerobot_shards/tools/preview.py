@@ -153,7 +153,7 @@ def line_colours(count: int) -> list[str]:
     return [f"hsl({round(360 * i / count)}, 70%, {38 if i % 2 else 52}%)" for i in range(count)]
 
 
-def svg_plot(values: np.ndarray, names: list[str], fps: int, width: int = 560, height: int = 170) -> str:
+def svg_plot(values: np.ndarray, names: list[str], fps: float, width: int = 560, height: int = 170) -> str:
     """One polyline per dimension on a shared y range, seconds on x, value labels in the left
     margin (not over the curves), and a legend of the dimension names below."""
     shown = values[:, :_MAX_LINES]

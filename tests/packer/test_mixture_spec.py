@@ -125,7 +125,7 @@ def _broken(edit) -> dict:
     "edit,message",
     [
         (lambda d: d.update(format="lerobot-shards"), "expected format 'lerobot-shards-mixture', found 'lerobot-shards'"),
-        (lambda d: d.update(version=5), r"version 5 is not supported \(supported: \[1, 2, 3, 4\]\)"),
+        (lambda d: d.update(version=6), r"version 6 is not supported \(supported: \[1, 2, 3, 4, 5\]\)"),
         (
             lambda d: d.update(default_weights="uniform"),
             r"default_weights must be one of \['anchors', 'explicit'\], got 'uniform'",
@@ -133,7 +133,10 @@ def _broken(edit) -> dict:
         (lambda d: d.update(datasets={}), "field 'datasets' must be a list, got dict"),
         (lambda d: d.update(datasets=[]), "a mixture needs at least one dataset"),
         (lambda d: d["datasets"][1].pop("fps"), r"datasets\[1\] \('slow'\): missing field\(s\) \['fps'\]; write the file with"),
-        (lambda d: d["datasets"][1].update(fps="10"), r"datasets\[1\] \('slow'\): field 'fps' must be a positive int, got '10'"),
+        (
+            lambda d: d["datasets"][1].update(fps="10"),
+            r"datasets\[1\] \('slow'\): field 'fps' must be a number from 1 to \d+, got '10'",
+        ),
         (lambda d: d["datasets"][0].update(anchors=-1), r"\('arm'\): field 'anchors' must be an int >= 0, got -1"),
         (lambda d: d["datasets"][0].update(name=""), r"datasets\[0\]: field 'name' must be a non-empty string, got ''"),
         (lambda d: d["datasets"][2].update(name="arm"), r"dataset names must be unique, found \['arm'\] more than once"),

@@ -165,10 +165,45 @@ def test_unsupported_versions_get_the_command_that_fits(honest, tmp_path, versio
     assert not (tmp_path / "out").exists()
 
 
-def test_a_fractional_fps_is_refused_by_name(honest, tmp_path):
+def test_an_ntsc_rate_packs_and_reads_as_lerobot_with_windows(tmp_path):
+    """fps 29.97 (NTSC cameras: mp4 time base 1001/30000, rows at k / 29.97 s) was refused; LeRobot
+    reads it. Copy packs equal LeRobot bit for bit, windows in seconds included; a re-encode within
+    35 dB; the pack says 29.97 (format 5: older readers refuse a fractional fps by version), and
+    so does a mixture of it (version 5)."""
+    from fractions import Fraction
+
+    from lerobot_shards import MixtureDataset
+
+    root = tmp_path / "src"
+    spec = SampleSpec(episodes=3, lengths=(20, 9, 14), fps=29.97, video_rate=Fraction(30000, 1001), cameras=SPEC.cameras)
+    write_sample_dataset(root, spec)
+    assert json.loads((root / "meta" / "info.json").read_text())["fps"] == 29.97
+    assert check_dataset(str(root)).findings == []
+    delta = {TOP: [-2 / 29.97, 0.0], "action": [0.0, 1 / 29.97, 2 / 29.97], "observation.state": [-1 / 29.97, 0.0]}
+    for mode in ("copy", "hevc"):
+        pack = tmp_path / mode
+        pack_dataset(str(root), str(pack), video=mode, windows={"chunk": {"action": [0.0, 1 / 29.97]}})
+        assert verify(str(pack), decode=True).problems == []
+        assert json.loads((pack / "manifest.json").read_text())["format_version"] == 5
+        compared = 0
+        for sample in PackedDataset(str(pack), shuffle=False, delta_timestamps=delta):
+            expected = reference_item(root, int(sample["index"]), delta)
+            lossy = {TOP} if mode == "hevc" else set()
+            assert_like_lerobot(expected, sample, images=set(), lossy=lossy, where=f"{mode} {int(sample['index'])}")
+            compared += 1
+        assert compared == sum(spec.lengths) and PackedDataset(str(pack)).meta.fps == 29.97
+    mix = tmp_path / "mix"
+    shutil.copytree(tmp_path / "copy", mix / "a")
+    assert CliRunner().invoke(main, ["mixture", "create", str(mix)]).exit_code == 0
+    assert json.loads((mix / "mixture.json").read_text())["version"] == 5
+    mixture = MixtureDataset(str(mix / "mixture.json"), shuffle=False, delta_timestamps={"action": [0.0, 1 / 29.97]})
+    assert len(list(mixture)) == sum(spec.lengths) and mixture.meta.fps == 29.97
+
+
+def test_a_rate_below_one_frame_a_second_is_refused_by_name(honest, tmp_path):
     root = _copy(honest, tmp_path)
-    _edit_info(root, fps=29.97)
-    with pytest.raises(SourceError, match=r"fps 29\.97 is not a whole number of frames per second"):
+    _edit_info(root, fps=0.5)
+    with pytest.raises(SourceError, match=r"fps must be a number from 1 to \d+, found 0.5"):
         pack_dataset(str(root), str(tmp_path / "pack"))
 
 

@@ -68,6 +68,7 @@ _EXPORTS = {
         "INFO_PATH",
         "MANIFEST_PATH",
         "PREROLL_FIELD",
+        "FPS_FORMAT_VERSION",
         "PREROLL_FORMAT_VERSION",
         "META_DIR",
         "ROW_GROUP_TARGET_BYTES",

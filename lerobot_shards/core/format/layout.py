@@ -23,7 +23,11 @@ FORMAT_VERSION = 3
 # its episode's first frame; ``video/<key>/preroll`` in the episodes index says how many frames
 # come before row 0. A version-3 reader would give every row the frame ``preroll`` too early.
 PREROLL_FORMAT_VERSION = 4
-SUPPORTED_FORMAT_VERSIONS = frozenset({2, 3, 4})
+# 5 (written only for a dataset whose fps is not a whole number, an NTSC 29.97): ``fps`` in the
+# manifest is a JSON number, not an integer; the episodes index has the pre-roll columns of
+# version 4. A version-4 reader would refuse the fps as not an integer: it refuses the version.
+FPS_FORMAT_VERSION = 5
+SUPPORTED_FORMAT_VERSIONS = frozenset({2, 3, 4, 5})
 # Versions we recognise but no longer read, with what to do about them.
 RETIRED_FORMAT_VERSIONS = {
     1: "format 1 has no digests for its index and parquet data, so damage to them cannot be detected; "

@@ -33,7 +33,8 @@ class LeRobotInfo:
 
     Attributes:
         codebase_version: as written (``"v3.0"``, ``"3.0"``, ``"v3"``: any major 3, as LeRobot reads it).
-        fps: frames per second, in ``(0, MAX_FPS]`` (``30.0`` in the file reads as 30).
+        fps: frames per second, in ``(0, MAX_FPS]`` (``30.0`` in the file reads as the int 30;
+            29.97 stays a float: ``lerobot_reading.parse_fps``).
         features: the parsed features (``parse_features``).
         data_path: the data files' path template (known fields, integer formats only).
         video_path: the videos' template, None when no feature is a video.
@@ -42,7 +43,7 @@ class LeRobotInfo:
     """
 
     codebase_version: str
-    fps: int
+    fps: float
     features: Features
     data_path: str
     video_path: str | None

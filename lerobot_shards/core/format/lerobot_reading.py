@@ -93,26 +93,38 @@ def converter_hint(version: CodebaseVersion, root: str = "PATH") -> str:
     return "LeRobot has no converter from this version to v3.0 in its current releases; re-record or convert it to v2.1 first"
 
 
-def parse_fps(value: object, *, where: str, max_fps: int) -> int:
-    """``fps`` as LeRobot uses it: a positive number (LeRobot keeps ``30.0`` as a float and
-    computes ``1 / fps`` and ``round(ts * fps)`` with it, so an integral float reads as the
-    integer).
+def parse_fps(value: object, *, where: str, max_fps: int) -> float:
+    """``fps`` as LeRobot uses it: a positive number. LeRobot keeps it as written and computes
+    ``1 / fps`` and ``round(ts * fps)`` with it: ``30.0`` reads as the integer 30, and an NTSC
+    rate (29.97, rows at ``k / 29.97`` s) as that float (``is_fractional_fps``).
+
+    Returns:
+        An ``int`` for a whole number of frames per second, else the float.
 
     Raises:
-        FormatError: not a number, not positive or above ``max_fps``, or not a whole number
-            of frames per second (29.97: named, with what to do).
+        FormatError: not a number, below 1 or above ``max_fps``.
     """
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise FormatError(f"{where}: fps must be a positive number up to {max_fps}, found {str(value)[:40]!r}")
-    if not 0 < value <= max_fps:
-        raise FormatError(f"{where}: fps must be a positive number up to {max_fps}, found {value!r}")
+        raise FormatError(f"{where}: fps must be a number from 1 to {max_fps}, found {str(value)[:40]!r}")
+    if not 1 <= value <= max_fps:
+        # LeRobot takes any positive rate; below one frame a second nothing is recorded here.
+        raise FormatError(f"{where}: fps must be a number from 1 to {max_fps}, found {value!r}")
     if isinstance(value, float) and not value.is_integer():
-        raise FormatError(
-            f"{where}: fps {value!r} is not a whole number of frames per second; lerobot-shards packs integer "
-            "rates only for now (rational rates such as 30000/1001 are not supported yet): re-time the dataset "
-            "with LeRobot at an integer fps"
-        )
+        return float(value)
     return int(value)
+
+
+def is_fractional_fps(fps: float) -> bool:
+    """Whether ``fps`` is not a whole number (a pack of it is format 5, a mixture of it version 5)."""
+    return not float(fps).is_integer()
+
+
+def video_rate(fps: float):
+    """The rate (a ``Fraction``) an encoder is given for frames at ``fps``: the integer itself,
+    or the fraction with the smallest denominator up to 1001 (29.97 -> 2997/100)."""
+    from fractions import Fraction
+
+    return Fraction(fps).limit_denominator(1001)
 
 
 # -- which frame a row reads ---------------------------------------------------------------------
@@ -380,7 +392,9 @@ __all__ = [
     "describe_positions",
     "lerobot_frame_positions",
     "parse_codebase_version",
+    "is_fractional_fps",
     "parse_fps",
+    "video_rate",
     "read_tasks",
     "stats_problems",
     "task_strings",

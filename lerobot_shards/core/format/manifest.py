@@ -33,6 +33,7 @@ from lerobot_shards.core.format.fields import (
 from lerobot_shards.core.format.layout import (
     EPISODES_INDEX_PATH,
     FORMAT_NAME,
+    FPS_FORMAT_VERSION,
     FRAME_MISMATCH_POLICIES,
     INDEX_DIR,
     MANIFEST_PATH,
@@ -155,7 +156,7 @@ class Manifest:
     packer_version: str
     options: dict[str, Any]
     source: dict[str, Any]
-    fps: int
+    fps: float
     features: Features
     video_keys: list[str]
     windows: dict[str, dict[str, list[float]]]
@@ -235,7 +236,7 @@ class Manifest:
         if content_sha256(data) != recorded:
             raise IntegrityError(f"{where}: content does not match its {CONTENT_DIGEST_FIELD} (damaged after packing)")
         f = Fields(data, where)
-        fps = f.int("fps", lo=1, hi=MAX_FPS)
+        fps = _fps(f.number("fps", hi=MAX_FPS), int(version), where)
         features = parse_features(f.obj("features").data, where=where)
         video_keys = [check_feature_key(k, what="camera key", where=f"{where}: video_keys") for k in f.list("video_keys")]
         expected_cameras = features.video_keys
@@ -368,6 +369,17 @@ def _extra(f: Fields) -> dict[str, Any]:
         if f.has(key):
             f.int_list(key)
     return f.data
+
+
+def _fps(value: float, version: int, where: str) -> float:
+    """The manifest's ``fps``: positive; an int when whole, a fractional rate only from format 5."""
+    if value < 1:
+        raise FormatError(f"{where}: field 'fps' must be a number from 1, found {value!r}")
+    if float(value).is_integer():
+        return int(value)
+    if version < FPS_FORMAT_VERSION:
+        raise FormatError(f"{where}: fps {value!r} is not a whole number, which only format {FPS_FORMAT_VERSION} carries")
+    return value
 
 
 __all__ = [

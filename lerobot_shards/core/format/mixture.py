@@ -22,6 +22,7 @@ from lerobot_shards.core.format.features import Features, FeatureSpec, parse_fea
 from lerobot_shards.core.format.fields import is_sha256_hex, load_json
 from lerobot_shards.core.format.layout import check_feature_key, check_key, safe_relative_path
 from lerobot_shards.core.format.limits import (
+    MAX_FPS,
     MAX_JSON_DEPTH,
     MAX_MIXTURE_DATASETS,
     MAX_MIXTURE_EPISODES,
@@ -35,7 +36,9 @@ MIXTURE_VERSION = 2
 KEY_MAP_VERSION = 3
 DEPTH_VERSION = 4
 PREROLL_VERSION = 4
-SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2, 3, 4})
+# 5: a dataset's ``fps`` may be a fractional rate (29.97), which version-4 readers refuse.
+FPS_VERSION = 5
+SUPPORTED_MIXTURE_VERSIONS = frozenset({1, 2, 3, 4, 5})
 # Version 2: each entry's manifest_sha256 (the pack it describes) and tolerance_s, and the
 # compiled index (``index``, lerobot_shards.core.format.mixture_index). Version 1 files are still read: a
 # reader then opens every pack itself. Version 3 (written only when an entry has one): an
@@ -153,7 +156,7 @@ class MixtureEntry:
     path: str
     anchors: int
     episodes: int
-    fps: int
+    fps: float
     features: Features
     video_keys: tuple[str, ...]
     weight: float
@@ -426,7 +429,13 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
     path = check("path", isinstance(item["path"], str) and item["path"] != "", "a non-empty string")
     anchors = check("anchors", _is_int(item["anchors"]) and item["anchors"] >= 0, "an int >= 0")
     episodes = check("episodes", _is_int(item["episodes"]) and item["episodes"] >= 0, "an int >= 0")
-    fps = check("fps", _is_int(item["fps"]) and item["fps"] > 0, "a positive int")
+    fps = check(
+        "fps",
+        isinstance(item["fps"], int | float) and not isinstance(item["fps"], bool) and 1 <= item["fps"] <= MAX_FPS,
+        f"a number from 1 to {MAX_FPS}",
+    )
+    if not float(fps).is_integer() and version < FPS_VERSION:
+        raise MixtureSpecError(f"{label}: fps {fps!r} is not a whole number, which needs version {FPS_VERSION}")
     raw_features = check("features", isinstance(item["features"], Mapping), "an object {key: {dtype, shape}}")
     try:
         features = parse_features(raw_features, where=label)
@@ -477,7 +486,7 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
         path=path,
         anchors=int(anchors),
         episodes=int(episodes),
-        fps=int(fps),
+        fps=int(fps) if float(fps).is_integer() else float(fps),
         features=features,
         video_keys=tuple(video_keys),
         weight=float(weight),

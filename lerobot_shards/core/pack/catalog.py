@@ -61,7 +61,7 @@ class CatalogPack:
     name: str
     root: str
     manifest_sha256: str
-    fps: int
+    fps: float
     features: Features
     video_keys: tuple[str, ...]
     tolerance_s: float

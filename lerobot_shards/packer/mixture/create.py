@@ -40,10 +40,12 @@ from lerobot_shards.core.errors import LeRobotShardsError, MixtureSpecError, Pre
 from lerobot_shards.core.format import MANIFEST_PATH, PREROLL_FORMAT_VERSION, FormatError, check_key, sha256_hex
 from lerobot_shards.core.format.features import Features
 from lerobot_shards.core.format.fields import load_json
+from lerobot_shards.core.format.lerobot_reading import is_fractional_fps
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from lerobot_shards.core.format.mixture import (
     DEFAULT_PAD_KEYS,
     DEPTH_VERSION,
+    FPS_VERSION,
     KEY_MAP_VERSION,
     MIXTURE_FILE,
     MIXTURE_VERSION,
@@ -303,7 +305,7 @@ def _open_pack(job: _ScanJob, item: tuple[str, str]) -> tuple[DatasetStatus, Mix
         path=path,
         anchors=anchors,
         episodes=int(manifest.totals["episodes"]),
-        fps=int(manifest.fps),
+        fps=manifest.fps,
         features=Features({k: mixture_feature(f) for k, f in manifest.features.items()}),
         video_keys=tuple(manifest.video_keys),
         weight=float(anchors),
@@ -470,7 +472,9 @@ def _create(
         )
     entries = tuple(entry for entry, _ in opened)
     # The oldest version that carries what the entries hold, so older readers read what they can.
-    if any(e.features.depth_keys for e in entries) or any(
+    if any(is_fractional_fps(e.fps) for e in entries):
+        version = FPS_VERSION  # carries everything version 4 does
+    elif any(e.features.depth_keys for e in entries) or any(
         pack.index.manifest.format_version >= PREROLL_FORMAT_VERSION for _, pack in opened
     ):
         version = DEPTH_VERSION  # = PREROLL_VERSION: depth quantizers and members' pre-roll

@@ -17,6 +17,7 @@ from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     FORMAT_NAME,
     FORMAT_VERSION,
+    FPS_FORMAT_VERSION,
     INFO_PATH,
     MANIFEST_PATH,
     META_DIR,
@@ -40,6 +41,7 @@ from lerobot_shards.core.format import (
     video_column,
 )
 from lerobot_shards.core.format.lerobot_info import LeRobotInfo
+from lerobot_shards.core.format.lerobot_reading import is_fractional_fps
 from lerobot_shards.core.format.parquet.arrow_io import parquet_file
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.storage import Storage
@@ -59,13 +61,21 @@ def _has_preroll(rows: list[dict], video_keys: list[str]) -> bool:
     return any(video_column(k, PREROLL_FIELD) in r for r in rows for k in video_keys)
 
 
-def _episodes_table(rows: list[dict], video_keys: list[str]) -> pa.Table:
-    schema = episodes_index_schema(video_keys, preroll=_has_preroll(rows, video_keys))
+def _format_version(rows: list[dict], video_keys: list[str], fps: float) -> int:
+    """5 for a fractional fps (its index has the pre-roll columns too), 4 when a member has
+    pre-roll, else 3: each pack is written in the oldest version that holds it."""
+    if is_fractional_fps(fps):
+        return FPS_FORMAT_VERSION
+    return PREROLL_FORMAT_VERSION if _has_preroll(rows, video_keys) else FORMAT_VERSION
+
+
+def _episodes_table(rows: list[dict], video_keys: list[str], *, preroll: bool) -> pa.Table:
+    schema = episodes_index_schema(video_keys, preroll=preroll)
     # A pre-roll column holds 0 for the members that start on their episode's first frame.
-    preroll = {video_column(k, PREROLL_FIELD) for k in video_keys}
+    columns = {video_column(k, PREROLL_FIELD) for k in video_keys}
     return pa.table(
         {
-            name: pa.array([r.get(name, 0) if name in preroll else r[name] for r in rows], schema.field(name).type)
+            name: pa.array([r.get(name, 0) if name in columns else r[name] for r in rows], schema.field(name).type)
             for name in schema.names
         },
         schema=schema,
@@ -226,7 +236,13 @@ def finalize(
             progress(len(sample_tables), len(receipts))
 
     episode_rows.sort(key=lambda r: r["episode_index"])
-    files[EPISODES_INDEX_PATH] = _write_parquet(storage, EPISODES_INDEX_PATH, _episodes_table(episode_rows, video_keys), profile)
+    version = _format_version(episode_rows, video_keys, fps)
+    files[EPISODES_INDEX_PATH] = _write_parquet(
+        storage,
+        EPISODES_INDEX_PATH,
+        _episodes_table(episode_rows, video_keys, preroll=version >= PREROLL_FORMAT_VERSION),
+        profile,
+    )
     schema = samples_index_schema(options.windows)
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
     files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema), profile)
@@ -328,7 +344,7 @@ def _sample_rows(parquet, receipt: ShardReceipt, windows: dict[str, dict[str, np
 def _manifest(
     plan: PackPlan,
     parsed: PackOptions,
-    fps: int,
+    fps: float,
     features: dict,
     video_keys: list[str],
     shard_entries: list[ShardEntry],
@@ -350,7 +366,7 @@ def _manifest(
         extra["schema_drift"] = drift
     return Manifest(
         format=FORMAT_NAME,
-        format_version=PREROLL_FORMAT_VERSION if _has_preroll(episode_rows, video_keys) else FORMAT_VERSION,
+        format_version=_format_version(episode_rows, video_keys, fps),
         packer_version=packer_version(),
         options={k: v for k, v in plan.options.items() if k not in ("row_group_max_bytes",)},
         source=plan.source,

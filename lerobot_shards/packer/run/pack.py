@@ -438,7 +438,7 @@ def _shard_jobs(
 
 def _check_windows(
     options: PackOptions,
-    fps: int,
+    fps: float,
     known_keys: list[str],
     missing: Sequence[str] = (),
     *,
@@ -467,7 +467,7 @@ def _check_windows(
             raise OptionsError(f"window {name!r}: {err}{hint}", option=option) from None
 
 
-def _warn_windows_beyond(options: PackOptions, fps: int, longest: int) -> None:
+def _warn_windows_beyond(options: PackOptions, fps: float, longest: int) -> None:
     """Say (a warning, not an error: LeRobot pads such windows too) which precomputed windows
     no episode holds whole: their ``chunk_*_pad`` columns then count padding on every anchor."""
     for name, window in options.windows.items():

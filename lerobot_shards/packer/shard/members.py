@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import cast
 
 import av
@@ -19,6 +18,7 @@ from av.container import OutputContainer
 from av.video.stream import VideoStream
 
 from lerobot_shards.core.format import gop_within_bound, longest_gop
+from lerobot_shards.core.format.lerobot_reading import video_rate
 from lerobot_shards.packer.errors import VideoCutError
 from lerobot_shards.packer.shard.mp4_writer import write_member
 from lerobot_shards.packer.source.samples import SourceSampleReader
@@ -305,7 +305,7 @@ def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames
 
 
 def encode_frames(
-    frames: Iterable[av.VideoFrame], fps: int, settings: EncodeSettings, *, max_frames: int | None = None
+    frames: Iterable[av.VideoFrame], fps: float, settings: EncodeSettings, *, max_frames: int | None = None
 ) -> EpisodeVideo | None:
     """Encode frames into a closed-GOP, B-frame-free mp4 (hevc tagged ``hvc1``), streaming.
 
@@ -323,6 +323,7 @@ def encode_frames(
     pixel_format = ""
     found = encoded = 0
     codec = "hevc" if settings.depth else settings.codec
+    rate = video_rate(fps)  # a fractional fps (29.97) as the encoder's rational rate
     try:
         for frame in frames:
             found += 1
@@ -334,7 +335,7 @@ def encode_frames(
                 sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
                 # A video encoder's name gives a video stream; PyAV types it as any kind of stream.
                 stream = cast(
-                    VideoStream, sink.add_stream(settings.encoder_name(), rate=fps, options=settings.options(width, height))
+                    VideoStream, sink.add_stream(settings.encoder_name(), rate=rate, options=settings.options(width, height))
                 )
                 stream.pix_fmt = pixel_format
                 stream.height, stream.width = height, width
@@ -342,7 +343,7 @@ def encode_frames(
                     stream.codec_tag = "hvc1"
             converted = frame.reformat(width=width, height=height, format=pixel_format)
             converted.pts = encoded
-            converted.time_base = Fraction(1, fps)
+            converted.time_base = 1 / rate
             for packet in stream.encode(converted):
                 sink.mux(packet)
             encoded += 1
@@ -405,7 +406,7 @@ def in_row_order(frames: Iterable[av.VideoFrame], positions: Sequence[int], *, w
 
 def reencode_episode(
     location: VideoLocation,
-    fps: int,
+    fps: float,
     settings: EncodeSettings,
     decoder: SourceFrameDecoder | None = None,
     *,

@@ -39,7 +39,7 @@ class Source(Protocol):
 
     root: Path
     info: LeRobotInfo
-    fps: int
+    fps: float
     features: Features
     video_keys: list[str]
 

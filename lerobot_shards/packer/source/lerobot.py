@@ -111,7 +111,7 @@ class LeRobotSource:
         info_path = self.file(INFO_PATH, what="metadata", missing=f"is {self.root} a LeRobot dataset root?")
         # Parsed once, here: every later decision reads these typed values (docs/SECURITY.md).
         self.info = parse_info(read_regular(info_path, MAX_RECORD_BYTES, "info.json"), where=str(info_path))
-        self.fps: int = self.info.fps
+        self.fps: float = self.info.fps
         self.features: Features = self.info.features
         self.video_keys: list[str] = self.features.video_keys
         self.image_keys: list[str] = self.features.image_keys

@@ -59,11 +59,11 @@ class DatasetFeatures:
     """What the harmonizer needs of one dataset: its name, fps and features."""
 
     name: str
-    fps: int
+    fps: float
     features: Mapping[str, FeatureSpec]
 
     @classmethod
-    def from_manifest_features(cls, name: str, fps: int, features: Mapping[str, Any]) -> DatasetFeatures:
+    def from_manifest_features(cls, name: str, fps: float, features: Mapping[str, Any]) -> DatasetFeatures:
         """From a ``features`` JSON object (``{key: {dtype, shape, ...}}``), parsed (``parse_features``).
 
         Raises:
@@ -102,7 +102,7 @@ class FeatureHarmonizer:
     """
 
     names: tuple[str, ...]
-    fps: tuple[int, ...]
+    fps: tuple[float, ...]
     key_maps: tuple[Mapping[str, str | None], ...]
     keys: tuple[str, ...]
     cameras: Mapping[str, tuple[int, int, int]]
