@@ -96,7 +96,7 @@ def record(
     features: dict,
     *,
     lengths=(9, 3, 14, 5, 11),
-    fps: int = 30,
+    fps: float = 30,
     use_videos: bool = True,
     tasks=None,
     task_of=None,
@@ -111,7 +111,7 @@ def record(
         if existing is not None
         else LeRobotDataset.create(f"parity/{root.name}", fps=fps, features=clean, root=root, use_videos=use_videos, **create)
     )
-    rng = np.random.default_rng(len(lengths) + fps)
+    rng = np.random.default_rng(len(lengths) + int(fps))
     tasks = tasks or ["pick the cube", "place it"]
     cameras = [k for k, f in features.items() if f["dtype"] in ("video", "image")]
     for offset, length in enumerate(lengths):
@@ -299,6 +299,9 @@ def layouts() -> dict:
         "swapped-timestamps": hub_edit(swap_timestamps),
         "camera-at-60-under-30": hub_edit(rows_at_half_rate, fps=60, lengths=(18, 10, 24)),
         "mpeg4-camera": hub_edit(lambda r: reencode_videos(r, "mpeg4")),
+        # LeRobot 0.6.1's writer cannot encode at 29.97 (its encoder wants an int rate): the
+        # dataset is written at 30 and re-timed as an NTSC recording converted to v3 carries it.
+        "ntsc-29.97": hub_edit(as_ntsc, lengths=(40, 25, 33)),
     }
 
 
@@ -390,22 +393,60 @@ def rows_at_half_rate(root: Path) -> None:
     edit_info(root, fps=30, total_frames=sum(lengths.values()))
 
 
-def reencode_videos(root: Path, codec: str) -> None:
-    """Every mp4 rewritten in ``codec`` frame for frame (OpenCV's mp4v writer is MPEG-4 Part 2)."""
+def as_ntsc(root: Path) -> None:
+    """An NTSC recording: fps 29.97 in info.json, rows at k / 29.97 s, videos at 30000/1001
+    (time base 1001/30000) with each episode's window in the video's own time."""
+    from fractions import Fraction
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rate = Fraction(30000, 1001)
+    reencode_videos(root, "libsvtav1", rate=rate)
+    for path in _data_files(root):
+        table = pq.read_table(path)
+        stamps = pa.array([f / 29.97 for f in table["frame_index"].to_pylist()], pa.float32())
+        pq.write_table(_put(table, "timestamp", stamps), path)
+    for path in sorted((root / "meta/episodes").glob("*/*.parquet")):
+        table = pq.read_table(path)
+        keys = [c.split("/")[1] for c in table.column_names if c.startswith("videos/") and c.endswith("/from_timestamp")]
+        for key in keys:
+            files = list(zip(table[f"videos/{key}/chunk_index"].to_pylist(), table[f"videos/{key}/file_index"].to_pylist()))
+            frames_before: dict = {}
+            starts, ends = [], []
+            for file, length in zip(files, table["length"].to_pylist()):
+                first = frames_before.get(file, 0)
+                starts.append(float(first / rate))
+                ends.append(float((first + length) / rate))
+                frames_before[file] = first + length
+            table = _put(table, f"videos/{key}/from_timestamp", pa.array(starts, pa.float64()))
+            table = _put(table, f"videos/{key}/to_timestamp", pa.array(ends, pa.float64()))
+        pq.write_table(table, path)
+    info = json.loads((root / "meta/info.json").read_text())
+    info["fps"] = 29.97
+    for feature in info["features"].values():
+        if feature["dtype"] == "video":
+            feature.setdefault("info", {})["video.fps"] = 29.97
+    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
+
+
+def reencode_videos(root: Path, codec: str, *, rate=None) -> None:
+    """Every mp4 rewritten in ``codec`` frame for frame (OpenCV's mp4v writer is MPEG-4 Part 2),
+    at its own rate or ``rate``."""
     from fractions import Fraction
 
     import av
 
     for path in sorted(root.glob("videos/*/*/*.mp4")):
         with av.open(str(path)) as container:
-            rate = container.streams.video[0].average_rate
+            rate = rate or container.streams.video[0].average_rate
             frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
         staged = path.with_suffix(".new.mp4")
         with av.open(str(staged), "w") as out:
             stream = out.add_stream(codec, rate=rate)
             stream.height, stream.width = frames[0].shape[:2]
             stream.pix_fmt = "yuv420p"
-            stream.codec_context.time_base = Fraction(1, int(rate))
+            stream.codec_context.time_base = 1 / Fraction(rate)
             stream.options = {"qscale": "2"}
             for pts, pixels in enumerate(frames):
                 frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
