@@ -293,6 +293,7 @@ def layouts() -> dict:
         "language-annotations": language,
         # Issue 54: datasets as the Hub holds them, which LeRobot 0.6.1 reads.
         "lerobot-0.4-tasks-file": hub_edit(tasks_as_lerobot_04),
+        "lerobot-0.4.4-writer": written_by_lerobot_044,
         "version-3.0-without-v": hub_edit(lambda r: edit_info(r, codebase_version="3.0")),
         "fps-as-float": hub_edit(lambda r: edit_info(r, fps=30.0)),
         "declared-types-cast": hub_edit(stored_as_other_types),
@@ -308,6 +309,19 @@ def layouts() -> dict:
 # -- what Hub repos carry: edits of a dataset LeRobot wrote (issue 54) ------------------------
 # Packs that copy mode must refuse, with the words that name the fix: the re-encodes pack them.
 COPY_REFUSED = {"mpeg4-camera": "Pack with --video h264"}
+
+
+def written_by_lerobot_044(root: Path) -> None:
+    """A dataset recorded by LeRobot 0.4.4's own writer (``scripts/parity_writer_044.py`` in
+    ``.venv-lerobot044``, which ``scripts/parity_setup.sh`` makes), read here by LeRobot 0.6.1."""
+    python = ROOT / ".venv-lerobot044" / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(f"{python} is missing: run `bash scripts/parity_setup.sh` (it installs LeRobot 0.4.4 beside 0.6.1)")
+    done = subprocess.run(
+        [str(python), str(ROOT / "scripts" / "parity_writer_044.py"), str(root)], capture_output=True, text=True, cwd=ROOT
+    )
+    if done.returncode or "recorded with lerobot 0.4.4" not in done.stdout:
+        raise RuntimeError(f"LeRobot 0.4.4's writer failed ({done.returncode}): {(done.stderr or done.stdout)[-600:]}")
 
 
 def edit_info(root: Path, **fields) -> None:

@@ -37,3 +37,18 @@ if [ "$TORCH_BEFORE" != "$TORCH_AFTER" ]; then
     exit 1
 fi
 "$VENV/bin/python" -c "import lerobot, torch; print('[parity] lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '?', 'torch', torch.__version__)"
+
+# LeRobot 0.4.4 beside it (issue 54): the releases that wrote every v3 dataset of Oct 2025 -
+# Feb 2026 record the parity matrix's `lerobot-0.4.4-writer` layout. It borrows 0.6.1's torch
+# and dependencies through a .pth instead of pulling another ~5 GB.
+OLD=.venv-lerobot044
+if [ ! -f "$OLD/.installed-1" ]; then
+    BASE=$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')
+    [ -x "$OLD/bin/python" ] || "$BASE" -m venv "$OLD"
+    DEPS=$("$VENV/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+    OWN=$("$OLD/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+    echo "$DEPS" > "$OWN/parity-deps.pth"
+    "$OLD/bin/python" -m pip install -q --no-deps 'lerobot==0.4.4'
+    touch "$OLD/.installed-1"
+fi
+"$OLD/bin/python" -c "import lerobot, torch; print('[parity] beside it: lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '0.4.4', 'torch', torch.__version__)"
