@@ -8,20 +8,17 @@ episodes need.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import math
-import os
 import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypeGuard
+from typing import Any, TypeGuard
 
 import pyarrow as pa
 import pyarrow.compute as _compute
-import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import (
@@ -66,8 +63,20 @@ from lerobot_shards.core.format.limits import (
     SAMPLE_SLACK_BYTES,
     SOURCE_SAMPLES_SLACK,
 )
-from lerobot_shards.core.format.parquet import Budget, feature_budget, read_bounded, read_parquet_schema
+from lerobot_shards.core.format.parquet import feature_budget, read_parquet_schema
 from lerobot_shards.packer.errors import MissingRowsError, SourceError, VideoCutError
+from lerobot_shards.packer.source.files import (
+    check_file_size,
+    file_key,
+    file_kind,
+    parquet_rows,
+    parquet_schema,
+    read_regular,
+    read_source_file,
+    read_source_table,
+    sha256_regular,
+    source_error,
+)
 from lerobot_shards.packer.source.info import parse_info
 from lerobot_shards.packer.source.video import StreamProbe, VideoLocation, probe_stream, video_duration_s
 
@@ -167,7 +176,7 @@ class LeRobotSource:
         except OSError as err:
             raise SourceError(f"{path}: cannot read the {what} ({err.strerror})") from None
         if not stat.S_ISREG(mode):
-            raise SourceError(f"{path}: the {what} is {_file_kind(mode)}, not a regular file; a LeRobot dataset holds only files")
+            raise SourceError(f"{path}: the {what} is {file_kind(mode)}, not a regular file; a LeRobot dataset holds only files")
         self._checked[rel] = path
         return path
 
@@ -179,14 +188,14 @@ class LeRobotSource:
         rows: dict[int, dict] = {}
         for path in files:
             path = self.file(path.relative_to(self.root).as_posix(), what="episodes metadata")
-            data = _read_file(path, "episodes metadata")
+            data = read_source_file(path, "episodes metadata")
             try:
                 names = read_parquet_schema(data, where=str(path)).names
             except FormatError as err:
-                raise _source_error(err, path, "episodes metadata") from None
+                raise source_error(err, path, "episodes metadata") from None
             # Every column's pages are checked (stats/* lists included); only these are decoded.
             wanted = [c for c in names if not c.startswith("stats/")]
-            table = _read_parquet(
+            table = read_source_table(
                 data,
                 path,
                 "episodes metadata",
@@ -220,9 +229,9 @@ class LeRobotSource:
         if not path.is_file():
             raise SourceError(f"{path}: missing")
         try:
-            return read_tasks(_read_file(path, "tasks"), where=str(path), max_rows=MAX_TASKS, max_task_bytes=MAX_TASK_BYTES)
+            return read_tasks(read_source_file(path, "tasks"), where=str(path), max_rows=MAX_TASKS, max_task_bytes=MAX_TASK_BYTES)
         except FormatError as err:
-            raise _source_error(err, path, "tasks") from None
+            raise source_error(err, path, "tasks") from None
 
     @property
     def episode_indices(self) -> list[int]:
@@ -287,11 +296,15 @@ class LeRobotSource:
         for path, rows in sorted(listed.items()):
             if not path.is_file():
                 continue  # reported where it is read (or not staged: a bucket source fetches what it packs)
-            held = _parquet_rows(path, first[path])
+            held = parquet_rows(path, first[path])
             if held <= rows:
                 continue  # fewer rows than listed is what --on-frame-mismatch decides, per episode
-            table = _read_parquet(
-                _read_file(path, "data parquet"), path, "data parquet", max_rows=MAX_DATASET_FRAMES, columns=["episode_index"]
+            table = read_source_table(
+                read_source_file(path, "data parquet"),
+                path,
+                "data parquet",
+                max_rows=MAX_DATASET_FRAMES,
+                columns=["episode_index"],
             )
             counts = pc.value_counts(table["episode_index"]).to_pylist()
             unlisted = sorted(
@@ -415,10 +428,10 @@ class LeRobotSource:
             raise SourceError(f"{path}: missing (data file of episode {episode_index})")
         # Keyed by the file's size and time too: ``open_source`` keeps a parsed source for a
         # process, which may pack the same root again after its data changed.
-        key = _file_key(path)
+        key = file_key(path)
         if self._data_cache is None or self._data_cache[0] != key:
-            table = _read_parquet(
-                _read_file(path, "data parquet"),
+            table = read_source_table(
+                read_source_file(path, "data parquet"),
                 path,
                 "data parquet",
                 max_rows=MAX_DATASET_FRAMES,
@@ -576,7 +589,7 @@ class LeRobotSource:
             first_episode_of.setdefault(self.data_path(episode), episode)
         present: list[str] = []
         for path, episode in sorted(first_episode_of.items()):
-            schema = _parquet_schema(path, episode)
+            schema = parquet_schema(path, episode)
             self._check_column_types(schema, path)
             for name in schema.names:
                 if name not in present:
@@ -747,7 +760,7 @@ class LeRobotSource:
         total = 0
         data_path = self.data_path(episode_index)
         # Tabular rows are small; a per-frame share of the data file is close enough.
-        rows = _parquet_rows(data_path, episode_index)
+        rows = parquet_rows(data_path, episode_index)
         total += data_path.stat().st_size * int(row["length"]) // max(rows, 1)
         for key in self.video_keys:
             location = self.video_location(episode_index, key)
@@ -812,155 +825,6 @@ def _check_episode_row(row: dict, video_keys: list[str], path: Path) -> None:
         raise SourceError(f"{where}: a task string longer than {MAX_TASK_BYTES:,} bytes")
 
 
-# A file read whole may claim more bytes than the disk holds for it (a sparse file: holes read as
-# zeros, free to its publisher) only by this much: honest files are written, not seeked over.
-SPARSE_SLACK_BYTES = 16 << 20
-
-
-def check_file_size(path: Path, bound: int, what: str) -> int:
-    """The size of a file read whole or copied, checked against ``bound`` and against what the
-    file system allocated for it (a sparse file's apparent size costs its publisher nothing, so
-    it buys nothing: more than ``SPARSE_SLACK_BYTES`` of holes is refused).
-
-    Raises:
-        SourceError: missing, beyond ``bound``, or sparse (names the sizes).
-    """
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise SourceError(f"{path}: missing ({what})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise SourceError(f"{path}: the {what} is {_file_kind(info.st_mode)}, not a regular file")
-    _check_stat_size(path, info, bound, what)
-    return info.st_size
-
-
-def _check_stat_size(path: Path, info: os.stat_result, bound: int, what: str) -> None:
-    if info.st_size > bound:
-        raise SourceError(f"{path}: {info.st_size:,} bytes of {what}; at most {bound:,} are read")
-    allocated = getattr(info, "st_blocks", None)
-    if allocated is not None and info.st_size - allocated * 512 > SPARSE_SLACK_BYTES:
-        raise SourceError(
-            f"{path}: a sparse file ({what}): it claims {info.st_size:,} bytes with {allocated * 512:,} on disk; "
-            "refusing to read its holes"
-        )
-
-
-def _read_file(path: Path, what: str) -> bytes:
-    """A source parquet's bytes, refused before reading when larger than any read may be."""
-    return read_regular(path, MAX_INDEX_FILE_BYTES, what)
-
-
-def _file_kind(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
-
-
-def open_regular(path: Path, what: str) -> tuple[BinaryIO, os.stat_result]:
-    """Open a local source file for reading, only if it is a regular file: checked on the open
-    descriptor (no race with the path), opened without blocking so a FIFO cannot stall it.
-
-    Raises:
-        SourceError: missing, unreadable, or not a regular file (names its kind).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise SourceError(f"{path}: missing ({what})") from None
-    except OSError as err:
-        raise SourceError(f"{path}: cannot open the {what} ({err.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SourceError(f"{path}: the {what} is {_file_kind(info.st_mode)}, not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb"), info
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def read_regular(path: Path, bound: int, what: str) -> bytes:
-    """A regular source file's bytes (``open_regular``), at most ``bound``: the bytes read count,
-    not what the file system says (a file that grows while read is refused too).
-
-    Raises:
-        SourceError: as ``open_regular``; larger than ``bound``, or sparse (``check_file_size``).
-    """
-    handle, info = open_regular(path, what)
-    chunks: list[bytes] = []
-    read = 0
-    with handle:
-        _check_stat_size(path, info, bound, what)
-        # In chunks: one read of ``bound + 1`` bytes asks the allocator for the whole bound (4 GiB
-        # for a parquet file) up front, which a virtual-memory limit (ulimit -v, SLURM's
-        # VSizeFactor, overcommit off) refuses with a MemoryError. Memory follows the bytes.
-        while chunk := handle.read(min(_READ_CHUNK, bound + 1 - read)):
-            chunks.append(chunk)
-            read += len(chunk)
-            if read > bound:
-                raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
-    return b"".join(chunks)
-
-
-_READ_CHUNK = 1 << 22
-
-
-def sha256_regular(path: Path, bound: int, what: str) -> tuple[str, int]:
-    """``(SHA-256 hex, size)`` of a regular source file of at most ``bound`` bytes, streamed.
-
-    Raises:
-        SourceError: as ``read_regular``.
-    """
-    handle, info = open_regular(path, what)
-    digest, size = hashlib.sha256(), 0
-    with handle:
-        _check_stat_size(path, info, bound, what)
-        while chunk := handle.read(1 << 22):
-            size += len(chunk)
-            if size > bound:
-                raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
-            digest.update(chunk)
-    return digest.hexdigest(), size
-
-
-def _read_parquet(
-    data: bytes,
-    path: Path,
-    what: str,
-    *,
-    max_rows: int,
-    columns: list[str] | None = None,
-    values_per_row: dict[str, int] | None = None,
-) -> pa.Table:
-    """Read a source parquet bounded by what it decodes to (``lerobot_shards.core.format.parquet``): rows,
-    values per row of list columns, decoded bytes.
-
-    Raises:
-        SourceError: the file is not parquet, or claims or expands beyond a bound (named).
-    """
-    try:
-        return read_bounded(
-            data, where=str(path), columns=columns, max_rows=max_rows, budget=Budget(values_per_row=values_per_row or {})
-        )
-    except FormatError as err:
-        raise _source_error(err, path, what) from None
-
-
-def _source_error(err: FormatError, path: Path, what: str) -> SourceError:
-    """``err`` (which names ``path``) as "PATH: cannot read WHAT: why"."""
-    text, prefix = str(err), f"{path}: "
-    return SourceError(f"{path}: cannot read {what}: {text.removeprefix(prefix)}")
-
-
 def _values_per_frame(kind: pa.DataType, column: pa.ChunkedArray) -> set[int] | None:
     """The distinct numbers of values per row of a (nested) list column; {1} for a scalar;
     None for types without a fixed element count (strings, structs)."""
@@ -1020,40 +884,6 @@ class SchemaDrift:
 
     def __bool__(self) -> bool:
         return bool(self.only_in_info or self.only_in_parquet)
-
-
-# Footer reads, keyed by (path, size, mtime) so an edited file is re-read.
-_ROWS_CACHE: dict[tuple, int] = {}
-_SCHEMA_CACHE: dict[tuple, pa.Schema] = {}
-
-
-def _file_key(path: Path) -> tuple:
-    stat = path.stat()
-    return (str(path), stat.st_size, stat.st_mtime_ns)
-
-
-def _parquet_metadata(path: Path, episode: int) -> tuple[tuple, pq.FileMetaData]:
-    if not path.is_file():
-        raise SourceError(f"{path}: missing (data file of episode {episode})")
-    key = _file_key(path)
-    try:
-        return key, pq.read_metadata(path)
-    except Exception as err:  # pyarrow raises ArrowInvalid/OSError for truncated or foreign files
-        raise SourceError(f"{path}: not a readable parquet file, truncated? (data file of episode {episode}: {err})") from None
-
-
-def _parquet_rows(path: Path, episode: int) -> int:
-    key = _file_key(path) if path.is_file() else None
-    if key not in _ROWS_CACHE:
-        key, metadata = _parquet_metadata(path, episode)
-        _ROWS_CACHE[key] = metadata.num_rows
-        _SCHEMA_CACHE[key] = metadata.schema.to_arrow_schema()
-    return _ROWS_CACHE[key]
-
-
-def _parquet_schema(path: Path, episode: int) -> pa.Schema:
-    _parquet_rows(path, episode)
-    return _SCHEMA_CACHE[_file_key(path)]
 
 
 def open_source(root: str | Path, *, follow_symlinks: bool = False) -> LeRobotSource:

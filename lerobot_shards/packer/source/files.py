@@ -1,0 +1,224 @@
+"""Hardened reads of a local source's files, for ``LeRobotSource`` (issue 54's split: the model
+of LeRobot's reading is ``core/format/lerobot_reading.py``, the source's parse is ``lerobot.py``,
+and how a file is opened, bounded and cached is here).
+
+A source file is opened only if it is a regular file (checked on the open descriptor: no race
+with the path, no FIFO that blocks), read in chunks against a bound counted in bytes read (a
+sparse or growing file cannot make the packer allocate what it claims), and parquet files are
+read through the bounded reader; data files' footers are cached by (path, size, mtime).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format.limits import MAX_INDEX_FILE_BYTES
+from lerobot_shards.core.format.parquet import Budget, read_bounded
+from lerobot_shards.packer.errors import SourceError
+
+# A file read whole may claim more bytes than the disk holds for it (a sparse file: holes read as
+# zeros, free to its publisher) only by this much: honest files are written, not seeked over.
+SPARSE_SLACK_BYTES = 16 << 20
+
+
+def check_file_size(path: Path, bound: int, what: str) -> int:
+    """The size of a file read whole or copied, checked against ``bound`` and against what the
+    file system allocated for it (a sparse file's apparent size costs its publisher nothing, so
+    it buys nothing: more than ``SPARSE_SLACK_BYTES`` of holes is refused).
+
+    Raises:
+        SourceError: missing, beyond ``bound``, or sparse (names the sizes).
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise SourceError(f"{path}: missing ({what})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SourceError(f"{path}: the {what} is {file_kind(info.st_mode)}, not a regular file")
+    check_stat_size(path, info, bound, what)
+    return info.st_size
+
+
+def check_stat_size(path: Path, info: os.stat_result, bound: int, what: str) -> None:
+    if info.st_size > bound:
+        raise SourceError(f"{path}: {info.st_size:,} bytes of {what}; at most {bound:,} are read")
+    allocated = getattr(info, "st_blocks", None)
+    if allocated is not None and info.st_size - allocated * 512 > SPARSE_SLACK_BYTES:
+        raise SourceError(
+            f"{path}: a sparse file ({what}): it claims {info.st_size:,} bytes with {allocated * 512:,} on disk; "
+            "refusing to read its holes"
+        )
+
+
+def read_source_file(path: Path, what: str) -> bytes:
+    """A source parquet's bytes, refused before reading when larger than any read may be."""
+    return read_regular(path, MAX_INDEX_FILE_BYTES, what)
+
+
+def file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def open_regular(path: Path, what: str) -> tuple[BinaryIO, os.stat_result]:
+    """Open a local source file for reading, only if it is a regular file: checked on the open
+    descriptor (no race with the path), opened without blocking so a FIFO cannot stall it.
+
+    Raises:
+        SourceError: missing, unreadable, or not a regular file (names its kind).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise SourceError(f"{path}: missing ({what})") from None
+    except OSError as err:
+        raise SourceError(f"{path}: cannot open the {what} ({err.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError(f"{path}: the {what} is {file_kind(info.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), info
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, bound: int, what: str) -> bytes:
+    """A regular source file's bytes (``open_regular``), at most ``bound``: the bytes read count,
+    not what the file system says (a file that grows while read is refused too).
+
+    Raises:
+        SourceError: as ``open_regular``; larger than ``bound``, or sparse (``check_file_size``).
+    """
+    handle, info = open_regular(path, what)
+    chunks: list[bytes] = []
+    read = 0
+    with handle:
+        check_stat_size(path, info, bound, what)
+        # In chunks: one read of ``bound + 1`` bytes asks the allocator for the whole bound (4 GiB
+        # for a parquet file) up front, which a virtual-memory limit (ulimit -v, SLURM's
+        # VSizeFactor, overcommit off) refuses with a MemoryError. Memory follows the bytes.
+        while chunk := handle.read(min(_READ_CHUNK, bound + 1 - read)):
+            chunks.append(chunk)
+            read += len(chunk)
+            if read > bound:
+                raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
+    return b"".join(chunks)
+
+
+_READ_CHUNK = 1 << 22
+
+
+def sha256_regular(path: Path, bound: int, what: str) -> tuple[str, int]:
+    """``(SHA-256 hex, size)`` of a regular source file of at most ``bound`` bytes, streamed.
+
+    Raises:
+        SourceError: as ``read_regular``.
+    """
+    handle, info = open_regular(path, what)
+    digest, size = hashlib.sha256(), 0
+    with handle:
+        check_stat_size(path, info, bound, what)
+        while chunk := handle.read(1 << 22):
+            size += len(chunk)
+            if size > bound:
+                raise SourceError(f"{path}: more than {bound:,} bytes of {what}; at most {bound:,} are read")
+            digest.update(chunk)
+    return digest.hexdigest(), size
+
+
+def read_source_table(
+    data: bytes,
+    path: Path,
+    what: str,
+    *,
+    max_rows: int,
+    columns: list[str] | None = None,
+    values_per_row: dict[str, int] | None = None,
+) -> pa.Table:
+    """Read a source parquet bounded by what it decodes to (``lerobot_shards.core.format.parquet``): rows,
+    values per row of list columns, decoded bytes.
+
+    Raises:
+        SourceError: the file is not parquet, or claims or expands beyond a bound (named).
+    """
+    try:
+        return read_bounded(
+            data, where=str(path), columns=columns, max_rows=max_rows, budget=Budget(values_per_row=values_per_row or {})
+        )
+    except FormatError as err:
+        raise source_error(err, path, what) from None
+
+
+def source_error(err: FormatError, path: Path, what: str) -> SourceError:
+    """``err`` (which names ``path``) as "PATH: cannot read WHAT: why"."""
+    text, prefix = str(err), f"{path}: "
+    return SourceError(f"{path}: cannot read {what}: {text.removeprefix(prefix)}")
+
+
+# Footer reads, keyed by (path, size, mtime) so an edited file is re-read.
+_ROWS_CACHE: dict[tuple, int] = {}
+_SCHEMA_CACHE: dict[tuple, pa.Schema] = {}
+
+
+def file_key(path: Path) -> tuple:
+    stat = path.stat()
+    return (str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def parquet_metadata(path: Path, episode: int) -> tuple[tuple, pq.FileMetaData]:
+    if not path.is_file():
+        raise SourceError(f"{path}: missing (data file of episode {episode})")
+    key = file_key(path)
+    try:
+        return key, pq.read_metadata(path)
+    except Exception as err:  # pyarrow raises ArrowInvalid/OSError for truncated or foreign files
+        raise SourceError(f"{path}: not a readable parquet file, truncated? (data file of episode {episode}: {err})") from None
+
+
+def parquet_rows(path: Path, episode: int) -> int:
+    key = file_key(path) if path.is_file() else None
+    if key not in _ROWS_CACHE:
+        key, metadata = parquet_metadata(path, episode)
+        _ROWS_CACHE[key] = metadata.num_rows
+        _SCHEMA_CACHE[key] = metadata.schema.to_arrow_schema()
+    return _ROWS_CACHE[key]
+
+
+def parquet_schema(path: Path, episode: int) -> pa.Schema:
+    parquet_rows(path, episode)
+    return _SCHEMA_CACHE[file_key(path)]
+
+
+__all__ = [
+    "SPARSE_SLACK_BYTES",
+    "check_file_size",
+    "check_stat_size",
+    "file_key",
+    "file_kind",
+    "open_regular",
+    "parquet_rows",
+    "parquet_schema",
+    "read_regular",
+    "read_source_file",
+    "read_source_table",
+    "sha256_regular",
+    "source_error",
+]
