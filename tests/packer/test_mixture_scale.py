@@ -105,10 +105,12 @@ def test_one_consumer_stays_within_one_bound_across_a_thousand_packs(scale_root)
     # Only the packs the first draws need were read: a footer, a row group and the members
     # of each episode admitted or prefetched (at most prefetch_episodes=4 ahead: how far
     # depends on thread timing, so the bound counts them; both episodes of a pack share its
-    # row group).
+    # row group), and once per pack its manifest and episodes index, which each admitted
+    # episode's compiled row is compared with (issue 54).
     touched = len({int(s["dataset_index"]) for s in first})
     assert touched <= stats["max_datasets_opened"] <= 8 + 4 + 64 // 3
-    assert opened <= 3 * (stats["episodes_admitted"] + 4), (opened, stats["episodes_admitted"])
+    budget_opens = 3 * (stats["episodes_admitted"] + 4) + 2 * stats["max_datasets_opened"]
+    assert opened <= budget_opens, (opened, stats["episodes_admitted"], stats["max_datasets_opened"])
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")

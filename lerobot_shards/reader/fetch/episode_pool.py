@@ -29,12 +29,21 @@ import pyarrow.parquet as pq
 import torch
 
 from lerobot_shards.core.errors import EpisodeDataError, FormatError, IntegrityError, ShortReadError, StorageError
-from lerobot_shards.core.format import EpisodeEntry, check_bytes, shard_parquet_path, shard_tar_path
+from lerobot_shards.core.format import (
+    EPISODES_INDEX_PATH,
+    EpisodeEntry,
+    EpisodeTable,
+    Manifest,
+    check_bytes,
+    parse_episodes_index,
+    shard_parquet_path,
+    shard_tar_path,
+)
 from lerobot_shards.core.format.features import LANGUAGE_COLUMNS, Features, check_language_type, image_column_type_ok
 from lerobot_shards.core.format.mp4 import check_preroll, read_track
 from lerobot_shards.core.format.parquet.row_groups import check_row_group, decode_row_group, parse_footer
 from lerobot_shards.core.pack.catalog import CatalogPack, EpisodeCatalog
-from lerobot_shards.core.pack.packed_index import PackedIndex
+from lerobot_shards.core.pack.packed_index import PackedIndex, read_manifest, verified_read
 from lerobot_shards.core.storage import RetryPolicy, Storage
 from lerobot_shards.reader.fetch.disk_cache import DiskCache, range_key
 from lerobot_shards.reader.fetch.prefetch import Prefetcher
@@ -216,7 +225,7 @@ class EpisodeFetcher:
         self._group_cache_bytes = row_group_cache_bytes
         self._group_bytes = 0
         self._io_pool: tuple[int, ThreadPoolExecutor] | None = None
-        self._packs: dict[int, tuple[PackedIndex, np.ndarray, np.ndarray]] = {}  # compiled catalogs' truth
+        self._packs: dict[int, tuple[Manifest, EpisodeTable, np.ndarray, np.ndarray]] = {}  # compiled catalogs' truth
         self.counters = FetchCounters()
 
     @classmethod
@@ -398,14 +407,17 @@ class EpisodeFetcher:
         held = size + sum(_held_bytes(v) for v in columns.values())
         return LoadedEpisode(entry=entry, dataset=dataset, columns=columns, video=video, nbytes=held, label=label)
 
-    def _pack_truth(self, dataset: int, storage: Storage) -> tuple[PackedIndex, np.ndarray, np.ndarray]:
-        """The pack's own index (opened at its pin, once per process) and, per episode, the
-        episodes and rows of its row group."""
+    def _pack_truth(self, dataset: int, storage: Storage) -> tuple[Manifest, EpisodeTable, np.ndarray, np.ndarray]:
+        """The pack's manifest (at its pin) and episodes index (at the manifest's digest), read
+        once per process: two files per pack, not per episode; and, per episode, the episodes
+        and rows of its row group."""
         with self._key_lock(("pack", dataset)):
             found = self._packs.get(dataset)
             if found is None:
-                index = PackedIndex(storage, manifest_sha256=self.catalog.datasets[dataset].manifest_sha256)
-                found = self._packs[dataset] = (index, *index.all_episodes.row_group_totals())
+                manifest, _ = read_manifest(storage, manifest_sha256=self.catalog.datasets[dataset].manifest_sha256)
+                data = verified_read(storage, manifest, EPISODES_INDEX_PATH)
+                table = parse_episodes_index(data, manifest, where=storage.describe(EPISODES_INDEX_PATH))
+                found = self._packs[dataset] = (manifest, table, *table.row_group_totals())
             return found
 
     def _check_against_pack(self, episode: int, dataset: int, storage: Storage, entry: EpisodeEntry, label: str) -> None:
@@ -417,8 +429,8 @@ class EpisodeFetcher:
         Raises:
             EpisodeDataError: names the episode, the pack and the fields that differ.
         """
-        index, group_episodes, group_rows = self._pack_truth(dataset, storage)
-        table, catalog = index.all_episodes, self.catalog
+        manifest, table, group_episodes, group_rows = self._pack_truth(dataset, storage)
+        catalog = self.catalog
         at = int(np.searchsorted(table.episode_index, entry.episode_index))
         differ: list[str] = []
         if at >= len(table) or int(table.episode_index[at]) != entry.episode_index:
@@ -436,7 +448,7 @@ class EpisodeFetcher:
             ):
                 differ.append("row group totals")
             shard = catalog.shard(episode)
-            recorded = next((s for s in index.manifest.shards if s.index == shard.number), None)
+            recorded = next((s for s in manifest.shards if s.index == shard.number), None)
             if recorded is None or (recorded.parquet_bytes, recorded.tar_bytes, recorded.tar_sha256) != (
                 shard.parquet_bytes,
                 shard.tar_bytes,
