@@ -5,6 +5,26 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
+# Nothing left behind (issue 55 row 9): the session's temp folder is a private one, inherited by
+# the xdist workers and every process a test starts (CLI, SLURM, torchrun), so whatever a run
+# leaves there is the session's own, whoever else shares /tmp. At the end the controller lists
+# what is left besides pytest's own tmp_path folders and the two below and fails the session
+# when anything is; on success the folder goes, on failure it stays for a look. Not ours and so
+# not judged: torch's compile cache, which importing torchcodec makes (torch._dynamo at import).
+SESSION_TEMP_KEEP = ("pytest-of-", "lerobot-shards-journal-", "lerobot-shards-fuzz-counts-", "torchinductor_")
+if not os.environ.get("LEROBOT_SHARDS_TEST_TEMP"):
+    os.environ["LEROBOT_SHARDS_TEST_TEMP"] = tempfile.mkdtemp(prefix="lerobot-shards-tests-")
+    os.environ["TMPDIR"] = os.environ["LEROBOT_SHARDS_TEST_TEMP"]
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def session_leftovers(folder: str) -> list[str]:
+    """What a test session left in its temp folder (names, sorted)."""
+    return sorted(name for name in os.listdir(folder) if not name.startswith(SESSION_TEMP_KEEP))
+
+
 # The pack journal (lerobot_shards.packer.run.journal) lives outside the destination, by default in the
 # user's cache. Tests (and the CLI, SLURM and torchrun processes they start, which inherit
 # the environment) get one private journal for the session, so no run reads or leaves
@@ -20,7 +40,6 @@ if not os.environ.get("LEROBOT_SHARDS_JOURNAL"):
 # servers or processes (an S3 server, a Hub server, a SLURM cluster, torchrun, CLI and trainer
 # subprocesses) and the long end-to-end ones. What puts a test there is what it uses, read from
 # its fixtures and module, so a new test lands in the right tier without anyone marking it.
-import pytest
 
 # The field fuzzer's workers (pytest-xdist processes inherit this) leave their counts here; the
 # session's summary prints them (tests/contracts/test_field_fuzz.py).
@@ -30,12 +49,31 @@ if not os.environ.get("LEROBOT_SHARDS_FUZZ_COUNTS"):
     atexit.register(shutil.rmtree, _counts, ignore_errors=True)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session when a test or a process it started left something in the temp folder."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller judges once
+        return
+    folder = os.environ["LEROBOT_SHARDS_TEST_TEMP"]
+    left = session_leftovers(folder)
+    if left:
+        session.config._lerobot_shards_leftovers = left
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif exitstatus == 0:
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The field fuzzer's mutations per file type and outcomes, summed over the processes."""
     import json
     from collections import Counter
     from pathlib import Path
 
+    left = getattr(config, "_lerobot_shards_leftovers", None)
+    if left:
+        folder = os.environ["LEROBOT_SHARDS_TEST_TEMP"]
+        terminalreporter.write_line(
+            f"FAILED: the session left {len(left)} item(s) in its temp folder {folder}: {left[:10]}", red=True
+        )
     counts, outcomes = Counter(), Counter()
     for path in Path(os.environ["LEROBOT_SHARDS_FUZZ_COUNTS"]).glob("*.json"):
         record = json.loads(path.read_text())

@@ -317,7 +317,11 @@ def test_9_workers_die_with_a_killed_pack(tmp_path):
         "--shard-size-mb",
         "0.001",
     ]
-    pack = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # A killed pack's staging stays until its re-run sweeps it (tests/cli/test_next_user.py):
+    # this one is never re-run, so it stages in the test's own folder.
+    (tmp_path / "tmp").mkdir()
+    env = {**_env(), "TMPDIR": str(tmp_path / "tmp")}
+    pack = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     workers: set[int] = set()
     deadline = time.monotonic() + 120
     while len(workers) < 2 and time.monotonic() < deadline and pack.poll() is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import queue as queue_module
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -57,7 +59,7 @@ def run_jobs(
     """Run ``function(job, progress=sink)`` for every job; ``on_result`` gets each result.
 
     With ``workers <= 1`` (or one job) everything runs here, in order. Otherwise a process
-    pool runs them; progress items travel through a manager queue and reach ``on_progress``
+    pool runs them; progress items travel through a queue the workers inherit and reach ``on_progress``
     in this process; the first failure cancels the jobs not started and is re-raised.
     Workers die with this process (``die_with_parent``): a SIGKILLed pack leaves no orphans.
     """
@@ -66,21 +68,25 @@ def run_jobs(
         for job in jobs:
             on_result(function(job, progress=sink))
         return
-    manager = None
-    if on_progress is not None:
-        from multiprocessing.managers import SyncManager
-
-        manager = SyncManager()
-        manager.start(die_with_parent)
-    queue = manager.Queue() if manager is not None else None
+    # Progress travels through a plain multiprocessing queue the workers inherit (initargs),
+    # not a manager: a manager listens on a Unix socket under $TMPDIR, and a deep TMPDIR (a
+    # SLURM job's, a test's) exceeds AF_UNIX's 108-byte path and failed the pack at start.
+    context = multiprocessing.get_context()
+    progress: Any = context.Queue() if on_progress is not None else None
 
     def drain() -> None:
-        while queue is not None and on_progress is not None and not queue.empty():
-            on_progress(queue.get())
+        while progress is not None and on_progress is not None:
+            try:
+                item = progress.get_nowait()
+            except queue_module.Empty:
+                return
+            on_progress(item)
 
     try:
-        with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent) as pool:
-            pending = {pool.submit(function, job, progress=queue) for job in jobs}
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(progress,)
+        ) as pool:
+            pending = {pool.submit(_run_job, function, job) for job in jobs}
             try:
                 while pending:
                     done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -91,6 +97,22 @@ def run_jobs(
                 for future in pending:
                     future.cancel()
                 raise
+        drain()  # the workers have exited: what they put last is in the queue now
     finally:
-        if manager is not None:
-            manager.shutdown()
+        if progress is not None:
+            progress.close()
+            progress.cancel_join_thread()
+
+
+_WORKER_PROGRESS: ProgressSink | None = None
+
+
+def _start_worker(progress: ProgressSink | None) -> None:
+    """Pool initializer: die with the pack, and keep the progress queue for ``_run_job``."""
+    global _WORKER_PROGRESS
+    die_with_parent()
+    _WORKER_PROGRESS = progress
+
+
+def _run_job(function: Callable[..., R], job: Any) -> R:
+    return function(job, progress=_WORKER_PROGRESS)

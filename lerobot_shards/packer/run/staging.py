@@ -3,9 +3,13 @@ say which pack and which process made them, so a re-run of the same pack sweeps 
 run left (a SIGKILLed SLURM job cannot clean up after itself; at 512 MB shards on a preemptible
 partition the leftovers would fill ``/tmp``).
 
-Names: ``lerobot-shards-<pack tag>-<pid>-<random>``; the pack tag is 12 hex digits of the
-SHA-256 of the destination's URL. A folder whose process is no longer alive on this machine is
-a leftover; one whose process lives is another running ``--part`` of the same pack, left alone.
+Names: ``lerobot-shards-<pack tag>-<pid>-<kind>-<random>``; the pack tag is 12 hex digits of
+the SHA-256 of the destination as resolved (a local folder's real absolute path, so ``out``,
+``./out`` and ``/abs/out`` are one pack; a bucket's URL without its trailing ``/``). A folder
+whose process is no longer alive on this machine is a leftover; one whose process lives is
+another running ``--part`` of the same pack, left alone. The temp folder is shared with every
+user of the machine, so the sweep trusts no name it finds: the pid must be 1-7 ASCII digits
+within Linux's pid range, and a link is removed as a link, never followed.
 """
 
 from __future__ import annotations
@@ -13,17 +17,40 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 PREFIX = "lerobot-shards-"
+_PID_MAX = 1 << 22  # Linux's highest pid_max (kernel/pid.c PID_MAX_LIMIT on 64-bit)
+_PID = re.compile(r"[0-9]{1,7}")  # ASCII only: str.isdigit() admits "²", which int() refuses
+
+
+def resolved_destination(dst_url: str) -> str:
+    """The destination as one string per place: a local folder's real absolute path (links
+    resolved, relative paths made absolute), a remote URL without its trailing ``/``."""
+    protocol, sep, path = dst_url.partition("://")
+    if not sep:
+        return os.path.realpath(dst_url)
+    if protocol in ("file", "local"):
+        return os.path.realpath(path)
+    return dst_url.rstrip("/")
 
 
 def pack_tag(dst_url: str) -> str:
-    """12 hex digits naming a destination in staging folder names."""
-    return hashlib.sha256(dst_url.encode()).hexdigest()[:12]
+    """12 hex digits naming a destination (as resolved) in staging folder names."""
+    return hashlib.sha256(resolved_destination(dst_url).encode()).hexdigest()[:12]
+
+
+def _leftover_pid(name: str) -> int | None:
+    """The pid a staging folder's name gives, or None when the name is not one we wrote."""
+    parts = name[len(PREFIX) :].split("-")
+    if len(parts) < 3 or not _PID.fullmatch(parts[1]):
+        return None
+    pid = int(parts[1])
+    return pid if 0 < pid <= _PID_MAX else None
 
 
 @contextlib.contextmanager
@@ -53,15 +80,18 @@ def sweep(dst_url: str) -> list[Path]:
     removed = []
     root = Path(tempfile.gettempdir())
     for path in root.glob(f"{PREFIX}{pack_tag(dst_url)}-*"):
-        parts = path.name[len(PREFIX) :].split("-")
-        if len(parts) < 3 or not parts[1].isdigit() or _alive(int(parts[1])):
+        pid = _leftover_pid(path.name)
+        if pid is None or pid == os.getpid() or _alive(pid):
             continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)  # rmtree removes links inside as links; it never follows one
+            else:
+                path.unlink()
+        except OSError:
+            continue  # not ours to remove (another user's, or gone already): left as found
         removed.append(path)
     return removed
 
 
-__all__ = ["pack_tag", "staging_dir", "sweep"]
+__all__ = ["pack_tag", "resolved_destination", "staging_dir", "sweep"]
