@@ -70,6 +70,9 @@ _EXPORTS = {
         "ShortReadError",
         "HarmonizeError",
         "ArgumentError",
+        "MissingPackageError",
+        "InspectError",
+        "SqlSyntaxError",
     ],
     "lerobot_shards.packer.errors": [
         "PackError",
@@ -80,8 +83,6 @@ _EXPORTS = {
         "SourceError",
         "VideoCutError",
         "ShardPlanError",
-        "InspectError",
-        "SqlSyntaxError",
         "MixtureError",
         "SourcesError",
     ],
@@ -101,9 +102,11 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
         EpisodeDataError as EpisodeDataError,
         FormatError as FormatError,
         HarmonizeError as HarmonizeError,
+        InspectError as InspectError,
         IntegrityError as IntegrityError,
         LeRobotShardsError as LeRobotShardsError,
         LeRobotTrainError as LeRobotTrainError,
+        MissingPackageError as MissingPackageError,
         MixtureFeatureWarning as MixtureFeatureWarning,
         MixtureSpecError as MixtureSpecError,
         NotAPackError as NotAPackError,
@@ -116,6 +119,7 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
         ResumeStateError as ResumeStateError,
         ResumeWarning as ResumeWarning,
         ShortReadError as ShortReadError,
+        SqlSyntaxError as SqlSyntaxError,
         StorageError as StorageError,
         UnsupportedFormatVersionError as UnsupportedFormatVersionError,
         WindowError as WindowError,
@@ -130,7 +134,6 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
     )
     from lerobot_shards.packer.errors import (
         FrameMismatchError as FrameMismatchError,
-        InspectError as InspectError,
         MissingRowsError as MissingRowsError,
         MixtureError as MixtureError,
         OptionsError as OptionsError,
@@ -139,7 +142,6 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
         ShardPlanError as ShardPlanError,
         SourceError as SourceError,
         SourcesError as SourcesError,
-        SqlSyntaxError as SqlSyntaxError,
         VideoCutError as VideoCutError,
     )
     from lerobot_shards.packer.mixture.create import (

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import click
 
+from lerobot_shards.cli.boundary import BoundaryGroup
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+# Every command's errors leave through one boundary (cli/boundary.py): one line and an exit code.
+@click.group(cls=BoundaryGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="lerobot-shards")
 def main() -> None:
     """Pack LeRobot v3 datasets into episode-aligned shards, inspect and stream them."""
@@ -15,14 +18,12 @@ from lerobot_shards.cli.sample import make_sample  # noqa: E402
 
 main.add_command(make_sample)
 
-from lerobot_shards.cli.pack import (  # noqa: E402
-    check_command,
-    finalize_command,
-    info_command,
-    pack,
-    sql_command,
-    verify_command,
-)
+from lerobot_shards.cli.check import check_command  # noqa: E402
+from lerobot_shards.cli.finalize import finalize_command  # noqa: E402
+from lerobot_shards.cli.info import info_command  # noqa: E402
+from lerobot_shards.cli.pack import pack  # noqa: E402
+from lerobot_shards.cli.sql import sql_command  # noqa: E402
+from lerobot_shards.cli.verify import verify_command  # noqa: E402
 
 for _command in (pack, check_command, finalize_command, verify_command, info_command, sql_command):
     main.add_command(_command)

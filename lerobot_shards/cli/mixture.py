@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 import click
 
 from lerobot_shards.cli.flags import PACK_FIELDS, click_option, storage_option
-from lerobot_shards.cli.text import printable, printable_lines
+from lerobot_shards.cli.text import printable
 
 
 def _names(items: tuple[str, ...]) -> dict[str, str]:
@@ -109,7 +110,6 @@ def create(
 ):
     """Write DST/mixture.json from the packed datasets; exit 1, writing nothing, when any would be
     left out (each listed with its error) unless --allow-partial."""
-    from lerobot_shards.core.errors import PredicateError
     from lerobot_shards.packer.errors import MixtureError, SourcesError
     from lerobot_shards.packer.mixture.create import create_mixture
 
@@ -133,8 +133,6 @@ def create(
         raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
-    except PredicateError as err:  # the user's own SQL: DuckDB's lines and ^ pointer kept
-        raise click.ClickException(printable_lines(str(err))) from None
     spec = report.spec
     if spec is None:  # create_mixture raises when no dataset is complete; a report without a spec wrote nothing
         raise click.ClickException("no mixture.json written: no dataset is complete")
@@ -157,16 +155,14 @@ def create(
 @storage_option
 def report_command(dst, name_items, sources_file, storage_options):
     """List every dataset with its status (ok, failed, incomplete, missing, invalid); exit 1 unless all are ok."""
-    from lerobot_shards.packer.errors import MixtureError, SourcesError
+    from lerobot_shards.packer.errors import SourcesError
     from lerobot_shards.packer.mixture.create import scan_datasets
 
     try:
         report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=storage_options)
-    except MixtureError as err:
-        raise click.ClickException(printable(str(err))) from None
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
-    mixed = _mixture_anchors(dst, storage_options)
+    mixed, unreadable = _mixture_anchors(dst, storage_options)
     width = max([len(r.name) for r in report.rows] + [7])
     click.echo(f"{'dataset':<{width}}  {'status':<10}  {'anchors':>9}  error")
     for row in report.rows:
@@ -178,25 +174,34 @@ def report_command(dst, name_items, sources_file, storage_options):
         click.echo(printable(f"{row.name:<{width}}  {row.status:<10}  {anchors:>9}  {note}"))
     bad = sum(r.status != "ok" for r in report.rows)
     click.echo(f"{len(report.rows) - bad} ok, {bad} not ok")
+    if unreadable:  # the datasets may all be fine, and still no trainer reads this mixture
+        raise click.ClickException(
+            f"{printable(unreadable)}; a trainer cannot read this mixture: write it again with "
+            f"`lerobot-shards mixture create {printable(shlex.quote(dst))}`"
+        )
     if bad:
         raise SystemExit(1)
 
 
-def _mixture_anchors(dst: str, storage_options: dict | None) -> dict[str, int] | None:
-    """``{name: anchors}`` of DST/mixture.json, or None when there is none (or it does not parse)."""
+def _mixture_anchors(dst: str, storage_options: dict | None) -> tuple[dict[str, int] | None, str | None]:
+    """``({name: anchors}, None)`` of DST/mixture.json; ``(None, None)`` when there is none;
+    ``(None, why)`` when there is one a trainer could not read (it does not parse, too large)."""
     from lerobot_shards.core.errors import LeRobotShardsError
     from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
     from lerobot_shards.core.format.mixture import MIXTURE_FILE, MixtureSpec
     from lerobot_shards.core.storage import Storage
 
     root = Storage(dst, storage_options)
+    if not root.exists(MIXTURE_FILE):
+        return None, None
     try:
-        if not root.exists(MIXTURE_FILE) or root.size(MIXTURE_FILE) > MAX_RECORD_BYTES:
-            return None
+        size = root.size(MIXTURE_FILE)
+        if size > MAX_RECORD_BYTES:
+            return None, f"{root.describe(MIXTURE_FILE)}: {size:,} bytes; at most {MAX_RECORD_BYTES:,} are read"
         spec = MixtureSpec.from_json(root.read_bytes(MIXTURE_FILE), where=root.describe(MIXTURE_FILE))
-    except LeRobotShardsError:
-        return None
-    return {d.name: d.anchors for d in spec.datasets}
+    except LeRobotShardsError as err:
+        return None, str(err)
+    return {d.name: d.anchors for d in spec.datasets}, None
 
 
 @mixture.command("sources")

@@ -63,16 +63,16 @@ def make_sample(out, episodes, fps, min_length, max_length, cameras, data_file_m
         chunks_size=chunks_size,
         seed=seed,
     )
-    try:
-        if sys.stderr.isatty():
-            with click.progressbar(length=episodes, label="encoding episodes", file=sys.stderr) as bar:
-                report = write_sample_dataset(out, spec, progress=lambda done, total: bar.update(1))
-        else:  # a log: periodic lines with counts and ETA
-            log = ProgressLog("make-sample", unit="episodes")
+    # A dataset already there, a read-only folder, a spec it cannot write: one line (cli/boundary.py).
+    if sys.stderr.isatty():
+        with click.progressbar(length=episodes, label="encoding episodes", file=sys.stderr) as bar:
+            report = write_sample_dataset(out, spec, progress=lambda done, total: bar.update(1))
+    else:  # a log: periodic lines with counts and ETA
+        log = ProgressLog("make-sample", unit="episodes")
+        try:
             report = write_sample_dataset(out, spec, progress=lambda done, total: log.update(done, total))
+        finally:
             log.close()
-    except (FileExistsError, ValueError) as err:
-        raise click.ClickException(str(err)) from None
     click.echo(
         f"wrote {report.episodes} episodes, {report.frames} frames, {report.data_files} data files, "
         f"video files {report.video_files}, {report.bytes / 1e6:.2f} MB to {report.root}"

@@ -145,6 +145,20 @@ class PredicateError(ArgumentError):
     and ``^`` pointer, names where); the same for every dataset it would be applied to."""
 
 
+class MissingPackageError(LeRobotShardsError, ImportError):
+    """An optional package this needs is not installed (a storage system's fsspec backend,
+    ``gcsfs`` for ``gs://``); the message names the ``pip install`` that fixes it."""
+
+
+# -- inspecting -------------------------------------------------------------------------------
+class InspectError(LeRobotShardsError, ValueError):
+    """The destination is not a complete packed dataset, or the SQL failed."""
+
+
+class SqlSyntaxError(InspectError):
+    """The user's SQL does not parse (DuckDB's message, multi-line with its ``^`` pointer)."""
+
+
 # -- decoding ---------------------------------------------------------------------------------
 class DecodeError(LeRobotShardsError, RuntimeError):
     """A member failed to decode; the message names shard, episode and camera."""
@@ -168,9 +182,11 @@ __all__ = [
     "FormatError",
     "BoundExceededError",
     "HarmonizeError",
+    "InspectError",
     "IntegrityError",
     "LeRobotShardsError",
     "LeRobotTrainError",
+    "MissingPackageError",
     "MixtureSpecError",
     "ObjectNotFoundError",
     "PinMismatchError",
@@ -179,6 +195,7 @@ __all__ = [
     "PrefetchError",
     "ResumeStateError",
     "ShortReadError",
+    "SqlSyntaxError",
     "StorageError",
     "UnsupportedFormatVersionError",
     "WindowError",

@@ -67,14 +67,6 @@ class ShardPlanError(PackError, ValueError):
     """Invalid planning input (sizes, targets or part specification)."""
 
 
-class InspectError(LeRobotShardsError, ValueError):
-    """The destination is not a complete packed dataset, or the SQL failed."""
-
-
-class SqlSyntaxError(InspectError):
-    """The user's SQL does not parse (DuckDB's message, multi-line with its ``^`` pointer)."""
-
-
 class SourcesError(LeRobotShardsError, ValueError):
     """The sources file of a mixture is malformed; the message names the file and line."""
 
@@ -93,7 +85,6 @@ class MixtureError(LeRobotShardsError, ValueError):
 
 __all__ = [
     "FrameMismatchError",
-    "InspectError",
     "MissingRowsError",
     "MixtureError",
     "OptionsError",

@@ -35,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.packer.source.video import video_duration_s
 from lerobot_shards.testing.frame_identity import identity_frame
 from lerobot_shards.testing.stats import aggregate_episode_stats, feature_stats
@@ -81,7 +82,7 @@ class CameraSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in CAMERA_KINDS:
-            raise ValueError(f"camera kind {self.kind!r} is not one of {CAMERA_KINDS}")
+            raise ArgumentError(f"camera kind {self.kind!r} is not one of {CAMERA_KINDS}")
 
     @property
     def is_video(self) -> bool:
@@ -135,9 +136,9 @@ class SampleSpec:
     def episode_lengths(self) -> list[int]:
         if self.lengths is not None:
             if len(self.lengths) != self.episodes:
-                raise ValueError(f"lengths has {len(self.lengths)} entries for {self.episodes} episodes")
+                raise ArgumentError(f"lengths has {len(self.lengths)} entries for {self.episodes} episodes")
             if min(self.lengths) < 1:
-                raise ValueError(f"episode lengths must be >= 1, got {self.lengths}")
+                raise ArgumentError(f"episode lengths must be >= 1, got {self.lengths}")
             return list(self.lengths)
         rng = np.random.default_rng([self.seed, 1])
         return [int(x) for x in rng.integers(self.min_length, self.max_length + 1, size=self.episodes)]
@@ -235,7 +236,7 @@ def _arrow_type(feature: dict) -> pa.DataType:
         return dtype
     if len(shape) == 1:
         return pa.list_(dtype, shape[0])
-    raise ValueError(f"the sample writer supports scalar and 1-D features, got shape {shape}")
+    raise ArgumentError(f"the sample writer supports scalar and 1-D features, got shape {shape}")
 
 
 def _episode_tasks(spec: SampleSpec, episode_index: int, length: int) -> tuple[list[str], np.ndarray]:
@@ -444,8 +445,14 @@ def write_sample_dataset(
 
     Raises:
         FileExistsError: ``root/meta/info.json`` already exists.
+        ArgumentError: ``root`` is a URL, not a local folder.
         ValueError: an invalid spec (lengths, frame sizes, too many episodes for identity).
     """
+    if "://" in str(root):  # pathlib would make "s3:/bucket/x" folders here, and pyarrow another thing
+        raise ArgumentError(
+            f"{root}: the sample writer writes a local folder; give a path (then copy it to the bucket, "
+            "e.g. `aws s3 sync FOLDER s3://bucket/x`)"
+        )
     root = Path(root)
     if (root / "meta" / "info.json").exists():
         raise FileExistsError(f"{root} already holds a dataset (meta/info.json exists)")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lerobot_shards.core.errors import FormatError, StorageError
+from lerobot_shards.core.errors import FormatError, InspectError, SqlSyntaxError, StorageError
 from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
@@ -35,7 +35,6 @@ from lerobot_shards.core.format.parquet import Budget, feature_budget, open_boun
 from lerobot_shards.core.format.parquet.bounded import group_cost
 from lerobot_shards.core.pack.packed_index import load_tasks, read_manifest, verified_read
 from lerobot_shards.core.storage import Storage
-from lerobot_shards.packer.errors import InspectError, SqlSyntaxError
 
 _FRAMES = re.compile(r"\bframes\b", re.IGNORECASE)
 

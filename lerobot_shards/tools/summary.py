@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lerobot_shards.core.errors import FormatError, StorageError
+from lerobot_shards.core.errors import FormatError, InspectError, StorageError
 from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
@@ -21,7 +21,6 @@ from lerobot_shards.core.format.parquet import iter_bounded_batches
 from lerobot_shards.core.pack.packed_index import load_tasks, verified_read
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.core.windows import frames_needed, resolve_delta_timestamps
-from lerobot_shards.packer.errors import InspectError
 from lerobot_shards.reader.decode.nvdec_rules import nvdec_refusal
 from lerobot_shards.tools.sql import load_manifest
 

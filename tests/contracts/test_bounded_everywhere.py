@@ -110,3 +110,126 @@ def test_5_a_deep_temp_folder_does_not_stop_a_pool_of_workers(tiny_source, tmp_p
     report = pack_dataset(str(tiny_source), str(tmp_path / "out"), workers=2, shard_size_mb=0.001, progress=seen.append)
     assert report.shards_written == 2 and verify(str(tmp_path / "out")).ok
     assert seen, "progress still reaches the caller from the workers"
+
+
+# -- 4. one error boundary: every command, every bad input, one line --------------------------------
+def _absent_backend() -> str:
+    """A storage scheme fsspec knows whose package is not installed here (gs:// without gcsfs)."""
+    import importlib.util
+
+    from fsspec.registry import known_implementations
+
+    for scheme in ("gs", "az", "oci", "dropbox", "box"):
+        package = known_implementations.get(scheme, {}).get("class", "").split(".")[0]
+        if package and importlib.util.find_spec(package) is None:
+            return scheme
+    pytest.skip("every optional storage backend is installed here")
+
+
+@pytest.fixture(scope="module")
+def read_only(tmp_path_factory):
+    """A read-only folder (root writes through permission bits: a read-only mount is the test)."""
+    mount = tmp_path_factory.mktemp("ro")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a read-only tmpfs here (needs root with CAP_SYS_ADMIN)")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture(scope="module")
+def malformed(tmp_path_factory, tiny_source) -> dict[str, Path]:
+    """A source, a pack and a mixture folder, each with one JSON file that does not parse."""
+    root = tmp_path_factory.mktemp("malformed")
+    source = root / "source"
+    shutil.copytree(tiny_source, source)
+    (source / "meta" / "info.json").write_text('{"codebase_version": "v3.0", ')
+    pack = root / "pack"
+    pack_dataset(str(tiny_source), str(pack))
+    (pack / "manifest.json").write_text("{not json")
+    shards = root / "unfinished"
+    pack_dataset(str(tiny_source), str(shards), part=(0, 2), shard_size_mb=0.001)  # part 1 of 2: unfinished
+    for receipt in (shards / "shards").glob("*.json"):
+        receipt.write_text("[")
+    mixture = root / "mixture"
+    pack_dataset(str(tiny_source), str(mixture / "a"))
+    (mixture / "mixture.json").write_text("{")
+    sources = root / "sources.txt"
+    sources.write_bytes(b"\xff\xfe not text\n")
+    return {"good": tiny_source, "source": source, "pack": pack, "unfinished": shards, "mixture": mixture, "sources": sources}
+
+
+def _bad_inputs(malformed, read_only, tmp_path) -> list[tuple[str, list[str]]]:
+    absent = _absent_backend()
+    missing = str(tmp_path / "no" / "such")
+    rows = []
+    for what, place in (
+        ("unknown scheme", "nosuchproto://bucket/x"),
+        (f"{absent}:// without its package", f"{absent}://bucket/x"),
+    ):
+        rows += [
+            (f"pack from {what}", ["pack", place, str(tmp_path / "out")]),
+            (f"pack into {what}", ["pack", str(malformed["good"]), place]),
+            (f"check {what}", ["check", place]),
+            (f"finalize {what}", ["finalize", place]),
+            (f"verify {what}", ["verify", place]),
+            (f"info {what}", ["info", place]),
+            (f"sql {what}", ["sql", place, "SELECT 1"]),
+            (f"preview {what}", ["preview", place, "-o", str(tmp_path / "p.html")]),
+            (f"mixture create {what}", ["mixture", "create", place]),
+            (f"mixture report {what}", ["mixture", "report", place]),
+            (f"make-sample into {what}", ["make-sample", place, "--episodes", "1"]),
+        ]
+    rows += [
+        ("pack from a missing folder", ["pack", missing, str(tmp_path / "out")]),
+        ("check a missing folder", ["check", missing]),
+        ("finalize a missing folder", ["finalize", missing]),
+        ("info of a missing folder", ["info", missing]),
+        ("sql of a missing folder", ["sql", missing, "SELECT 1"]),
+        ("preview of a missing folder", ["preview", missing, "-o", str(tmp_path / "p.html")]),
+        ("mixture report of a missing folder", ["mixture", "report", missing]),
+        ("mixture sources of a missing file", ["mixture", "sources", missing]),
+        ("pack a malformed info.json", ["pack", str(malformed["source"]), str(tmp_path / "out2")]),
+        ("check a malformed info.json", ["check", str(malformed["source"])]),
+        ("finalize malformed receipts", ["finalize", str(malformed["unfinished"])]),
+        ("info of a malformed manifest", ["info", str(malformed["pack"])]),
+        ("sql of a malformed manifest", ["sql", str(malformed["pack"]), "SELECT 1"]),
+        ("preview of a malformed manifest", ["preview", str(malformed["pack"]), "-o", str(tmp_path / "p.html")]),
+        ("mixture report of a malformed mixture.json", ["mixture", "report", str(malformed["mixture"])]),
+        ("mixture sources of a file that is not text", ["mixture", "sources", str(malformed["sources"])]),
+        ("pack into a read-only folder", ["pack", str(malformed["good"]), str(read_only / "out")]),
+        ("make-sample into a read-only folder", ["make-sample", str(read_only / "sample"), "--episodes", "1"]),
+        ("preview into a read-only folder", ["preview", str(malformed["pack"]), "-o", str(read_only / "p.html")]),
+        ("mixture create in a read-only folder", ["mixture", "create", str(read_only)]),
+    ]
+    return rows
+
+
+def test_4_every_command_says_one_line_for_every_bad_input(malformed, read_only, tmp_path, tiny_source, monkeypatch):
+    from click.testing import CliRunner
+
+    from lerobot_shards.cli import main as cli
+
+    monkeypatch.chdir(tmp_path)  # nothing a command would make of a URL lands in the checkout
+    failures = []
+    for what, args in _bad_inputs(malformed, read_only, tmp_path):
+        result = CliRunner().invoke(cli, args)
+        errors = [line for line in result.output.splitlines() if line.startswith("Error")]
+        crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+        if crashed or "Traceback" in result.output or result.exit_code in (0, 70) or len(errors) != 1:
+            failures.append(f"{what}: exit {result.exit_code}, {type(result.exception).__name__}: {result.output[-300:]!r}")
+    assert not failures, "\n".join(failures)
+
+
+def test_4_the_installed_command_line_says_one_line_too(tmp_path):
+    """The same boundary in a real process (python -m lerobot_shards), and exit 70 with the
+    traceback's way out for a bug of ours."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["pack", "nosuchproto://x/y", str(tmp_path / "out")], ["finalize", "nosuchproto://x/y"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "lerobot_shards", *args], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            "Error: nosuchproto://x/y: unknown storage scheme nosuchproto://; give a local path or a URL of a storage "
+            "system (s3://, gs://, az://, hf://, or another fsspec knows)"
+        ], result.stderr

@@ -131,7 +131,7 @@ RULES: dict[str, set[str]] = {
     },
     "packer.face": set(),
     "testing": {"packer.base", "packer.source", "packer.shard", "core.errors", "core.format"},
-    "tools": CORE | READER | {"packer.base"},  # reads packs and decodes their frames
+    "tools": CORE | READER,  # reads packs and decodes their frames; never the packer
     "train": CORE | READER,
     "cli": CORE | PACKER | {"testing", "train", "tools"},
     "face": CORE | READER | PACKER | {"tools", "cli"},  # __init__ names the public face (statically too); __main__ runs the CLI

@@ -20,6 +20,9 @@ from typing import Any
 
 import fsspec
 import fsspec.core
+from fsspec.registry import known_implementations
+
+from lerobot_shards.core.errors import ArgumentError, MissingPackageError
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, str], Any] = {}
@@ -65,10 +68,33 @@ def shared_filesystem(url: str, options: dict) -> tuple[Any, str]:
     return fs, fs._strip_protocol(url)
 
 
+def check_protocol(url: str, protocol: str) -> None:
+    """That fsspec can open ``protocol`` here, before anything is read or written.
+
+    Raises:
+        ArgumentError: an unknown scheme (``nosuchproto://``), naming the schemes that work.
+        MissingPackageError: a known storage system whose fsspec package is not installed
+            (``gs://`` without ``gcsfs``), naming the ``pip install`` that fixes it.
+    """
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ValueError:
+        raise ArgumentError(
+            f"{url}: unknown storage scheme {protocol}://; give a local path or a URL of a storage system "
+            "(s3://, gs://, az://, hf://, or another fsspec knows)"
+        ) from None
+    except ImportError:
+        path = known_implementations.get(protocol, {}).get("class", "")
+        package = path.split(".")[0] or protocol
+        raise MissingPackageError(
+            f"{url}: {protocol}:// needs the {package} package, which is not installed: pip install {package}"
+        ) from None
+
+
 def clients_created() -> int:
     """How many clients this process has built (since start or its fork): the cost a mixture
     of many roots in one bucket should not multiply."""
     return _created
 
 
-__all__ = ["clients_created", "shared_filesystem"]
+__all__ = ["check_protocol", "clients_created", "shared_filesystem"]

@@ -46,7 +46,7 @@ from lerobot_shards.core.errors import (
 )
 from lerobot_shards.core.format.fields import sha256_chunks
 from lerobot_shards.core.storage.backends.table import backend_for
-from lerobot_shards.core.storage.clients import shared_filesystem
+from lerobot_shards.core.storage.clients import check_protocol, shared_filesystem
 from lerobot_shards.core.storage.local_files import (
     atomic_copy,
     atomic_rename,
@@ -96,6 +96,7 @@ class Storage:
         self.retry = retry
         protocol, _ = fsspec.core.split_protocol(self.url)
         self.protocol = protocol or "file"
+        check_protocol(self.url, self.protocol)  # an unknown scheme or a missing package: said here, once
         self.backend = backend_for(self.protocol)
         self.is_local = self.backend.local
         self.counters = StorageCounters()

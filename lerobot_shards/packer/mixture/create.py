@@ -171,6 +171,13 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
         key_maps = {s.name: dict(s.key_map) for s in sources if s.key_map}
     else:
         listed = {n: n for n in root.list_dirs() if not n.startswith(("_", "."))}
+        if not listed:
+            why = root.missing_root() or (
+                "no such folder" if root.is_local and not os.path.isdir(root.root) else "no dataset folder in it"
+            )
+            raise MixtureError(
+                f"{root.url}: {why}; give the folder that holds the packed datasets (one folder each), or --name NAME=PATH"
+            )
     for name, mapping in (key_map or {}).items():  # the command line's over the sources file's
         key_maps[name] = {**key_maps.get(name, {}), **mapping}
     unknown = sorted(set(key_maps) - set(listed))

@@ -20,12 +20,15 @@ start with ``_`` or ``.`` (``DST/_failures`` is reserved).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
 from lerobot_shards.core.format import FormatError, check_feature_key
+from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
 from lerobot_shards.packer.errors import SourcesError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -152,7 +155,19 @@ def parse_key_maps(items: list[str], *, where: str) -> dict[str, str | None]:
 def read_sources(path: str | Path) -> list[MixtureSource]:
     """Read and parse a local sources file. Raises ``SourcesError`` (also when it is missing)."""
     try:
-        text = Path(path).read_text()
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would hang the read, /dev/zero never end it
+            raise SourcesError(f"sources file {path}: not a regular file")
+        if info.st_size > MAX_RECORD_BYTES:
+            raise SourcesError(f"sources file {path}: {info.st_size:,} bytes; at most {MAX_RECORD_BYTES:,} are read")
+        with open(path, "rb") as handle:
+            data = handle.read(info.st_size + 1)  # what the file holds (and a byte to see it grow)
     except OSError as err:
         raise SourcesError(f"cannot read sources file {path}: {err.strerror or err}") from None
+    if len(data) > info.st_size:
+        raise SourcesError(f"sources file {path}: grew while it was read; read it again once it is written")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SourcesError(f"sources file {path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
     return parse_sources(text, where=str(path))
