@@ -1,8 +1,12 @@
 """``sql``: look inside a packed dataset (local or in a bucket) with DuckDB.
 
-Nothing read from the dataset becomes SQL: the views are built from the format's own paths
-(``shard_parquet_path(i)``) under the root the user gave, quoted as string literals, and the
-manifest is validated first. The user's query is theirs and runs as given.
+Nothing read from the dataset becomes SQL but column names, as quoted identifiers: the views
+are built from the format's own paths (``shard_parquet_path(i)``) under the root the user gave,
+quoted as string literals, and the manifest is validated first. The user's query is theirs and
+runs as given. DuckDB's identifiers ignore case, so columns whose names differ only by case
+(``observation.state`` beside ``OBSERVATION.STATE``) are each named ``<name>@<n>`` in the views
+(``sql_aliases``): no name shows another column's values, and a query naming the bare name
+fails with the names to use.
 
 DuckDB trusts a parquet file's page headers as pyarrow does (a 2 KB file listing a string 18
 million times took it to 3 GB before its ``memory_limit`` stopped it), so it is never handed
@@ -28,6 +32,8 @@ from lerobot_shards.core.format import (
     SAMPLES_INDEX_PATH,
     Manifest,
     shard_parquet_path,
+    sql_aliases,
+    sql_identifier,
     sql_string_literal,
 )
 from lerobot_shards.core.format.limits import MAX_DECODED_BYTES, MAX_EPISODE_TASKS, MAX_EXPANSION, ROW_GROUP_MAX_BYTES
@@ -72,12 +78,17 @@ def connect(dst: str, *, storage_options: dict | None = None, frames: bool = Tru
     manifest, _ = load_manifest(storage)
     owned = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="lerobot-shards-sql-")
+    names: list[list[str]] = []
     try:
         copies = {rel: _checked_index_copy(storage, manifest, rel, workdir) for rel in (EPISODES_INDEX_PATH, SAMPLES_INDEX_PATH)}
         tasks = load_tasks(storage, manifest)  # checked and bounded; the view holds the parsed values only
         if frames:
-            for shard in manifest.shards:
-                _check_shard_parquet(storage, manifest, shard)
+            names = [_check_shard_parquet(storage, manifest, shard) for shard in manifest.shards]
+            if sql_aliases(names[0] if names else []) and any(n != names[0] for n in names):
+                raise FormatError(
+                    f"{storage.url}: shard parquets hold columns whose names differ only by case, in different "
+                    "orders; DuckDB cannot tell them apart (query the pack from Python: PackedDataset)"
+                )
     except (FormatError, StorageError) as err:
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -86,8 +97,9 @@ def connect(dst: str, *, storage_options: dict | None = None, frames: bool = Tru
     if owned:
         weakref.finalize(con, shutil.rmtree, workdir, ignore_errors=True)
     base = storage.register_with_duckdb(con)
-    con.execute(f"CREATE VIEW episodes AS SELECT * FROM read_parquet({sql_string_literal(copies[EPISODES_INDEX_PATH])})")
-    con.execute(f"CREATE VIEW samples AS SELECT * FROM read_parquet({sql_string_literal(copies[SAMPLES_INDEX_PATH])})")
+    for view, rel in (("episodes", EPISODES_INDEX_PATH), ("samples", SAMPLES_INDEX_PATH)):
+        path = copies[rel]
+        con.execute(f"CREATE VIEW {view} AS {_select(_parquet_names(path), sql_string_literal(path))}")
     con.register(
         "_tasks", pa.table({"task_index": pa.array(sorted(tasks), pa.int64()), "task": [tasks[i] for i in sorted(tasks)]})
     )
@@ -95,8 +107,46 @@ def connect(dst: str, *, storage_options: dict | None = None, frames: bool = Tru
     con.unregister("_tasks")
     if manifest.shards and frames:
         shard_files = ", ".join(sql_string_literal(f"{base}/{shard_parquet_path(s.index)}") for s in manifest.shards)
-        con.execute(f"CREATE VIEW frames AS SELECT * FROM read_parquet([{shard_files}], union_by_name=true)")
+        con.execute(f"CREATE VIEW frames AS {_select(names[0], f'[{shard_files}]', union=True)}")
     return con
+
+
+def _parquet_names(path: str) -> list[str]:
+    """The top-level column names of a checked local parquet copy."""
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).names
+
+
+def _select(names: list[str], files: str, *, union: bool = False) -> str:
+    """``SELECT * FROM read_parquet(files)``; when names differ only by case, each column by its
+    place under its ``sql_aliases`` name (DuckDB would give one of them the other's name)."""
+    aliases = sql_aliases(names)
+    if not aliases:
+        return f"SELECT * FROM read_parquet({files}{', union_by_name=true' if union else ''})"
+    # By place: the names are ambiguous to DuckDB; every file has these columns in this order.
+    columns = ", ".join(f"#{i} AS {sql_identifier(aliases.get(n, n))}" for i, n in enumerate(names, 1))
+    return f"SELECT {columns} FROM read_parquet({files})"
+
+
+def case_note(con) -> str:
+    """What a failed query should know when views name columns ``<name>@<n>`` (else "")."""
+    import duckdb
+
+    renamed = []
+    for view in ("episodes", "samples", "frames"):
+        try:
+            columns = [row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()]
+        except duckdb.CatalogException:  # no frames view (the query did not name it)
+            continue
+        renamed += [f"{view}.{c}" for c in columns if re.search(r"@+\d+$", c)]
+    if not renamed:
+        return ""
+    return (
+        "note: columns whose names differ only by case (DuckDB ignores case) are named <name>@<n>: "
+        + ", ".join(f'"{c.split(".", 1)[1]}"' for c in renamed[:8])
+        + (f" and {len(renamed) - 8} more" if len(renamed) > 8 else "")
+    )
 
 
 def _checked_index_copy(storage: Storage, manifest: Manifest, rel: str, workdir: str) -> str:
@@ -117,9 +167,9 @@ def _checked_index_copy(storage: Storage, manifest: Manifest, rel: str, workdir:
     return path
 
 
-def _check_shard_parquet(storage: Storage, manifest: Manifest, shard) -> None:
+def _check_shard_parquet(storage: Storage, manifest: Manifest, shard) -> list[str]:
     """A shard parquet's footer against its digest, then every row group's pages against the
-    format's bounds, one row group in memory at a time."""
+    format's bounds, one row group in memory at a time; returns its top-level column names."""
     rel = shard_parquet_path(shard.index)
     where = storage.describe(rel)
     footer = shard.parquet_footer
@@ -134,6 +184,7 @@ def _check_shard_parquet(storage: Storage, manifest: Manifest, shard) -> None:
         data = storage.read_range(rel, offset, nbytes)
         budget = Budget(max_bytes=max(ROW_GROUP_MAX_BYTES, MAX_EXPANSION * nbytes), values_per_row=caps)
         group_cost(metadata, group, memoryview(data), base=offset, budget=budget, where=f"{where}: row group {group}")
+    return metadata.schema.to_arrow_schema().names
 
 
 @dataclass(frozen=True)
@@ -180,7 +231,8 @@ def run_statements(dst: str, query: str, *, storage_options: dict | None = None,
                 results.append(SqlResult(statement.query.strip(), [d[0] for d in cursor.description], rows, total))
             return results
         except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as err:
-            raise SqlSyntaxError(f"SQL failed: {err}") from None
+            note = case_note(con)
+            raise SqlSyntaxError(f"SQL failed: {err}" + (f"\n{note}" if note else "")) from None
         except duckdb.Error as err:
             raise InspectError(f"SQL failed: {err}") from None
         finally:

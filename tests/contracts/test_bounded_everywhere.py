@@ -233,3 +233,54 @@ def test_4_the_installed_command_line_says_one_line_too(tmp_path):
             "Error: nosuchproto://x/y: unknown storage scheme nosuchproto://; give a local path or a URL of a storage "
             "system (s3://, gs://, az://, hf://, or another fsspec knows)"
         ], result.stderr
+
+
+# -- 3. keys that collide where they are used -------------------------------------------------------
+@pytest.mark.parametrize(
+    "windows",
+    [
+        {"a.b": {"action": [0.0, 0.1]}, "a_b": {"action": [0.0]}},  # one name after '.' -> '_'
+        {"w": {"action": [0.0, 0.1]}, "W": {"action": [0.0]}},  # one name to DuckDB, which ignores case
+    ],
+)
+def test_3_windows_whose_pad_columns_meet_are_refused_before_any_shard(tiny_source, tmp_path, windows):
+    from lerobot_shards import OptionsError
+
+    with pytest.raises(OptionsError, match=r"share the samples index column .*rename one window") as caught:
+        pack_dataset(str(tiny_source), str(tmp_path / "out"), windows=windows)
+    assert caught.value.option == "windows"
+    assert not (tmp_path / "out" / "shards").exists() or not any((tmp_path / "out" / "shards").iterdir())
+
+
+def test_3_sql_never_shows_one_keys_values_under_another_keys_name(tiny_source, tmp_path):
+    """`OBSERVATION.STATE` beside `observation.state` (LeRobot reads both, by exact name):
+    DuckDB ignores case, and `SELECT "observation.state"` returned the decoy's values."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from lerobot_shards import PackedDataset, run_sql
+    from lerobot_shards.cli import main as cli
+
+    source = tmp_path / "src"
+    shutil.copytree(tiny_source, source)
+    info = json.loads((source / "meta" / "info.json").read_text())
+    info["features"] = {"OBSERVATION.STATE": info["features"]["observation.state"], **info["features"]}
+    (source / "meta" / "info.json").write_text(json.dumps(info, indent=4))
+    for path in (source / "data").glob("*/*.parquet"):
+        table = pq.read_table(path)
+        decoy = pa.array([[1000.0 + x for x in row] for row in table["observation.state"].to_pylist()], pa.list_(pa.float32()))
+        pq.write_table(table.add_column(0, "OBSERVATION.STATE", decoy), path)  # the decoy first: DuckDB's pick
+    pack = tmp_path / "pack"
+    pack_dataset(str(source), str(pack))
+    truth = {int(s["index"]): s for s in PackedDataset(str(pack), shuffle=False)}
+    assert all(float(s["OBSERVATION.STATE"][0]) >= 1000 > float(s["observation.state"][0]) for s in truth.values())
+
+    result = CliRunner().invoke(cli, ["sql", str(pack), 'SELECT "observation.state" FROM frames'])
+    assert result.exit_code == 1, result.output
+    assert 'named <name>@<n>: "OBSERVATION.STATE@1", "observation.state@2"' in result.output, result.output
+    for alias, key in (("observation.state@2", "observation.state"), ("OBSERVATION.STATE@1", "OBSERVATION.STATE")):
+        _, rows = run_sql(str(pack), f'SELECT "index", "{alias}" FROM frames ORDER BY "index"')
+        assert rows and all(list(values) == pytest.approx(truth[index][key].tolist()) for index, values in rows), alias

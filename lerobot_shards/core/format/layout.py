@@ -244,9 +244,16 @@ def pad_column(window: str, key: str, side: str) -> str:
     return f"{sql_safe_name(window)}_{part}_pad_{side}"
 
 
-def pad_columns(windows: Mapping[str, Iterable[str]], *, where: str = "") -> list[tuple[str, str, str, str]]:
+def pad_columns(
+    windows: Mapping[str, Iterable[str]], *, where: str = "", fold_case: bool = False
+) -> list[tuple[str, str, str, str]]:
     """Every pad column of ``{window: keys}``: ``(column, window, key, side)`` in window, key,
     side order.
+
+    ``fold_case``: names that differ only by case meet too, as they do in DuckDB (whose
+    identifiers ignore case: ``sql`` would show one column's values under the other's name).
+    The packer checks so before it writes anything; readers check exact names, so a pack made
+    before that check still reads.
 
     Raises:
         FormatError: two window keys whose pad columns share a name (``a.b`` and ``a_b`` both
@@ -257,15 +264,51 @@ def pad_columns(windows: Mapping[str, Iterable[str]], *, where: str = "") -> lis
         for key in keys:
             for side in ("before", "after"):
                 column = pad_column(window, key, side)
-                if column in seen and seen[column] != (window, key):
-                    other = seen[column]
+                name = column.lower() if fold_case else column
+                if name in seen and seen[name] != (window, key):
+                    other = seen[name]
                     raise FormatError(
                         f"{where + ': ' if where else ''}windows {other[0]!r} key {other[1]!r} and {window!r} key {key!r} "
                         f"share the samples index column {column!r}; rename one window (--window NAME=...)"
                     )
-                seen[column] = (window, key)
+                seen[name] = (window, key)
                 out.append((column, window, key, side))
     return out
+
+
+def sql_aliases(columns: Iterable[str]) -> dict[str, str]:
+    """``{column: alias}`` for the columns whose names differ from another's only by case.
+
+    DuckDB's identifiers ignore case: of ``observation.state`` and ``OBSERVATION.STATE`` it
+    keeps the first under both spellings and calls the second ``observation.state_1``, so a
+    query naming one got the other's values. Each column of such a group is named
+    ``<column>@<n>`` instead (``n``: its place in the group, in column order; ``@@`` and more
+    while the alias would meet another name), so the bare name is no column and no key shadows
+    another. Columns that meet no other are not listed (they keep their names).
+    """
+    columns = list(columns)
+    groups: dict[str, list[str]] = {}
+    for column in columns:
+        groups.setdefault(column.lower(), []).append(column)
+    taken = {c.lower() for c in columns}
+    aliases: dict[str, str] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        for place, column in enumerate(group, 1):
+            at = "@"
+            while (alias := f"{column}{at}{place}").lower() in taken:
+                at += "@"
+            taken.add(alias.lower())
+            aliases[column] = alias
+    return aliases
+
+
+def sql_identifier(name: str) -> str:
+    """``name`` as a quoted SQL identifier (quotes doubled): a column name read from a pack."""
+    if "\0" in name:
+        raise ValueError("a SQL identifier cannot hold a NUL character")
+    return '"' + name.replace('"', '""') + '"'
 
 
 def sql_string_literal(text: str) -> str:

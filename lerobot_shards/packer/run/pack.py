@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
-from lerobot_shards.core.errors import WindowError
-from lerobot_shards.core.format import PackPlan
+from lerobot_shards.core.errors import FormatError, WindowError
+from lerobot_shards.core.format import PackPlan, pad_columns
 from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.core.windows import resolve_delta_timestamps, windows_beyond
@@ -450,6 +450,10 @@ def _check_windows(
         OptionsError: names the window and what is wrong, and the flag it came from
             (``option`` is ``window_frames`` for the windows given in frames, else ``windows``).
     """
+    try:  # before any shard: finalize wrote the samples index only after every shard was packed
+        pad_columns(options.windows, fold_case=True)
+    except FormatError as err:
+        raise OptionsError(str(err), option="window_frames" if set(options.windows) <= set(in_frames) else "windows") from None
     for name, window in options.windows.items():
         option = "window_frames" if name in in_frames else "windows"
         absent = [k for k in window if k in missing]
