@@ -207,18 +207,28 @@ def test_4_a_failed_sample_write_leaves_nothing_in_its_folder(tmp_path, monkeypa
     assert not (tmp_path / "new").exists()
 
 
-def test_4_a_refused_mixture_create_leaves_no_stale_mixture_json(small, tmp_path):
+def test_4_a_refused_mixture_create_touches_nothing_and_says_what_stays(small, tmp_path):
+    """Issue 55 row 6 reverses issue 49's: a refusal moved mixture.json aside, and a trainer
+    reading that mixture lost it to a typo. Now a refusal writes and moves nothing, and says
+    that the mixture.json in place is unchanged and what it lists."""
     mix = tmp_path / "mix"
     shutil.copytree(small[1], mix / "a")
     assert _run("mixture", "create", str(mix)).exit_code == 0
+    before = {p.relative_to(mix): p.read_bytes() for p in mix.rglob("*") if p.is_file() and p.relative_to(mix).parts[0] != "a"}
     (mix / "broken").mkdir()  # an unfinished pack: a strict mixture create refuses
     (mix / "broken" / "pack-plan.json").write_text("{}")
     result = _run("mixture", "create", str(mix))
     assert result.exit_code == 1 and "mixture.json not written" in result.output
-    assert "the previous mixture.json, which no longer describes these packs, is now mixture.json.previous" in result.output
-    assert not (mix / "mixture.json").exists() and (mix / "mixture.json.previous").exists()
-    with pytest.raises(Exception, match="mixture.json"):
-        MixtureDataset(str(mix / "mixture.json"))
+    assert "the existing mixture.json is unchanged (it lists 1 dataset (a), pin sha256:" in result.output, result.output
+    typo = _run("mixture", "create", str(mix), "--name", f"a={mix / 'nope'}")
+    assert typo.exit_code == 1 and "the existing mixture.json is unchanged" in typo.output, typo.output
+    after = {
+        p.relative_to(mix): p.read_bytes()
+        for p in mix.rglob("*")
+        if p.is_file() and p.relative_to(mix).parts[0] not in ("a", "broken")
+    }
+    assert after == before
+    assert len(MixtureDataset(str(mix / "mixture.json"))) == 18  # the trainer's mixture still reads
 
 
 # -- 5. paths that almost work ----------------------------------------------------------------------------

@@ -284,3 +284,52 @@ def test_3_sql_never_shows_one_keys_values_under_another_keys_name(tiny_source, 
     for alias, key in (("observation.state@2", "observation.state"), ("OBSERVATION.STATE@1", "OBSERVATION.STATE")):
         _, rows = run_sql(str(pack), f'SELECT "index", "{alias}" FROM frames ORDER BY "index"')
         assert rows and all(list(values) == pytest.approx(truth[index][key].tolist()) for index, values in rows), alias
+
+
+# -- 6. a refused mixture create touches nothing ------------------------------------------------------
+@pytest.mark.parametrize("planted", ["link to a private file", "link to /dev/zero", "fifo"])
+def test_6_a_mixture_json_that_is_not_a_file_is_never_read_copied_or_followed(tiny_source, tmp_path, planted):
+    from lerobot_shards import MixtureDataset, MixtureError, create_mixture
+
+    mix = tmp_path / "mix"
+    pack_dataset(str(tiny_source), str(mix / "a"))
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"token": "mine"}')
+    secret.chmod(0o600)
+    target = mix / "mixture.json"
+    if planted == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(secret if planted == "link to a private file" else Path("/dev/zero"))
+    with pytest.raises(MixtureError, match=r"the existing mixture.json is unchanged \((it is a link|it is not a regular file)"):
+        create_mixture(str(mix), names={"a": str(mix / "nope")})  # a typo: refused
+    assert sorted(p.name for p in mix.iterdir()) == ["a", "mixture.json"], "nothing copied beside it"
+    assert (target.is_symlink() or target.is_fifo()) and secret.read_text() == '{"token": "mine"}'
+    report = create_mixture(str(mix))  # a success replaces the entry itself, never writes through it
+    assert report.ok and target.is_file() and not target.is_symlink()
+    assert secret.read_text() == '{"token": "mine"}' and (secret.stat().st_mode & 0o777) == 0o600
+    assert len(MixtureDataset(str(target))) == 11
+
+
+def test_6_a_success_keeps_the_replaced_mixtures_compiled_files_one_generation(tiny_source, tmp_path):
+    import json
+
+    from lerobot_shards import create_mixture
+
+    mix = tmp_path / "mix"
+    pack_dataset(str(tiny_source), str(mix / "a"))
+    pack_dataset(str(tiny_source), str(mix / "b"), shard_size_mb=0.001)
+
+    def create(names: dict) -> set[str]:
+        assert create_mixture(str(mix), names=names).ok
+        return {f["path"] for f in json.loads((mix / "mixture.json").read_text())["index"].values()}
+
+    def present() -> set[str]:
+        return {f"_mixture/{p.name}" for p in (mix / "_mixture").iterdir()}
+
+    first = create({"a": "a"})
+    second = create({"a": "a", "b": "b"})
+    assert present() == first | second, "a trainer that opened the first mixture still finds its files"
+    third = create({"b": "b"})
+    assert present() == second | third, "the generation before the replaced one goes"
+    assert first - (second | third), "the three mixtures differ in what they compile"

@@ -135,11 +135,11 @@ def test_one_digest_pins_the_mixture_and_damage_is_caught(mixture):
     with pytest.raises(PinMismatchError, match="not the pinned sha256:0000"):
         MixtureDataset(str(path), manifest_sha256="sha256:" + "0" * 64)
     # A flipped byte in a compiled table: the digest mixture.json records catches it.
-    table = mixture / "_mixture" / "episodes.parquet"
+    table = next((mixture / "_mixture").glob("episodes-*.parquet"))  # named by its digest
     data = bytearray(table.read_bytes())
     data[len(data) // 2] ^= 0xFF
     table.write_bytes(bytes(data))
-    with pytest.raises(IntegrityError, match=r"_mixture/episodes.parquet: sha256 .* differs from the recorded"):
+    with pytest.raises(IntegrityError, match=r"_mixture/episodes-[0-9a-f]{16}.parquet: sha256 .* differs from the recorded"):
         MixtureDataset(str(path))
 
 

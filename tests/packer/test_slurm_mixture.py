@@ -60,9 +60,9 @@ def test_array_packs_good_datasets_and_reports_the_broken_one(tmp_path):
 
     assert len(MixtureDataset(str(dst / "mixture.json"))) == sum(d["anchors"] for d in spec["datasets"])
     strict = runner.invoke(cli, ["mixture", "create", str(dst), "--strict"])
-    # Refused, and the mixture.json that training would read no longer describes the datasets.
-    assert strict.exit_code != 0 and "is now mixture.json.previous" in strict.output, strict.output
-    assert not (dst / "mixture.json").exists() and (dst / "mixture.json.previous").exists()
+    # Refused; the mixture.json a trainer reads is left as it was, and the message says what it holds.
+    assert strict.exit_code != 0 and "the existing mixture.json is unchanged (it lists 2 datasets (alpha, beta)" in strict.output
+    assert json.loads((dst / "mixture.json").read_text()) == spec and not (dst / "mixture.json.previous").exists()
     # Re-running a finished task skips the verified dataset.
     rerun = subprocess.run(
         [

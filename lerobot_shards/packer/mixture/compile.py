@@ -96,9 +96,18 @@ def compile_mixture(root: Storage, packs: Sequence[OpenedPack]) -> dict[str, Ind
             )
         except FormatError as err:
             raise MixtureError(f"the compiled {INDEX_PATHS[name]} would be refused by a reader: {err}") from None
-        root.write_bytes(INDEX_PATHS[name], data)
-        files[name] = IndexFile(path=INDEX_PATHS[name], bytes=len(data), rows=table.num_rows, sha256=sha256_hex(data))
+        files[name] = _write_named_by_digest(root, name, data, rows=table.num_rows)
     meta = (json.dumps({"datasets": [meta_record(p) for p in packs]}, sort_keys=True) + "\n").encode()
-    root.write_bytes(INDEX_PATHS["meta"], meta)
-    files["meta"] = IndexFile(path=INDEX_PATHS["meta"], bytes=len(meta), rows=len(packs), sha256=sha256_hex(meta))
+    files["meta"] = _write_named_by_digest(root, "meta", meta, rows=len(packs))
     return files
+
+
+def _write_named_by_digest(root: Storage, name: str, data: bytes, *, rows: int) -> IndexFile:
+    """Write a compiled file under a name of its own (``_mixture/episodes-<16 hex>.parquet``):
+    never over a file the ``mixture.json`` in place names, so a create that fails after this
+    leaves the mixture a trainer reads whole (readers take each file's path from mixture.json)."""
+    digest = sha256_hex(data)
+    stem, dot, ext = INDEX_PATHS[name].rpartition(".")
+    path = f"{stem}-{digest[:16]}{dot}{ext}"
+    root.write_bytes(path, data)
+    return IndexFile(path=path, bytes=len(data), rows=rows, sha256=digest)

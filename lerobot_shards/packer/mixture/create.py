@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import stat
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -55,6 +56,7 @@ from lerobot_shards.core.format.mixture import (
     mixture_feature,
     partial_features,
 )
+from lerobot_shards.core.format.mixture_index import MIXTURE_INDEX_DIR
 from lerobot_shards.core.pack.packed_index import PackedIndex, check_predicate, read_stats
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import MixtureError
@@ -393,11 +395,16 @@ def create_mixture(
         SourcesError: a malformed sources file.
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
 
-    A refusal leaves no stale ``mixture.json`` for training to read: a previous one (which
-    described another set of packs) is moved to ``mixture.json.previous``, and the error says so.
+    A refusal writes nothing and touches nothing: the compiled files have names of their own
+    (their digest), ``mixture.json`` is replaced (atomically) only once they are written, and
+    the error says that the existing ``mixture.json`` is unchanged and what it holds. After a
+    success, compiled files neither this mixture.json nor the one it replaced names are removed
+    (the replaced one's stay for a trainer that opened it a moment ago).
     """
+    root = Storage(dst, storage_options)
+    existing = _existing_mixture(root)
     try:
-        return _create(
+        report = _create(
             dst,
             names=names,
             sources_file=sources_file,
@@ -411,26 +418,66 @@ def create_mixture(
             processes=processes,
         )
     except (MixtureError, MixtureSpecError) as err:
-        moved = _set_aside_previous(dst, storage_options)
-        if not moved:
+        if existing is None:
             raise
-        note = f" (the previous {MIXTURE_PATH}, which no longer describes these packs, is now {moved})"
+        note = f"; the existing {MIXTURE_PATH} is unchanged ({existing.said})"
         raise type(err)(str(err) + note, *([err.report] if isinstance(err, MixtureError) else [])) from None
+    if report.spec is not None and report.spec.index is not None:
+        keep = {f.path for f in report.spec.index.values()} | (existing.compiled if existing is not None else set())
+        _remove_unnamed_compiled(root, keep)
+    return report
 
 
-def _set_aside_previous(dst: str, storage_options: dict | None) -> str | None:
-    """Move an existing ``mixture.json`` to ``mixture.json.previous``; returns the new name, or
-    None when there was none (or it cannot be moved: the refusal still stands)."""
-    previous = f"{MIXTURE_PATH}.previous"
+@dataclass(frozen=True)
+class _Existing:
+    """What a ``mixture.json`` already in the folder holds, as far as it can be read safely."""
+
+    said: str  # "it lists 3 datasets (a, b, c), pin sha256:...", or why it cannot be said
+    compiled: frozenset[str] = frozenset()  # the compiled files it names
+
+
+def _existing_mixture(root: Storage) -> _Existing | None:
+    """The folder's ``mixture.json`` as it is now, read without following a link or opening
+    anything but a regular file (a link to a private file, ``/dev/zero``, a FIFO), or None."""
+    path = os.path.join(root.root, MIXTURE_PATH)  # used when the root is local
     try:
-        root = Storage(dst, storage_options)
-        if not root.exists(MIXTURE_PATH):
-            return None
-        root.write_bytes(previous, root.read_bytes(MIXTURE_PATH))
-        root.remove(MIXTURE_PATH)
+        if root.is_local:
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                return None
+            if not stat.S_ISREG(info.st_mode):
+                return _Existing(f"it is {'a link' if stat.S_ISLNK(info.st_mode) else 'not a regular file'}, not read")
+            size = info.st_size
+        else:
+            if not root.exists(MIXTURE_PATH):
+                return None
+            size = root.size(MIXTURE_PATH)
+        if size > MAX_RECORD_BYTES:
+            return _Existing(f"{size:,} bytes, more than a mixture.json may hold; not read")
+        if root.is_local:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read(size + 1)
+        else:
+            data = root.read_bytes(MIXTURE_PATH)
+        spec = MixtureSpec.from_json(data, where=root.describe(MIXTURE_PATH))
+    except (LeRobotShardsError, OSError) as err:
+        return _Existing(f"it cannot be read as a mixture: {str(err)[:200]}")
+    names = [d.name for d in spec.datasets]
+    listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    compiled = frozenset(f.path for f in spec.index.values()) if spec.index else frozenset()
+    return _Existing(f"it lists {plural_datasets(len(names))} ({listed}), pin sha256:{sha256_hex(data)}", compiled)
+
+
+def _remove_unnamed_compiled(root: Storage, keep: set[str] | frozenset[str]) -> None:
+    """Remove the files under ``_mixture/`` that none of ``keep`` names (older generations)."""
+    try:
+        for rel in root.list(MIXTURE_INDEX_DIR):
+            if rel not in keep and "/" in rel and not rel.rsplit("/", 1)[1].startswith("."):
+                root.remove(rel, missing_ok=True)
     except (LeRobotShardsError, OSError):
-        return None
-    return previous
+        pass  # the new mixture is written; an old file left is only space
 
 
 def _create(
