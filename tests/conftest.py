@@ -14,8 +14,12 @@ import pytest
 # when anything is; on success the folder goes, on failure it stays for a look. Not ours and so
 # not judged: torch's compile cache, which importing torchcodec makes (torch._dynamo at import).
 SESSION_TEMP_KEEP = ("pytest-of-", "lerobot-shards-journal-", "lerobot-shards-fuzz-counts-", "torchinductor_")
+# Only the process that made the folder judges and removes it: pytest sessions a test starts
+# (tests/contracts/test_tiers.py) inherit the variables, and one that removed the folder at its
+# end took the running session's temp folder with it.
 if not os.environ.get("LEROBOT_SHARDS_TEST_TEMP"):
     os.environ["LEROBOT_SHARDS_TEST_TEMP"] = tempfile.mkdtemp(prefix="lerobot-shards-tests-")
+    os.environ["LEROBOT_SHARDS_TEST_TEMP_OWNER"] = str(os.getpid())
     os.environ["TMPDIR"] = os.environ["LEROBOT_SHARDS_TEST_TEMP"]
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
@@ -51,8 +55,8 @@ if not os.environ.get("LEROBOT_SHARDS_FUZZ_COUNTS"):
 
 def pytest_sessionfinish(session, exitstatus):
     """Fail the session when a test or a process it started left something in the temp folder."""
-    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller judges once
-        return
+    if os.environ.get("LEROBOT_SHARDS_TEST_TEMP_OWNER") != str(os.getpid()):
+        return  # an xdist worker, or a session a test started: the session that made the folder judges
     folder = os.environ["LEROBOT_SHARDS_TEST_TEMP"]
     left = session_leftovers(folder)
     if left:
@@ -74,15 +78,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(
             f"FAILED: the session left {len(left)} item(s) in its temp folder {folder}: {left[:10]}", red=True
         )
-    counts, outcomes = Counter(), Counter()
+    counts, outcomes, seeds = Counter(), Counter(), set()
     for path in Path(os.environ["LEROBOT_SHARDS_FUZZ_COUNTS"]).glob("*.json"):
         record = json.loads(path.read_text())
         counts.update(record["counts"])
         outcomes.update(record["outcomes"])
+        seeds.add(record.get("seed"))
     if counts:
         per_target = ", ".join(f"{target} {n}" for target, n in sorted(counts.items()))
         said = ", ".join(f"{kind} {n}" for kind, n in sorted(outcomes.items()))
-        terminalreporter.write_line(f"field fuzz: {sum(counts.values())} mutations ({per_target}); outcomes: {said}")
+        seed = ", ".join(str(s) for s in sorted(seeds, key=str))
+        terminalreporter.write_line(
+            f"field fuzz: {sum(counts.values())} mutations ({per_target}); outcomes: {said}; "
+            f"seed {seed} (LEROBOT_SHARDS_FIELD_FUZZ_SEED={seed} reproduces the sweep)"
+        )
 
 
 SYSTEM_FIXTURES = frozenset({"s3_server", "s3_bucket", "faulty_s3", "hub"})

@@ -182,17 +182,17 @@ def mutate_json(doc: Any, mutation: Mutation) -> str:
         if path and isinstance(parent, list):
             parent.insert(path[-1], copy.deepcopy(parent[path[-1]]))
             return json.dumps(out)
-        if path and isinstance(parent, dict):
-            # The same key twice in an object: Python's parser keeps the last, so the first is
-            # what a writer thought it said. Written as text.
-            text = json.dumps(out)
-            key = json.dumps(path[-1])
-            first = text.find(key + ":")
-            honest = json.dumps(parent[path[-1]])
-            return (
-                text[:first] + f"{key}: {json.dumps(_swapped(parent[path[-1]]))}, " + text[first:]
-                if first >= 0
-                else text + honest
+        if path and isinstance(parent, dict) and mutation.target != "state":
+            # The same key twice in an object, the honest value first and another last. What it
+            # means (core/format/fields.py load_json): a LeRobot file (info.json, stats.json) is
+            # read as LeRobot's json.load reads it, the last one counting, so the samples and
+            # meta must be what the LeRobot reference reads; a record of ours is refused. (A
+            # resume state reaches the reader as a dict, which cannot hold a key twice: the
+            # mutation is a type swap there.) Written as text after the honest member.
+            value, marker = parent[path[-1]], "__FUZZ_DUPLICATE__"
+            parent[path[-1]] = marker
+            return json.dumps(out).replace(
+                json.dumps(marker), f"{json.dumps(value)}, {json.dumps(path[-1])}: {json.dumps(_swapped(value))}", 1
             )
         kind = "type_swap"
     if kind == "delete":

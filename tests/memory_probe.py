@@ -15,8 +15,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# What every entry point may use on a hostile input (docs/SECURITY.md, "Bounds").
+# The memory budget of every process that reads untrusted input (docs/SECURITY.md, "Bounds"):
+# resident at most HOSTILE_PEAK_BYTES (measured: VmHWM), inside an address space of at most
+# ADDRESS_SPACE_BYTES (enforced: RLIMIT_AS, so an allocation past it fails in the act, as on a
+# cluster node under `ulimit -v`, instead of being read afterwards). Such a process (the fuzz
+# worker) holds every decoder and the LeRobot oracle: torch, torchcodec (which maps each FFmpeg
+# it tries), PyAV, pyarrow and DuckDB map ~1.5 GiB of address space and ~450 MiB resident.
+# An honest command alone (pack, check, verify, a read, a mixture) fits HONEST_ADDRESS_SPACE_BYTES
+# (tests/contracts/test_virtual_memory_limit.py).
 HOSTILE_PEAK_BYTES = 1 << 30
+ADDRESS_SPACE_BYTES = 3 << 30
+HONEST_ADDRESS_SPACE_BYTES = 2 << 30
+
+
+def limit_address_space(limit: int = ADDRESS_SPACE_BYTES) -> None:
+    """``preexec_fn`` of a child process: its address space bounded at ``limit``."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
 
 _WRAPPER = """
 import sys, traceback
@@ -57,6 +74,7 @@ def run_measured(code: str, *args: str, timeout: float = 600, env: dict | None =
         text=True,
         timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        preexec_fn=limit_address_space,
     )
     lines = result.stdout.splitlines()
     outcome = next((line.removeprefix("OUTCOME ") for line in lines if line.startswith("OUTCOME ")), None)

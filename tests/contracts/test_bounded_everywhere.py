@@ -17,6 +17,7 @@ import pytest
 
 from lerobot_shards import pack_dataset, verify
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
+from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP = "observation.images.top"
@@ -82,7 +83,7 @@ def test_9_the_session_end_check_fails_a_session_that_leaves_something(tmp_path)
     test.write_text(
         "import tempfile, os\n\ndef test_leaves():\n    open(os.path.join(tempfile.gettempdir(), 'stray.tar'), 'w').close()\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("LEROBOT_SHARDS_TEST_TEMP", "PYTEST_XDIST_WORKER")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LEROBOT_SHARDS_TEST_TEMP", "PYTEST_XDIST"))}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.conftest", "-q", str(test)],
         cwd=ROOT,
@@ -333,3 +334,162 @@ def test_6_a_success_keeps_the_replaced_mixtures_compiled_files_one_generation(t
     third = create({"b": "b"})
     assert present() == second | third, "the generation before the replaced one goes"
     assert first - (second | third), "the three mixtures differ in what they compile"
+
+
+# -- 1. bounded reads cost what the file holds ------------------------------------------------------
+PREFIX_CHILD = """
+import resource, sys
+from lerobot_shards.core.storage import Storage
+storage = Storage(sys.argv[1])
+storage.read_prefix("small.json", 2)  # the client and its imports, before the limit
+size = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + (256 << 20), resource.RLIM_INFINITY))
+data = storage.read_prefix("small.json", (1 << 30) + 1)  # a manifest's bound is 256 MiB; any bound
+print(len(data))
+"""
+
+
+def test_1_a_bounded_prefix_read_of_a_small_local_file_costs_what_it_holds(tmp_path):
+    """`read_prefix` of a manifest (bound 256 MiB) asked for the whole bound up front: under a
+    virtual-memory limit a reader failed on a 2 KB manifest with ENOMEM."""
+    (tmp_path / "small.json").write_text('{"a": 1}')
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", PREFIX_CHILD, str(tmp_path)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout.split() == ["8"], done.stderr[-2000:]
+
+
+def test_9_a_session_a_test_starts_never_judges_or_removes_the_running_sessions_folder(tmp_path):
+    """A pytest session a test starts (tests/contracts/test_tiers.py) inherits the variables;
+    one that ended cleanly removed the running session's temp folder, and every later test
+    that staged anything there failed."""
+    test = tmp_path / "test_passes.py"
+    test.write_text("def test_passes():\n    pass\n")
+    folder = os.environ["LEROBOT_SHARDS_TEST_TEMP"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.conftest", "-q", str(test)],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert os.path.isdir(folder) and os.path.isdir(tempfile.gettempdir())
+
+
+# -- 7. two packs into one destination ----------------------------------------------------------------
+def _wait_for(predicate, what: str, timeout: float = 300) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout  # a hang guard, not a measurement
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.02)
+
+
+def _start_pack(src: Path, dst: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lerobot_shards", "pack", str(src), str(dst), "--shard-size-mb", "0.001"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_7_a_second_pack_into_a_destination_being_packed_is_refused_by_name(tiny_source, tmp_path):
+    import signal
+
+    from click.testing import CliRunner
+
+    from lerobot_shards.cli import main as cli
+
+    dst = tmp_path / "out"
+    first = _start_pack(tiny_source, dst)
+    lease = dst / ".leases" / "all.json"
+    try:
+        _wait_for(lambda: lease.exists() and str(first.pid) in lease.read_text(), "the first pack took no lease")
+        first.send_signal(signal.SIGSTOP)  # holds its lease, mid-pack, while the second one tries
+        second = CliRunner().invoke(cli, ["pack", str(tiny_source), str(dst), "--shard-size-mb", "0.001"])
+        assert second.exit_code == 1, second.output
+        assert f"is being packed by another run (the whole pack: pid {first.pid} on " in second.output, second.output
+        part = CliRunner().invoke(cli, ["pack", str(tiny_source), str(dst), "--part", "0/2", "--shard-size-mb", "0.001"])
+        assert part.exit_code == 1 and f"pid {first.pid}" in part.output, "a part meets the whole pack's shards"
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert verify(str(dst), decode=True).ok
+    assert not (dst / ".leases").exists(), "a finished pack leaves no lease"
+
+
+def test_7_a_killed_packs_lease_is_taken_over_with_a_line_saying_so(tiny_source, tmp_path):
+    import signal
+
+    dst = tmp_path / "out"
+    first = _start_pack(tiny_source, dst)
+    lease = dst / ".leases" / "all.json"
+    _wait_for(lambda: lease.exists() and str(first.pid) in lease.read_text(), "the first pack took no lease")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+    second = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards", "pack", str(tiny_source), str(dst), "--shard-size-mb", "0.001"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert second.returncode == 0, second.stderr
+    assert f"took over the lease a stopped run left (pid {first.pid} on " in second.stderr
+    assert verify(str(dst)).ok and not (dst / ".leases").exists()
+
+
+def test_7_parts_of_one_split_run_side_by_side(tiny_source, tmp_path):
+    """Leases meet only where shards can: `--part 0/2` and `--part 1/2` together are an array."""
+    import json
+
+    from lerobot_shards import finalize
+
+    dst = tmp_path / "out"
+    (dst / ".leases").mkdir(parents=True)
+    import fcntl
+
+    held = dst / ".leases" / "part-1-of-2.json"
+    held.write_text(json.dumps({"host": "elsewhere", "pid": 1, "job": "7_1", "since": 0, "expires": 0, "token": "x"}))
+    with open(held) as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # part 1 of 2 is running
+        pack_dataset(str(tiny_source), str(dst), part=(0, 2), shard_size_mb=0.001)
+        from lerobot_shards import PackError
+
+        with pytest.raises(PackError, match=r"--part 1 of 2: pid 1 on elsewhere, SLURM job 7_1"):
+            pack_dataset(str(tiny_source), str(dst), part=(0, 3), shard_size_mb=0.001)  # another split meets it
+    pack_dataset(str(tiny_source), str(dst), part=(1, 2), shard_size_mb=0.001)
+    finalize(str(dst))
+    assert verify(str(dst)).ok
+
+
+def test_7_a_bucket_lease_refuses_a_live_pack_and_takes_over_an_expired_one(tiny_source, s3_bucket, caplog):
+    import json
+    import logging
+    import time
+
+    import s3fs
+
+    from lerobot_shards import PackError
+
+    url, options = s3_bucket
+    fs = s3fs.S3FileSystem(**options)
+    dst = f"{url}/packed"
+    key = f"{url.removeprefix('s3://')}/packed/.leases/all.json"
+    live = {"host": "node-7", "pid": 4242, "job": "99", "since": time.time(), "expires": time.time() + 3600, "token": "t"}
+    fs.pipe_file(key, json.dumps(live).encode())
+    with pytest.raises(PackError, match=r"is being packed by another run \(the whole pack: pid 4242 on node-7, SLURM job 99"):
+        pack_dataset(str(tiny_source), dst, storage_options=options)
+    fs.pipe_file(key, json.dumps({**live, "expires": time.time() - 1}).encode())
+    with caplog.at_level(logging.WARNING):
+        pack_dataset(str(tiny_source), dst, storage_options=options)
+    assert "took over the lease a stopped run left (pid 4242 on node-7, SLURM job 99" in caplog.text
+    assert verify(dst, storage_options=options).ok
+    assert not fs.exists(key), "a finished pack leaves no lease"

@@ -25,12 +25,13 @@ import pytest
 from lerobot_shards import pack_dataset
 from lerobot_shards.core.format import EPISODES_INDEX_PATH, video_column
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
+from tests.memory_probe import HOSTILE_PEAK_BYTES, limit_address_space
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("LEROBOT_SHARDS_FUZZ_SEED", "20261123"))
 FLIPS_PER_KIND = int(os.environ.get("LEROBOT_SHARDS_FUZZ_FLIPS", "25"))
 TOP = "observation.images.top"
-PEAK_RSS_LIMIT_KB = 2_500_000  # torch + pyarrow + duckdb + a few small frames; a blow-up is GBs
+PEAK_RSS_LIMIT_KB = HOSTILE_PEAK_BYTES // 1024  # the one budget (tests/memory_probe.py, docs/SECURITY.md)
 
 
 def _regions(root: Path) -> dict[str, tuple[str, list[tuple[int, int]]]]:
@@ -89,6 +90,7 @@ def test_single_byte_flips_give_the_clean_samples_or_an_error_naming_the_file(sm
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=1800,
+        preexec_fn=limit_address_space,
     )
     lines = [json.loads(line) for line in results_path.read_text().splitlines()] if results_path.exists() else []
     assert child.returncode == 0, (
@@ -208,10 +210,10 @@ def test_expansion_mutations_give_a_named_error_within_the_memory_bound(small_pa
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=1800,
+        preexec_fn=limit_address_space,
     )
     records = [json.loads(line[7:]) for line in child.stdout.splitlines() if line.startswith("RECORD ")]
     assert child.returncode == 0 and len(records) == len(mutations), child.stderr[-3000:]
-    from tests.memory_probe import HOSTILE_PEAK_BYTES
 
     for (name, _), record in zip(mutations, records):
         print(f"{name}: {record['reader'][:160]} (verify ok: {record['verify_ok']}, peak {record['peak_kb'] // 1024} MiB)")

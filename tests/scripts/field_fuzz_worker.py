@@ -86,17 +86,66 @@ def same(a: list[dict], b: list[dict]) -> bool:
     return True
 
 
+def meta_of(meta) -> dict:
+    """What a dataset's ``meta`` says that a trainer uses besides the samples: fps, each
+    feature's dtype, shape and names, the camera keys, the tasks and the stats (NaN kept)."""
+    import numpy as np
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in sorted(value.items())}
+        array = np.asarray(value, dtype=np.float64) if not isinstance(value, str) else value
+        return array.tolist() if not isinstance(array, str) else array
+
+    return {
+        "fps": float(meta.fps) if meta.fps is not None else None,
+        "features": {k: (ft["dtype"], list(ft["shape"]), ft.get("names")) for k, ft in sorted(meta.features.items())},
+        "camera_keys": sorted(meta.camera_keys),
+        "tasks": {int(i): str(t) for t, i in meta.tasks["task_index"].items()},
+        "stats": plain(meta.stats or {}),
+    }
+
+
+def reference_meta(source: Path) -> dict:
+    """``meta_of`` LeRobot's ``LeRobotDatasetMetadata`` of ``source``, as LeRobot 0.6.1 builds
+    it: info.json by ``json.load``, tasks by ``pd.read_parquet``, stats by ``load_stats``."""
+    import pandas as pd
+
+    from tests.lerobot_reference import reference_stats
+
+    info = json.loads((source / "meta" / "info.json").read_text())
+    features = info["features"]
+    tasks = pd.read_parquet(source / "meta" / "tasks.parquet")
+    meta = type("Meta", (), {})()
+    meta.fps, meta.features, meta.stats = info["fps"], features, reference_stats(source)
+    meta.camera_keys = [k for k, ft in features.items() if ft["dtype"] in ("video", "image")]
+    meta.tasks = tasks
+    return meta_of(meta)
+
+
+def same_meta(a: dict, b: dict) -> bool:
+    """``meta_of`` values equal, NaN equal to NaN."""
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def pack_meta(root: Path) -> dict:
+    return meta_of(PackedDataset(str(root), prefetch_episodes=0).meta)
+
+
 def peak_kb() -> int:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 
-def reset_peak() -> None:
+def reset_peak() -> bool:
+    """Reset VmHWM to the current RSS; False when the kernel does not allow it (the run's peak
+    would then be an earlier run's: the parent fails the mutation rather than trust it)."""
     try:
         with open("/proc/self/clear_refs", "w") as handle:
             handle.write("5")  # resets VmHWM to the current RSS (Linux >= 4.0)
     except OSError:
-        pass
+        return False
+    return True
 
 
 class Honest:
@@ -116,7 +165,11 @@ class Honest:
         assert result.exit_code == 0, result.output
         self.mixture = self.pack.parent / "mixture.json"
         self.samples = read_pack(self.pack)
+        self.meta = pack_meta(self.pack)
+        # The comparison can tell: the honest pack's meta is what LeRobot's reads of the source.
+        assert same_meta(self.meta, reference_meta(self.source)), (self.meta, reference_meta(self.source))
         self.mixture_samples = read_mixture(self.mixture)
+        self.mixture_meta = meta_of(MixtureDataset(str(self.mixture), prefetch_episodes=0).meta)
         order = PackedDataset(str(self.pack), shuffle=True, seed=3, return_uint8=True, prefetch_episodes=0)
         self.epoch = list(order)
         self.state = order.state_dict(samples_consumed=3, batch_size=1, num_workers=0)
@@ -314,12 +367,12 @@ def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
             path = src / honest.tables[target].relative_to(honest.source)
             pq.write_table(mutate_table(pq.read_table(path), mutation.path[0], mutation.kind), path)
         pack_dataset(str(src), str(scratch / "pack"), windows=WINDOW)
-        samples = read_pack(scratch / "pack")
-        if same(samples, honest.samples):
+        samples, meta = read_pack(scratch / "pack"), pack_meta(scratch / "pack")
+        if same(samples, honest.samples) and same_meta(meta, honest.meta):
             return {"equal": True}
-        # A value that decides what samples hold (a depth quantizer, a unit) changes them as it
-        # changes LeRobot's: then ours must be what LeRobot reads of the mutated source.
-        return {"equal": like_lerobot(src, samples), "lerobot": True}
+        # A value that decides what samples or meta hold (a depth quantizer, a unit, a stat)
+        # changes them as it changes LeRobot's: ours must be what LeRobot reads of the source.
+        return {"equal": like_lerobot(src, samples) and same_meta(meta, reference_meta(src)), "lerobot": True}
     if target == CROSS_TARGET:
         src = scratch / "src"
         shutil.copytree(honest.source, src)
@@ -328,9 +381,13 @@ def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
         samples = read_pack(scratch / "pack")
         tasks_as_strings = mutation.path[0] == "tasks_layout"  # LeRobot's row numbers: our documented exception
         lossy = {TOP} if mutation.path[0] == "swap_timestamps" else set()  # re-encoded with each row's frame
+        meta, expected = pack_meta(scratch / "pack"), reference_meta(src)
+        if tasks_as_strings:  # the documented exception again: our tasks are the strings
+            expected["tasks"] = dict(enumerate(read_task_strings(src)))
         return {
             "equal": like_lerobot(src, samples, lossy=lossy, task_strings=tasks_as_strings)
             and stats_like_lerobot(src, scratch / "pack")
+            and same_meta(meta, expected)
         }
     if target in ("manifest", "pack_info", "plan", "receipt"):
         pack = scratch / "pack"
@@ -346,12 +403,15 @@ def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
             report = verify(str(pack))
             assert not report.ok  # no manifest: verify reports, never crashes
             finalize(str(pack), trust_destination=True)  # a copy at another path: not in this journal
-        return {"equal": same(read_pack(pack), honest.samples)}
+        return {"equal": same(read_pack(pack), honest.samples) and same_meta(pack_meta(pack), honest.meta)}
     if target == "mixture":
         mix = scratch / "mix"
         shutil.copytree(honest.pack.parent, mix)
         (mix / "mixture.json").write_text(mutate_json(honest.doc("mixture"), mutation))
-        return {"equal": same(read_mixture(mix / "mixture.json"), honest.mixture_samples)}
+        meta = meta_of(MixtureDataset(str(mix / "mixture.json"), prefetch_episodes=0).meta)
+        return {
+            "equal": same(read_mixture(mix / "mixture.json"), honest.mixture_samples) and same_meta(meta, honest.mixture_meta)
+        }
     if target == "state":
         state = json.loads(mutate_json(honest.state, mutation))
         dataset = PackedDataset(str(honest.pack), shuffle=True, seed=3, return_uint8=True, prefetch_episodes=0)
@@ -439,9 +499,9 @@ def main() -> None:
             out.flush()
             continue
         mutation = Mutation.from_json(request["mutation"])
-        reset_peak()
+        record_reset = reset_peak()
         faulthandler.dump_traceback_later(HANG_S, exit=True)
-        record: dict = {"mutation": mutation.to_json()}
+        record: dict = {"mutation": mutation.to_json(), "peak_reset": record_reset}
         try:
             result = run(honest, mutation, workdir / "scratch")
             record["outcome"] = "equal" if result["equal"] else "different"

@@ -22,21 +22,35 @@ T = TypeVar("T")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
-def load_json(data: bytes | str, *, where: str, max_bytes: int, max_depth: int, allow_nan: bool = False) -> Any:
+def load_json(
+    data: bytes | str, *, where: str, max_bytes: int, max_depth: int, allow_nan: bool = False, lerobot_file: bool = False
+) -> Any:
     """Parse ``data`` as JSON, refusing more than ``max_bytes`` or ``max_depth`` levels.
 
     ``NaN``, ``Infinity`` and ``-Infinity`` (which Python's parser accepts, but JSON does not
     have) are refused unless ``allow_nan``: records of the format are hashed as canonical
     JSON, which cannot hold them. LeRobot's ``stats.json`` may (a constant feature's ratio).
 
+    A key given twice in one object: in a LeRobot file (``lerobot_file``: ``info.json``,
+    ``stats.json``, a source's or a pack's copy) the last one counts, as LeRobot's
+    ``json.load`` reads it; in a record of ours (manifest, receipts, plans, mixtures, resume
+    states) it is refused: we never write one, and parsers disagree on which one counts, so
+    the file would say two things.
+
     Raises:
-        FormatError: too large, not UTF-8, not JSON, a non-finite number, or nested deeper
-            than ``max_depth``.
+        FormatError: too large, not UTF-8, not JSON, a non-finite number, a key given twice in
+            a record of ours, or nested deeper than ``max_depth``.
     """
     if len(data) > max_bytes:
         raise FormatError(f"{where}: {len(data)} bytes, more than the {max_bytes} this format allows")
+    hook = None if lerobot_file else _unique_keys
     try:
-        value = json.loads(data) if allow_nan else json.loads(data, parse_constant=_refuse_constant)
+        if allow_nan:
+            value = json.loads(data, object_pairs_hook=hook)
+        else:
+            value = json.loads(data, parse_constant=_refuse_constant, object_pairs_hook=hook)
+    except _DuplicateKey as err:
+        raise FormatError(f"{where}: key {str(err)[:200]} is given twice in one object; a file we write never does") from None
     except UnicodeDecodeError as err:
         raise FormatError(f"{where}: not UTF-8 text ({err})") from None
     except json.JSONDecodeError as err:
@@ -53,6 +67,18 @@ def load_json(data: bytes | str, *, where: str, max_bytes: int, max_depth: int, 
 
 class _NonFinite(ValueError):
     pass
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(repr(next(k for k, _ in pairs if k in seen or seen.add(k))))
+    return out
 
 
 def _refuse_constant(name: str) -> Any:

@@ -68,7 +68,7 @@ def parse_lerobot_info(data: bytes | str, *, where: str) -> LeRobotInfo:
         FormatError: not JSON, an unsupported version (v2.x gets the converter's command), or a
             missing or malformed field; names ``where`` and the field.
     """
-    info = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH)
+    info = load_json(data, where=where, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_JSON_DEPTH, lerobot_file=True)
     if not isinstance(info, dict):
         raise FormatError(f"{where}: expected a JSON object, found {type(info).__name__}")
     root = where[: -len("/meta/info.json")] if where.endswith("/meta/info.json") else "PATH"

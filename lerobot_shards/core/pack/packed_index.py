@@ -179,7 +179,9 @@ def read_json_file(
         IntegrityError: the file differs from what was packed.
     """
     data = verified_read(storage, manifest, rel, max_bytes=max_bytes)
-    return load_json(data, where=storage.describe(rel), max_bytes=max_bytes, max_depth=MAX_JSON_DEPTH, allow_nan=allow_nan)
+    return load_json(
+        data, where=storage.describe(rel), max_bytes=max_bytes, max_depth=MAX_JSON_DEPTH, allow_nan=allow_nan, lerobot_file=True
+    )
 
 
 def read_recorded(storage: Storage, rel: str, *, size: int, sha256: str) -> bytes:
@@ -238,7 +240,9 @@ def check_packed_metadata(rel: str, data: bytes, *, where: str) -> None:
     elif rel == TASKS_PATH:
         parse_tasks(data, where=where)
     elif rel == STATS_PATH:
-        value = load_json(data, where=where, max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True)
+        value = load_json(
+            data, where=where, max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True, lerobot_file=True
+        )
         if not isinstance(value, dict):
             raise FormatError(f"{where}: must hold a JSON object, found {type(value).__name__}")
 
@@ -393,10 +397,13 @@ class PackedIndex:
             if source is None:
                 continue  # a column only the data parquet had (the manifest's schema_drift)
             same = (packed.kind, packed.dtype, packed.depth) == (source.kind, source.dtype, source.depth)
-            if not same or (packed.kind == "value" and packed.shape != source.shape):
+            # names too: meta.features is the manifest's, and a trainer reads the names from it
+            # (a re-sealed manifest with other names changed what `meta` said, found by the fuzzer).
+            named = packed.raw.get("names") == source.raw.get("names")
+            if not same or not named or (packed.kind == "value" and packed.shape != source.shape):
                 raise FormatError(
-                    f"{where}: feature {key!r} disagrees with the manifest's (dtype, shape or depth quantizer): "
-                    "one of the two was altered after packing"
+                    f"{where}: feature {key!r} disagrees with the manifest's (dtype, shape, names or depth "
+                    "quantizer): one of the two was altered after packing"
                 )
         self.info = info
 

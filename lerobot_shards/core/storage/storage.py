@@ -279,6 +279,8 @@ class Storage:
             raise ArgumentError(f"{self.object_url(rel)}: limit must be >= 1, got {limit}")
 
         def prefix() -> bytes:
+            if self.is_local:
+                return _local_prefix(self.path(rel), limit)
             try:
                 return self.fs.cat_file(self.path(rel), start=0, end=limit)
             except Exception as err:
@@ -585,6 +587,22 @@ class _RangeFile(io.RawIOBase):
         memoryview(buffer).cast("B")[:count] = data
         self._position += count
         return count
+
+
+def _local_prefix(path: str, limit: int) -> bytes:
+    """A local file's first ``limit`` bytes, read in chunks: one ``read(limit)`` asks the
+    allocator for the whole bound up front (256 MiB for a manifest), which a virtual-memory
+    limit (``ulimit -v``, SLURM's ``VSizeFactor``) refuses though the file holds a few KB."""
+    chunks: list[bytes] = []
+    read = 0
+    with open(path, "rb") as handle:
+        while read < limit and (chunk := handle.read(min(_LOCAL_CHUNK, limit - read))):
+            chunks.append(chunk)
+            read += len(chunk)
+    return b"".join(chunks)
+
+
+_LOCAL_CHUNK = 1 << 22
 
 
 def _size_text(size: int) -> str:

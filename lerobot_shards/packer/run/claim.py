@@ -18,6 +18,7 @@ from lerobot_shards.core.pack.packed_index import check_packed_metadata
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import PackError, SourceError
 from lerobot_shards.packer.plan.pack_plan import plan_differences
+from lerobot_shards.packer.run.lease import LEASE_DIR
 from lerobot_shards.packer.run.staging import staging_dir
 from lerobot_shards.packer.source.base import Source
 
@@ -84,7 +85,7 @@ def _refuse_foreign_content(storage: Storage) -> bool:
     Raises:
         PackError: names what the destination holds.
     """
-    found = storage.list("")
+    found = [rel for rel in storage.list("") if not rel.startswith(f"{LEASE_DIR}/")]  # our own lease is no content
     if not found:
         return False
     if PLAN_PATH in found:

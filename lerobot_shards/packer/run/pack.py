@@ -33,6 +33,7 @@ from lerobot_shards.packer.run import staging
 from lerobot_shards.packer.run.claim import check_destination, claim_destination, copy_meta
 from lerobot_shards.packer.run.finalize import finalize
 from lerobot_shards.packer.run.journal import Journal
+from lerobot_shards.packer.run.lease import destination_lease
 from lerobot_shards.packer.run.pool import run_jobs
 from lerobot_shards.packer.run.receipts import kept_receipt
 from lerobot_shards.packer.run.shards import ShardJob, pack_shard
@@ -194,6 +195,23 @@ def pack_dataset(
     plan, sizes = _plan_pack(
         source, options, description=describe_source(src, repo_id=repo_id, revision=revision, info=source.info)
     )
+    with destination_lease(storage, run.part):  # one running pack per part of a destination
+        return _pack_claimed(storage, plan, sizes, source, options, run, dst=dst, started=started, progress=progress)
+
+
+def _pack_claimed(
+    storage: Storage,
+    plan: PackPlan,
+    sizes: list[int],
+    source: Source,
+    options: PackOptions,
+    run: PackRunOptions,
+    *,
+    dst: str,
+    started: float,
+    progress: Callable[[PackProgress], None] | None,
+) -> PackReport:
+    """The rest of ``pack_dataset`` once its lease is held: claim, build the shards, finalize."""
     journal = _claim(storage, plan, source, run)
     shard_ids = list(range(len(plan.shards))) if run.part is None else shards_of_part(len(plan.shards), *run.part)
     report = PackReport(shards=len(shard_ids), metadata_left_out=list(source.unknown_metadata_files()))

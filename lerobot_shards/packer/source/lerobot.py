@@ -275,7 +275,9 @@ class LeRobotSource:
             return {}
         data = read_regular(path, MAX_STATS_BYTES, "stats.json")
         try:
-            value = load_json(data, where=str(path), max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True)
+            value = load_json(
+                data, where=str(path), max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True, lerobot_file=True
+            )
         except FormatError as err:
             raise SourceError(str(err)) from None
         return stats_problems(value)
