@@ -493,3 +493,54 @@ def test_7_a_bucket_lease_refuses_a_live_pack_and_takes_over_an_expired_one(tiny
     assert "took over the lease a stopped run left (pid 4242 on node-7, SLURM job 99" in caplog.text
     assert verify(dst, storage_options=options).ok
     assert not fs.exists(key), "a finished pack leaves no lease"
+
+
+# -- 2. parquet footers counted before pyarrow parses them --------------------------------------------
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _zigzag(n: int) -> bytes:
+    return _varint((n << 1) ^ (n >> 63))
+
+
+def bare_chunk_parquet(groups: int) -> bytes:
+    """A parquet file of one INT32 column whose footer (Thrift compact, written by hand) lists
+    ``groups`` row groups of one bare column chunk each, and no page anywhere: 10 bytes a
+    chunk in the file, ~1.5 KB a chunk once pyarrow parses the footer."""
+    root = b"\x48" + _varint(6) + b"schema" + b"\x15" + _zigzag(1) + b"\x00"  # name, num_children
+    leaf = b"\x15" + _zigzag(1) + b"\x25" + _zigzag(0) + b"\x18" + _varint(1) + b"a" + b"\x00"  # INT32, REQUIRED, "a"
+    chunk = b"\x26" + _zigzag(4) + b"\x00"  # ColumnChunk.file_offset
+    group = b"\x19\x1c" + chunk + b"\x16" + _zigzag(0) + b"\x16" + _zigzag(1) + b"\x00"  # columns, bytes, rows
+    meta = b"\x15" + _zigzag(1) + b"\x19\x2c" + root + leaf + b"\x16" + _zigzag(groups)
+    meta += b"\x19\xfc" + _varint(groups) + group * groups + b"\x00"
+    return b"PAR1" + meta + len(meta).to_bytes(4, "little") + b"PAR1"
+
+
+@pytest.mark.parametrize("place", ["data", "tasks"])
+def test_2_a_footer_of_bare_column_chunks_is_refused_before_pyarrow_builds_it(tiny_source, tmp_path, place):
+    from tests.memory_probe import HOSTILE_PEAK_BYTES, run_measured
+
+    source = tmp_path / "src"
+    shutil.copytree(tiny_source, source)
+    target = next((source / "data").rglob("*.parquet")) if place == "data" else source / "meta" / "tasks.parquet"
+    target.write_bytes(bare_chunk_parquet(1_500_000))  # 15 MB; pyarrow's footer alone: ~2 GB
+    code = """
+import sys
+from lerobot_shards import check_dataset, pack_dataset
+if sys.argv[3] == "data":
+    pack_dataset(sys.argv[1], sys.argv[2])
+else:
+    print("FINDINGS", " | ".join(f.line() for f in check_dataset(sys.argv[1]).findings))
+"""
+    measured = run_measured(code, str(source), str(tmp_path / "out"), place)
+    said = measured.outcome if place == "data" else measured.stdout
+    assert "parquet footer lists 1,500,000 column chunks in 1,500,000 row groups" in said, measured
+    assert str(target) in said, measured
+    assert place != "data" or measured.outcome.startswith("SourceError"), measured
+    assert measured.peak_bytes < HOSTILE_PEAK_BYTES, f"peak {measured.peak_bytes / 2**20:.0f} MiB"

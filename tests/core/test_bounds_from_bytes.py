@@ -77,8 +77,8 @@ def test_1_a_compiled_mixture_claiming_a_million_episodes_is_refused_by_its_dige
     pack_dataset(str(tmp_path / "src"), str(tmp_path / "mix" / "a"))
     create_mixture(str(tmp_path / "mix"))
     data = _constant_compiled_table(1_000_000, 4)
-    (tmp_path / "mix" / "_mixture" / "episodes.parquet").write_bytes(data)
     spec = json.loads((tmp_path / "mix" / "mixture.json").read_text())
+    (tmp_path / "mix" / spec["index"]["episodes"]["path"]).write_bytes(data)  # compiled files are named by digest
     spec["index"]["episodes"].update(bytes=len(data), rows=1_000_000, sha256=hashlib.sha256(data).hexdigest())
     spec["datasets"][0].update(episodes=1_000_000, anchors=3_000_000, weight=3_000_000)
     (tmp_path / "mix" / "mixture.json").write_text(json.dumps(spec))

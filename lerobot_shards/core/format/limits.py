@@ -65,6 +65,11 @@ ROW_GROUP_MAX_BYTES = 32 << 20
 # this many times the bytes read for it: tabular rows of real datasets compress a few times.
 MAX_EXPANSION = 64
 MAX_FOOTER_BYTES = 64 << 20  # a shard parquet's footer (schema + row-group metadata)
+# A parquet footer is counted before pyarrow parses it (about 1.5 KB per column chunk): a 3 MB
+# footer of 1.5 million bare chunks cost 2.2 GB. Honest files: a few columns x tens of row groups.
+MAX_SCHEMA_ELEMENTS = 16_384  # schema nodes (a list column takes 3)
+MAX_FOOTER_CHUNKS = 262_144  # column chunks, all row groups together
+MIN_CHUNK_BYTES = 8  # what one column chunk's page takes in the file at least (a page header)
 # A page's declared uncompressed size is what the decoder allocates to decompress it; writers
 # cut pages at ~1 MB (pyarrow's default), larger only for single values (an image) that big.
 MAX_PAGE_BYTES = 256 << 20

@@ -190,8 +190,12 @@ def _check_unlocked(storage: Storage, path: Path) -> None:
 
 
 def _alive_here(holder: Holder) -> bool:
+    """Whether the lease's process may still run: always for another machine's; on this one
+    when it lives and is not this process (an earlier call of ours that failed to remove it)."""
     if holder.host != socket.gethostname():
         return True  # another machine's process: not ours to judge
+    if holder.pid == os.getpid():
+        return False
     try:
         os.kill(holder.pid, 0)
     except ProcessLookupError:

@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
-from lerobot_shards.core.format.limits import MAX_INDEX_FILE_BYTES
+from lerobot_shards.core.format.limits import MAX_FOOTER_BYTES, MAX_INDEX_FILE_BYTES
 from lerobot_shards.core.format.parquet import Budget, read_bounded
+from lerobot_shards.core.format.parquet.arrow_io import check_footer
 from lerobot_shards.packer.errors import SourceError
 
 # A file read whole may claim more bytes than the disk holds for it (a sparse file: holes read as
@@ -188,9 +189,31 @@ def parquet_metadata(path: Path, episode: int) -> tuple[tuple, pq.FileMetaData]:
         raise SourceError(f"{path}: missing (data file of episode {episode})")
     key = file_key(path)
     try:
+        _check_footer_of(path)  # counted before pyarrow builds ~1.5 KB per column chunk
         return key, pq.read_metadata(path)
+    except FormatError as err:
+        raise SourceError(f"{err} (data file of episode {episode})") from None
     except Exception as err:  # pyarrow raises ArrowInvalid/OSError for truncated or foreign files
         raise SourceError(f"{path}: not a readable parquet file, truncated? (data file of episode {episode}: {err})") from None
+
+
+def _check_footer_of(path: Path) -> None:
+    """``check_footer`` on a source parquet's footer, read alone (at most ``MAX_FOOTER_BYTES``)."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size < 12:
+            return  # pyarrow names what is wrong
+        handle.seek(size - 8)
+        tail = handle.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        if tail[4:] != b"PAR1" or length + 12 > size:
+            return
+        if length > MAX_FOOTER_BYTES:
+            raise FormatError(f"{path}: a parquet footer of {length:,} bytes; at most {MAX_FOOTER_BYTES:,} are read")
+        handle.seek(size - 8 - length)
+        footer = handle.read(length)
+    # The body before the footer is the file's: pages for its chunks must fit there.
+    check_footer(footer + tail, where=str(path), body_bytes=size - 8 - length - 4)
 
 
 def parquet_rows(path: Path, episode: int) -> int:

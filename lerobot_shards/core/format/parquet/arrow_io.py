@@ -37,13 +37,59 @@ def placed_buffer(data: bytes | bytearray | memoryview, offset: int) -> pa.Buffe
     return buffer
 
 
-def parquet_file(data: bytes | bytearray | memoryview, **options) -> pq.ParquetFile:
-    """``pq.ParquetFile`` over an Arrow-owned copy of ``data``.
+def parquet_file(data: bytes | bytearray | memoryview, *, where: str = "parquet file", **options) -> pq.ParquetFile:
+    """``pq.ParquetFile`` over an Arrow-owned copy of ``data``, its footer counted first
+    (``check_footer``).
 
     Raises:
+        FormatError: a footer beyond the format's bounds (names ``where``).
         pyarrow.ArrowException, OSError: ``data`` is not parquet (callers name the file).
     """
+    check_footer(data, where=where)
     return pq.ParquetFile(pa.BufferReader(arrow_buffer(data)), **options)
+
+
+WHOLE_FILE = -1
+
+
+def check_footer(data: bytes | bytearray | memoryview, *, where: str, body_bytes: int | None = WHOLE_FILE) -> None:
+    """Count a parquet file's footer before pyarrow parses it: at most ``MAX_SCHEMA_ELEMENTS``
+    schema nodes, at most as many chunks per row group as the schema has nodes, at most
+    ``MAX_FOOTER_CHUNKS`` chunks, and no more chunks than the file's body (``body_bytes``;
+    ``WHOLE_FILE``: ``data`` is the whole file; None: unknown) could hold pages for. ``data``
+    ends with the footer and its 8-byte tail. A file without a parquet tail is left to
+    pyarrow, which names what is wrong.
+
+    Raises:
+        FormatError: names ``where`` and the count.
+    """
+    from lerobot_shards.core.errors import FormatError
+    from lerobot_shards.core.format.limits import MAX_FOOTER_CHUNKS, MAX_SCHEMA_ELEMENTS, MIN_CHUNK_BYTES
+    from lerobot_shards.core.format.parquet.thrift import footer_shape
+
+    view = memoryview(data).cast("B")
+    if view.nbytes < 12 or bytes(view[-4:]) != b"PAR1":
+        return
+    length = int.from_bytes(view[-8:-4], "little")
+    start = view.nbytes - 8 - length
+    if start < 0 or (body_bytes == WHOLE_FILE and start < 4):
+        return
+    try:
+        schema, groups, chunks = footer_shape(view, start, view.nbytes - 8)
+    except FormatError as err:
+        raise FormatError(f"{where}: parquet footer does not parse ({err})") from None
+    body = start - 4 if body_bytes == WHOLE_FILE else body_bytes
+    if (
+        schema > MAX_SCHEMA_ELEMENTS
+        or chunks > MAX_FOOTER_CHUNKS
+        or chunks > groups * max(schema, 1)
+        or (body is not None and chunks > body // MIN_CHUNK_BYTES + schema)
+    ):
+        raise FormatError(
+            f"{where}: parquet footer lists {chunks:,} column chunks in {groups:,} row groups over {schema:,} schema "
+            f"nodes ({length:,} bytes of footer, {body if body is not None else 'unknown':,} bytes of data); at most {MAX_SCHEMA_ELEMENTS:,} nodes, "
+            f"{MAX_FOOTER_CHUNKS:,} chunks, one per column per row group, each with a page in the file"
+        )
 
 
 def read_parquet_bytes(data: bytes | bytearray | memoryview, *, columns: list[str] | None = None) -> pa.Table:
@@ -55,10 +101,13 @@ def read_parquet_bytes(data: bytes | bytearray | memoryview, *, columns: list[st
     return parquet_file(data).read(columns=columns, use_threads=False)
 
 
-def read_parquet_metadata(data: bytes | bytearray | memoryview) -> pq.FileMetaData:
-    """The footer metadata of the parquet file in ``data``.
+def read_parquet_metadata(data: bytes | bytearray | memoryview, *, body_bytes: int | None = WHOLE_FILE) -> pq.FileMetaData:
+    """The footer metadata of the parquet file in ``data`` (``body_bytes``: as ``check_footer``;
+    None for a footer behind a magic, its file's body unknown), counted first.
 
     Raises:
+        FormatError: a footer beyond the format's bounds.
         pyarrow.ArrowException, OSError: ``data`` is not parquet (callers name the file).
     """
-    return parquet_file(data).metadata
+    check_footer(data, where="parquet file", body_bytes=body_bytes)
+    return pq.ParquetFile(pa.BufferReader(arrow_buffer(data))).metadata

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.limits import EXPANSION_FLOOR_BYTES, MAX_DECODED_BYTES, MAX_EXPANSION, MAX_FEATURE_ELEMENTS
-from lerobot_shards.core.format.parquet.arrow_io import arrow_buffer
+from lerobot_shards.core.format.parquet.arrow_io import arrow_buffer, check_footer
 from lerobot_shards.core.format.parquet.pages import ChunkCost, check_writer, chunk_cost
 
 # pyarrow.compute makes its functions at import; a static checker cannot see them.
@@ -291,6 +291,7 @@ def open_bounded(
         FormatError: not parquet, another row count, or pages beyond the budget.
     """
     view = memoryview(data).cast("B")
+    check_footer(view, where=where)  # counted before pyarrow builds ~1.5 KB per column chunk
     try:
         buffer = arrow_buffer(view)
         metadata = pq.ParquetFile(pa.BufferReader(buffer)).metadata
@@ -412,6 +413,7 @@ def read_parquet_schema(data: bytes | bytearray | memoryview, *, where: str) -> 
         FormatError: not a parquet file.
     """
     try:
+        check_footer(data, where=where)
         return pq.ParquetFile(pa.BufferReader(arrow_buffer(data))).schema_arrow
     except (pa.ArrowException, OSError) as err:
         raise FormatError(f"{where}: not a readable parquet file ({type(err).__name__}: {str(err)[:300]})") from None

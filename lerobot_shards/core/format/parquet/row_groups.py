@@ -67,7 +67,7 @@ def parse_footer(footer: bytes, *, size: int, sha256: str, where: str) -> pq.Fil
     check_bytes(footer, size=size, sha256=sha256, where=f"{where} footer")
     try:
         # A footer alone parses as the tail of a file that starts with the magic.
-        return read_parquet_metadata(_MAGIC + bytes(footer))
+        return read_parquet_metadata(_MAGIC + bytes(footer), body_bytes=None)
     except (pa.ArrowException, OSError) as err:
         raise FormatError(f"{where}: footer does not parse as parquet metadata ({err})") from None
 
