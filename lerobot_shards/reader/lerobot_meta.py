@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.errors import FormatError, IntegrityError
 from lerobot_shards.core.format import MM_PER_METRE, STATS_PATH
 from lerobot_shards.core.format.features import Features, parse_features
 from lerobot_shards.core.format.fields import is_int
@@ -129,6 +129,11 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: LeRobotInfo | N
     if STATS_PATH in manifest.files:
         stats_where = storage.describe(STATS_PATH)
         stats = _stats(read_stats(storage, manifest), stats_where)
+    elif storage.exists(STATS_PATH):  # a pack without stats says so by having none, not by omitting them
+        raise IntegrityError(
+            f"{storage.describe(STATS_PATH)} is in the pack but its manifest does not list it: one of the two was "
+            "altered after packing (meta.stats would be empty); pack it again"
+        )
     source = manifest.source if isinstance(manifest.source, dict) else {}
     return PackedMeta(
         repo_id=str(source.get("uri") or storage.describe("")),

@@ -128,6 +128,11 @@ def same_meta(a: dict, b: dict) -> bool:
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
+def meta_features(honest) -> set[str]:
+    """The honest pack's tabular features (what a schema drift may leave out)."""
+    return {k for k, (dtype, _, _) in honest.meta["features"].items() if dtype not in ("video", "image")}
+
+
 def pack_meta(root: Path) -> dict:
     return meta_of(PackedDataset(str(root), prefetch_episodes=0).meta)
 
@@ -329,7 +334,7 @@ def mutate_table(table: pa.Table, column: str, kind: str) -> pa.Table:
     if kind == "null_column":
         return table.set_column(at, column, pa.nulls(len(table), kind_type))
     if kind == "as_string":
-        return table.set_column(at, column, pa.array([json.dumps(v) for v in array.to_pylist()], pa.string()))
+        return table.set_column(at, column, pa.array([json.dumps(v, default=_text) for v in array.to_pylist()], pa.string()))
     if kind == "as_float":
         values = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.5 for v in array.to_pylist()]
         return table.set_column(at, column, pa.array(values, pa.float64()))
@@ -343,7 +348,9 @@ def mutate_table(table: pa.Table, column: str, kind: str) -> pa.Table:
             else:
                 new = pa.array([0] * len(table), kind_type)
             return table.set_column(at, column, new)
-        return table.set_column(at, column, pa.array([json.dumps(v) for v in array.to_pylist()][::-1], pa.string()))
+        return table.set_column(
+            at, column, pa.array([json.dumps(v, default=_text) for v in array.to_pylist()][::-1], pa.string())
+        )
     if kind == "drop_column":
         return table.remove_column(at)
     if kind == "duplicate_rows":
@@ -351,6 +358,11 @@ def mutate_table(table: pa.Table, column: str, kind: str) -> pa.Table:
     if kind == "empty":
         return table.slice(0, 0)
     raise ValueError(kind)
+
+
+def _text(value) -> str:
+    """JSON for what ``json`` has no form of (a picture's bytes)."""
+    return value.hex() if isinstance(value, bytes) else str(value)
 
 
 def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
@@ -370,6 +382,14 @@ def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
         samples, meta = read_pack(scratch / "pack"), pack_meta(scratch / "pack")
         if same(samples, honest.samples) and same_meta(meta, honest.meta):
             return {"equal": True}
+        if target == "data" and mutation.kind == "drop_column" and mutation.path[0] in meta_features(honest):
+            # Documented (docs/FORMAT.md, manifest "features"): a declared feature the data parquet
+            # lacks is left out and named in extra.schema_drift; LeRobot refuses the load instead.
+            key = mutation.path[0]
+            drift = json.loads((scratch / "pack" / "manifest.json").read_text())["extra"].get("schema_drift") or {}
+            without = [{k: v for k, v in sample.items() if k != key} for sample in honest.samples]
+            features = {k: v for k, v in honest.meta["features"].items() if k != key}
+            return {"equal": key in drift.get("only_in_info", []) and same(samples, without) and meta["features"] == features}
         # A value that decides what samples or meta hold (a depth quantizer, a unit, a stat)
         # changes them as it changes LeRobot's: ours must be what LeRobot reads of the source.
         return {"equal": like_lerobot(src, samples) and same_meta(meta, reference_meta(src)), "lerobot": True}
@@ -448,8 +468,11 @@ def like_lerobot(source: Path, samples: list[dict], *, lossy: set[str] = frozens
 
 
 def read_task_strings(source: Path) -> list[str]:
-    """The task strings a tasks file holds in its ``task`` column (no pandas index)."""
-    return pq.read_table(source / "meta" / "tasks.parquet")["task"].to_pylist()
+    """The task strings a tasks file holds: its ``task`` column, or (LeRobot 0.4.x) the pandas
+    index column its metadata names, in row order."""
+    table = pq.read_table(source / "meta" / "tasks.parquet")
+    column = "task" if "task" in table.column_names else next(c for c in table.column_names if c != "task_index")
+    return [str(t) for t in table[column].to_pylist()]
 
 
 def stats_like_lerobot(source: Path, pack: Path) -> bool:

@@ -373,6 +373,11 @@ class PackedIndex:
         """
         self.info: LeRobotInfo | None = None
         if INFO_PATH not in self.manifest.files:
+            if self.storage.exists(INFO_PATH):  # packs copy meta/info.json: one not listed was dropped from the list
+                raise IntegrityError(
+                    f"{self.storage.describe(INFO_PATH)} is in the pack but its manifest does not list it: one of the "
+                    "two was altered after packing; pack it again"
+                )
             return
         where = self.storage.describe(INFO_PATH)
         info = parse_lerobot_info(self._files.pop(INFO_PATH), where=where)
@@ -400,7 +405,9 @@ class PackedIndex:
             # names too: meta.features is the manifest's, and a trainer reads the names from it
             # (a re-sealed manifest with other names changed what `meta` said, found by the fuzzer).
             named = packed.raw.get("names") == source.raw.get("names")
-            if not same or not named or (packed.kind == "value" and packed.shape != source.shape):
+            # Shapes of values and language columns too (a camera's may change: --resize).
+            shaped = packed.kind in ("video", "image") or packed.raw.get("shape") == source.raw.get("shape")
+            if not same or not named or not shaped or (packed.kind == "value" and packed.shape != source.shape):
                 raise FormatError(
                     f"{where}: feature {key!r} disagrees with the manifest's (dtype, shape, names or depth "
                     "quantizer): one of the two was altered after packing"

@@ -439,6 +439,18 @@ class LeRobotSource:
                 max_rows=MAX_DATASET_FRAMES,
                 values_per_row=self._values_per_row,
             )
+            absent = [c for c in _ROW_COLUMNS if c not in table.column_names]
+            if absent:  # LeRobot's datasets load refuses a file without a declared column; we need them too
+                raise SourceError(
+                    f"{path}: the data parquet has no column {', '.join(absent)}, which every LeRobot row holds; "
+                    "write the dataset again with LeRobot (or add the column)"
+                )
+            empty = [c for c in _ROW_COLUMNS if table[c].null_count]
+            if empty:  # rows are found by these: a null places a row nowhere
+                raise SourceError(
+                    f"{path}: column {', '.join(empty)} holds nulls; every LeRobot row has its {empty[0]}: "
+                    "write the dataset again with LeRobot (or fill the column)"
+                )
             try:
                 spans = _episode_spans(table)
             except SourceError as err:
@@ -557,6 +569,29 @@ class LeRobotSource:
             SourceError: names the file, episode, column, what was found and what was declared.
         """
         where = f"{path}: episode {episode_index}"
+        for name in self.features:
+            if name in rows.column_names and rows[name].null_count:
+                # LeRobot makes a tensor (or a list) of every value a row holds: a null fails its
+                # __getitem__ ("Could not infer dtype of NoneType"); ours would be a NaN or None.
+                nulls = rows[name].is_null().to_pylist()
+                frames = [f for f, null in enumerate(nulls) if null]
+                raise SourceError(
+                    f"{where}: column {name} holds no value (null) at frame_index {_ranges(frames)}; LeRobot fails "
+                    "to read those rows: fill them, or leave the episode out (--episodes)"
+                )
+        for name, feature in self.features.items():
+            if feature.kind != "value" or name not in rows.column_names or not rows.num_rows:
+                continue
+            shape = list(feature.shape)
+            kind = rows[name].type
+            if shape != [1] and not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+                # datasets loads a feature of shape [1] as a value, any other as a sequence or
+                # an ArrayND, which a column of one value a row cannot be cast to: LeRobot's load
+                # fails, and so does the pack.
+                raise SourceError(
+                    f"{where}: column {name} holds one value a frame; meta/info.json declares shape {shape}, which "
+                    "LeRobot loads as a sequence or an array and fails to cast it to: declare shape [1]"
+                )
         for name, elements in self._exact_elements.items():
             if name not in rows.column_names or not rows.num_rows:
                 continue
@@ -858,6 +893,9 @@ def _ranges(values: list[int], limit: int = 10) -> str:
     if start is not None:
         runs.append(str(start) if start == previous else f"{start}-{previous}")
     return ",".join(runs[:limit]) + (f" and {len(runs) - limit} more runs" if len(runs) > limit else "")
+
+
+_ROW_COLUMNS = ("index", "episode_index", "frame_index", "timestamp", "task_index")
 
 
 def _episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:
