@@ -544,3 +544,25 @@ else:
     assert str(target) in said, measured
     assert place != "data" or measured.outcome.startswith("SourceError"), measured
     assert measured.peak_bytes < HOSTILE_PEAK_BYTES, f"peak {measured.peak_bytes / 2**20:.0f} MiB"
+
+
+def test_4_a_bug_of_ours_is_one_line_with_exit_70_and_its_advice_gives_the_traceback(monkeypatch, tmp_path):
+    """The boundary's advice for an internal error, run as printed: the same command with
+    LEROBOT_SHARDS_TRACEBACK=1 keeps the traceback."""
+    from click.testing import CliRunner
+
+    from lerobot_shards.cli import main as cli
+    from lerobot_shards.tools import summary
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(summary, "summarize", broken)
+    result = CliRunner().invoke(cli, ["info", str(tmp_path)])
+    assert result.exit_code == 70 and "Traceback" not in result.output, result.output
+    assert result.output.splitlines() == [
+        "Error: internal error, a bug in lerobot-shards: TypeError: a bug; please report it with the traceback "
+        "`LEROBOT_SHARDS_TRACEBACK=1` prints when the same command is run again"
+    ], result.output
+    again = CliRunner().invoke(cli, ["info", str(tmp_path)], env={"LEROBOT_SHARDS_TRACEBACK": "1"})
+    assert isinstance(again.exception, TypeError) and str(again.exception) == "a bug"

@@ -451,6 +451,18 @@ class LeRobotSource:
                     f"{path}: column {', '.join(empty)} holds nulls; every LeRobot row has its {empty[0]}: "
                     "write the dataset again with LeRobot (or fill the column)"
                 )
+            for name in _ROW_COLUMNS:  # rows are found and checked by these: cast first, as LeRobot loads them
+                if name in self._declared_leaves:
+                    try:
+                        cast = cast_as_declared(table[name], self._declared_leaves[name], where=f"{path}: column {name!r}")
+                    except FormatError as err:
+                        raise SourceError(str(err)) from None
+                    table = table.set_column(table.schema.get_field_index(name), pa.field(name, cast.type), cast)
+                if name != "timestamp" and not pa.types.is_integer(table[name].type):
+                    raise SourceError(
+                        f"{path}: column {name} holds {table[name].type}, not integers (meta/info.json declares no integer "
+                        "type for it either); write the dataset again with LeRobot"
+                    )
             try:
                 spans = _episode_spans(table)
             except SourceError as err:
