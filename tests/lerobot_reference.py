@@ -89,7 +89,8 @@ def _cast_like_datasets(table: pa.Table, features: dict) -> pa.Table:
         if shape == [1]:
             target = leaf
         elif len(shape) == 1:
-            target = pa.list_(leaf, shape[0])
+            # datasets' Sequence(length=None) is a list of any length
+            target = pa.list_(leaf, shape[0]) if shape[0] is not None else pa.list_(leaf)
         else:
             target = leaf
             for _ in shape:

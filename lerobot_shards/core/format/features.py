@@ -383,6 +383,8 @@ def parse_feature(key: Any, raw: Any, *, where: str) -> FeatureSpec:
     if key in LANGUAGE_COLUMNS or dtype == "language":
         if key not in LANGUAGE_COLUMNS:
             raise FormatError(f"{label}: dtype 'language' is LeRobot's for its columns {list(LANGUAGE_COLUMNS)} only")
+        if dtype != "language":  # LeRobot builds the column's type from the dtype: another one fails its load
+            raise FormatError(f"{label}: LeRobot's language column {key} has dtype 'language', found {str(dtype)[:40]!r}")
         return FeatureSpec(key, dtype, shape, "language", names=names, raw=copy.deepcopy(dict(raw)))
     elements = math.prod(d if d is not None else 1 for d in shape)
     if elements > MAX_FEATURE_ELEMENTS:

@@ -382,7 +382,7 @@ class MixtureSpec:
             found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
             raise MixtureSpecError(f"{where}: expected format {MIXTURE_FORMAT!r}, found {found!r}")
         version = data.get("version")
-        if version not in SUPPORTED_MIXTURE_VERSIONS:
+        if not _is_int(version) or version not in SUPPORTED_MIXTURE_VERSIONS:  # a list is not hashable: checked first
             raise MixtureSpecError(
                 f"{where}: version {version!r} is not supported (supported: {sorted(SUPPORTED_MIXTURE_VERSIONS)}); "
                 f"upgrade lerobot-shards or re-run `lerobot-shards mixture create`"
