@@ -128,9 +128,23 @@ def same_meta(a: dict, b: dict) -> bool:
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
-def meta_features(honest) -> set[str]:
-    """The honest pack's tabular features (what a schema drift may leave out)."""
-    return {k for k, (dtype, _, _) in honest.meta["features"].items() if dtype not in ("video", "image")}
+def documented_drift(honest, drift: dict, samples: list[dict], meta: dict) -> bool:
+    """Documented (docs/FORMAT.md, manifest "features"), where LeRobot refuses the load instead:
+    when info.json and the data parquet disagree, tabular features follow the parquet, and the
+    manifest names the difference (``extra.schema_drift``). Then the samples must be the honest
+    ones without what only info.json declared, and ``meta.features`` the honest ones without
+    those, with what only the parquet holds as the parquet holds it (its dtype)."""
+    only_info, only_parquet = set(drift.get("only_in_info") or []), set(drift.get("only_in_parquet") or [])
+    tabular = {k for k, (dtype, _, _) in honest.meta["features"].items() if dtype not in ("video", "image")}
+    if not (only_info | only_parquet) <= tabular:
+        return False
+    without = [{k: v for k, v in sample.items() if k not in only_info} for sample in honest.samples]
+    features = {k: v for k, v in honest.meta["features"].items() if k not in only_info}
+    if set(meta["features"]) != set(features):
+        return False
+    kept = all(meta["features"][k] == v for k, v in features.items() if k not in only_parquet)
+    typed = all(meta["features"][k][0] == features[k][0] for k in only_parquet)
+    return same(samples, without) and kept and typed
 
 
 def pack_meta(root: Path) -> dict:
@@ -382,14 +396,9 @@ def run(honest: Honest, mutation: Mutation, scratch: Path) -> dict:
         samples, meta = read_pack(scratch / "pack"), pack_meta(scratch / "pack")
         if same(samples, honest.samples) and same_meta(meta, honest.meta):
             return {"equal": True}
-        if target == "data" and mutation.kind == "drop_column" and mutation.path[0] in meta_features(honest):
-            # Documented (docs/FORMAT.md, manifest "features"): a declared feature the data parquet
-            # lacks is left out and named in extra.schema_drift; LeRobot refuses the load instead.
-            key = mutation.path[0]
-            drift = json.loads((scratch / "pack" / "manifest.json").read_text())["extra"].get("schema_drift") or {}
-            without = [{k: v for k, v in sample.items() if k != key} for sample in honest.samples]
-            features = {k: v for k, v in honest.meta["features"].items() if k != key}
-            return {"equal": key in drift.get("only_in_info", []) and same(samples, without) and meta["features"] == features}
+        drift = json.loads((scratch / "pack" / "manifest.json").read_text())["extra"].get("schema_drift")
+        if drift:
+            return {"equal": documented_drift(honest, drift, samples, meta)}
         # A value that decides what samples or meta hold (a depth quantizer, a unit, a stat)
         # changes them as it changes LeRobot's: ours must be what LeRobot reads of the source.
         return {"equal": like_lerobot(src, samples) and same_meta(meta, reference_meta(src)), "lerobot": True}
