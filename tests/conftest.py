@@ -12,8 +12,18 @@ import pytest
 # leaves there is the session's own, whoever else shares /tmp. At the end the controller lists
 # what is left besides pytest's own tmp_path folders and the two below and fails the session
 # when anything is; on success the folder goes, on failure it stays for a look. Not ours and so
-# not judged: torch's compile cache, which importing torchcodec makes (torch._dynamo at import).
-SESSION_TEMP_KEEP = ("pytest-of-", "lerobot-shards-journal-", "lerobot-shards-fuzz-counts-", "torchinductor_")
+# not judged: torch's compile cache, which importing torchcodec makes (torch._dynamo at import);
+# torchrun's log folders (torchelastic_*, which torch leaves by design); Python multiprocessing's
+# per-process folder (pymp-*), removed at a clean exit and left by the processes tests kill on
+# purpose (our pool makes none: its queue is a pipe, and the staging folders are judged).
+SESSION_TEMP_KEEP = (
+    "pytest-of-",
+    "lerobot-shards-journal-",
+    "lerobot-shards-fuzz-counts-",
+    "torchinductor_",
+    "torchelastic_",
+    "pymp-",
+)
 # Only the process that made the folder judges and removes it: pytest sessions a test starts
 # (tests/contracts/test_tiers.py) inherit the variables, and one that removed the folder at its
 # end took the running session's temp folder with it.
