@@ -86,6 +86,8 @@ class PackPlan:
                 f"{PLAN_VERSION}); pack into an empty destination"
             )
         shards = f.list("shards")
+        if not shards:  # the packer never plans nothing ("nothing to pack"): finalize would publish an empty pack
+            raise FormatError(f"{where}: a plan without shards; pack-plan.json was altered or damaged: pack again")
         last = -1  # episodes ascend across shards too: shard i's episodes all precede shard i + 1's
         for i, episodes in enumerate(shards):
             ascending = (
