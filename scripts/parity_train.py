@@ -16,7 +16,11 @@ short on a CPU) once into ``--out``. Checks, each a real ``lerobot-train`` proce
 4. ``accelerate launch --multi_gpu --num_processes 2`` (two CPU processes, gloo) over
    episodes 0-1 (500 samples), steps = one epoch: every sample seen exactly once across ranks;
 5. README's "Train with lerobot-train" commands, as written (``/tmp/`` moved under ``--out``),
-   after its "Pack, verify, inspect" commands made the sample pack they train on.
+   after its "Pack, verify, inspect" commands made the sample pack they train on;
+6. a mixture of a 30 fps and a 15 fps dataset: without a choice the trainer stops with one line
+   naming the rates and the flag; with that flag, as printed, it trains and every step receives
+   the reader's plan of the ``MixtureDataset`` with the policy's steps as frames at each rate
+   (``--only mixed-rates`` runs this check alone).
 
 Exits non-zero naming the first check that fails.
 """
@@ -37,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, create_mixture, pack_dataset
+from lerobot_shards.testing import SampleSpec, write_sample_dataset
 
 BATCH, WORKERS, CHUNK, SEED = 8, 1, 10, 1000  # SEED: lerobot-train's default --seed
 POLICY = [
@@ -139,14 +144,54 @@ def _same(name: str, got: list, want: list) -> str:
     return f"{len(got)} steps = the reader's plan"
 
 
+def _mixed_rates(out: Path) -> str:
+    """Check 6: a mixture of a 30 and a 15 fps dataset, refused, then trained as advised."""
+    shutil.rmtree(out / "rates", ignore_errors=True)
+    for stale in out.glob("rates-samples.jsonl*"):
+        stale.unlink()
+    rates = out / "rates-mixture"
+    if not (rates / "mixture.json").exists():
+        for name, fps in (("fast", 30), ("slow", 15)):
+            write_sample_dataset(out / "rates-src" / name, SampleSpec(episodes=4, lengths=(30, 40, 35, 25), fps=fps))
+            pack_dataset(str(out / "rates-src" / name), str(rates / name))
+        create_mixture(str(rates), names={"fast": "fast", "slow": "slow"})
+    rate_args = [f"--dataset.root={rates / 'mixture.json'}", "--steps=30", "--save_freq=30", "--output_dir=rates"]
+    refused = subprocess.run(
+        [sys.executable, "-m", "lerobot_shards.train", *POLICY, f"--batch_size={BATCH}", *rate_args],
+        capture_output=True,
+        text=True,
+        cwd=out,
+    )
+    lines = refused.stderr.strip().splitlines()
+    if refused.returncode == 0 or not lines or not lines[-1].startswith("Error: ") or "Traceback" in refused.stderr:
+        raise SystemExit(
+            f"[parity-train] FAILED mixed rates: not refused in one line ({refused.returncode}): {refused.stderr[-2000:]}"
+        )
+    advised = re.search(r"Add (--shards\.\S+=\S+) to", lines[-1])
+    if "fast 30 fps, slow 15 fps" not in lines[-1] or advised is None:
+        raise SystemExit(f"[parity-train] FAILED mixed rates: the refusal names no rates or flag: {lines[-1]}")
+    shutil.rmtree(out / "rates", ignore_errors=True)
+    text = _train([*rate_args, advised.group(1), "--shards.log_samples=rates-samples.jsonl"], out / "rates.log")
+    frames = {"action": list(range(CHUNK))}
+    want = _plan(MixtureDataset(str(rates / "mixture.json"), seed=SEED, return_uint8=True, delta_frames=frames), 30)
+    losses = _losses(text)
+    if len(losses) < 3 or not all(math.isfinite(x) for x in losses):
+        raise SystemExit(f"[parity-train] FAILED mixed rates: logged losses {losses}")
+    return f"refused naming the rates; with {advised.group(1)}: {_same('mixed rates', _logged(out / 'rates-samples.jsonl.rank0'), want)}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", type=Path, default=ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out" / "parity-train")
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--only", choices=("mixed-rates",), help="run only this check (it packs its own data)")
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.only == "mixed-rates":
+        print(f"[parity-train] ok mixed rates: {_mixed_rates(out)}")
+        return 0
     small = dict(video="h264", resize=(96, 128), workers=max(1, os.cpu_count() or 1))
     pack, mixture = out / "pack", out / "mixture"
     if not (pack / "manifest.json").exists():
@@ -237,6 +282,9 @@ def main() -> int:
             f"[parity-train] FAILED accelerate: {len(seen)} samples seen, {len(set(seen))} distinct, {samples} in the epoch"
         )
     results["accelerate, 2 processes"] = f"{samples} samples of the epoch each seen once over {epoch_steps} steps"
+    # 6. a mixture of two rates: refused naming them, then trained as the refusal advises
+    results["mixed rates"] = _mixed_rates(out)
+
     # 5. the README's commands as written
     readme = (ROOT / "README.md").read_text()
     train = _readme_block(readme, "### Train with lerobot-train")
@@ -254,6 +302,8 @@ def main() -> int:
     shutil.rmtree(out / "readme", ignore_errors=True)
     (out / "readme").mkdir()
     text = _run(["bash", "-c", script.replace("/tmp/", f"{out}/readme/")], out / "readme.log", cwd=ROOT)
+    if not _losses(text):  # LeRobot logs every --log_freq steps (200 by default): the README's run must show one
+        raise SystemExit("[parity-train] FAILED README: its train command logged no loss")
     results["README"] = f"its commands ran as written ({len(_losses(text))} losses logged, last {_losses(text)[-1:]})"
     for name, line in results.items():
         print(f"[parity-train] ok {name}: {line}")

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import click
 
-from lerobot_shards.cli.flags import with_pack_flags
+from lerobot_shards.cli.flags import PACK_FIELDS, check_together, with_pack_flags
 from lerobot_shards.cli.progress import ProgressLog
 from lerobot_shards.cli.text import plural, printable
 
-CHECK_FIELDS = (
-    "video",
-    "episodes",
-    "resize",
-    "on_frame_mismatch",
-    "tolerance_s",
-    "cache_dir",
-    "src_storage_options",
-    "follow_symlinks",
-)
+# Every pack option but those about the destination (OptionSpec.destination): a check reads the
+# source as that pack would, and a new option joins it by being declared.
+CHECK_FIELDS = tuple(name for name, f in PACK_FIELDS.items() if not f.spec.destination)
 _with_check_options = with_pack_flags(*CHECK_FIELDS)
 
 
@@ -47,6 +40,7 @@ def run_check(src: str | None, repo_id: str | None, revision: str | None, params
     """
     from lerobot_shards.packer.run.check import check_dataset
 
+    check_together(params)
     log = ProgressLog("check", unit="episodes")
     try:
         report = check_dataset(
@@ -57,7 +51,7 @@ def run_check(src: str | None, repo_id: str | None, revision: str | None, params
     for finding in report.findings:
         click.echo(printable(finding.line()), err=finding.level == "error")
     summary = (
-        f"checked {plural(report.episodes, 'episode')}, {plural(report.frames, 'frame')}: "
+        f"checked {plural(len(report.checked), 'episode')}, {plural(report.frames, 'frame')}: "
         f"{plural(len(report.errors), 'error')}, {plural(len(report.warnings), 'warning')}"
     )
     if report.reencoded:

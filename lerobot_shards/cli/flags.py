@@ -65,6 +65,16 @@ def with_pack_flags(*names: str) -> Callable:
     return decorate
 
 
+def check_together(params: dict) -> None:
+    """Refuse pack options that do not go together (``pack`` and ``check`` alike).
+
+    Raises:
+        click.UsageError: ``--crf``/``--preset`` without a re-encode.
+    """
+    if params.get("video", "copy") == "copy" and (params.get("crf") is not None or params.get("preset") is not None):
+        raise click.UsageError("--crf and --preset apply to re-encodes: add --video hevc or --video h264")
+
+
 storage_option = click_option(
     PACK_FIELDS["storage_options"],
     help=('fsspec options for the pack\'s bucket as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'),
@@ -72,4 +82,4 @@ storage_option = click_option(
 """``--storage-options`` for commands over a pack (parsed: a dict or None)."""
 
 
-__all__ = ["PACK_FIELDS", "click_option", "storage_option", "with_pack_flags"]
+__all__ = ["PACK_FIELDS", "check_together", "click_option", "storage_option", "with_pack_flags"]

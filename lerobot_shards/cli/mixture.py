@@ -158,11 +158,21 @@ def report_command(dst, name_items, sources_file, storage_options):
     from lerobot_shards.packer.errors import SourcesError
     from lerobot_shards.packer.mixture.create import scan_datasets
 
+    spec, unreadable = _mixture_spec(dst, storage_options)
+    mixed = None if spec is None else {d.name: d.anchors for d in spec.datasets}
     try:
-        report, _ = scan_datasets(dst, names=_names(name_items), sources_file=sources_file, storage_options=storage_options)
+        # Judged as the mixture's readers read it: with the key maps it records, and the same
+        # pack twice when it was written with --allow-duplicates.
+        report, _ = scan_datasets(
+            dst,
+            names=_names(name_items),
+            sources_file=sources_file,
+            storage_options=storage_options,
+            recorded_key_map=None if spec is None else {d.name: dict(d.key_map) for d in spec.datasets if d.key_map},
+            allow_duplicates=spec is not None and len({d.manifest_sha256 for d in spec.datasets}) < len(spec.datasets),
+        )
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
-    mixed, unreadable = _mixture_anchors(dst, storage_options)
     width = max([len(r.name) for r in report.rows] + [7])
     click.echo(f"{'dataset':<{width}}  {'status':<10}  {'anchors':>9}  error")
     for row in report.rows:
@@ -183,9 +193,9 @@ def report_command(dst, name_items, sources_file, storage_options):
         raise SystemExit(1)
 
 
-def _mixture_anchors(dst: str, storage_options: dict | None) -> tuple[dict[str, int] | None, str | None]:
-    """``({name: anchors}, None)`` of DST/mixture.json; ``(None, None)`` when there is none;
-    ``(None, why)`` when there is one a trainer could not read (it does not parse, too large)."""
+def _mixture_spec(dst: str, storage_options: dict | None):
+    """``(spec, None)`` of DST/mixture.json (a ``MixtureSpec``); ``(None, None)`` when there is
+    none; ``(None, why)`` when there is one a trainer could not read (it does not parse, too large)."""
     from lerobot_shards.core.errors import LeRobotShardsError
     from lerobot_shards.core.format.limits import MAX_RECORD_BYTES
     from lerobot_shards.core.format.mixture import MIXTURE_FILE, MixtureSpec
@@ -201,7 +211,7 @@ def _mixture_anchors(dst: str, storage_options: dict | None) -> tuple[dict[str, 
         spec = MixtureSpec.from_json(root.read_bytes(MIXTURE_FILE), where=root.describe(MIXTURE_FILE))
     except LeRobotShardsError as err:
         return None, str(err)
-    return {d.name: d.anchors for d in spec.datasets}, None
+    return spec, None
 
 
 @mixture.command("sources")

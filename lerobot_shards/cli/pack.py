@@ -8,7 +8,7 @@ import sys
 import click
 
 from lerobot_shards.cli.check import CHECK_FIELDS, run_check
-from lerobot_shards.cli.flags import PACK_FIELDS, with_pack_flags
+from lerobot_shards.cli.flags import PACK_FIELDS, check_together, with_pack_flags
 from lerobot_shards.cli.progress import pack_progress
 from lerobot_shards.cli.text import human_bytes, plural
 
@@ -72,8 +72,7 @@ def pack_kwargs(params: dict) -> dict:
     Raises:
         click.UsageError: options that do not go together.
     """
-    if params["video"] == "copy" and (params["crf"] is not None or params["preset"] is not None):
-        raise click.UsageError("--crf and --preset apply to re-encodes: add --video hevc or --video h264")
+    check_together(params)
     return {name: params[name] for name in PACK_FIELDS}
 
 
@@ -116,6 +115,9 @@ def pack(paths, repo_id, revision, check_only, **params):
         src = None if repo_id is not None else (paths[0] if paths else None)
         if (repo_id is None) == (src is None):
             raise click.UsageError("give SRC or --repo-id ORG/NAME (one of them)")
+        ignored = [PACK_FIELDS[k].flag for k in params if k not in CHECK_FIELDS and params[k] != PACK_FIELDS[k].default]
+        if ignored:  # never dropped in silence: a check writes nothing, so these would mean nothing
+            raise click.UsageError(f"{', '.join(map(str, ignored))}: only a pack that writes uses it; --check writes nothing")
         run_check(src, repo_id, revision, {k: params[k] for k in CHECK_FIELDS})
         return
     # One optional positional before a required one: click would give a lone DST to SRC,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import click
@@ -38,18 +40,29 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
     def progress(done: int, total: int) -> None:
         click.echo(f"preview: episode {done}/{total}", err=True)
 
-    # Before decoding anything: the page's folder must exist (it was a traceback after the decode).
+    # Before decoding anything: the page's folder must exist (it was a traceback after the decode)
+    # and take a file (a read-only folder failed only after every episode was decoded). The
+    # page is written beside it and renamed over OUTPUT: a failed run leaves no half page.
     if not output.parent.is_dir():
         raise click.ClickException(f"{printable(str(output.parent))}: no such folder to write {printable(output.name)} in")
-
-    page, report = render_preview(
-        packed,
-        storage_options=storage_options,
-        max_episodes=max_episodes,
-        frames_per_episode=frames_per_episode,
-        progress=progress,
-    )
-    output.write_text(page, encoding="utf-8")  # a read-only folder: the path and the reason (cli/boundary.py)
+    try:
+        handle, partial = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    except OSError as err:
+        raise click.ClickException(f"{printable(str(output))}: cannot write it ({err.strerror})") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            page, report = render_preview(
+                packed,
+                storage_options=storage_options,
+                max_episodes=max_episodes,
+                frames_per_episode=frames_per_episode,
+                progress=progress,
+            )
+            file.write(page)
+        os.replace(partial, output)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
     click.echo(
         f"wrote {output} ({report.html_bytes / 1e6:.2f} MB): {report.episodes_shown} of {report.episodes_total} episodes, "
         f"{report.frames_decoded} frames decoded, {report.seconds:.1f} s"

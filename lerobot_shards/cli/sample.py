@@ -29,8 +29,8 @@ def _parse_cameras(text: str) -> tuple:
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--episodes", default=6, show_default=True, help="Number of episodes.")
 @click.option("--fps", type=click.IntRange(min=1), default=30, show_default=True, help="Frames per second of every episode.")
-@click.option("--min-length", default=8, show_default=True, help="Shortest episode (frames).")
-@click.option("--max-length", default=40, show_default=True, help="Longest episode (frames).")
+@click.option("--min-length", type=click.IntRange(min=1), default=8, show_default=True, help="Shortest episode (frames).")
+@click.option("--max-length", type=click.IntRange(min=1), default=40, show_default=True, help="Longest episode (frames).")
 @click.option(
     "--cameras",
     default="observation.images.top:48x64,observation.images.wrist:32x32",
@@ -52,6 +52,8 @@ def make_sample(out, episodes, fps, min_length, max_length, cameras, data_file_m
 
     if episodes < 1:
         raise click.BadParameter(f"must be >= 1, got {episodes}", param_hint="--episodes")
+    if max_length < min_length:
+        raise click.BadParameter(f"{max_length} is shorter than --min-length {min_length}", param_hint="--max-length")
     spec = SampleSpec(
         episodes=episodes,
         fps=fps,

@@ -36,7 +36,11 @@ def repair_hint(
         words.append(uri)
     else:
         words.append("SRC")
-        note = f" (SRC: the LeRobot dataset folder {uri!r} it was packed from)" if isinstance(uri, str) else " (SRC: its source)"
+        note = (
+            f" (SRC: the LeRobot dataset it was packed from, a local folder named {uri!r}: the pack records its name only)"
+            if isinstance(uri, str)
+            else " (SRC: its source)"
+        )
     words += [dst, *flags, "--repair"]
     if storage_options:
         note += " with your --storage-options"

@@ -49,6 +49,9 @@ class OptionSpec:
         minimum, maximum: the allowed range of a number (checked by the command line before
             the value's own validation runs); ``exclusive_minimum``: above ``minimum``, not at it.
         multiple: the flag may be repeated (``parse`` then gets the tuple of texts).
+        destination: the option is about where and how a run writes (workers, a part, the
+            destination's credentials), not what is read or made: a check of the source,
+            which writes nothing, takes every option but these.
     """
 
     help: str
@@ -60,6 +63,7 @@ class OptionSpec:
     maximum: float | None = None
     exclusive_minimum: bool = False
     multiple: bool = False
+    destination: bool = False
 
 
 def option(
@@ -75,6 +79,7 @@ def option(
     maximum: float | None = None,
     exclusive_minimum: bool = False,
     multiple: bool = False,
+    destination: bool = False,
 ) -> Any:
     """A dataclass field carrying its ``OptionSpec`` (``flag=True``: ``--<name-with-dashes>``;
     ``False``: no flag). Returns what ``dataclasses.field`` returns."""
@@ -88,6 +93,7 @@ def option(
         maximum=maximum,
         exclusive_minimum=exclusive_minimum,
         multiple=multiple,
+        destination=destination,
     )
     return dataclasses.field(default=default, default_factory=default_factory, metadata={"option": spec})
 

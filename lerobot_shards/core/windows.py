@@ -112,15 +112,23 @@ def frames_needed(offsets: np.ndarray) -> int:
     return int(max(0, int(offsets.max())) - min(0, int(offsets.min())) + 1)
 
 
-def windows_beyond(offsets: Mapping[str, np.ndarray], longest: int, fps: float) -> list[str]:
+def looks_like_frames(deltas: Sequence[float]) -> bool:
+    """Whether a window given in seconds reads as frame offsets: every delta a whole number and
+    some not 0 (``[0, 1, 2]`` s is 2 s of context; ``[0, 1/30, 2/30]`` is what was meant)."""
+    return any(d != 0 for d in deltas) and all(float(d).is_integer() for d in deltas)
+
+
+def windows_beyond(offsets: Mapping[str, np.ndarray], longest: int, fps: float, *, keyed: bool = False) -> list:
     """For each window no episode is long enough to hold whole (every sample would be padded),
-    a sentence naming it; ``longest``: the longest episode's frames. [] when all fit."""
+    a sentence naming it (``keyed``: ``(key, sentence)``); ``longest``: the longest episode's
+    frames. [] when all fit."""
     out = []
     for key, key_offsets in offsets.items():
         needed = frames_needed(key_offsets)
         if needed > longest:
-            out.append(
+            sentence = (
                 f"the window of {key!r} spans {needed} frames ({needed / fps:.2f} s) and the longest episode has "
                 f"{longest}: every sample pads it (<key>_is_pad)"
             )
+            out.append((key, sentence) if keyed else sentence)
     return out

@@ -45,18 +45,19 @@ class SourceError(PackError, ValueError):
 class MissingRowsError(SourceError):
     """An episode's data parquet holds fewer rows than its metadata length (rows lost at the end
     or in the middle): ``on_frame_mismatch`` decides (``pad`` fills each missing row from the one
-    before it, ``drop-episode`` leaves the episode out). ``episode``, ``missing``: which."""
+    before it, ``drop-episode`` leaves the episode out). ``episode``, ``missing``: which;
+    ``rows``: how many it has (0: nothing to fill from)."""
 
-    def __init__(self, message: str, *, episode: int = -1, missing: tuple[int, ...] = ()):
+    def __init__(self, message: str, *, episode: int = -1, missing: tuple[int, ...] = (), rows: int = -1):
         super().__init__(message)
-        self.episode, self.missing = episode, tuple(missing)
+        self.episode, self.missing, self.rows = episode, tuple(missing), rows
 
     def __reduce__(self):  # crosses process pools (packing workers) with its fields
-        return (_missing_rows, (str(self), self.episode, self.missing))
+        return (_missing_rows, (str(self), self.episode, self.missing, self.rows))
 
 
-def _missing_rows(message: str, episode: int, missing: tuple[int, ...]) -> MissingRowsError:
-    return MissingRowsError(message, episode=episode, missing=missing)
+def _missing_rows(message: str, episode: int, missing: tuple[int, ...], rows: int = -1) -> MissingRowsError:
+    return MissingRowsError(message, episode=episode, missing=missing, rows=rows)
 
 
 class VideoCutError(PackError, ValueError):

@@ -77,17 +77,45 @@ def parse_part(text: str) -> tuple[int, int]:
     return index, count
 
 
-def parse_resize(text: str) -> tuple[int, int]:
-    """``HxW`` (``224x224``) as ``(height, width)``.
+# x264's and x265's presets (the same names): anything else failed only in the encoder, mid-pack.
+X26X_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo")
 
-    Raises:
-        OptionsError: not two integers joined by ``x``.
-    """
+
+def _size(text: str) -> tuple[int, int]:
     try:
         height, width = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise OptionsError(f"expected HxW, e.g. 224x224, got {text!r}", option="resize") from None
+        raise OptionsError(f"expected HxW or KEY=HxW, e.g. 224x224, got {text!r}", option="resize") from None
     return height, width
+
+
+def parse_resize(items: str | tuple[str, ...]) -> tuple[int, int] | dict[str, tuple[int, int]] | None:
+    """``HxW`` (``224x224``: every camera) as ``(height, width)``, or ``KEY=HxW`` items (one
+    camera each; the others keep their size) as ``{key: (height, width)}``; nothing given
+    (empty, ``none``) as None.
+
+    Raises:
+        OptionsError: not two integers joined by ``x``, a camera given twice, or ``HxW`` with
+            anything else.
+    """
+    items = (items,) if isinstance(items, str) else tuple(items)
+    items = tuple(i for i in items if i.strip().lower() not in ("", "none", "null"))  # a script's empty "$VAR"
+    if not items:
+        return None
+    bare = [i for i in items if "=" not in i]
+    if bare:
+        if len(items) > 1:
+            raise OptionsError(
+                f"--resize {bare[0]} gives every camera one size; give it alone, or KEY=HxW per camera", option="resize"
+            )
+        return _size(bare[0])
+    sizes: dict[str, tuple[int, int]] = {}
+    for item in items:
+        key, _, size = item.partition("=")
+        if key in sizes:
+            raise OptionsError(f"--resize names camera {key!r} twice", option="resize")
+        sizes[key] = _size(size)
+    return sizes
 
 
 def _parse_windows(items: tuple[str, ...], *, option_name: str, unit: str) -> dict:
@@ -203,8 +231,17 @@ class PackOptions:
     crf: int | None = option(
         None, minimum=0, maximum=51, help="Re-encode quality, 0 (lossless) to 51 (worst) (default: hevc 23, h264 20)."
     )
-    preset: str | None = option(None, help="Encoder preset (default: hevc ultrafast, h264 veryfast).")
-    resize: tuple[int, int] | None = option(None, parse=parse_resize, metavar="HxW", help="HxW downscale during re-encode.")
+    preset: str | None = option(None, choices=X26X_PRESETS, help="Encoder preset (default: hevc ultrafast, h264 veryfast).")
+    resize: tuple[int, int] | dict | None = option(
+        None,
+        parse=parse_resize,
+        multiple=True,
+        metavar="[KEY=]HxW",
+        help=(
+            "Scale (down or up) during re-encode: HxW for every camera, or KEY=HxW for one camera (repeat per camera; "
+            "the others keep their size), e.g. --resize observation.images.wrist=144x144."
+        ),
+    )
     on_frame_mismatch: str = option(
         "error",
         choices=FRAME_MISMATCH_POLICIES,
@@ -258,6 +295,10 @@ class PackOptions:
             object.__setattr__(self, "episodes", tuple(sorted({int(e) for e in self.episodes})))
         if isinstance(self.resize, list):
             object.__setattr__(self, "resize", tuple(self.resize))
+        if isinstance(self.resize, dict):  # per camera: sorted, sizes as tuples
+            object.__setattr__(
+                self, "resize", {str(k): tuple(v) if isinstance(v, (list, tuple)) else v for k, v in sorted(self.resize.items())}
+            )
         if isinstance(self.windows, dict) or self.windows is None:
             object.__setattr__(self, "windows", dict(self.windows or {}))
         check_values(self, _options_error)
@@ -275,15 +316,24 @@ class PackOptions:
                 )
         if self.resize is not None and self.video == "copy":
             raise OptionsError(
-                f"resize {tuple(self.resize)} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source bytes",
+                f"resize {self.resize} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source bytes",
                 option="resize",
             )
-        if self.resize is not None and (
-            len(self.resize) != 2 or self.resize[0] % 2 or self.resize[1] % 2 or min(self.resize) <= 0
-        ):
-            raise OptionsError(
-                f"resize {tuple(self.resize)} needs positive even sizes (height, width) for yuv420p", option="resize"
-            )
+        sizes = self.resize.values() if isinstance(self.resize, dict) else [] if self.resize is None else [self.resize]
+        for size in sizes:
+            if not (
+                isinstance(size, tuple)
+                and len(size) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in size)
+                and size[0] % 2 == 0
+                and size[1] % 2 == 0
+                and min(size) > 0
+            ):
+                raise OptionsError(
+                    f"resize {str(size)[:40]} needs positive even sizes (height, width) for yuv420p", option="resize"
+                )
+        if isinstance(self.resize, dict) and not self.resize:
+            object.__setattr__(self, "resize", None)
         if self.episodes is not None and any(e < 0 for e in self.episodes):
             raise OptionsError(f"episodes {[e for e in self.episodes if e < 0][:10]} are negative", option="episodes")
 
@@ -308,12 +358,21 @@ class PackOptions:
         except OptionsError as err:
             raise FormatError(f"{where}: recorded option {err.option!r}: {err}") from None
 
+    def resize_for(self, key: str) -> tuple[int, int] | None:
+        """The size camera ``key`` is scaled to (``(height, width)``), or None (its own size)."""
+        if isinstance(self.resize, dict):
+            return self.resize.get(key)
+        return self.resize
+
     def to_json_dict(self) -> dict:
         """The options as the plan and manifest record them (lists, not tuples): those of plan
         version 2 always, a later option only when it is not at its default (a pack made before
         it existed has the same plan, so its resume is not refused)."""
         data = asdict(self)
-        data["resize"] = list(self.resize) if self.resize else None
+        if isinstance(self.resize, dict):
+            data["resize"] = {k: list(v) for k, v in self.resize.items()}
+        else:
+            data["resize"] = list(self.resize) if self.resize else None
         data["episodes"] = list(self.episodes) if self.episodes is not None else None
         defaults = {f.name: f.default for f in option_fields(type(self))}
         return {k: v for k, v in data.items() if k in _RECORDED_ALWAYS or v != defaults[k]}
@@ -343,9 +402,15 @@ class PackRunOptions:
             "(recorded in seconds, as --window)."
         ),
     )
-    workers: int = option(1, minimum=1, help="Parallel packing processes (one shard each); up to the cores you have.")
+    workers: int = option(
+        1, minimum=1, destination=True, help="Parallel packing processes (one shard each); up to the cores you have."
+    )
     part: tuple[int, int] | None = option(
-        None, parse=parse_part, metavar="I/N", help=("Pack only part I/N of the plan (then run finalize).")
+        None,
+        destination=True,
+        parse=parse_part,
+        metavar="I/N",
+        help="Pack only part I/N of the plan (then run finalize).",
     )
     cache_dir: str | None = option(None, help="Where remote/Hub sources are staged.")
     src_storage_options: dict | None = option(
@@ -356,6 +421,7 @@ class PackRunOptions:
     )
     storage_options: dict | None = option(
         None,
+        destination=True,
         parse=_json_object_parser("storage_options"),
         metavar="JSON",
         help=('fsspec options for DST as JSON, e.g. \'{"endpoint_url": "http://..."}\'.'),
@@ -365,6 +431,7 @@ class PackRunOptions:
     )
     journal: str | None = option(
         None,
+        destination=True,
         metavar="DIR",
         help=(
             "Pack journal: what this machine wrote to DST (default $LEROBOT_SHARDS_JOURNAL or "
@@ -373,6 +440,7 @@ class PackRunOptions:
     )
     trust_destination: bool = option(
         False,
+        destination=True,
         help=(
             "Adopt shards this machine's journal does not record, after re-hashing them (only for a destination nobody "
             "else can write)."
@@ -380,6 +448,7 @@ class PackRunOptions:
     )
     repair: bool = option(
         False,
+        destination=True,
         help=(
             "Re-hash every kept shard against its receipt and rebuild the damaged ones (a re-run otherwise checks their "
             "sizes only); what `verify` prints when it finds damage."
@@ -432,6 +501,9 @@ def options_as_flags(options: PackOptions) -> tuple[list[str], list[str]]:
                 flags += [f.flag, f"{name}={json.dumps(window, separators=(',', ':'))}"]
         elif f.name == "episodes":
             flags += [f.flag, episode_ranges_text(sorted(value))]
+        elif f.name == "resize" and isinstance(value, dict):
+            for key, (height, width) in sorted(value.items()):
+                flags += [f.flag, f"{key}={height}x{width}"]
         elif f.name == "resize":
             flags += [f.flag, f"{value[0]}x{value[1]}"]
         else:

@@ -133,7 +133,7 @@ def verify(
         _recorded_by_plan(storage, report)
         return report
     _recorded(report, manifest.source, manifest.options, where=storage.describe(MANIFEST_PATH))
-    intact = _files(storage, manifest, report)
+    intact, absent = _files(storage, manifest, report)
     # A file whose digest differs is reported, never parsed: its bytes are not the packed ones,
     # and nothing bounds what a parser of them would allocate.
     if not intact.get(EPISODES_INDEX_PATH):
@@ -153,16 +153,19 @@ def verify(
         first, stop = episodes.shard_range(shard.index)
         mine = episodes[first:stop]
         report.episodes_checked += len(mine)
-        _guarded(
-            report,
-            shard_parquet_path(shard.index),
-            functools.partial(_shard_parquet_problems, storage, manifest, shard, mine, decode, report),
-        )
-        _guarded(
-            report,
-            shard_tar_path(shard.index),
-            functools.partial(_member_problems, storage, manifest, shard, mine, decode, report),
-        )
+        # A file that is not there is one line ("missing"), not one more per row group or member.
+        if shard_parquet_path(shard.index) not in absent:
+            _guarded(
+                report,
+                shard_parquet_path(shard.index),
+                functools.partial(_shard_parquet_problems, storage, manifest, shard, mine, decode, report),
+            )
+        if shard_tar_path(shard.index) not in absent:
+            _guarded(
+                report,
+                shard_tar_path(shard.index),
+                functools.partial(_member_problems, storage, manifest, shard, mine, decode, report),
+            )
         if progress is not None:
             progress(report.shards_checked, len(manifest.shards), report.episodes_checked)
     if report.problems:
@@ -206,30 +209,33 @@ def _guarded(report: VerifyReport, rel: str, check) -> None:
         report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
 
 
-def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> dict[str, bool]:
-    """Size and SHA-256 of every recorded file and shard file; returns {rel: ok}."""
+def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> tuple[dict[str, bool], set[str]]:
+    """Size and SHA-256 of every recorded file and shard file; returns ``({rel: ok}, absent)``:
+    ``absent`` the files that are not there (or cannot be read at all)."""
     expected = {rel: (entry.bytes, entry.sha256) for rel, entry in manifest.files.items()}
     for shard in manifest.shards:
         expected[shard_tar_path(shard.index)] = (shard.tar_bytes, shard.tar_sha256)
         expected[shard_parquet_path(shard.index)] = (shard.parquet_bytes, shard.parquet_sha256)
-    ok = {}
+    ok, absent = {}, set()
     for rel, (size, sha256) in expected.items():
         try:
             found_sha, found_size = storage.digest(rel)
         except FileNotFoundError:
             report.problems.append(f"{rel}: missing")
             ok[rel] = False
+            absent.add(rel)
             continue
         except OSError as err:
             report.problems.append(f"{rel}: cannot be read ({err})")
             ok[rel] = False
+            absent.add(rel)
             continue
         if found_size != size:
             report.problems.append(f"{rel}: {found_size} bytes, manifest says {size}")
         elif found_sha != sha256:
             report.problems.append(f"{rel}: sha256 {found_sha[:12]}... differs from manifest {sha256[:12]}...")
         ok[rel] = found_size == size and found_sha == sha256
-    return ok
+    return ok, absent
 
 
 def _tasks_problems(storage: Storage, manifest: Manifest, episodes) -> list[str]:

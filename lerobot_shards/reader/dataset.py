@@ -113,7 +113,7 @@ class PackedDataset(EpochStream):
             self.root.rstrip("/").rsplit("/", 1)[-1], self.storage.url, self.index, where=where, tolerance_s=self.tolerance_s
         )
         self.catalog = EpisodeCatalog.from_packs([(info, self.index, self.tasks)])
-        self._warn_windows_beyond_episodes([self.offsets], [self.fps])
+        self._warn_windows_beyond_episodes([self.offsets], [self.fps], [self.delta_timestamps])
         self._check_decode_device()
 
     # -- public API -------------------------------------------------------------------------

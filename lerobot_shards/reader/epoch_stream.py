@@ -16,7 +16,7 @@ import dataclasses
 import gc
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ import torch
 from lerobot_shards.core.errors import ArgumentError, ResumeWarning, WindowWarning
 from lerobot_shards.core.pack import EpisodeCatalog
 from lerobot_shards.core.storage import Storage
-from lerobot_shards.core.windows import windows_beyond
+from lerobot_shards.core.windows import looks_like_frames, windows_beyond
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.plan.consumer_draws import Block, Segment, segment_blocks
 from lerobot_shards.reader.plan.epoch_plan import EpochPlan
@@ -77,14 +77,24 @@ class EpochStream(torch.utils.data.IterableDataset):
         view.options = dataclasses.replace(self.options, return_uint8=True)
         return view
 
-    def _warn_windows_beyond_episodes(self, offsets: list[dict[str, np.ndarray]], fps: list[float]) -> None:
+    def _warn_windows_beyond_episodes(
+        self,
+        offsets: list[dict[str, np.ndarray]],
+        fps: list[float],
+        seconds: Sequence[Mapping[str, Sequence[float]] | None] | None = None,
+    ) -> None:
         """Warn (``WindowWarning``) for each dataset's window longer than its longest episode:
-        accepted (LeRobot pads it too) but every sample of it would be padded."""
+        accepted (LeRobot pads it too) but every sample of it would be padded. ``seconds``: each
+        dataset's windows as given in seconds; whole numbers there were likely meant as frames."""
         catalog = self.catalog
         for i, (dataset_offsets, dataset_fps) in enumerate(zip(offsets, fps)):
             lengths = catalog.length[catalog.dataset == i]
             if dataset_offsets and len(lengths):
-                for sentence in windows_beyond(dataset_offsets, int(lengths.max()), dataset_fps):
+                given = (seconds or [None] * len(offsets))[i] or {}
+                for key, sentence in windows_beyond(dataset_offsets, int(lengths.max()), dataset_fps, keyed=True):
+                    if key in given and looks_like_frames(given[key]):
+                        meant = [round(d / dataset_fps, 6) for d in given[key]]
+                        sentence += f"; did you mean frames? as seconds at {dataset_fps:g} fps: {{{key!r}: {meant}}}"
                     warnings.warn(f"{catalog.datasets[i].root}: {sentence}", WindowWarning, stacklevel=3)
 
     def _check_decode_device(self) -> None:

@@ -27,6 +27,7 @@ Batches are exactly what a ``DataLoader`` with the same ``batch_size`` and ``num
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from typing import Any
 
@@ -199,6 +200,12 @@ class BatchLoader:
             yield batch
 
     def _received(self) -> Iterator[dict]:
+        if self.num_workers > 0:
+            # Forked workers inherit this process's garbage: a PyAV decoder left in a reference
+            # cycle (dav1d, with its threads) is freed by the child's first collection, which then
+            # waits forever on condition variables of threads that do not exist there (seen as a
+            # worker stuck in avcodec_free_context). Collected here, it is freed with its threads.
+            gc.collect()
         loader = torch.utils.data.DataLoader(self._view, **self._loader_options)
         self._releaser.clear()
         try:

@@ -19,7 +19,8 @@ pack by pack: fine for a few datasets.
 Heterogeneous datasets batch together: ``key_map`` renames keys per dataset; vector keys
 (``pad_keys``) are zero-padded to the widest dataset with a ``<key>_mask``; a camera missing
 from a dataset is filled with zeros of the camera's shape and ``<camera>_mask = False``;
-``delta_timestamps`` are in seconds and resolved per dataset fps; every sample carries
+``delta_timestamps`` are in seconds and resolved per dataset fps (``delta_frames``: in frames at
+each dataset's own fps, a policy's steps over datasets of different rates); every sample carries
 ``dataset_index`` and ``dataset_name``. Keys that some dataset lacks (and that are neither
 padded vectors nor cameras) are dropped so batches collate.
 """
@@ -89,7 +90,8 @@ def mixture_file_of(path: str, storage_options: dict | None = None, *, retry: Re
     ``mixture create`` wrote it in.
 
     Raises:
-        ArgumentError: the folder is a packed dataset (its ``manifest.json``), not a mixture.
+        ArgumentError: the folder is a packed dataset (its ``manifest.json``), not a mixture, or
+            a folder without a ``mixture.json`` (names the command that writes one).
     """
     if path.rstrip("/").endswith(".json"):
         return path
@@ -101,7 +103,20 @@ def mixture_file_of(path: str, storage_options: dict | None = None, *, retry: Re
             f"{path} is a packed dataset, not a mixture: open it with lerobot_shards.PackedDataset, or give "
             f"MixtureDataset a list of pack folders ([{path!r}, ...]) or the {MIXTURE_FILE} `lerobot-shards mixture create` wrote"
         )
+    if _is_folder(folder):
+        raise ArgumentError(
+            f"no {MIXTURE_FILE} in {path}: run `lerobot-shards mixture create {path}` to write one for the packs in it, "
+            f"or give MixtureDataset a list of pack folders"
+        )
     return path
+
+
+def _is_folder(storage: Storage) -> bool:
+    """Whether a storage root is a folder (a local directory, or a bucket prefix with objects)."""
+    try:
+        return bool(storage.fs.isdir(storage.root))
+    except (OSError, ValueError):  # unknown here: reading it as the file then says what is wrong
+        return False
 
 
 def load_mixture_file(
@@ -158,6 +173,9 @@ class MixtureDataset(EpochStream):
         weights: per-dataset weights (weighted mode; needs ``samples_per_epoch``).
         samples_per_epoch: samples per epoch over all ranks in weighted mode.
         delta_timestamps: windows in seconds, keyed by the *mapped* feature names.
+        delta_frames: windows in frames taken at each dataset's own fps (instead of
+            ``delta_timestamps``): ``{"action": range(50)}`` is 50 frames of every dataset, 1.7 s
+            at 30 fps and 5 s at 10 fps. ``lerobot-shards train --shards.mixed_rates=frames``.
         key_map: ``{dataset name: {source key: mixture key}}`` renames, applied over those
             ``mixture.json`` records (``mixture create --key-map``) for the same source keys.
         pad_keys: vector features zero-padded to a common width with ``<key>_mask``.
@@ -195,6 +213,7 @@ class MixtureDataset(EpochStream):
         allow_remote_paths: bool = False,
         allow_duplicates: bool = False,
         options: ReadOptions | None = None,
+        delta_frames: dict[str, list[int]] | None = None,
         **reading: Any,
     ):
         options = merge_options(ReadOptions, options, reading, caller="MixtureDataset")
@@ -211,7 +230,7 @@ class MixtureDataset(EpochStream):
         self.names = list(names)
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.samples_per_epoch = samples_per_epoch
-        self._harmonize(key_map or {}, tuple(pad_keys), delta_timestamps)
+        self._harmonize(key_map or {}, tuple(pad_keys), delta_timestamps, delta_frames)
         self.layout = MixtureLayout.from_anchor_counts(self.catalog.dataset_anchor_counts())
         super().__init__(kind="MixtureDataset", identity=self._identity())
         if self.weights is not None:  # refuse bad weights now, not in the first worker
@@ -263,7 +282,11 @@ class MixtureDataset(EpochStream):
         return view
 
     def _harmonize(
-        self, key_map: dict[str, dict[str, str]], pad_keys: tuple[str, ...], delta_timestamps: dict[str, list[float]] | None
+        self,
+        key_map: dict[str, dict[str, str]],
+        pad_keys: tuple[str, ...],
+        delta_timestamps: dict[str, list[float]] | None,
+        delta_frames: dict[str, list[int]] | None = None,
     ) -> None:
         """The common layout of the datasets' samples and each dataset's windows at its fps.
 
@@ -284,6 +307,7 @@ class MixtureDataset(EpochStream):
             key_map=self.key_map,
             pad_keys=pad_keys,
             delta_timestamps=delta_timestamps,
+            delta_frames=delta_frames,
             return_uint8=self.options.return_uint8,
         )
         if self.harmonizer.dropped:
@@ -305,7 +329,9 @@ class MixtureDataset(EpochStream):
             for i, d in enumerate(datasets)
         ]
         self.delta_timestamps = delta_timestamps or {}
-        self._warn_windows_beyond_episodes(self._dataset_offsets, [d.fps for d in datasets])
+        self.delta_frames = delta_frames or {}
+        given = [None if delta_frames else self.harmonizer.source_delta_timestamps(i) for i in range(len(datasets))]
+        self._warn_windows_beyond_episodes(self._dataset_offsets, [d.fps for d in datasets], given)
         self._check_decode_device()
         self.pad_keys = pad_keys
         self.cameras = {key: (h, w, c) for key, (c, h, w) in self.harmonizer.cameras.items()}

@@ -53,8 +53,7 @@ class DatasetSummary:
         elif not refused:
             nvdec = "yes"
         else:
-            key, why = refused[0]
-            nvdec = f"no: {key}: {why.split(': ', 1)[-1]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+            nvdec = "no: " + "; ".join(f"{key}: {why.split(': ', 1)[-1]}" for key, why in refused)
         return f"{m.options.get('video')}: " + ", ".join(parts) + f"; NVDEC: {nvdec}" if parts else "none"
 
     def _widths(self) -> str:
@@ -118,6 +117,7 @@ class DatasetSummary:
             "cameras": {k: list(m.features[k].shape) for k in m.video_keys},
             "codecs": {k: m.features[k].codec for k in m.video_keys},
             "nvdec": {k: why is None for k, why in self.nvdec},
+            "nvdec_refusals": {k: why for k, why in self.nvdec if why},
             "tasks": self.tasks,
             "windows_full": {name: {"full": whole, "anchors": total} for name, whole, total in self.windows_full},
             "features": {k: {"dtype": f.dtype, "shape": list(f.shape)} for k, f in m.features.items()},
@@ -165,7 +165,9 @@ def nvdec_verdicts(storage: Storage, manifest: Manifest) -> list[tuple[str, str 
         where = f"{tar} episode {entry.episode_index} camera {key}"
         check_bytes(data, size=member.size, sha256=member.sha256, where=where)
         size = camera.size if camera is not None else (None, None)
-        refusal, _ = nvdec_refusal(data, member.codec, where=key, frames=member.samples, height=size[0], width=size[1])
+        refusal, _ = nvdec_refusal(
+            data, member.codec, where=key, frames=member.samples, height=size[0], width=size[1], camera=key
+        )
         out.append((key, refusal))
     return out
 

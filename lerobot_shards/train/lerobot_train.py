@@ -31,12 +31,14 @@ Tested with the LeRobot versions in ``TESTED_LEROBOT``; others are refused unles
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -45,12 +47,13 @@ from lerobot_shards.core.errors import ArgumentError, FormatError, LeRobotTrainE
 from lerobot_shards.core.format.features import LANGUAGE_COLUMNS
 from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
-from lerobot_shards.core.option_fields import OptionField, describe_options, option, option_fields
+from lerobot_shards.core.option_fields import OptionField, check_values, describe_options, option, option_fields
 from lerobot_shards.reader.loader import BatchLoader
 from lerobot_shards.reader.read_options import ReadOptions, decoder_names
 from lerobot_shards.reader.runtime.environment import detect_world
 
 TESTED_LEROBOT = ("0.6.1",)
+MIXED_RATES = ("refuse", "frames")
 STATE_FILE = "lerobot_shards_loader.json"
 _PREFIX = "--shards."
 
@@ -82,11 +85,21 @@ class ShardsOptions:
         ),
     )
     allow_untested_lerobot: bool = option(False, help="Run on a LeRobot version not in TESTED_LEROBOT.")
+    mixed_rates: str = option(
+        "refuse",
+        choices=MIXED_RATES,
+        help=(
+            "A mixture of datasets recorded at different fps: 'refuse' (default) stops before training and names the "
+            "rates; 'frames' takes the policy's delta indices (its steps) at each dataset's own fps, so a 50-step "
+            "action chunk spans 50 frames of every dataset (1.7 s at 30 fps, 5 s at 10 fps)."
+        ),
+    )
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.reading) - set(_reading_flags()))
         if unknown:
             raise ArgumentError(f"{_PREFIX}{unknown[0]} is not a reading option the trainer takes")
+        check_values(self, lambda message, name: ArgumentError(_PREFIX + message))  # its own fields: choices, types
         self.read_options()  # refuse bad values now, not when the dataset opens
 
     @classmethod
@@ -101,7 +114,12 @@ class ShardsOptions:
 
     def flags(self) -> dict[str, Any]:
         """The flag values given, by name (what a checkpoint records; JSON-able)."""
-        return {**self.reading, "log_samples": self.log_samples, "allow_untested_lerobot": self.allow_untested_lerobot}
+        return {
+            **self.reading,
+            "log_samples": self.log_samples,
+            "allow_untested_lerobot": self.allow_untested_lerobot,
+            "mixed_rates": self.mixed_rates,
+        }
 
     def read_options(self, **trainer: Any) -> ReadOptions:
         """``ReadOptions`` from the flags given and what the trainer sets (``TRAINER_SETS``)."""
@@ -142,7 +160,9 @@ def split_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             raw = args.pop(0)
         if name not in known:
             set_by = f" (the trainer's {TRAINER_SETS[name]} sets it)" if name in TRAINER_SETS else ""
-            raise ArgumentError(f"unknown option {_PREFIX}{name}{set_by}; known: {', '.join(_PREFIX + n for n in known)}")
+            close = difflib.get_close_matches(name, list(known), n=1) if not set_by else []
+            guess = f"; did you mean {_PREFIX}{close[0]}?" if close else ""
+            raise ArgumentError(f"unknown option {_PREFIX}{name}{set_by}{guess}; known: {', '.join(_PREFIX + n for n in known)}")
         values[name] = known[name].parse_text(raw, spelled=_PREFIX + name)
     return values, rest
 
@@ -166,9 +186,29 @@ def missing_lerobot_message(python: tuple[int, int] = sys.version_info[:2], exec
         f"lerobot-shards train runs LeRobot's trainer, which needs Python {need} or later (this is {python[0]}.{python[1]}, "
         f"{executable}): install lerobot-shards into the environment where LeRobot runs and train from there: "
         f"python{need} -m venv lerobot-env && lerobot-env/bin/pip install {lerobot} && "
-        "lerobot-env/bin/pip install -e 'PATH_TO_LEROBOT_SHARDS[pack,s3]' (it keeps LeRobot's torch), then "
+        f"lerobot-env/bin/pip install -e '{_checkout()}[pack,s3]' (it keeps LeRobot's torch), then "
         "lerobot-env/bin/lerobot-shards train ...; README, 'Train with lerobot-train'"
     )
+
+
+def _checkout() -> str:
+    """This installation's source folder (what ``pip install -e`` takes), or a placeholder for
+    an installation from a wheel."""
+    root = Path(__file__).resolve().parents[2]
+    return str(root) if (root / "pyproject.toml").is_file() else "PATH_TO_LEROBOT_SHARDS"
+
+
+def existing_output_dir(rest: list[str]) -> str | None:
+    """The refusal for a new run (no ``--resume=true``) into an ``--output_dir`` that exists,
+    with the two ways on, or None. LeRobot raises ``FileExistsError`` there, after its imports
+    (a traceback under ``python -m``/``accelerate launch``) and without the resume command."""
+    given = [a.split("=", 1)[1] for a in rest if a.startswith("--output_dir=")]
+    if not given or any(a in ("--resume=true", "--resume=True") for a in rest) or not Path(given[-1]).is_dir():
+        return None
+    out = given[-1]
+    config = Path(out) / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
+    resume = f"--resume=true --config_path={config}" if config.is_file() else "--resume=true (from a checkpoint of it)"
+    return f"--output_dir={out} already exists: continue that run with {resume}, or give another --output_dir"
 
 
 def check_lerobot(allow_untested: bool = False) -> str:
@@ -314,8 +354,11 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
         )
     # The windows need the features and fps: open once without them, then with them.
     probe = MixtureDataset(root, options=read) if mixture else PackedDataset(root, episodes=cfg.dataset.episodes, options=read)
-    delta = resolve_delta_timestamps(cfg.trainable_config, probe.meta)
-    if delta is None:
+    frames = policy_windows(resolve_delta_timestamps, cfg.trainable_config, probe, options.mixed_rates)
+    delta = None if frames is not None else resolve_delta_timestamps(cfg.trainable_config, probe.meta)
+    if frames is not None:
+        dataset = MixtureDataset(root, delta_frames=frames, options=replace(read, tolerance_s=cfg.tolerance_s))
+    elif delta is None:
         dataset = probe
     elif mixture:
         dataset = MixtureDataset(root, delta_timestamps=delta, options=replace(read, tolerance_s=cfg.tolerance_s))
@@ -332,6 +375,34 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
                     meta.stats[key][name] = torch.tensor(value, dtype=torch.float32)
     cfg.dataset.streaming = True  # the trainer then builds no episode sampler (an IterableDataset takes none)
     return TrainData(dataset, options=options, resume_state=checkpoint_loader_state(cfg)), None
+
+
+def policy_windows(resolve, policy, probe, mixed_rates: str) -> dict[str, list[int]] | None:
+    """The policy's windows in frames at each dataset's own rate, for a mixture of datasets
+    recorded at different fps (``--shards.mixed_rates=frames``); None for one rate (windows in
+    seconds then, as LeRobot's factory makes them).
+
+    ``resolve`` is LeRobot's ``resolve_delta_timestamps``: given a rate of 1 fps its seconds are
+    the policy's delta indices, so which keys get which indices stays LeRobot's rule.
+
+    Raises:
+        LeRobotTrainError: rates that differ with ``mixed_rates`` ``refuse``, naming them and the
+            flag that chooses.
+    """
+    rates = getattr(probe, "fps", None)
+    if not isinstance(rates, dict) or len(set(rates.values())) < 2:
+        return None
+    steps = resolve(policy, SimpleNamespace(features=probe.meta.features, fps=1))
+    if steps is None:  # a policy without windows reads one frame per key: any rate will do
+        return None
+    if mixed_rates != "frames":
+        named = ", ".join(f"{name} {fps:g} fps" for name, fps in rates.items())
+        raise LeRobotTrainError(
+            f"the mixture's datasets were recorded at different rates ({named}): a policy's delta indices are steps, "
+            "and LeRobot turns them into seconds at one fps. Add --shards.mixed_rates=frames to take them at each "
+            "dataset's own rate (an n-step chunk spans n frames of every dataset), or mix datasets of one rate"
+        )
+    return {key: [round(s) for s in offsets] for key, offsets in steps.items()}
 
 
 # Recorded options a resume never takes from a checkpoint: each names a host, a credential, a
@@ -534,6 +605,9 @@ def main(argv: list[str] | None = None) -> None:
         lerobot_main()
         return
     given, rest = split_args(argv)
+    refusal = existing_output_dir(rest)
+    if refusal is not None:
+        raise LeRobotTrainError(refusal)
     check_lerobot(bool(given.get("allow_untested_lerobot")))
     resuming = any(a.startswith("--config_path") for a in rest)
     # A resume reads as the run it continues did (pool, prefetch...), unless told otherwise; hosts,

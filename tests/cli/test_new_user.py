@@ -130,7 +130,7 @@ def test_6_unmixable_camera_sizes_are_reported_at_create_and_report_shows_the_mi
     )
     assert result.exit_code == 0, result.output
     assert "UNMIXABLE small: camera 'observation.images.top' is 24x32 here and 48x64 in 2 other dataset(s)" in result.output
-    assert "--resize 48x64" in result.output
+    assert "--resize observation.images.top=48x64" in result.output
     spec = json.loads((tmp_path / "mix" / "mixture.json").read_text())
     assert [d["name"] for d in spec["datasets"]] == ["big", "big2"]
     assert len(MixtureDataset(str(tmp_path / "mix" / "mixture.json"))) == sum(d["anchors"] for d in spec["datasets"])

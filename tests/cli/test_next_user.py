@@ -290,7 +290,7 @@ def test_7_without_lerobot_the_message_says_how_to_get_both_in_one_environment()
         "needs Python 3.12 or later (this is 3.11" in old
         and "install lerobot-shards into the environment where LeRobot runs" in old
     )
-    assert "pip install -e 'PATH_TO_LEROBOT_SHARDS[pack,s3]'" in old
+    assert f"pip install -e '{ROOT}[pack,s3]'" in old  # this checkout (issue 56 row 16: it was a placeholder)
     new = missing_lerobot_message((3, 12), "/env/bin/python")
     assert new.endswith("pip install 'lerobot[dataset]==0.6.1' accelerate")
     readme = (ROOT / "README.md").read_text()

@@ -53,7 +53,9 @@ def test_1_cuda_decoding_of_an_av1_pack_is_refused_when_the_dataset_is_made(pack
         PackedDataset(str(packed_copy), decode_device="cuda")
     PackedDataset(str(packed_hevc_nvdec), decode_device="cuda")  # HEVC is what NVDEC decodes: accepted
     # ... within its frame sizes: 48x64 is below NVDEC's HEVC minimum (issue 49)
-    with pytest.raises(ArgumentError, match=r"camera observation.images.\S+ of .*: .*outside what NVDEC decodes \(144x144"):
+    with pytest.raises(
+        ArgumentError, match=r"camera observation.images.\S+ of .*: .*outside what NVDEC decodes \(height x width 144x144"
+    ):
         PackedDataset(str(packed_hevc), decode_device="cuda")
 
 
@@ -85,7 +87,7 @@ def test_2_pack_repair_rebuilds_a_damaged_shard_that_verify_names(sample_source,
         f"to repair it: lerobot-shards pack SRC {dst} --window 'chunk={{\"action\":[0,0.1]}}' --shard-size-mb 0.03 --repair"
         in last
     )
-    assert f"(SRC: the LeRobot dataset folder {sample_source.name!r} it was packed from)" in last
+    assert f"(SRC: the LeRobot dataset it was packed from, a local folder named {sample_source.name!r}" in last
 
     repaired = CliRunner().invoke(cli, [*args, "--repair"])
     assert repaired.exit_code == 0, repaired.output

@@ -14,6 +14,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -353,7 +354,8 @@ def test_10_stale_temp_files_are_removed_by_the_next_run(sample_source, tmp_path
     assert not any(p.exists() for p in stale) and fresh.exists()
 
 
-def test_10_a_full_disk_says_what_to_do(sample_source, tmp_path):
+def test_10_a_full_disk_says_what_to_do(sample_source, tmp_path, monkeypatch):
+    """Which disk is full is named (issue 56 row 12: a full destination was blamed on /tmp)."""
     mount = tmp_path / "small"
     mount.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True).returncode != 0:
@@ -361,9 +363,17 @@ def test_10_a_full_disk_says_what_to_do(sample_source, tmp_path):
     try:
         result = CliRunner().invoke(cli, ["pack", str(sample_source), str(mount / "out"), "--shard-size-mb", "0.03"])
         assert result.exit_code == 1, result.output
-        assert "no space left on device" in result.output and "re-run the same command" in result.output
-        assert "Traceback" not in result.output
+        assert f"no space left on the destination, writing {mount / 'out'}" in result.output, result.output
+        assert "re-run the same command" in result.output and "Traceback" not in result.output
         assert not list(mount.rglob("*.tmp-*")), "a failed write leaves no temp file"
+        subprocess.run(["umount", str(mount)], check=True)
+        # The staging folder full, the destination not: the temp folder is named, and TMPDIR.
+        assert subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)]).returncode == 0
+        monkeypatch.setattr(tempfile, "tempdir", str(mount))
+        result = CliRunner().invoke(cli, ["pack", str(sample_source), str(tmp_path / "roomy"), "--shard-size-mb", "0.03"])
+        assert result.exit_code == 1, result.output
+        assert f"no space left in the temp folder shards are staged in ({mount}" in result.output, result.output
+        assert "set TMPDIR to move it" in result.output
     finally:
         subprocess.run(["umount", str(mount)], check=False)
 
@@ -493,7 +503,10 @@ def _with_empty_episode(sample_source, tmp_path) -> Path:
 
 def test_15_a_zero_length_episode_is_dropped_or_named(sample_source, tmp_path):
     root = _with_empty_episode(sample_source, tmp_path)
-    with pytest.raises(FrameMismatchError, match=r"episode 0 has no rows .*on_frame_mismatch to 'drop-episode'"):
+    with pytest.raises(
+        FrameMismatchError,
+        match=r"episode 0 has no rows .*--on-frame-mismatch drop-episode \(on_frame_mismatch='drop-episode'\) leaves it out",
+    ):
         pack_dataset(str(root), str(tmp_path / "strict"))
     for policy in ("drop-episode", "pad"):
         report = pack_dataset(str(root), str(tmp_path / policy), on_frame_mismatch=policy)

@@ -15,6 +15,7 @@ test (``tests/contracts/test_change_exercises.py``).
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -84,7 +85,7 @@ class BusyBackend(StorageBackend):
     def no_credentials(self, error: BaseException) -> bool:
         return type(error).__name__ == "NotSignedIn"
 
-    def hint(self, error: BaseException, url: str) -> str:
+    def hint(self, error: BaseException, url: str, storage_options: Mapping[str, Any] | None = None) -> str:
         return (
             "; no credentials: run `busy login`, or pass storage_options={'signed_in': True}"
             if self.lacks_credentials(error)

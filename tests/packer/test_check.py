@@ -80,4 +80,7 @@ def test_a_camera_a_reencode_cannot_code_is_an_error(sample_source, tmp_path):
     report = check_dataset(str(sample_source), video="hevc", resize=(64, 16))
     # Both cameras' aspect changes (issue 49), and hevc cannot code 16-pixel-wide frames.
     assert [f.level for f in report.findings[:2]] == ["error", "error"]
-    assert "--resize 64x16 would stretch" in report.findings[0].message and "16-pixel-wide" in report.findings[1].message
+    assert (
+        "--resize would stretch observation.images.top 48x64 to 64x16" in report.findings[0].message
+        and "16-pixel-wide" in report.findings[1].message
+    )

@@ -299,7 +299,7 @@ def _build(features: dict[str, tuple[int, dict]], **kwargs):
         (
             {"a": (30, _features(2, 2, {TOP: (8, 12)})), "b": (30, _features(2, 2, {TOP: (16, 12)}))},
             {},
-            r"camera 'observation.images.top' is \(H, W, C\) \(8, 12, 3\) in 'a' and \(16, 12, 3\) in 'b'; repack with",
+            r"camera 'observation.images.top' is \(H, W, C\) \(8, 12, 3\) in 'a' and \(16, 12, 3\) in 'b'; repack one with",
         ),
         (
             FEATURES,

@@ -253,3 +253,36 @@ def test_features_only_some_datasets_have_are_filled_or_named(mixture_root, tmp_
     from lerobot_shards.packer import format_report
 
     assert any(line.startswith("FEATURE language_events: only in talk") for line in format_report(report))
+
+
+def test_windows_in_frames_take_each_datasets_own_rate(mixture_root):
+    """``delta_frames`` (lerobot-train's ``--shards.mixed_rates=frames``, issue 56 row 1): the same
+    frame offsets at 30 and 15 fps; each dataset's samples equal its own pack read with those
+    frames as seconds at its own rate, pads included."""
+    frames = {"action": [0, 1, 2], "observation.images.top": [-1, 0]}
+    mixture = _mixture(mixture_root, delta_frames=frames, seed=5)
+    assert mixture.fps == {"arm": 30, "slow": 15, "front": 30}
+    samples = list(mixture)
+    assert len(samples) == TOTAL
+    for name in ("arm", "slow", "front"):
+        fps = mixture.fps[name]
+        camera = "observation.images.front" if name == "front" else "observation.images.top"
+        delta = {"action": [f / fps for f in frames["action"]], camera: [f / fps for f in frames["observation.images.top"]]}
+        packed = PackedDataset(str(mixture_root / name), delta_timestamps=delta, return_uint8=True)
+        expected = {int(s["index"]): s for s in packed}
+        mine = [s for s in samples if s["dataset_name"] == name]
+        assert sorted(int(s["index"]) for s in mine) == sorted(expected)
+        for sample in mine:
+            reference = expected[int(sample["index"])]
+            # action[:, 0] is episode * 1000 + frame: three consecutive frames of this dataset
+            start = int(sample["episode_index"]) * 1000 + int(sample["frame_index"])
+            steps = (sample["action"][:, 0] - start).tolist()
+            assert steps == [min(f, steps[-1]) for f in frames["action"]]
+            assert torch.equal(sample["action"][:, : reference["action"].shape[1]], reference["action"])
+            assert torch.equal(sample["action_is_pad"], reference["action_is_pad"])
+            assert torch.equal(sample["observation.images.top"], reference[camera])
+            assert torch.equal(sample["observation.images.top_is_pad"], reference[camera + "_is_pad"])
+    with pytest.raises(ValueError, match=r"frame offsets are integers"):
+        _mixture(mixture_root, delta_frames={"action": [0, 0.5]})
+    with pytest.raises(ValueError, match=r"not both"):
+        _mixture(mixture_root, delta_frames={"action": [0, 1]}, delta_timestamps={"action": [0.0]})

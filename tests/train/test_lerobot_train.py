@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lerobot_shards import BatchLoader, PackedDataset
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, create_mixture, pack_dataset
 from lerobot_shards.core.errors import ArgumentError
+from lerobot_shards.testing import SampleSpec, write_sample_dataset
 from lerobot_shards.train.lerobot_train import (
     STATE_FILE,
     LeRobotTrainError,
@@ -20,6 +21,7 @@ from lerobot_shards.train.lerobot_train import (
     TrainData,
     check_lerobot,
     checkpoint_loader_state,
+    policy_windows,
     save_loader_state,
     split_args,
 )
@@ -232,3 +234,74 @@ def test_a_malformed_loader_state_is_one_named_line(tmp_path, content, why):
     if "episode_pool_size" not in content:  # the loader state itself is checked the same way
         with pytest.raises(LeRobotTrainError, match=why):
             checkpoint_loader_state(SimpleNamespace(resume=True, checkpoint_path=tmp_path / "ckpt"))
+
+
+def _lerobot_resolve(policy, meta):
+    """LeRobot 0.6.1's ``resolve_delta_timestamps`` rule (lerobot/datasets/factory.py), which
+    ``make parity`` runs for real (scripts/parity_train.py, mixed rates)."""
+    out = {}
+    for key in meta.features:
+        if key == "action" and policy.action_delta_indices is not None:
+            out[key] = [i / meta.fps for i in policy.action_delta_indices]
+        if key.startswith("observation.") and policy.observation_delta_indices is not None:
+            out[key] = [i / meta.fps for i in policy.observation_delta_indices]
+    return out or None
+
+
+def test_a_mixture_of_rates_is_refused_naming_them_or_read_in_frames_at_each_rate(tmp_path):
+    """Issue 56 row 1: LeRobot turns a policy's steps into seconds at ``meta.fps``, which a mixture
+    of 30 and 15 fps datasets does not have (it crashed inside LeRobot with a TypeError)."""
+    for name, fps in (("fast", 30), ("slow", 15)):
+        write_sample_dataset(tmp_path / "src" / name, SampleSpec(episodes=2, lengths=(5, 6), fps=fps, cameras=()))
+        pack_dataset(str(tmp_path / "src" / name), str(tmp_path / "mix" / name))
+    create_mixture(str(tmp_path / "mix"), names={"fast": "fast", "slow": "slow"})
+    probe = MixtureDataset(str(tmp_path / "mix" / "mixture.json"))
+    assert probe.meta.fps is None
+    act = SimpleNamespace(action_delta_indices=list(range(4)), observation_delta_indices=None)
+    with pytest.raises(LeRobotTrainError) as refused:
+        policy_windows(_lerobot_resolve, act, probe, ShardsOptions().mixed_rates)
+    assert "different rates (fast 30 fps, slow 15 fps)" in str(refused.value)
+    flag = "--shards.mixed_rates=frames"
+    assert f"Add {flag} to take" in str(refused.value)
+    given, rest = split_args([flag, "--policy.type=act"])  # the advised flag, as printed
+    assert rest == ["--policy.type=act"]
+    frames = policy_windows(_lerobot_resolve, act, probe, ShardsOptions.from_flags(given).mixed_rates)
+    assert frames == {"action": [0, 1, 2, 3]}
+    dataset = MixtureDataset(str(tmp_path / "mix" / "mixture.json"), delta_frames=frames)
+    for sample in dataset:
+        start = int(sample["episode_index"]) * 1000 + int(sample["frame_index"])
+        steps = (sample["action"][:, 0] - start).tolist()
+        assert steps == [min(f, steps[-1]) for f in range(4)]  # consecutive frames of its own dataset
+    # A policy without windows, and one rate, need no choice.
+    plain = SimpleNamespace(action_delta_indices=None, observation_delta_indices=None)
+    assert policy_windows(_lerobot_resolve, plain, probe, "refuse") is None
+    one_rate = PackedDataset(str(tmp_path / "mix" / "fast"))
+    assert policy_windows(_lerobot_resolve, act, one_rate, "refuse") is None
+    with pytest.raises(ArgumentError, match="mixed_rates"):
+        ShardsOptions.from_flags(split_args(["--shards.mixed_rates=seconds"])[0])
+
+
+def test_a_typo_an_existing_output_dir_and_the_install_hint_say_the_fix(tmp_path):
+    """Issue 56 row 16: a misspelt --shards flag names the one meant; a new run into an existing
+    --output_dir is refused before LeRobot loads (its FileExistsError was a traceback under
+    ``python -m``) with the resume command; the install hint names this checkout."""
+    from pathlib import Path
+
+    from lerobot_shards.train.lerobot_train import existing_output_dir, missing_lerobot_message
+
+    with pytest.raises(ArgumentError, match=r"unknown option --shards.episode_pool; did you mean --shards.episode_pool_size\?"):
+        split_args(["--shards.episode_pool=4"])
+    run = tmp_path / "act-run"
+    assert existing_output_dir([f"--output_dir={run}"]) is None
+    config = run / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text("{}")
+    refusal = existing_output_dir(["--policy.type=act", f"--output_dir={run}"])
+    assert refusal == (
+        f"--output_dir={run} already exists: continue that run with --resume=true --config_path={config}, "
+        "or give another --output_dir"
+    )
+    assert existing_output_dir([f"--output_dir={run}", "--resume=true"]) is None
+    checkout = Path(__file__).resolve().parents[2]
+    message = missing_lerobot_message((3, 11), "/usr/bin/python3.11")
+    assert f"pip install -e '{checkout}[pack,s3]'" in message and "PATH_TO" not in message

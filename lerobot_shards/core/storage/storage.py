@@ -201,7 +201,7 @@ class Storage:
                 if attempts >= self.retry.max_attempts:
                     failure = StorageError(
                         f"{url}: {operation} failed after {attempts} attempts; last error: "
-                        f"{self.backend.brief(err)}{self.backend.hint(err, url)}",
+                        f"{self.backend.brief(err)}{self.backend.hint(err, url, self.storage_options)}",
                         url=url,
                         operation=operation,
                         attempts=attempts,
@@ -223,13 +223,16 @@ class Storage:
         backend = self.backend
         if backend.is_not_found(err):
             missing = ObjectNotFoundError(
-                f"{url}: not found ({operation}){backend.hint(err, url)}", url=url, operation=operation, attempts=attempts
+                f"{url}: not found ({operation}){backend.hint(err, url, self.storage_options)}",
+                url=url,
+                operation=operation,
+                attempts=attempts,
             )
             missing.missing_bucket = backend.lacks_container(err)
             return missing
         if backend.lacks_credentials(err):
             # Said first: the operation and its byte range are not what the user must fix.
-            hint = backend.hint(err, url)
+            hint = backend.hint(err, url, self.storage_options)
             return AccessDeniedError(
                 f"{url}: no credentials ({operation}){hint.removeprefix('; no credentials')}",
                 url=url,
@@ -238,14 +241,14 @@ class Storage:
             )
         if backend.is_access_denied(err):
             return AccessDeniedError(
-                f"{url}: access denied ({operation}): {backend.brief(err)}{backend.hint(err, url)}",
+                f"{url}: access denied ({operation}): {backend.brief(err)}{backend.hint(err, url, self.storage_options)}",
                 url=url,
                 operation=operation,
                 attempts=attempts,
             )
         if not backend.is_transient(err):
             return StorageError(
-                f"{url}: {operation} failed: {backend.brief(err)}{backend.hint(err, url)}",
+                f"{url}: {operation} failed: {backend.brief(err)}{backend.hint(err, url, self.storage_options)}",
                 url=url,
                 operation=operation,
                 attempts=attempts,

@@ -11,7 +11,7 @@ with ``_`` or ``.`` are skipped). Each is read through fsspec (local or ``s3://`
 * ``duplicate``: the same pack (same manifest digest) as an earlier entry, which it names;
   left out unless ``allow_duplicates``.
 * ``unmixable``: a camera's frame size differs from the size most datasets share for it (a
-  batch cannot hold both); the error names the ``--resize`` to repack with.
+  batch cannot hold both); the error names the ``--resize KEY=HxW`` to repack with.
 * ``failed``: the SLURM array recorded ``DST/_failures/<name>.json`` (its error is shown).
 * ``incomplete``: the directory exists without a manifest (a pack still running, or killed
   before it could record anything: time limit, out of memory).
@@ -127,8 +127,12 @@ def scan_datasets(
     key_map: Mapping[str, Mapping[str, str | None]] | None = None,
     workers: int = 8,
     processes: int | None = None,
+    recorded_key_map: Mapping[str, Mapping[str, str | None]] | None = None,
 ) -> tuple[MixtureReport, list[MixtureEntry]]:
     """Inspect the datasets (see the module docstring) without writing anything.
+
+    ``recorded_key_map``: the key maps an existing ``mixture.json`` records, applied to the
+    listed datasets they name (``mixture report`` judges a mixture as its readers read it).
 
     Packs are opened in ``workers`` threads per process (for a bucket; local packs one
     thread), in ``processes`` processes (``None``: one per usable core when there are
@@ -154,11 +158,25 @@ def scan_datasets(
         key_map=key_map,
         workers=workers,
         processes=processes,
+        recorded_key_map=recorded_key_map,
     )
     return report, [entry for entry, _ in opened]
 
 
-def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_duplicates, key_map=None, workers=8, processes=None):
+def _scan(
+    dst,
+    *,
+    names,
+    sources_file,
+    where,
+    verify,
+    storage_options,
+    allow_duplicates,
+    key_map=None,
+    workers=8,
+    processes=None,
+    recorded_key_map=None,
+):
     if where is not None:
         check_predicate(where)  # a syntax error is every dataset's: said once, before any is read
     if names and sources_file:
@@ -180,6 +198,9 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
             raise MixtureError(
                 f"{root.url}: {why}; give the folder that holds the packed datasets (one folder each), or --name NAME=PATH"
             )
+    for name, mapping in (recorded_key_map or {}).items():  # what the mixture file records, for its listed datasets
+        if name in listed:
+            key_maps[name] = {**mapping, **key_maps.get(name, {})}
     for name, mapping in (key_map or {}).items():  # the command line's over the sources file's
         key_maps[name] = {**key_maps.get(name, {}), **mapping}
     unknown = sorted(set(key_maps) - set(listed))
@@ -209,7 +230,13 @@ def _scan(dst, *, names, sources_file, where, verify, storage_options, allow_dup
                 continue
         earlier = first_of.setdefault(entry.manifest_sha256, entry.name)
         if earlier != entry.name and not allow_duplicates:
-            row.status, row.error = "duplicate", f"the same pack as {earlier!r} (manifest {entry.manifest_sha256})"
+            row.status, row.error = (
+                "duplicate",
+                (
+                    f"the same pack as {earlier!r} (manifest {entry.manifest_sha256}); list it once, or keep both with "
+                    "--allow-duplicates (allow_duplicates=True) to draw its samples twice as often"
+                ),
+            )
             continue
         opened.append((entry, pack))
     unmixable = unmixable_cameras([entry for entry, _ in opened])
@@ -354,7 +381,7 @@ def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
                         f"camera {key!r} is {shape[0]}x{shape[1]} here and {height}x{width} in {len(by_shape[common])} other "
                         f"dataset(s), so they cannot share a batch; map it to a camera of its own (`--key-map "
                         f"{name}:{key}={key}_{shape[0]}x{shape[1]}`, or OLD= to leave it out) or repack it with "
-                        f"`--video hevc --resize {height}x{width}`"
+                        f"`--video hevc --resize {key}={height}x{width}`"
                     ),
                 )
     return errors
@@ -519,9 +546,15 @@ def _create(
     if not report.ok and not allow_partial:
         left = [f"{r.name} ({r.status})" for r in report.rows if r.status != "ok"]
         named = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        statuses = {r.status for r in report.rows if r.status != "ok"}
+        if statuses == {"duplicate"}:  # nothing is wrong with them: leaving them out is not the fix
+            fix = "list each pack once, or keep them with --allow-duplicates (allow_duplicates=True)"
+        else:
+            fix = "fix them and re-run, or allow a partial mixture (--allow-partial, allow_partial=True)" + (
+                "; a pack listed twice is kept with --allow-duplicates" if "duplicate" in statuses else ""
+            )
         raise MixtureError(
-            f"{plural_datasets(len(left))} would be left out of the mixture: {named}; mixture.json not written: fix "
-            "them and re-run, or allow a partial mixture (--allow-partial, allow_partial=True)",
+            f"{plural_datasets(len(left))} would be left out of the mixture: {named}; mixture.json not written: {fix}",
             report,
         )
     entries = tuple(entry for entry, _ in opened)

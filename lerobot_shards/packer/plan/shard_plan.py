@@ -57,3 +57,19 @@ def shards_of_part(num_shards: int, part_index: int, num_parts: int) -> list[int
     if num_parts < 1 or not 0 <= part_index < num_parts:
         raise ShardPlanError(f"part {part_index}/{num_parts} is out of range")
     return list(range(part_index, num_shards, num_parts))
+
+
+def shard_size_for(estimated_bytes: Sequence[int], shards: int) -> float | None:
+    """The ``--shard-size-mb`` (3 significant digits, as printed) at which ``plan_shards`` makes
+    at least ``shards`` shards of these episodes, or None when it cannot (a shard holds whole
+    episodes: never more shards than episodes)."""
+    if shards > len(estimated_bytes) or shards < 1:
+        return None
+    episodes = list(range(len(estimated_bytes)))
+    size_mb = max(sum(estimated_bytes), 1) / shards / 2**20
+    for _ in range(200):  # each try 10% smaller; uneven episodes need a smaller target
+        printed = float(f"{size_mb:.3g}")
+        if printed > 0 and len(plan_shards(episodes, estimated_bytes, max(1, int(printed * 1024 * 1024)))) >= shards:
+            return printed
+        size_mb *= 0.9
+    return None

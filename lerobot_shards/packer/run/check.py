@@ -11,6 +11,7 @@ from lerobot_shards.core.option_fields import keyword_signature, merge_options, 
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import select_episodes
+from lerobot_shards.packer.run.pack import source_windows
 from lerobot_shards.packer.shard.check import Finding, SourceCheck, check_source
 from lerobot_shards.packer.source.base import open_dataset_source
 from lerobot_shards.packer.source.staging import stage_source
@@ -35,7 +36,8 @@ def check_dataset(
         The ``SourceCheck``: a source that does not open is one error finding.
 
     Raises:
-        OptionsError: a bad option value; ArgumentError: a keyword that is no option.
+        OptionsError: a bad option value, or a window that does not resolve at the source's
+            fps; ArgumentError: a keyword that is no option.
         StorageError: a remote source failed beyond the retry policy.
     """
     shaping, running = split_options((PackOptions, PackRunOptions), overrides, caller="check_dataset")
@@ -55,6 +57,7 @@ def check_dataset(
         selected = select_episodes(source.episode_indices, options.episodes)
     except (SourceError, FormatError) as err:
         return SourceCheck(findings=[Finding("error", str(err))])
+    options = source_windows(source, options, run)  # a window pack would refuse is refused here too
     drift = source.schema_drift(selected)
     report = check_source(source, options, selected, progress=progress)
     if drift:

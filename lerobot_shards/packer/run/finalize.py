@@ -131,8 +131,9 @@ def _packed_features(info: LeRobotInfo, options: PackOptions, video_keys: list[s
             continue  # depth is cut as in copy mode (re-encoded losslessly where it cannot be)
         feature_info = spec.info
         height, width = spec.camera.size
-        if options.resize:
-            height, width = options.resize
+        resize = options.resize_for(key)
+        if resize:
+            height, width = resize
             shape = [spec.camera.channels, height, width] if spec.camera.channels_first else [height, width, spec.camera.channels]
             feature["shape"] = shape
             feature_info["video.height"], feature_info["video.width"] = height, width

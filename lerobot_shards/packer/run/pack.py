@@ -14,6 +14,7 @@ import errno
 import functools
 import json
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence, Set as AbstractSet
@@ -24,11 +25,11 @@ from lerobot_shards.core.errors import FormatError, WindowError
 from lerobot_shards.core.format import PackPlan, pad_columns
 from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
 from lerobot_shards.core.storage import Storage
-from lerobot_shards.core.windows import resolve_delta_timestamps, windows_beyond
+from lerobot_shards.core.windows import looks_like_frames, resolve_delta_timestamps, windows_beyond
 from lerobot_shards.packer.errors import OptionsError, PackError, SourceError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import make_pack_plan, select_episodes
-from lerobot_shards.packer.plan.shard_plan import shards_of_part
+from lerobot_shards.packer.plan.shard_plan import shard_size_for, shards_of_part
 from lerobot_shards.packer.run import staging
 from lerobot_shards.packer.run.claim import check_destination, claim_destination, copy_meta
 from lerobot_shards.packer.run.finalize import finalize
@@ -121,25 +122,37 @@ def _explain_full_disk(function: _F) -> _F:
             full = _full_disk_cause(err)
             if full is None:
                 raise
-            where = f" writing {full.filename}" if full.filename else ""
             raise PackError(
-                f"no space left on device{where} (staging shards in {tempfile.gettempdir()}); free space and "
-                "re-run the same command: finished shards are kept"
+                f"no space left {_full_place(err, full)}; free space there and re-run the same command: finished shards are kept"
             ) from err
 
     return cast(_F, wrapper)
 
 
+def _full_place(error: BaseException, full: OSError) -> str:
+    """Where the full disk is: the destination object a write failed on (a ``StorageError``'s
+    URL), or the temp folder shards are staged in, named by what failed."""
+    temp = tempfile.gettempdir()
+    failed = next((getattr(e, "url", None) for e in _chain(error) if getattr(e, "url", None)), None)
+    path = str(full.filename) if full.filename else failed
+    if path is not None and not str(path).startswith(os.path.join(temp, staging.PREFIX)):
+        return f"on the destination, writing {path}"
+    return f"in the temp folder shards are staged in ({temp}{', writing ' + str(path) if path else ''}; set TMPDIR to move it)"
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and its causes, each once."""
+    out: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not e for e in out):
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
 def _full_disk_cause(error: BaseException) -> OSError | None:
     """The ENOSPC/EDQUOT error behind ``error`` (itself, or what a ``StorageError`` wraps)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
-            return current
-        current = current.__cause__ or current.__context__
-    return None
+    return next((e for e in _chain(error) if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)), None)
 
 
 @_explain_full_disk
@@ -193,7 +206,10 @@ def pack_dataset(
     source, options = _open_source(src, repo_id, revision, options, run)
     check_destination(storage, source.root)
     plan, sizes = _plan_pack(
-        source, options, description=describe_source(src, repo_id=repo_id, revision=revision, info=source.info)
+        source,
+        options,
+        description=describe_source(src, repo_id=repo_id, revision=revision, info=source.info),
+        in_frames=set(run.window_frames),
     )
     with destination_lease(storage, run.part):  # one running pack per part of a destination
         return _pack_claimed(storage, plan, sizes, source, options, run, dst=dst, started=started, progress=progress)
@@ -253,6 +269,16 @@ def _open_source(
         cache_dir=run.cache_dir,
     )
     source = open_dataset_source(local_root, follow_symlinks=run.follow_symlinks)
+    return source, source_windows(source, options, run)
+
+
+def source_windows(source: Source, options: PackOptions, run: PackRunOptions) -> PackOptions:
+    """The options with the windows given in frames made seconds at the source's fps, every
+    window checked against its fps and features (``pack`` and ``check`` alike).
+
+    Raises:
+        OptionsError: a window that does not resolve, names no feature, or is given twice.
+    """
     if run.window_frames:
         clash = sorted(set(run.window_frames) & set(options.windows))
         if clash:
@@ -263,10 +289,12 @@ def _open_source(
         }
         options = replace(options, windows={**options.windows, **in_seconds})
     _check_windows(options, source.fps, list(source.features), in_frames=set(run.window_frames))
-    return source, options
+    return options
 
 
-def _plan_pack(source: Source, options: PackOptions, *, description: dict) -> tuple[PackPlan, list[int]]:
+def _plan_pack(
+    source: Source, options: PackOptions, *, description: dict, in_frames: AbstractSet[str] = frozenset()
+) -> tuple[PackPlan, list[int]]:
     """Check the windows and the source, and plan the shards. Planning probes every needed file
     (parquet footer, video header): a bad source fails here, naming the file and episode,
     before anything is written. Returns the plan and each planned episode's estimated bytes."""
@@ -277,7 +305,8 @@ def _plan_pack(source: Source, options: PackOptions, *, description: dict) -> tu
     planned = select_episodes(source.episode_indices, options.episodes)
     sizes = [source.estimated_episode_bytes(e) for e in planned]
     plan = make_pack_plan(planned, sizes, options, {**description, "fingerprint": source.fingerprint(planned)})
-    _warn_windows_beyond(options, source.fps, max((int(source.episodes[e]["length"]) for e in planned), default=0))
+    longest = max((int(source.episodes[e]["length"]) for e in planned), default=0)
+    _warn_windows_beyond(options, source.fps, longest, in_frames=in_frames)
     drift = source.schema_drift(planned)
     if drift:
         log.warning(
@@ -441,15 +470,19 @@ def _shard_jobs(
         if options.video != "copy":
             jobs = [replace(job, member_workers=max(1, workers // len(jobs))) for job in jobs]
         else:
-            suggested = max(sum(sizes) / 1e6 / workers, 1.0)
+            wanted = min(workers, len(sizes))
+            suggested = shard_size_for(sizes, wanted) if wanted > len(jobs) else None
+            fix = (
+                f"pack with --shard-size-mb {suggested:g} ({wanted} shards or more) to use them"
+                if suggested is not None
+                else f"a shard holds whole episodes, so --workers {len(jobs)} is as fast"
+            )
             log.warning(
-                "--workers %d, but only %d shard(s) to build: each shard is packed by one process, so %d core(s) "
-                "stay idle; pack with --shard-size-mb %.0f (about %d shards) to use them",
+                "--workers %d, but only %d shard(s) to build: each shard is packed by one process, so %d core(s) stay idle; %s",
                 workers,
                 len(jobs),
                 workers - len(jobs),
-                suggested,
-                workers,
+                fix,
             )
     return jobs
 
@@ -489,12 +522,17 @@ def _check_windows(
             raise OptionsError(f"window {name!r}: {err}{hint}", option=option) from None
 
 
-def _warn_windows_beyond(options: PackOptions, fps: float, longest: int) -> None:
+def _warn_windows_beyond(options: PackOptions, fps: float, longest: int, *, in_frames: AbstractSet[str]) -> None:
     """Say (a warning, not an error: LeRobot pads such windows too) which precomputed windows
-    no episode holds whole: their ``chunk_*_pad`` columns then count padding on every anchor."""
+    no episode holds whole: their ``chunk_*_pad`` columns then count padding on every anchor.
+    A window in seconds whose deltas are all whole numbers was likely meant in frames: said."""
     for name, window in options.windows.items():
         offsets = resolve_delta_timestamps(window, fps, tolerance_s=options.tolerance_s)
-        for sentence in windows_beyond(offsets, longest, fps):
+        sentences = windows_beyond(offsets, longest, fps)
+        if sentences and name not in in_frames and all(looks_like_frames(v) for v in window.values()):
+            frames = json.dumps({k: [int(d) for d in v] for k, v in window.items()}, separators=(",", ":"))
+            sentences[-1] += f"; did you mean frames? --window-frames {name}='{frames}'"
+        for sentence in sentences:
             log.warning("window %r: %s", name, sentence)
 
 

@@ -62,13 +62,13 @@ class BuiltShard:
     receipt: dict
 
 
-def encode_settings(options: PackOptions, *, depth: bool = False) -> EncodeSettings:
-    """The re-encode settings of a pack's camera. Copy mode re-encodes only episodes that
+def encode_settings(options: PackOptions, key: str, *, depth: bool = False) -> EncodeSettings:
+    """The re-encode settings of a pack's camera ``key``. Copy mode re-encodes only episodes that
     cannot be cut out of the source, with the hevc settings; a depth camera is cut in every
     mode and re-encoded losslessly where it cannot be (``EncodeSettings.depth``)."""
     codec = options.video if options.video != "copy" else "hevc"
     return EncodeSettings(
-        codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize, depth=depth
+        codec=codec, gop=options.gop, crf=options.crf, preset=options.preset, resize=options.resize_for(key), depth=depth
     )
 
 
@@ -199,7 +199,7 @@ def _episode_video(
         )
         if rows == "reorder":
             assert positions is not None
-            settings = encode_settings(options, depth=depth)  # copy mode re-encodes with the hevc settings
+            settings = encode_settings(options, key, depth=depth)  # copy mode re-encodes with the hevc settings
             video, _ = reencode_episode(location, source.fps, settings, positions=positions)
             if video is not None:
                 video = replace(video, found=length, rows=rows)  # every row has its frame: nothing trimmed or padded
@@ -211,10 +211,10 @@ def _episode_video(
             if video is None and found:
                 # Not starting on a keyframe (or reordered frames to trim): re-encode this episode,
                 # decoding from the keyframe before it with a decoder of its own.
-                video, _ = reencode_episode(location, source.fps, encode_settings(options, depth=depth), max_frames=length)
+                video, _ = reencode_episode(location, source.fps, encode_settings(options, key, depth=depth), max_frames=length)
         else:
             decoder = videos.frames(key, location.path)
-            video, found = reencode_episode(location, source.fps, encode_settings(options), decoder, max_frames=length)
+            video, found = reencode_episode(location, source.fps, encode_settings(options, key), decoder, max_frames=length)
             where = _with_truncation_hint(where, decoder, found, length)
     except VideoCutError as err:
         raise PackError(f"episode {episode}, camera {key}: {err}") from None

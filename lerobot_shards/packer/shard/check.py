@@ -29,6 +29,7 @@ import numpy as np
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import VIDEO_CODECS
 from lerobot_shards.core.format.lerobot_reading import describe_positions
+from lerobot_shards.core.format.nvdec_limits import nvdec_size_refusal
 from lerobot_shards.packer.errors import FrameMismatchError, MissingRowsError, PackError, SourceError, VideoCutError
 from lerobot_shards.packer.options import PackOptions, episode_ranges_text
 from lerobot_shards.packer.shard.build import OpenVideos, row_positions, row_stamps
@@ -66,6 +67,7 @@ class SourceCheck:
     # Episodes whose rows or frames disagree with their metadata (what --on-frame-mismatch decides).
     mismatched: list[int] = field(default_factory=list)
     checked: list[int] = field(default_factory=list)  # the episodes read, in order
+    empty: list[int] = field(default_factory=list)  # of the mismatched, those without any row
 
     def fix(self) -> str:
         """What packs what can be packed, for this source: the policy that packs the episodes
@@ -76,6 +78,9 @@ class SourceCheck:
             return ""
         others = [e for e in self.checked if e not in set(failing)]
         keep = f"--episodes {episode_ranges_text(others)} packs the other {len(others)}" if others else ""
+        if set(failing) <= set(self.mismatched) and set(failing) & set(self.empty):
+            policy = f"--on-frame-mismatch drop-episode leaves out {plural_episodes(len(failing))} (no rows to fill from)"
+            return f"{policy}; {keep}" if keep else policy
         if set(failing) <= set(self.mismatched):
             policy = (
                 f"--on-frame-mismatch pad packs {plural_episodes(len(failing))} whose rows or frames disagree with their "
@@ -125,27 +130,33 @@ def check_source(
 
 
 def stretched_cameras(source: Source, options: PackOptions) -> str | None:
-    """Why ``--resize`` would distort cameras (one size for every camera: one of another aspect
-    would be stretched, silently), or None.
+    """Why ``--resize`` would distort cameras (a size of another aspect would stretch them,
+    silently) or names no camera of the source, or None.
 
     Returns:
-        The message naming each camera whose aspect ratio differs from the resize's, with its
-        size and what it would become.
+        The message naming each such camera, with its size, what it would become, and the
+        ``--resize KEY=HxW`` that keeps its aspect.
     """
     if options.video == "copy" or options.resize is None:
         return None
-    settings = EncodeSettings(codec=options.video, resize=options.resize)
-    bad = []
+    if isinstance(options.resize, dict):
+        unknown = sorted(set(options.resize) - set(source.video_keys))
+        if unknown:
+            return f"--resize names {unknown}, which are not video cameras of the source (its cameras: {source.video_keys})"
+    bad, fixes = [], []
     for key in source.video_keys:
-        camera = source.features[key].camera
-        if key not in source.depth and camera is not None and settings.stretches(*camera.size):
-            bad.append(f"{key} {camera.height}x{camera.width}")
+        camera, size = source.features[key].camera, options.resize_for(key)
+        if key in source.depth or camera is None or size is None:
+            continue
+        if EncodeSettings(codec=options.video, resize=size).stretches(*camera.size):
+            bad.append(f"{key} {camera.height}x{camera.width} to {size[0]}x{size[1]}")
+            scale = size[0] / camera.height
+            fixes.append(f"--resize {key}={2 * round(camera.height * scale / 2)}x{2 * round(camera.width * scale / 2)}")
     if not bad:
         return None
-    height, width = options.resize
     return (
-        f"--resize {height}x{width} would stretch {', '.join(bad)} to {height}x{width} (another aspect ratio; "
-        "--resize gives every camera one size): pack cameras of one aspect, or re-encode without --resize"
+        f"--resize would stretch {', '.join(bad)} (another aspect ratio); give each camera its own size "
+        f"(KEY=HxW), e.g. {' '.join(fixes)}"
     )
 
 
@@ -193,13 +204,23 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck, ep
         spec = source.features[key]
         assert spec.camera is not None  # a video feature is a camera (parse_feature)
         height, width = spec.camera.size
-        settings = EncodeSettings(codec=options.video, resize=options.resize)
+        settings = EncodeSettings(codec=options.video, resize=options.resize_for(key))
         height, width = settings.output_size(height, width)
         try:
             settings.options(width, height)
         except VideoCutError as err:
             report.findings.append(Finding("error", str(err), camera=key))
             continue
+        refusal = nvdec_size_refusal(
+            options.video,
+            height,
+            width,
+            where=f"NVDEC cannot decode this camera after --video {options.video}",
+            repack=f"lerobot-shards pack SRC DST --video {options.video}",
+            camera=key,
+        )
+        if refusal is not None:  # said before packing, not only by info or the GPU stage after
+            report.findings.append(Finding("warning", refusal, camera=key))
         source_format = spec.pix_fmt
         if reencode_pixel_format(source_format, height, width) == "yuv444p":
             report.findings.append(
@@ -219,6 +240,8 @@ def _check_episode(source: Source, options: PackOptions, episode: int, videos: O
             rows = source.episode_rows(episode)
         except MissingRowsError as err:
             report.mismatched.append(episode)
+            if err.rows == 0:
+                report.empty.append(episode)
             verdict = missing_rows_verdict(err, options.on_frame_mismatch)  # raises under "error"
             how = "filled from the row before each" if verdict == "pad" else "the episode is dropped"
             add(Finding("warning", f"{err}: {how} (--on-frame-mismatch {options.on_frame_mismatch})", episode))

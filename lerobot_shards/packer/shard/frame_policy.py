@@ -90,15 +90,24 @@ def row_frames_verdict(
 def missing_rows_verdict(err: MissingRowsError, policy: str) -> Verdict:
     """An episode whose data parquet lacks rows its metadata length counts: ``"pad"`` (its rows
     are filled, each from the one before: ``episode_rows(fill_missing=True)``) or ``"drop"``.
+    One without any row has nothing to fill from: ``pad`` drops it, as an episode of length 0.
 
     Raises:
         MissingRowsError: under ``error``, the message naming the policies that pack it and
             the command that lists every such episode with the ``--episodes`` that skips them.
     """
     if policy == "pad":
-        return "pad"
+        return "drop" if err.rows == 0 else "pad"
     if policy == "drop-episode":
         return "drop"
+    if err.rows == 0:
+        raise MissingRowsError(
+            f"{err}; it has no rows to fill from: --on-frame-mismatch drop-episode leaves it out; "
+            "`lerobot-shards check SRC` lists every such episode and the --episodes that packs the others",
+            episode=err.episode,
+            missing=err.missing,
+            rows=0,
+        )
     raise MissingRowsError(
         f"{err}; --on-frame-mismatch pad fills each missing row from the one before it (its video frame kept), "
         "drop-episode leaves the episode out; `lerobot-shards check SRC` lists every such episode and the "
@@ -118,6 +127,6 @@ def empty_episode_verdict(policy: str, *, episode: int) -> Verdict:
     if policy == "error":
         raise FrameMismatchError(
             f"episode {episode} has no rows (length 0 in the source's episodes metadata); "
-            "set on_frame_mismatch to 'drop-episode' (or 'pad') to leave it out"
+            "--on-frame-mismatch drop-episode (on_frame_mismatch='drop-episode') leaves it out"
         )
     return "drop"

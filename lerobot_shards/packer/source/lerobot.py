@@ -485,6 +485,7 @@ class LeRobotSource:
                     f"(frame_index {_ranges(missing)} missing)",
                     episode=episode_index,
                     missing=tuple(missing),
+                    rows=rows.num_rows,
                 )
             rows = self._filled(episode_index, rows, expected, path)
         elif rows.num_rows > expected:
@@ -535,9 +536,10 @@ class LeRobotSource:
             or any(not isinstance(f, int) or not 0 <= f < length for f in frames)
             or len(set(frames)) != len(frames)
         ):
+            held = _ranges(sorted({f for f in frames if isinstance(f, int)})) or "(none)"
             raise SourceError(
-                f"{path}: episode {episode_index}: frame_index {_ranges(sorted({f for f in frames if isinstance(f, int)}))} "
-                f"cannot be filled to the metadata length {length} (no rows, repeated or out-of-range frames)"
+                f"{path}: episode {episode_index}: frame_index {held} cannot be filled to the metadata length {length} "
+                "(no rows, repeated or out-of-range frames)"
             )
         at = {f: i for i, f in enumerate(frames)}
         source_row, last = [], None

@@ -4,8 +4,8 @@ camera, whether ``decode_device="cuda"`` can read the pack. Pure (no torch, no G
 
 NVDEC on these GPUs decodes H.264 (4:2:0 only: ``--video h264`` codes odd-sized cameras 4:4:4)
 and HEVC (4:2:0 and 4:4:4), not AV1 (copy mode keeps LeRobot's AV1) nor monochrome, within
-the decoder's frame size limits (``cuvidGetDecoderCaps`` on Ampere and Hopper: H.264 48x16 to
-4096x4096, HEVC 144x144 to 8192x8192); the stage feeds members in stored order, so frames
+the decoder's frame size limits (``core.format.nvdec_limits``, which ``check`` and ``pack`` say
+before a re-encode); the stage feeds members in stored order, so frames
 stored out of presentation order (B-frames) are refused too.
 """
 
@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import check_mp4
+from lerobot_shards.core.format.nvdec_limits import nvdec_size_refusal as size_refusal
 from lerobot_shards.reader.decode.annexb import stream_config
 from lerobot_shards.reader.decode.sps import signal_type
 
 CODECS = ("hevc", "h264")
-# (min width, min height, max width, max height) per codec: cuvidGetDecoderCaps, Ampere/Hopper.
-SIZE_LIMITS = {"h264": (48, 16, 4096, 4096), "hevc": (144, 144, 8192, 8192)}
 _CHROMA = {0: "monochrome", 1: "4:2:0", 2: "4:2:2", 3: "4:4:4"}
 _REPACK = "repack with `lerobot-shards pack --video hevc`"
 
@@ -42,19 +41,14 @@ def nvdec_format_refusal(codec: str, parameter_sets, *, where: str) -> str | Non
     return None
 
 
-def nvdec_size_refusal(codec: str, height: int, width: int, *, where: str) -> str | None:
-    """Why NVDEC cannot decode frames of this size in ``codec``, or None."""
-    low_w, low_h, high_w, high_h = SIZE_LIMITS[codec]
-    if not (low_w <= width <= high_w and low_h <= height <= high_h):
-        return (
-            f"{where}: {height}x{width} {codec} frames are outside what NVDEC decodes ({low_h}x{low_w} to "
-            f"{high_h}x{high_w}); decode this camera on the CPU (decode_device unset)"
-            + (f", or {_REPACK} --resize HxW" if codec == "h264" or width < low_w or height < low_h else "")
-        )
-    return None
+def nvdec_size_refusal(codec: str, height: int, width: int, *, where: str, camera: str | None = None) -> str | None:
+    """Why NVDEC cannot decode frames of this size in ``codec``, or None (``core.format.nvdec_limits``)."""
+    return size_refusal(codec, height, width, where=where, repack=f"lerobot-shards pack SRC DST --video {codec}", camera=camera)
 
 
-def nvdec_refusal(data: bytes, codec: str, *, where: str, frames: int | None = None, height=None, width=None):
+def nvdec_refusal(
+    data: bytes, codec: str, *, where: str, frames: int | None = None, height=None, width=None, camera: str | None = None
+):
     """Why NVDEC cannot decode this member (its mp4 bytes, ``codec`` as the index records it), or
     None: the codec, frames out of presentation order, the chroma format of its parameter sets,
     the frame size. Returns ``(refusal, layout)``; the layout is None when the codec is refused
@@ -71,8 +65,8 @@ def nvdec_refusal(data: bytes, codec: str, *, where: str, frames: int | None = N
     config = stream_config(layout.codec, layout.codec_config, where=where)
     refusal = nvdec_format_refusal(layout.codec, config.sequence_parameter_sets, where=where)
     if refusal is None:
-        refusal = nvdec_size_refusal(layout.codec, layout.height, layout.width, where=where)
+        refusal = nvdec_size_refusal(layout.codec, layout.height, layout.width, where=where, camera=camera)
     return refusal, layout
 
 
-__all__ = ["CODECS", "SIZE_LIMITS", "nvdec_format_refusal", "nvdec_refusal", "nvdec_size_refusal"]
+__all__ = ["CODECS", "nvdec_format_refusal", "nvdec_refusal", "nvdec_size_refusal"]

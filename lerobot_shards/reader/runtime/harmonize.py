@@ -18,7 +18,9 @@ Pure: no I/O, and torch only inside ``FeatureHarmonizer.apply``. ``docs/FORMAT.m
   ``<camera>_is_pad`` all True.
 * ``delta_timestamps`` are in seconds and keyed by mixture names; each dataset resolves them
   at its own fps (``lerobot_shards.core.windows.resolve_delta_timestamps``), so 0.1 s is 3 frames at
-  30 fps and 1 frame at 10 fps.
+  30 fps and 1 frame at 10 fps. ``delta_frames`` (instead) are frame offsets taken at each
+  dataset's own rate, so ``[0, 1, 2]`` spans 0.067 s at 30 fps and 0.2 s at 10 fps: a policy's
+  delta indices (steps) on datasets recorded at different rates.
 * Other keys are kept when every dataset has them, with equal shapes; dtypes that differ are
   promoted (``numpy.result_type``). A numeric key only some datasets have (a ``reward``
   added to one with LeRobot's ``modify_features``) is kept the same way, filled with zeros
@@ -36,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_shards.core.errors import HarmonizeError
+from lerobot_shards.core.errors import ArgumentError, HarmonizeError
 from lerobot_shards.core.format.features import FeatureSpec, parse_features
 from lerobot_shards.core.format.mixture import (
     DEFAULT_PAD_KEYS,
@@ -116,6 +118,7 @@ class FeatureHarmonizer:
     delta_timestamps: Mapping[str, tuple[float, ...]]
     offsets: tuple[Mapping[str, np.ndarray], ...]
     return_uint8: bool = False
+    windows_in_frames: bool = False  # delta_timestamps holds frame offsets at each dataset's rate
 
     @classmethod
     def build(
@@ -127,6 +130,7 @@ class FeatureHarmonizer:
         delta_timestamps: Mapping[str, Sequence[float]] | None = None,
         tolerance_s: float = DEFAULT_TOLERANCE_S,
         return_uint8: bool = False,
+        delta_frames: Mapping[str, Sequence[int]] | None = None,
     ) -> FeatureHarmonizer:
         """Derive the common layout.
 
@@ -137,6 +141,8 @@ class FeatureHarmonizer:
             delta_timestamps: windows in seconds keyed by mixture names.
             tolerance_s: window tolerance (``resolve_delta_timestamps``).
             return_uint8: the samples' frames are uint8 (missing cameras match).
+            delta_frames: windows as frame offsets taken at each dataset's own fps, keyed by
+                mixture names (instead of ``delta_timestamps``).
 
         Raises:
             HarmonizeError: a key map for an unknown dataset or feature, or two source keys
@@ -144,7 +150,11 @@ class FeatureHarmonizer:
                 that is not 1-D; a kept key with different shapes; a window key no dataset
                 has, or one that is not a multiple of a dataset's frame period. The message
                 names the datasets, keys and shapes.
+            ArgumentError: both ``delta_timestamps`` and ``delta_frames``, or a frame offset
+                that is not an integer.
         """
+        if delta_timestamps and delta_frames:
+            raise ArgumentError("give windows in seconds (delta_timestamps) or in frames (delta_frames), not both")
         if not datasets:
             raise HarmonizeError("a mixture needs at least one dataset")
         names = tuple(d.name for d in datasets)
@@ -160,7 +170,12 @@ class FeatureHarmonizer:
         dtypes = _promoted_dtypes(mapped, common | set(pad_widths) | set(filled))
         order = [k for feats in mapped for k in feats]
         keys = tuple(dict.fromkeys(k for k in order if k in common or k in cameras or k in pad_widths or k in filled))
-        windows = {k: tuple(float(s) for s in v) for k, v in (delta_timestamps or {}).items()}
+        in_frames = bool(delta_frames)
+        windows = (
+            _frame_windows(delta_frames)
+            if delta_frames
+            else {k: tuple(float(s) for s in v) for k, v in (delta_timestamps or {}).items()}
+        )
         _check_window_keys(windows, present, keys)
         _check_no_shadowed_keys(names, mapped, keys, cameras, pad_widths, filled, windows)
         _check_batchable_windows(windows, keys)
@@ -178,8 +193,9 @@ class FeatureHarmonizer:
             present=present,
             dtypes=dtypes,
             delta_timestamps=windows,
-            offsets=_window_offsets(datasets, mapped, windows, tolerance_s),
+            offsets=_window_offsets(datasets, mapped, windows, tolerance_s, in_frames=in_frames),
             return_uint8=return_uint8,
+            windows_in_frames=in_frames,
         )
 
     @classmethod
@@ -193,7 +209,8 @@ class FeatureHarmonizer:
         Only keys the dataset has; a missing camera or vector is filled by ``apply``.
         """
         inverse = {v: k for k, v in self.key_maps[index].items() if v is not None}
-        return {inverse[k]: list(v) for k, v in self.delta_timestamps.items() if k in inverse}
+        period = 1.0 / self.fps[index] if self.windows_in_frames else 1.0
+        return {inverse[k]: [s * period for s in v] for k, v in self.delta_timestamps.items() if k in inverse}
 
     def output_keys(self) -> list[str]:
         """Every key of a harmonized sample, in order (``task`` and the dataset keys last)."""
@@ -343,7 +360,7 @@ def _common_cameras(
             if key in cameras and cameras[key] != chw:
                 raise HarmonizeError(
                     f"camera {key!r} is (H, W, C) {_hwc(cameras[key])} in {owner[key]!r} and "
-                    f"{_hwc(chw)} in {name!r}; repack with `--video hevc --resize HxW` to a common size, or map one "
+                    f"{_hwc(chw)} in {name!r}; repack one with `--video hevc --resize KEY=HxW` to a common size, or map one "
                     "to another key"
                 )
             cameras[key], owner[key] = chw, name
@@ -413,6 +430,23 @@ def _promoted_dtypes(mapped: Sequence[Mapping[str, FeatureSpec]], keys: set[str]
     return dtypes
 
 
+def _frame_windows(delta_frames: Mapping[str, Sequence[int]]) -> dict[str, tuple[float, ...]]:
+    """``delta_frames`` checked: integer offsets (kept as floats, the windows' one type).
+
+    Raises:
+        ArgumentError: an offset that is not an integer.
+    """
+    windows = {}
+    for key, offsets in delta_frames.items():
+        bad = [o for o in offsets if isinstance(o, bool) or not isinstance(o, (int, np.integer))]
+        if bad:
+            raise ArgumentError(
+                f"delta_frames[{key!r}] holds {bad[:3]}: frame offsets are integers (seconds go in delta_timestamps)"
+            )
+        windows[key] = tuple(float(o) for o in offsets)
+    return windows
+
+
 def _check_window_keys(
     windows: Mapping[str, tuple[float, ...]], present: Sequence[frozenset[str]], keys: tuple[str, ...]
 ) -> None:
@@ -448,8 +482,11 @@ def _window_offsets(
     mapped: Sequence[Mapping[str, FeatureSpec]],
     windows: Mapping[str, tuple[float, ...]],
     tolerance_s: float,
+    *,
+    in_frames: bool = False,
 ) -> tuple[dict[str, np.ndarray], ...]:
-    """Each dataset's windows (those of its keys) as frame offsets at its own fps.
+    """Each dataset's windows (those of its keys) as frame offsets at its own fps (windows in
+    frames are those offsets already).
 
     Raises:
         HarmonizeError: a window that is not a multiple of a dataset's frame period.
@@ -458,7 +495,9 @@ def _window_offsets(
     for d, feats in zip(datasets, mapped):
         try:
             offsets.append(
-                resolve_delta_timestamps({k: v for k, v in windows.items() if k in feats}, d.fps, tolerance_s=tolerance_s)
+                resolve_delta_timestamps(
+                    {k: v for k, v in windows.items() if k in feats}, 1.0 if in_frames else d.fps, tolerance_s=tolerance_s
+                )
             )
         except WindowError as err:
             raise HarmonizeError(f"dataset {d.name!r} (fps {d.fps}): {err}") from None

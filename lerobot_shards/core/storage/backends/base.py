@@ -13,6 +13,7 @@ filesystem shares (``lerobot_shards.core.storage.retry``), cause by cause.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,9 +84,10 @@ class StorageBackend:
         """Whether one exception says the bucket (container, repo) itself does not exist."""
         return False
 
-    def hint(self, error: BaseException, url: str) -> str:
+    def hint(self, error: BaseException, url: str, storage_options: Mapping[str, Any] | None = None) -> str:
         """What the user should do about a failure of ``url``, as ``"; ..."``, or ``""``. Asked
-        with the whole chain (``error`` is what the operation raised)."""
+        with the whole chain (``error`` is what the operation raised) and the storage options
+        the root was opened with (advice never asks for what was already given)."""
         return ""
 
     # -- over a chain (not overridden: the hooks above are the seam) ------------------------

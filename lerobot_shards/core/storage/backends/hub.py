@@ -9,6 +9,7 @@ its API calls with this row too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ class HubBackend(StorageBackend):
             return not any(cls.__name__ in _NEVER_TRANSIENT_CLASS_NAMES for cls in mro)
         return None
 
-    def hint(self, error: BaseException, url: str) -> str:
+    def hint(self, error: BaseException, url: str, storage_options: Mapping[str, Any] | None = None) -> str:
         if self.http_status(error) == 401:
             return f"; the Hub asks who you are (a private or gated repo): {_TOKEN}"
         return ""

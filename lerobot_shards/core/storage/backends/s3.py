@@ -9,6 +9,8 @@ s3fs's translation of codes into errnos, and the fixes every first bucket run ne
 from __future__ import annotations
 
 import errno
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +113,7 @@ class S3Backend(StorageBackend):
         text, _ = chain_text(error)
         return self.code(error) == "NoSuchBucket" or "NoSuchBucket" in text or "bucket does not exist" in text.lower()
 
-    def hint(self, error: BaseException, url: str) -> str:
+    def hint(self, error: BaseException, url: str, storage_options: Mapping[str, Any] | None = None) -> str:
         """What to do about the three errors every first bucket run meets, or ""."""
         text, names = chain_text(error)
         if self.lacks_credentials(error):
@@ -120,6 +122,16 @@ class S3Backend(StorageBackend):
                 '--storage-options \'{"key": "...", "secret": "..."}\''
             )
         if names & _CANNOT_CONNECT or "Could not connect to the endpoint" in text:
+            endpoint = (storage_options or {}).get("endpoint_url") or (storage_options or {}).get("client_kwargs", {}).get(
+                "endpoint_url"
+            )
+            given = "storage_options" if endpoint else ("AWS_ENDPOINT_URL" if os.environ.get("AWS_ENDPOINT_URL") else None)
+            if given:
+                endpoint = endpoint or os.environ["AWS_ENDPOINT_URL"]
+                return (
+                    f"; cannot connect to {endpoint} (the endpoint_url from {given}): is the server running there, "
+                    "and are its host and port right?"
+                )
             return (
                 "; cannot connect: for a bucket outside AWS (MinIO, R2, a local S3) pass "
                 'storage_options={"endpoint_url": "http://host:port"} (CLI: --storage-options) or set AWS_ENDPOINT_URL'
