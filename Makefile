@@ -14,8 +14,8 @@ install-test:
 demo: install
 	$(PY) scripts/demo.py
 
-# ruff's rules and formatter over the tree, pyright over the pure layers and the options
-# (pyproject.toml configures all three); .ci/run runs it before the tests.
+# ruff's rules and formatter over the tree, pyright over the whole package (pyproject.toml
+# configures all three); make test runs the same checks (tests/contracts/test_lint.py).
 LINT_PATHS := lerobot_shards scripts benchmarks tests
 lint: install-test
 	.venv/bin/ruff check --no-cache $(LINT_PATHS)

@@ -1,7 +1,9 @@
 """Test-session setup shared by every test module."""
 
 import atexit
+import gc
 import os
+import re
 import shutil
 import tempfile
 
@@ -122,21 +124,33 @@ SYSTEM_MODULES = frozenset(
 )
 
 
-# Calls in a test's own code that start processes: a child measuring memory, a CLI or trainer
-# run, DataLoader workers. Only the test function's source is read: a module whose helpers start
-# processes for its tests belongs in SYSTEM_MODULES.
-SYSTEM_CALLS = ("run_measured(", "subprocess.", "num_workers=1", "num_workers=2", "num_workers=3", "num_workers=4", "Process(")
+# Calls that start processes: a child measuring memory, a CLI or trainer run, DataLoader
+# workers. Read in the test function's source and in the module's own functions it names (its
+# helpers, one level: a `_run` that calls subprocess); a module whose fixtures start processes
+# for its tests belongs in SYSTEM_MODULES.
+SYSTEM_CALLS = re.compile(r"run_measured\(|subprocess\.|num_workers=[1-9]|Process\(")
 
 
 def _starts_processes(item) -> bool:
+    import ast
     import inspect
+    import textwrap
 
     function = getattr(item, "function", None)
     try:
         source = inspect.getsource(function) if function is not None else ""
     except (OSError, TypeError):
         return False
-    return any(call in source for call in SYSTEM_CALLS)
+    module = item.module
+    try:
+        named = {n.id for n in ast.walk(ast.parse(textwrap.dedent(source))) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        named = set()
+    for name in sorted(named):
+        helper = getattr(module, name, None)
+        if inspect.isfunction(helper) and helper.__module__ == getattr(module, "__name__", None) and helper is not function:
+            source += inspect.getsource(helper)
+    return SYSTEM_CALLS.search(source) is not None
 
 
 # The unit tier (`make test-unit`): tests of the pure layers alone. A test is there when its
@@ -153,7 +167,7 @@ PURE_LAYERS = (
     "lerobot_shards.packer.options",
     "tests.work_counter",  # counts executed lines: no files, no processes
 )
-UNIT_FIXTURES = frozenset({"request", "monkeypatch", "capsys", "caplog", "recwarn"})
+UNIT_FIXTURES = frozenset({"request", "monkeypatch", "capsys", "caplog", "recwarn", "_no_inherited_decoders"})
 _PURE_MODULES: dict[str, bool] = {}
 
 
@@ -196,3 +210,20 @@ def pytest_collection_modifyitems(config, items):
             or _starts_processes(item)
         ):
             item.add_marker(pytest.mark.system)
+    listing = os.environ.get("LEROBOT_SHARDS_TIERS_TO")
+    if listing:  # tests/contracts/test_tiers.py: every collected test with its tier markers, one collection
+        with open(listing, "w") as out:
+            for item in items:
+                tiers = [m for m in ("unit", "system") if item.get_closest_marker(m)]
+                out.write(f"{item.nodeid}\t{','.join(tiers)}\n")
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_decoders():
+    """Collect before each test: a test that forks (DataLoader workers, a pool) must not hand its
+    children an earlier test's PyAV decoder left in a reference cycle. A child's collection then
+    frees it without the decoder's threads (dav1d) and hangs in avcodec_free_context (seen:
+    test_decode_stage's workers, after packs made in the same xdist worker). BatchLoader does the
+    same before it starts workers."""
+    gc.collect()
+    yield

@@ -1,6 +1,6 @@
 """``make lint`` holds inside the suite too (so ``make test`` alone catches it): ruff's rules
 (pyflakes, pycodestyle, import order, bugbear, pyupgrade; configured in pyproject.toml), the
-formatter, and pyright on the pure layers, the options and the public face. An undefined name
+formatter, and pyright over the whole package (pyproject.toml's ``[tool.pyright]``). An undefined name
 in a rarely taken error path (a ``hashlib`` left out after a refactor) would otherwise surface
 only when a user hits it."""
 
@@ -35,7 +35,7 @@ def test_the_tree_is_formatted():
     assert result.returncode == 0, result.stdout + result.stderr + "\n(run: ruff format " + " ".join(PATHS) + ")"
 
 
-def test_the_pure_layers_and_options_type_check():
+def test_the_package_type_checks():
     # pyproject.toml's [tool.pyright] names what is checked; the environment is this Python's.
     result = _run(_tool("pyright"), "--pythonpath", sys.executable)
     assert result.returncode == 0 and "0 errors" in result.stdout, result.stdout[-4000:] + result.stderr
