@@ -459,7 +459,10 @@ def write_sample_dataset(
     spec.episode_lengths()  # a bad spec is refused before anything is written
     existed = set(root.iterdir()) if root.is_dir() else None
     root.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="lerobot-sample-", dir=root))
+    try:
+        workdir = Path(tempfile.mkdtemp(prefix="lerobot-sample-", dir=root))
+    except OSError as err:  # named by the folder asked for, not by the working folder inside it
+        raise OSError(err.errno, err.strerror, str(root)) from None
     try:
         return _write_sample_dataset(root, spec, progress, workdir)
     except BaseException:

@@ -215,10 +215,12 @@ def test_7_info_names_every_camera_nvdec_refuses(packed_hevc):
 
 
 # -- row 6: check takes every pack option that shapes a pack, and checks it ---------------------
-def test_6_check_takes_packs_options_and_pack_check_drops_none(sample_source, tmp_path):
-    from lerobot_shards.cli.check import CHECK_FIELDS
-    from lerobot_shards.cli.flags import PACK_FIELDS
+def _flags(*command: str) -> set[str]:
+    """The flags a command's --help lists."""
+    return set(re.findall(r"^\s+(--[a-z][a-z0-9-]*)", _run(*command, "--help").output, re.M)) - {"--help"}
 
+
+def test_6_check_takes_packs_options_and_pack_check_drops_none(sample_source, tmp_path):
     ok = _run("check", str(sample_source), "--video", "h264", "--gop", "1", "--crf", "30", "--preset", "fast")
     assert "ok to pack" in ok.output
     window = 'c={"action":[0,0.013]}'
@@ -234,9 +236,13 @@ def test_6_check_takes_packs_options_and_pack_check_drops_none(sample_source, tm
     ignored = _run("pack", "--check", str(sample_source), "--workers", "3", ok=False)
     assert ignored.exit_code == 2 and "--workers: only a pack that writes uses it" in ignored.output
     # Every flag pack has is check's, or one only a writing pack uses: none is dropped in silence.
-    destination = {name for name, f in PACK_FIELDS.items() if f.spec.destination}
-    assert set(CHECK_FIELDS) | destination == set(PACK_FIELDS) and not set(CHECK_FIELDS) & destination
-    assert destination == {"workers", "part", "storage_options", "journal", "trust_destination", "repair"}
+    destination = {"--workers", "--part", "--storage-options", "--journal", "--trust-destination", "--repair"}
+    check, pack = _flags("check"), _flags("pack") - {"--check"}
+    assert check == pack - destination and destination <= pack, check ^ (pack - destination)
+    for flag in destination - {"--trust-destination", "--repair"}:  # each refused by --check, by name
+        value = {"--part": "0/2", "--storage-options": "{}", "--journal": str(tmp_path / "j"), "--workers": "2"}[flag]
+        refused = _run("pack", "--check", str(sample_source), flag, value, ok=False)
+        assert refused.exit_code == 2 and f"{flag}: only a pack that writes uses it" in refused.output, refused.output
 
 
 # -- row 13: make-sample names the flag and the folder ------------------------------------------
@@ -247,6 +253,17 @@ def test_13_make_sample_names_the_flag_and_the_folder(tmp_path):
         bad = _run("make-sample", str(tmp_path / "s"), "--min-length", length, ok=False)
         assert bad.exit_code == 2 and "--min-length" in bad.output and "internal error" not in bad.output
     assert not (tmp_path / "s").exists()
+    import subprocess
+
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(readonly)]).returncode != 0:
+        pytest.skip("cannot mount a read-only tmpfs here (needs root with CAP_SYS_ADMIN)")
+    try:  # an existing read-only OUT: named, not the working folder the writer makes inside it
+        refused = _run("make-sample", str(readonly), ok=False)
+        assert refused.exit_code == 1 and refused.output.strip().splitlines()[-1] == f"Error: {readonly}: Read-only file system"
+    finally:
+        subprocess.run(["umount", str(readonly)], check=False)
 
 
 # -- row 14: preview checks it can write before decoding; a failed run leaves nothing -----------

@@ -77,7 +77,11 @@ def test_the_trainers_flags_are_the_read_options_it_does_not_set_itself():
             assert field.name not in flags
         else:
             assert (field.name in flags) != (field.name in TRAINER_SETS), field.name
-    assert set(flags) - {f.name for f in dataclasses.fields(ReadOptions)} == {"log_samples", "allow_untested_lerobot"}
+    assert set(flags) - {f.name for f in dataclasses.fields(ReadOptions)} == {
+        "log_samples",
+        "allow_untested_lerobot",
+        "mixed_rates",
+    }
     options = ShardsOptions.from_flags({"cache_limit_gb": 2.5, "shuffle": False, "log_samples": "x"})
     assert options.read_options(seed=5) == ReadOptions(cache_limit_gb=2.5, shuffle=False, seed=5)
     assert ShardsOptions.from_flags(options.flags()) == options  # what a checkpoint records reads back the same
