@@ -115,7 +115,8 @@ def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
                 prefetch_factor=args.prefetch_factor if args.workers else None,
             )
 
-    return measure_loader(make_loader, warmup=args.warmup, max_batches=args.max_batches)
+    workers = 0 if system == "inprocess" else args.workers
+    return measure_loader(make_loader, warmup=args.warmup, max_batches=args.max_batches, workers=max(workers, 1))
 
 
 def summarize(rows: list[dict]) -> dict:

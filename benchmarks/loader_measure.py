@@ -97,20 +97,58 @@ class PeakRss:
 
 
 def _touch(batch) -> tuple[int, int, set]:
-    """Read every tensor lightly, as a trainer that ships the batch to its GPU would (one
-    element per 4 KiB page: every page is faulted in, no full-size conversion on the CPU that
-    would measure this loop instead of the loader); returns (samples, frames, episodes)."""
-    frames = 0
+    """Read every tensor lightly, as a trainer that ships the batch to its GPU would (one byte
+    per 4 KiB page of each storage: every page is faulted in, no full-size conversion on the CPU
+    that would measure this loop instead of the loader); returns (samples, frames, episodes).
+
+    Pages are read through each storage, not the tensor: ``reshape(-1)`` of BatchLoader's
+    channels-last frames is a full transposing copy (15 MB per batch of 16 480x640 frames),
+    which charged the loader for this loop's work (issue 57)."""
+    frames, seen = 0, set()
     for value in batch.values():
         if isinstance(value, torch.Tensor):
-            flat = value.reshape(-1)
-            flat[:: max(1, 4096 // flat.element_size())].sum().item()
+            storage = value.untyped_storage()
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                pages = torch.empty(0, dtype=torch.uint8).set_(storage)
+                pages[::4096].sum().item()
             if value.dim() >= 4:  # (B, C, H, W) or (B, T, C, H, W)
                 frames += value.shape[0] * (value.shape[1] if value.dim() == 5 else 1)
     return len(batch["index"]), frames, set(batch["episode_index"].tolist())
 
 
-def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int) -> dict:
+def _stage_seconds(loader) -> dict | None:
+    """The reader's own counters of time spent per stage so far, summed over its consumers (the
+    dataset's ``stats()``; None for other loaders)."""
+    stats = getattr(getattr(loader, "dataset", None), "stats", None)
+    if stats is None:
+        return None
+    values = stats()
+    if "decode_seconds" not in values:
+        return None
+    return {k: float(values.get(k, 0.0)) for k in ("decode_seconds", "fetch_seconds")}
+
+
+def _stage_split(start: dict | None, end: dict | None, samples: int, seconds: float, workers: int) -> dict:
+    """Per sample, in milliseconds of a consumer's time: decoding, fetching, and the rest (sample
+    building, batching, the hand-over to the training process, waiting): a consumer has
+    ``workers / samples_per_s`` seconds per sample."""
+    if start is None or end is None or not samples:
+        return {}
+    decode = (end["decode_seconds"] - start["decode_seconds"]) / samples * 1e3
+    fetch = (end["fetch_seconds"] - start["fetch_seconds"]) / samples * 1e3
+    per_sample = max(workers, 1) * seconds / samples * 1e3
+    return {
+        "stage_ms_per_sample": {
+            "decode": round(decode, 3),
+            "fetch": round(fetch, 3),
+            "rest": round(per_sample - decode - fetch, 3),
+            "consumer": round(per_sample, 3),
+        }
+    }
+
+
+def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int, workers: int = 1) -> dict:
     """Iterate up to ``max_batches`` batches and report throughput and latency numbers.
 
     Raises:
@@ -119,6 +157,7 @@ def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int) -> d
     """
     latencies, distinct = [], []
     samples = frames = 0
+    stats_start = None
     with PeakRss() as rss:
         started = time.perf_counter()
         loader = make_loader()
@@ -141,11 +180,13 @@ def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int) -> d
             if count + 1 == warmup:
                 steady_start = now
                 cpu_start = tree_cpu_seconds()
+                stats_start = _stage_seconds(loader)
             elif count + 1 > warmup:
                 samples += n
                 frames += f
         steady_s = (last - steady_start) if steady_start is not None else 0.0
         cpu_s = tree_cpu_seconds() - cpu_start if steady_start is not None else 0.0
+        stats_end = _stage_seconds(loader) if steady_start is not None else None
         del iterator
     if samples == 0 or steady_s <= 0:
         raise RuntimeError(f"measured 0 samples after {warmup} warm-up batches: increase --max-batches or the dataset")
@@ -167,4 +208,5 @@ def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int) -> d
         "cpu_cores": cpu_s / steady_s,  # the process tree's CPU seconds per second, workers included
         "measured_samples": samples,
         "measured_s": steady_s,
+        **_stage_split(stats_start if steady_start is not None else None, stats_end, samples, steady_s, workers),
     }

@@ -160,3 +160,47 @@ def test_mixture_float_frames_take_the_ring_path_with_the_same_values(packed_cop
         assert_same_batch(theirs, mine)
     if num_workers == 0:  # in this process: one in-ring conversion per camera per batch
         assert len(conversions) == 3 * len(reference)
+
+
+def test_a_batch_crosses_as_two_storages_and_keeping_its_index_keeps_no_frames(packed_copy):
+    """Issue 57: every tensor of a batch but the frames shares one storage (one file descriptor
+    handed to the training process, not one per key), the frames another (the reused slot); a
+    kept ``batch["index"]`` does not hold the frames' slot."""
+    loader = BatchLoader(_dataset(packed_copy, delta_timestamps=None), batch_size=16, num_workers=1)
+    kept, batches = [], 0
+    for batch in loader:
+        tensors = [v for v in batch.values() if isinstance(v, torch.Tensor)]
+        storages = {t.untyped_storage().data_ptr() for t in tensors}
+        frames = {batch[k].untyped_storage().data_ptr() for k in ("observation.images.top", "observation.images.wrist")}
+        assert len(frames) == 1 and len(storages) == 2, sorted(k for k in batch if isinstance(batch[k], torch.Tensor))
+        kept.append(batch["index"])  # a trainer logging indices keeps these, not the frames
+        batches += 1
+    stats = loader.stats()
+    # Slots were handed back although every batch's index tensor is still held.
+    assert stats["frame_buffers_reused"] >= batches - stats["frame_buffers_allocated"] > 0
+    assert stats["frame_buffers_allocated"] <= 4, stats
+    assert sorted(int(i) for t in kept for i in t) == list(range(TOTAL))
+
+
+def test_a_sample_is_copied_into_its_row_when_it_is_built(packed_copy):
+    """Issue 57: the batch builder keeps no sample: each sample's decoded frames are freed before
+    the next one is decoded (the allocator reuses their memory), counted by weak references."""
+    import weakref
+
+    from lerobot_shards.reader.runtime import FrameRing, SlotFlags, batches
+
+    dataset = _dataset(packed_copy, delta_timestamps=None)
+    alive: list[weakref.ref] = []
+    most_alive = 0
+
+    def watched():
+        nonlocal most_alive
+        for sample in dataset:
+            most_alive = max(most_alive, sum(r() is not None for r in alive))
+            alive.append(weakref.ref(sample["observation.images.top"]))
+            yield sample
+
+    keys = ["observation.images.top", "observation.images.wrist"]
+    got = list(batches(watched(), batch_size=16, drop_last=False, frame_keys=keys, ring=FrameRing(SlotFlags(), None, 4)))
+    assert sum(len(b["index"]) for b in got) == TOTAL
+    assert most_alive <= 1, most_alive  # at most the sample just handed over, never a batch of them

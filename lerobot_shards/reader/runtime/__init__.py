@@ -8,6 +8,8 @@ _EXPORTS = {
     "lerobot_shards.reader.runtime.consumer": ["Consumer"],
     "lerobot_shards.reader.runtime.stats": ["SharedStats"],
     "lerobot_shards.reader.runtime.harmonize": ["DatasetFeatures", "FeatureHarmonizer"],
+    "lerobot_shards.reader.runtime.batching": ["batches", "collate_batch"],
+    "lerobot_shards.reader.runtime.frame_ring": ["FrameRing", "SlotFlags"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -19,6 +19,7 @@ fresh buffer, as ``default_collate`` would. So reuse never overwrites anything a
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Collection
 
 import torch
 
@@ -114,6 +115,17 @@ class FrameRing:
         self.flags.count(self.worker, False)
         return None, torch.UntypedStorage._new_shared(nbytes)
 
+    def scratch(self, nbytes: int) -> torch.UntypedStorage:
+        """A fresh storage of ``nbytes`` a batch's other tensors share (shared memory in a
+        worker, as ``default_collate`` would make each of them; freed with them)."""
+        return torch.UntypedStorage._new_shared(nbytes) if self.worker is not None else torch.UntypedStorage(nbytes)
+
+    def abandon(self, lease: tuple[int, int] | None) -> None:
+        """Hand back a slot whose batch was never sent (a stream closed mid-batch): nothing else
+        has seen it, so the worker frees it itself."""
+        if lease is not None:
+            self.flags.release(*lease)
+
     def _local(self, nbytes: int) -> torch.UntypedStorage:
         """In the training process: a slot's storage that nothing else uses, else a new one."""
         for slot, storage in enumerate(self._storages):
@@ -135,10 +147,16 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def views(storage: torch.UntypedStorage, layout: dict[str, tuple[tuple[int, ...], torch.dtype]]) -> dict[str, torch.Tensor]:
-    """Frame tensors of the given shapes (``(..., C, H, W)``) and dtypes, one after another in
-    ``storage``, each laid out channels-last in memory (``(..., H, W, C)``) and returned as a
-    ``(..., C, H, W)`` view.
+def views(
+    storage: torch.UntypedStorage,
+    layout: dict[str, tuple[tuple[int, ...], torch.dtype]],
+    *,
+    channels_last: Collection[str] | None = None,
+) -> dict[str, torch.Tensor]:
+    """Tensors of the given shapes and dtypes, one after another in ``storage``: frames
+    (``(..., C, H, W)``; the keys in ``channels_last``, or every key of 3 or more dimensions
+    when it is None) laid out channels-last in memory (``(..., H, W, C)``) and returned as a
+    ``(..., C, H, W)`` view; the others contiguous.
 
     Why channels-last: decoders hand out frames as ``(C, H, W)`` views of ``(H, W, C)`` pixels.
     Copying them into a channels-first buffer is a transposing copy, 3-7x slower than a
@@ -150,7 +168,7 @@ def views(storage: torch.UntypedStorage, layout: dict[str, tuple[tuple[int, ...]
     for key, (shape, dtype) in layout.items():
         element = torch.empty((), dtype=dtype).element_size()
         size = torch.Size(shape).numel() * element
-        if len(shape) >= 3:
+        if len(shape) >= 3 and (channels_last is None or key in channels_last):
             *lead, channels, height, width = shape
             physical_shape = (*lead, height, width, channels)
             physical = torch.empty(0, dtype=dtype).set_(
