@@ -645,6 +645,13 @@ class LeRobotSource:
             for name in schema.names:
                 if name not in present:
                     present.append(name)
+        lost = [k for k in declared if k not in present and self.features[k].is_image]
+        if lost:  # a camera, not a tabular column: leaving it out would drop it in silence
+            raise SourceError(
+                f"{sorted(first_episode_of)[0]}: image feature(s) {lost} declared in meta/info.json are not columns of "
+                "the data parquet; LeRobot cannot load the dataset: restore the column from the recording, or remove "
+                "the feature from meta/info.json to pack without it"
+            )
         self.camera_codecs(episodes)
         return SchemaDrift(
             only_in_info=[k for k in declared if k not in present],
