@@ -11,6 +11,20 @@ and LeRobot 0.6.1's ``LeRobotDataset`` (map-style, shuffled) and ``StreamingLeRo
 on the unpacked source (from ``.venv-parity``; skipped with a message when it is absent).
 Writes results.json, results.csv and chart.png to --out. Exits non-zero if a system of ours
 measured 0 samples.
+
+The ratio to the decode ceiling on real footage (issue 57), at 1 and 4 cameras, single frames
+and 50-step chunks, the two sides alternated in one run:
+
+    .venv/bin/python benchmarks/bench_read.py --systems "" --out bench-out/ceiling \
+        --ceiling-sources /work/bench-data/aloha_insertion_1cam,../shared/datasets/aloha_cube_4cam
+
+Each ``--ceiling-sources`` dataset (LeRobot v3, its AV1 kept: ``--video copy``) is packed once;
+then per mode and round: ``batchloader`` (the recommended path, ``--ceiling-workers`` workers,
+uint8), with several cameras also ``batchloader-serial`` (cameras one after another: the same
+cores as the ceiling's one process per worker), and the ``ceiling`` on the same anchors' frames.
+Rows carry the reader's per-stage split (``stage_ms_per_sample``: decode, fetch, the rest, per
+sample of one consumer) and the cores the process tree used; ``summary.ceiling_ratio`` has each
+round's ratio and the lowest.
 """
 
 from __future__ import annotations
@@ -31,9 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from benchmarks.bench_real import measure as measure_real, pack as pack_real
 from benchmarks.decode_ceiling import decode_ceiling
 from benchmarks.lerobot_baseline import run_lerobot
-from benchmarks.loader_measure import measure_loader
+from benchmarks.loader_measure import delta_for as delta_for_real, measure_loader
 from lerobot_shards import BatchLoader, PackedDataset, pack_dataset
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
 
@@ -178,15 +193,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--max-batches", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ceiling-sources", default="", help="LeRobot v3 datasets (comma-separated) for the ratio to the ceiling"
+    )
+    parser.add_argument("--ceiling-rounds", type=int, default=3)
+    parser.add_argument("--ceiling-workers", type=int, default=1)
+    parser.add_argument("--ceiling-batch-size", type=int, default=16)
+    parser.add_argument("--ceiling-max-batches", type=int, default=80)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    packs = build_data(args.out, args)
+    systems = [s for s in args.systems.split(",") if s]
+    packs = build_data(args.out, args) if systems else {}
     cameras = ["observation.images.top", "observation.images.wrist"]
-    systems = args.systems.split(",")
     rows: list[dict] = []
     s3 = s3_packed(packs["copy"]) if "s3" in systems else None
     try:
-        for mode in args.modes.split(","):
+        for mode in args.modes.split(",") if systems else ():
             delta = delta_for(mode, cameras, 30)
             for system in systems:
                 print(f"[bench] {mode} / {system} ...", flush=True)
@@ -217,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if s3 is not None:
             s3[2]()
+    for source in filter(None, args.ceiling_sources.split(",")):
+        rows += ceiling_rows(Path(source), args)
     machine = {
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
@@ -234,16 +258,91 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.DictWriter(handle, fieldnames=keys)
         writer.writeheader()
         writer.writerows(rows)
-    chart(rows, args.out / "chart.png")
+    compared = [r for r in rows if "round" not in r]
+    if compared:
+        chart(compared, args.out / "chart.png")
     print(json.dumps(summary, indent=1))
     ours_rows = [r for r in rows if r["system"] in ("copy", "batchloader", "hevc", "h264", "s3")]
     return 1 if any(not r.get("samples_per_s") for r in ours_rows) else 0
 
 
+def ceiling_rows(source: Path, args) -> list[dict]:
+    """The recommended path against the decode ceiling on ``source`` (see the module docstring):
+    per mode, ``--ceiling-rounds`` rounds, each measuring our path(s), then the ceiling."""
+    settings = argparse.Namespace(
+        video="copy",
+        gop=2,
+        crf=None,
+        workers=args.ceiling_workers,
+        batch_size=args.ceiling_batch_size,
+        prefetch_factor=args.prefetch_factor,
+        warmup=args.warmup,
+        max_batches=args.ceiling_max_batches,
+        seed=args.seed,
+        out=args.out / f"ceiling-{source.name}",
+    )
+    settings.out.mkdir(parents=True, exist_ok=True)
+    packed = pack_real(source, settings.out, settings)
+    manifest = json.loads((packed / "manifest.json").read_text())
+    video_keys = list(manifest["video_keys"])
+    ours = ["batchloader", "batchloader-serial"] if len(video_keys) > 1 else ["batchloader"]
+    rows = []
+    for mode in ("single", "chunk"):
+        delta = delta_for_real(mode, video_keys, manifest["fps"])
+        for round_ in range(1, args.ceiling_rounds + 1):
+            for system in (*ours, "ceiling"):
+                print(
+                    f"[bench] ceiling ratio: {source.name} ({len(video_keys)} cameras) {mode} / {system}, round {round_}",
+                    flush=True,
+                )
+                result = measure_real(system, packed, source, delta, settings)
+                rows.append(
+                    {
+                        "mode": mode,
+                        "system": f"{system}@{source.name}",
+                        "source": source.name,
+                        "cameras": len(video_keys),
+                        "round": round_,
+                        "decoder": "torchcodec",
+                        "workers": settings.workers,
+                        **result,
+                    }
+                )
+                print(
+                    "        " + json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}),
+                    flush=True,
+                )
+    return rows
+
+
+def ceiling_ratios(rows: list[dict]) -> dict:
+    """Per source and mode: each round's ratio of our path(s) to the ceiling, and the lowest."""
+    out: dict = {}
+    for row in rows:
+        if "round" not in row or row["system"].startswith("ceiling@"):
+            continue
+        ceiling = next(
+            r
+            for r in rows
+            if r.get("source") == row["source"]
+            and r["mode"] == row["mode"]
+            and r.get("round") == row["round"]
+            and r["system"].startswith("ceiling@")
+        )
+        system = row["system"].split("@")[0]
+        entry = out.setdefault(f"{row['source']} ({row['cameras']} cameras)", {}).setdefault(row["mode"], {})
+        ratios = entry.setdefault(system, {"rounds": [], "lowest": None})
+        ratios["rounds"].append(round(row["samples_per_s"] / ceiling["samples_per_s"], 3))
+        ratios["lowest"] = min(ratios["rounds"])
+    return out
+
+
 def summarize(rows: list[dict]) -> dict:
     """Target ratios per mode: reader/ceiling (>= 0.8), reader/LeRobot map (>= 3), s3/local (>= 0.9)."""
     out = {}
-    for mode in dict.fromkeys(r["mode"] for r in rows):
+    if any("round" in r for r in rows):
+        out["ceiling_ratio"] = ceiling_ratios(rows)
+    for mode in dict.fromkeys(r["mode"] for r in rows if "round" not in r):
         by = {r["system"]: r.get("samples_per_s") for r in rows if r["mode"] == mode}
         ratios = {}
         if by.get("copy") and by.get("ceiling"):

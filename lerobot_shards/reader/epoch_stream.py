@@ -172,7 +172,7 @@ class EpochStream(torch.utils.data.IterableDataset):
         ahead = max(self.options.prefetch_episodes, 1) + pool_size
         return segment_blocks(plan, segments, pool_size=pool_size, ahead=ahead, pieces=self._piece_map())
 
-    def _view(self) -> StreamView:
+    def _view(self, rows_as_views: bool = False) -> StreamView:
         """What the draws read: the catalog, each dataset's windows, the read options (read at
         iteration: ``BatchLoader`` may have replaced ``options`` since construction)."""
         return StreamView(
@@ -181,6 +181,7 @@ class EpochStream(torch.utils.data.IterableDataset):
             options=self.options,
             decoders=self.decoders,
             storages=self._storages,
+            rows_as_views=rows_as_views,
         )
 
     # -- the surface --------------------------------------------------------------------------
@@ -325,11 +326,20 @@ class EpochStream(torch.utils.data.IterableDataset):
         return plan_shape, [Segment(int(c), int(a), int(b)) for c, a, b in zip(sources, starts, stops)]
 
     def __iter__(self) -> Iterator[dict]:
+        return self._samples(rows_as_views=False)
+
+    def _samples_for_batches(self) -> Iterator[dict]:
+        """The samples ``iter(self)`` yields, their tabular rows left as views of the episode's
+        columns: for a consumer that copies each sample into its batch before taking the next
+        (``BatchLoader``), which then needs no per-sample copy of each row."""
+        return self._samples(rows_as_views=True)
+
+    def _samples(self, *, rows_as_views: bool) -> Iterator[dict]:
         self._pending_resume = None  # iterating uses the loaded state: a later set_epoch moves on
         world = self._world()
         if world.num_workers > 0:
             freeze_inherited_objects()
-        consumer = Consumer(self._view(), stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
+        consumer = Consumer(self._view(rows_as_views), stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
         plan_shape, segments = self._segments(world)
         for dataset, sample in consumer.samples(self._blocks(plan_shape, segments)):
             yield self._finish(dataset, sample)

@@ -59,8 +59,10 @@ class _BatchedView(torch.utils.data.IterableDataset):
             view = uint8_view()
             if view is not None:
                 dataset, float_frames = view, True
+        # Both datasets have it (EpochStream): each sample is copied into its batch at once.
+        samples = getattr(dataset, "_samples_for_batches", None)
         return batches(
-            iter(dataset),
+            samples() if samples is not None else iter(dataset),
             batch_size=self.batch_size,
             drop_last=self.drop_last,
             frame_keys=frame_keys_of(dataset),

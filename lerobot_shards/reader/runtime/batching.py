@@ -2,9 +2,11 @@
 batch in one reusable shared-memory slot (``lerobot_shards.reader.runtime.frame_ring``), frames
 laid out channels-last in memory.
 
-A batch is filled as its samples come: each sample's tensors are copied into their row the
+A batch is filled as its samples come: each sample's frames are copied into their row the
 moment it is built, so its decoded frames are freed before the next decode (the allocator hands
-the next frame the same, warm, memory). A batch crosses to the training process as two storages
+the next frame the same, warm, memory); its other tensors (a row's few values, views of the
+episode's columns when the loader asks the dataset for them) are gathered per key when the batch
+is finished, one stack per key instead of a clone and a copy per key per sample. A batch crosses to the training process as two storages
 (two file descriptors), whatever its keys: the frames' slot, reused, and one fresh storage for
 every other tensor, instead of one per key (issue 57: eight per batch of a one-camera dataset,
 each a handshake with the worker's resource-sharer thread). The other tensors stay out of the
@@ -104,6 +106,10 @@ class _SlotBatch:
         if table:  # every other tensor in one fresh storage of its own
             self.outputs.update(views(ring.scratch(layout_bytes(table)), table, channels_last=()))
         self.others: dict[str, list] = {k: [] for k in self.keys if k not in self.specs}
+        # Tabular tensors (a few bytes each) are gathered per key when the batch is finished,
+        # one stack each, instead of one copy per key per sample.
+        self.rows_of: dict[str, list[torch.Tensor]] = {k: [] for k in self.tensors if k not in frames}
+        self.checks = [(k, *self.specs[k]) for k in self.tensors]
         self.rows, self.batch_size = 0, batch_size
 
     def add(self, sample: dict) -> None:
@@ -114,13 +120,15 @@ class _SlotBatch:
         """
         if list(sample) != self.keys:
             raise ValueError(f"samples of one batch hold different keys: {sorted(set(sample) ^ set(self.keys))}")
-        for key in self.tensors:
+        for key, shape, dtype in self.checks:
             value = sample[key]
-            shape, dtype = self.specs[key]
             if not isinstance(value, torch.Tensor) or value.shape != shape or value.dtype != dtype:
                 kind = "frames" if key in self.frames else "tensors"
                 raise ValueError(f"{key}: samples of one batch hold {kind} of different shapes or dtypes")
-            self.outputs[key][self.rows].copy_(value)
+        for key in self.frames:
+            self.outputs[key][self.rows].copy_(sample[key])
+        for key, values in self.rows_of.items():
+            values.append(sample[key])
         for key, values in self.others.items():
             values.append(sample[key])
         self.rows += 1
@@ -135,6 +143,8 @@ class _SlotBatch:
         for key in self.keys:
             if key in self.outputs:
                 out = self.outputs[key] if self.full else self.outputs[key][: self.rows]
+                if key in self.rows_of:
+                    torch.stack(self.rows_of[key], out=out)
                 if key in self.scale:
                     scale_to_unit_(out)
                 batch[key] = out

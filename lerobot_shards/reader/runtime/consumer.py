@@ -48,6 +48,8 @@ class StreamView:
         decoders: the CPU decoders ``options.decoder`` names (made once by the dataset).
         storages: ``Storage`` objects to use for the first datasets (a ``PackedDataset``'s own,
             so its counters see the reads); the others are made on first use.
+        rows_as_views: samples hold their tabular rows as views of the episode's columns
+            (``BatchLoader``: each sample is copied into its batch at once, never sent alone).
     """
 
     catalog: EpisodeCatalog
@@ -55,6 +57,7 @@ class StreamView:
     options: ReadOptions
     decoders: CpuDecoders
     storages: tuple[Storage, ...] = ()
+    rows_as_views: bool = False
 
 
 class Consumer:
@@ -98,6 +101,7 @@ class Consumer:
                 decode_threads=options.decode_threads or decode_threads_for(self._world, (info.frame_sizes or {}).values()),
                 features=info.features,
                 depth_unit=options.depth_unit,
+                copy_rows=not self.view.rows_as_views,
             )
         return built
 

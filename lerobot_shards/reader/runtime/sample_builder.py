@@ -56,6 +56,7 @@ class SampleBuilder:
         decode_threads: int = 1,
         features: Features | None = None,
         depth_unit: str = "mm",
+        copy_rows: bool = True,
     ):
         self.video_keys = list(video_keys)
         features = features if features is not None else Features()
@@ -69,8 +70,13 @@ class SampleBuilder:
             k: q for k in (*self.video_keys, *self.image_keys) if (q := features[k].depth) is not None
         }
         self.depth_unit = depth_unit
+        # A sample that crosses to another process alone must own its rows (a view would drag
+        # the whole episode column through IPC); one copied into a batch at once need not.
+        self.copy_rows = copy_rows
         self.cameras = [*self.video_keys, *self.image_keys]
         self.offsets = offsets
+        # Each window's lowest and highest offset: whether a window lies inside its episode.
+        self._bounds = {k: (int(o.min()), int(o.max())) for k, o in offsets.items() if len(o)}
         self.tasks = tasks
         self.decoders = decoders
         self.return_uint8 = return_uint8
@@ -170,6 +176,16 @@ class SampleBuilder:
             self._threads.shutdown(wait=True)
             self._threads = None
 
+    def _window(self, key: str, frame: int, length: int) -> tuple[np.ndarray, torch.Tensor]:
+        """``query_frames`` of one key's window: its rows and ``is_pad``. A window inside the
+        episode (most are) needs no clipping: its rows are the offsets moved, nothing padded."""
+        offsets = self.offsets[key]
+        bounds = self._bounds.get(key)
+        if bounds is not None and frame + bounds[0] >= 0 and frame + bounds[1] < length:
+            return frame + offsets, torch.zeros(len(offsets), dtype=torch.bool)
+        rows, is_pad = query_frames(frame, length, offsets)
+        return rows, torch.from_numpy(is_pad)
+
     def build(self, episode: LoadedEpisode, frame: int, *, last: bool = False) -> dict:
         """The sample at ``frame`` of an admitted episode; ``last``: this is the admission's
         last draw (a ``DecodeStage`` may then drop its members)."""
@@ -181,11 +197,11 @@ class SampleBuilder:
             if name in LANGUAGE_COLUMNS:
                 item[name] = language_value(name, values[frame])
                 continue
-            # clone: a view would drag the whole episode column through worker IPC.
-            item[name] = values[frame].clone() if isinstance(values, torch.Tensor) else values[frame]
-        for key, key_offsets in self.offsets.items():
-            rows, is_pad = query_frames(frame, length, key_offsets)
-            item[f"{key}_is_pad"] = torch.from_numpy(is_pad)
+            row = values[frame]
+            item[name] = row.clone() if self.copy_rows and isinstance(row, torch.Tensor) else row
+        windows = {key: self._window(key, frame, length) for key in self.offsets}
+        for key, (rows, is_pad) in windows.items():
+            item[f"{key}_is_pad"] = is_pad
             if key in self.cameras:
                 continue
             values = episode.columns[key]
@@ -196,9 +212,8 @@ class SampleBuilder:
         admits = self.encoded_video and episode not in self._shipped
         started = time.perf_counter()
         for key in self.cameras:
-            if key in self.offsets:
-                rows, _ = query_frames(frame, length, self.offsets[key])
-                wanted = rows.tolist()
+            if key in windows:
+                wanted = windows[key][0].tolist()
             else:
                 wanted = [frame]
             if key in self.image_cameras:
