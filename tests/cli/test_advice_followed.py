@@ -183,14 +183,18 @@ def test_11_frames_given_as_seconds_are_asked_about(sample_source, tmp_path, cap
 
 
 # -- rows 4 and 7: sizes per camera, and NVDEC's limits said before packing, advice followed -----
-def test_4_7_nvdec_limits_are_said_at_check_and_the_advised_sizes_pack_per_camera(sample_source, tmp_path):
+def test_4_7_nvdec_limits_are_said_at_check_and_the_advised_sizes_pack_per_camera(sample_source, tmp_path, caplog):
     """The default sample (48x64 and 32x32 cameras) could not be resized at all: one size
-    stretched the other camera. Now check says, per camera, the size NVDEC needs; the advised
-    `--resize KEY=HxW` flags pack, and info then says NVDEC decodes every camera."""
+    stretched the other camera. Now check (and pack, before it packs) says, per camera, the size
+    NVDEC needs; the advised `--resize KEY=HxW` flags pack, and info then says NVDEC decodes
+    every camera."""
     checked = _run("check", str(sample_source), "--video", "hevc")
     advice = re.findall(r"`lerobot-shards pack SRC DST --video hevc (--resize \S+)`", checked.output)
     assert len(advice) == 2 and "observation.images.wrist=144x144" in advice[1], checked.output
     sizes = [flag for item in advice for flag in shlex.split(item)]
+    # pack says the same, per camera, before it packs (not only check before, or info after).
+    unsized = _logged(caplog, "pack", str(sample_source), str(tmp_path / "unsized"), "--video", "hevc")
+    assert re.findall(r"`lerobot-shards pack SRC DST --video hevc (--resize \S+)`", unsized) == advice, unsized
     out = tmp_path / "nvdec"
     _run("pack", str(sample_source), str(out), "--video", "hevc", *sizes)
     info = _run("info", str(out), "--format", "json")

@@ -39,7 +39,7 @@ from lerobot_shards.packer.run.pool import run_jobs
 from lerobot_shards.packer.run.receipts import kept_receipt
 from lerobot_shards.packer.run.shards import ShardJob, pack_shard
 from lerobot_shards.packer.shard.build import ShardSpec
-from lerobot_shards.packer.shard.check import stretched_cameras, uncopyable_codecs
+from lerobot_shards.packer.shard.check import nvdec_warnings, stretched_cameras, uncopyable_codecs
 from lerobot_shards.packer.source.base import Source, open_dataset_source
 from lerobot_shards.packer.source.staging import describe_source, stage_source
 
@@ -302,6 +302,8 @@ def _plan_pack(
     stretched = stretched_cameras(source, options)
     if stretched:
         raise OptionsError(stretched, option="resize")
+    for said in nvdec_warnings(source, options):  # as check says it: before packing, not only by info after
+        log.warning("%s", said)
     planned = select_episodes(source.episode_indices, options.episodes)
     sizes = [source.estimated_episode_bytes(e) for e in planned]
     plan = make_pack_plan(planned, sizes, options, {**description, "fingerprint": source.fingerprint(planned)})

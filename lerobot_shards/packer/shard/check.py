@@ -211,14 +211,7 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck, ep
         except VideoCutError as err:
             report.findings.append(Finding("error", str(err), camera=key))
             continue
-        refusal = nvdec_size_refusal(
-            options.video,
-            height,
-            width,
-            where=f"NVDEC cannot decode this camera after --video {options.video}",
-            repack=f"lerobot-shards pack SRC DST --video {options.video}",
-            camera=key,
-        )
+        refusal = _nvdec_refusal(options, key, height, width)
         if refusal is not None:  # said before packing, not only by info or the GPU stage after
             report.findings.append(Finding("warning", refusal, camera=key))
         source_format = spec.pix_fmt
@@ -231,6 +224,36 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck, ep
                     camera=key,
                 )
             )
+
+
+def _nvdec_refusal(options: PackOptions, camera: str, height: int, width: int) -> str | None:
+    """Why NVDEC could not decode ``camera``'s re-encoded ``height x width`` frames, or None."""
+    return nvdec_size_refusal(
+        options.video,
+        height,
+        width,
+        where=f"NVDEC cannot decode this camera after --video {options.video}",
+        repack=f"lerobot-shards pack SRC DST --video {options.video}",
+        camera=camera,
+    )
+
+
+def nvdec_warnings(source: Source, options: PackOptions) -> list[str]:
+    """What ``check`` warns about NVDEC for this re-encode, one line per colour camera NVDEC
+    could not decode at its output size (with the per-camera ``--resize`` that fits); empty in
+    copy mode. ``pack`` logs the same lines before it packs."""
+    if options.video == "copy":
+        return []
+    said = []
+    for key in source.video_keys:
+        spec = source.features[key]
+        if key in source.depth or spec.camera is None:
+            continue
+        height, width = EncodeSettings(codec=options.video, resize=options.resize_for(key)).output_size(*spec.camera.size)
+        refusal = _nvdec_refusal(options, key, height, width)
+        if refusal is not None:
+            said.append(f"camera {key}: {refusal}")
+    return said
 
 
 def _check_episode(source: Source, options: PackOptions, episode: int, videos: OpenVideos, report: SourceCheck) -> None:
@@ -383,4 +406,4 @@ def _check_camera(
             report.reencoded.append(episode)
 
 
-__all__ = ["Finding", "SourceCheck", "check_source", "uncopyable_codecs"]
+__all__ = ["Finding", "SourceCheck", "check_source", "nvdec_warnings", "uncopyable_codecs"]
