@@ -198,12 +198,28 @@ def _checkout() -> str:
     return str(root) if (root / "pyproject.toml").is_file() else "PATH_TO_LEROBOT_SHARDS"
 
 
+# What LeRobot's parser (draccus, through YAML 1.1) reads as true; "1" it refuses.
+_TRUE = ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON")
+
+
+def _flag_values(rest: list[str], flag: str) -> list[str]:
+    """The values ``flag`` is given in LeRobot's arguments, as ``--flag=V`` or ``--flag V``."""
+    values = []
+    for i, arg in enumerate(rest):
+        if arg.startswith(flag + "="):
+            values.append(arg.split("=", 1)[1])
+        elif arg == flag and i + 1 < len(rest):
+            values.append(rest[i + 1])
+    return values
+
+
 def existing_output_dir(rest: list[str]) -> str | None:
     """The refusal for a new run (no ``--resume=true``) into an ``--output_dir`` that exists,
     with the two ways on, or None. LeRobot raises ``FileExistsError`` there, after its imports
     (a traceback under ``python -m``/``accelerate launch``) and without the resume command."""
-    given = [a.split("=", 1)[1] for a in rest if a.startswith("--output_dir=")]
-    if not given or any(a in ("--resume=true", "--resume=True") for a in rest) or not Path(given[-1]).is_dir():
+    given = _flag_values(rest, "--output_dir")
+    resume = _flag_values(rest, "--resume")
+    if not given or (resume and resume[-1] in _TRUE) or not Path(given[-1]).is_dir():
         return None
     out = given[-1]
     config = Path(out) / "checkpoints" / "last" / "pretrained_model" / "train_config.json"

@@ -302,6 +302,11 @@ def test_a_typo_an_existing_output_dir_and_the_install_hint_say_the_fix(tmp_path
         "or give another --output_dir"
     )
     assert existing_output_dir([f"--output_dir={run}", "--resume=true"]) is None
+    # The forms LeRobot's parser also takes: a value after a space, true spelt otherwise.
+    assert existing_output_dir(["--output_dir", str(run)]) == refusal
+    assert existing_output_dir(["--output_dir", str(run), "--resume", "True"]) is None
+    assert existing_output_dir([f"--output_dir={run}", "--resume=yes"]) is None
+    assert existing_output_dir([f"--output_dir={run}", "--resume=false"]) == refusal
     checkout = Path(__file__).resolve().parents[2]
     message = missing_lerobot_message((3, 11), "/usr/bin/python3.11")
     assert f"pip install -e '{checkout}[pack,s3]'" in message and "PATH_TO" not in message
