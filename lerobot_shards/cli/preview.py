@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from pathlib import Path
@@ -45,8 +46,10 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
     # page is written beside it and renamed over OUTPUT: a failed run leaves no half page.
     if not output.parent.is_dir():
         raise click.ClickException(f"{printable(str(output.parent))}: no such folder to write {printable(output.name)} in")
-    try:
-        handle, partial = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    prefix = f".{output.name}."
+    _remove_killed_pages(output.parent, prefix)
+    try:  # the writer's pid in the name: a later run knows a killed run's page from a live one's
+        handle, partial = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=".tmp", dir=output.parent)
     except OSError as err:
         raise click.ClickException(f"{printable(str(output))}: cannot write it ({err.strerror})") from None
     try:
@@ -67,3 +70,18 @@ def preview_command(packed, output, max_episodes, frames_per_episode, storage_op
         f"wrote {output} ({report.html_bytes / 1e6:.2f} MB): {report.episodes_shown} of {report.episodes_total} episodes, "
         f"{report.frames_decoded} frames decoded, {report.seconds:.1f} s"
     )
+
+
+def _remove_killed_pages(folder: Path, prefix: str) -> None:
+    """Remove the half pages (``PREFIX<pid>.<random>.tmp``) that previews of the same page left
+    when they were killed (their pid no longer runs); a running preview's page is kept."""
+    for entry in folder.glob(f"{glob.escape(prefix)}*.tmp"):
+        pid = entry.name[len(prefix) :].split(".", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            entry.unlink(missing_ok=True)
+        except PermissionError:
+            pass  # another user's live process

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shlex
 from pathlib import Path
@@ -287,6 +288,15 @@ def test_14_preview_refuses_an_unwritable_output_before_decoding(packed_copy, tm
     written = _run("preview", str(packed_copy), "-o", str(tmp_path / "p.html"), "--episodes", "1")
     assert (tmp_path / "p.html").stat().st_size > 0 and "wrote" in written.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.html", "ro"]  # no temp page left
+    # A preview killed mid-decode (SIGKILL: no cleanup runs) left its half page; the next preview
+    # of that page removes it, and keeps one whose writer still runs.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed, running = tmp_path / f".p.html.{dead.pid}.x1.tmp", tmp_path / f".p.html.{os.getpid()}.x2.tmp"
+    killed.write_text("<html>half")
+    running.write_text("<html>half")
+    _run("preview", str(packed_copy), "-o", str(tmp_path / "p.html"), "--episodes", "1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [running.name, "p.html", "ro"]
 
 
 # -- row 15: a missing shard is one line per file, and the repair command says what SRC is -------
