@@ -6,10 +6,11 @@ A batch is filled as its samples come: each sample's frames are copied into thei
 moment it is built, so its decoded frames are freed before the next decode (the allocator hands
 the next frame the same, warm, memory); its other tensors (a row's few values, views of the
 episode's columns when the loader asks the dataset for them) are gathered per key when the batch
-is finished, one stack per key instead of a clone and a copy per key per sample. A batch crosses to the training process as two storages
-(two file descriptors), whatever its keys: the frames' slot, reused, and one fresh storage for
-every other tensor, instead of one per key (issue 57: eight per batch of a one-camera dataset,
-each a handshake with the worker's resource-sharer thread). The other tensors stay out of the
+is finished, one stack per key instead of a clone and a copy per key per sample. A batch crosses
+to the training process as two storages (two file descriptors), whatever its keys: the frames'
+slot, reused, and one fresh storage for every other tensor, instead of one per key (issue 57:
+eight per batch of a one-camera dataset, each a handshake with the worker's resource-sharer
+thread). The other tensors stay out of the
 slot so that a trainer keeping ``batch["index"]`` does not keep a batch of frames alive with it.
 
 A batch is exactly ``torch.utils.data.default_collate`` of its samples (tensors stacked along
