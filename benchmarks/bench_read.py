@@ -21,7 +21,8 @@ and 50-step chunks, the two sides alternated in one run:
 Each ``--ceiling-sources`` dataset (LeRobot v3, its AV1 kept: ``--video copy``) is packed once;
 then per mode and round: ``batchloader`` (the recommended path, ``--ceiling-workers`` workers,
 uint8), with several cameras also ``batchloader-serial`` (cameras one after another: the same
-cores as the ceiling's one process per worker), and the ``ceiling`` on the same anchors' frames.
+cores as the ceiling's one process per worker), and the ``ceiling`` on exactly the frames our path
+delivered, in its order (checked equal in every round); the first side alternates by round.
 Rows carry the reader's per-stage split (``stage_ms_per_sample``: decode, fetch, the rest, per
 sample of one consumer) and the cores the process tree used; ``summary.ceiling_ratio`` has each
 round's ratio and the lowest.
@@ -289,13 +290,27 @@ def ceiling_rows(source: Path, args) -> list[dict]:
     rows = []
     for mode in ("single", "chunk"):
         delta = delta_for_real(mode, video_keys, manifest["fps"])
+        delivered: list | None = None  # what our path delivered in round 1: every later run must match
         for round_ in range(1, args.ceiling_rounds + 1):
-            for system in (*ours, "ceiling"):
+            # Round 1 measures ours first (the ceiling needs the frames it delivered); later rounds
+            # alternate which side goes first, so a drift of the machine's speed within a round
+            # does not favour one side.
+            order = (*ours, "ceiling") if round_ % 2 else ("ceiling", *ours)
+            for system in order:
                 print(
                     f"[bench] ceiling ratio: {source.name} ({len(video_keys)} cameras) {mode} / {system}, round {round_}",
                     flush=True,
                 )
-                result = measure_real(system, packed, source, delta, settings)
+                record: list | None = None if system == "ceiling" else []
+                result = measure_real(system, packed, source, delta, settings, record=record, frames=delivered)
+                if record is not None:
+                    if delivered is None:
+                        delivered = record
+                    elif record != delivered:
+                        raise RuntimeError(
+                            f"{system} delivered other frames than round 1 on {source.name} ({mode}): the reader is "
+                            "not deterministic for a fixed seed, so the ceiling would not decode the same frames"
+                        )
                 rows.append(
                     {
                         "mode": mode,

@@ -75,7 +75,12 @@ def pack(source: Path, out: Path, args) -> Path:
     return dst
 
 
-def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
+def measure(
+    system: str, packed: Path, source: Path, delta, args, *, record: list | None = None, frames: list | None = None
+) -> dict:
+    """One system's row. ``record`` receives the measured samples' ``(episode_index,
+    frame_index)`` (a loader); ``frames`` makes the ceiling decode exactly those (see
+    ``decode_ceiling``)."""
     if system == "lerobot-map" or system.startswith("lance"):
         return run_lerobot(
             system,
@@ -89,7 +94,7 @@ def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
         )
     if system == "ceiling":
         samples = (args.max_batches - args.warmup) * args.batch_size
-        return decode_ceiling(packed, delta, samples, max(args.workers, 1), args.seed)
+        return decode_ceiling(packed, delta, samples, max(args.workers, 1), args.seed, frames=frames)
     dataset = PackedDataset(
         str(packed),
         delta_timestamps=delta,
@@ -116,7 +121,7 @@ def measure(system: str, packed: Path, source: Path, delta, args) -> dict:
             )
 
     workers = 0 if system == "inprocess" else args.workers
-    return measure_loader(make_loader, warmup=args.warmup, max_batches=args.max_batches, workers=max(workers, 1))
+    return measure_loader(make_loader, warmup=args.warmup, max_batches=args.max_batches, workers=max(workers, 1), record=record)
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -188,9 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for mode in args.modes.split(","):
         delta = delta_for(mode, cameras, manifest["fps"])
+        delivered: list | None = None  # the first loader of ours' measured frames: the ceiling decodes those
         for system in args.systems.split(","):
             print(f"[bench] {mode} / {system} ...", flush=True)
-            result = measure(system, packed, args.source, delta, args)
+            ours_system = system not in ("lerobot-map", "lance", "lance-uint8", "ceiling")
+            record: list | None = [] if ours_system and delivered is None else None
+            result = measure(system, packed, args.source, delta, args, record=record, frames=delivered)
+            delivered = record if record is not None else delivered
             rows.append({"mode": mode, "system": system, **result})
             print(
                 "        " + json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}), flush=True

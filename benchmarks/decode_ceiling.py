@@ -3,7 +3,8 @@
 Same decoder (torchcodec, one FFmpeg thread per decoder), same member bytes, the frames of the
 same kind of anchors (random, a window's frames per camera), no DataLoader, no tabular work,
 one process per core the reader under test uses; a decoder is opened once per (episode,
-camera) and kept, as the reader's episode pool does.
+camera) and kept, as the reader's episode pool does. Given the frames a loader delivered (its
+measured samples' ``episode_index`` and ``frame_index``), it decodes exactly those, in order.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from pathlib import Path
 
 import torch
 
-from lerobot_shards import PackedDataset
 
-
-def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
-    """Decode exactly the frames the samples need, from the same member bytes, same decoder."""
+def _ceiling_worker(packed: str, delta, samples: list[tuple[int, int]], queue) -> None:
+    """Decode exactly the frames ``samples`` (``(episode_index, frame_index)`` each) need, in
+    that order, from the same member bytes with the same decoder."""
     from lerobot_shards.core.pack import PackedIndex
     from lerobot_shards.core.storage import Storage
     from lerobot_shards.core.windows import query_frames, resolve_delta_timestamps
@@ -29,40 +29,54 @@ def _ceiling_worker(packed: str, delta, anchors: list[int], queue) -> None:
     index = PackedIndex(storage)
     offsets = resolve_delta_timestamps(delta, index.manifest.fps) if delta else {}
     stage = CpuDecoders("auto")
-    episode_of_frame = []
-    for position, entry in enumerate(index.episodes):
-        episode_of_frame += [(position, j) for j in range(entry.length)]
+    position_of = {int(episode): position for position, episode in enumerate(index.episodes.episode_index)}
     torch.set_num_threads(1)
     tars: dict[int, bytes] = {}
+    entries: dict[int, object] = {}
     decoders: dict[tuple[int, str], object] = {}
-    for anchor in anchors:  # open every decoder first: the ceiling times decoding alone
-        position, _ = episode_of_frame[anchor]
-        entry = index.episodes[position]
+    for episode, _ in samples:  # open every decoder first: the ceiling times decoding alone
+        position = position_of[episode]
+        if position in entries:
+            continue
+        entry = entries[position] = index.episodes[position]
         for key, member in entry.cameras.items():
-            if (position, key) not in decoders:
-                if entry.shard not in tars:
-                    tars[entry.shard] = (Path(packed) / "shards" / f"shard-{entry.shard:06d}.tar").read_bytes()
-                decoders[(position, key)] = stage.open(tars[entry.shard][member.offset : member.offset + member.size], where=key)
+            if entry.shard not in tars:
+                tars[entry.shard] = (Path(packed) / "shards" / f"shard-{entry.shard:06d}.tar").read_bytes()
+            decoders[(position, key)] = stage.open(tars[entry.shard][member.offset : member.offset + member.size], where=key)
     frames = 0
     started = time.perf_counter()
-    for anchor in anchors:
-        position, frame = episode_of_frame[anchor]
-        entry = index.episodes[position]
+    for episode, frame in samples:
+        position = position_of[episode]
+        entry = entries[position]
         for key in entry.cameras:
             wanted = query_frames(frame, entry.length, offsets[key])[0].tolist() if key in offsets else [frame]
             frames += len(stage.decode(decoders[(position, key)], wanted, where=key))
-    queue.put((len(anchors), frames, time.perf_counter() - started))
+    queue.put((len(samples), frames, time.perf_counter() - started))
 
 
-def decode_ceiling(packed: Path, delta, samples: int, workers: int, seed: int) -> dict:
-    total = PackedDataset(str(packed)).num_anchors
-    anchors = list(range(total))
-    random.Random(seed).shuffle(anchors)
-    anchors = anchors[:samples]
+def random_samples(packed: Path, samples: int, seed: int) -> list[tuple[int, int]]:
+    """``samples`` anchors drawn without replacement (seeded), as ``(episode_index, frame_index)``."""
+    from lerobot_shards.core.pack import PackedIndex
+    from lerobot_shards.core.storage import Storage
+
+    episodes = PackedIndex(Storage(str(packed))).episodes
+    every = [(int(e), j) for e, length in zip(episodes.episode_index, episodes.length) for j in range(int(length))]
+    random.Random(seed).shuffle(every)
+    return every[:samples]
+
+
+def decode_ceiling(
+    packed: Path, delta, samples: int, workers: int, seed: int, *, frames: list[tuple[int, int]] | None = None
+) -> dict:
+    """The ceiling's throughput on ``frames`` (``(episode_index, frame_index)`` per sample, in
+    the order a loader under test delivered them: the same frames, decoded in the same order),
+    or on ``samples`` anchors drawn at random (seeded) when no ``frames`` are given. Samples are
+    dealt to ``workers`` processes in turn."""
+    chosen = list(frames) if frames is not None else random_samples(packed, samples, seed)
     # spawn: forking a process that runs threads (prefetch, s3fs, RSS sampler) can deadlock.
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    shares = [anchors[i::workers] for i in range(workers)]
+    shares = [chosen[i::workers] for i in range(workers)]
     processes = [context.Process(target=_ceiling_worker, args=(str(packed), delta, s, queue)) for s in shares]
     started = time.perf_counter()
     for process in processes:
@@ -77,4 +91,5 @@ def decode_ceiling(packed: Path, delta, samples: int, workers: int, seed: int) -
         "frames_per_s": sum(f for _, f, _ in results) / slowest,
         "processes": workers,
         "wall_s": wall,
+        "same_frames": frames is not None,
     }

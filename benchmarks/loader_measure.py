@@ -148,8 +148,11 @@ def _stage_split(start: dict | None, end: dict | None, samples: int, seconds: fl
     }
 
 
-def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int, workers: int = 1) -> dict:
+def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int, workers: int = 1, record: list | None = None) -> dict:
     """Iterate up to ``max_batches`` batches and report throughput and latency numbers.
+
+    ``record``, when given, receives ``(episode_index, frame_index)`` of every measured sample
+    in the order the loader delivered them (the decode ceiling then decodes the same frames).
 
     Raises:
         RuntimeError: nothing was measured (0 samples after warm-up): a benchmark that
@@ -184,6 +187,8 @@ def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int, work
             elif count + 1 > warmup:
                 samples += n
                 frames += f
+                if record is not None:
+                    record += zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())
         steady_s = (last - steady_start) if steady_start is not None else 0.0
         cpu_s = tree_cpu_seconds() - cpu_start if steady_start is not None else 0.0
         stats_end = _stage_seconds(loader) if steady_start is not None else None
