@@ -36,15 +36,17 @@ import torch
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.reader.decode.unit_float import to_unit_float
 from lerobot_shards.reader.runtime.batching import LEASE_KEY, batches
+from lerobot_shards.reader.runtime.build_ahead import BuiltAhead
 from lerobot_shards.reader.runtime.frame_ring import MAX_SLOTS, FrameRing, RingReleaser, SlotFlags
 
 
 class _BatchedView(torch.utils.data.IterableDataset):
     """What the DataLoader's workers run: the dataset's samples, batched with a frame ring."""
 
-    def __init__(self, dataset, *, batch_size: int, drop_last: bool, flags: SlotFlags, slots: int):
+    def __init__(self, dataset, *, batch_size: int, drop_last: bool, flags: SlotFlags, slots: int, build_ahead: int):
         super().__init__()
         self.dataset, self.batch_size, self.drop_last, self.flags, self.slots = dataset, batch_size, drop_last, flags, slots
+        self.build_ahead = build_ahead
 
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
@@ -61,8 +63,13 @@ class _BatchedView(torch.utils.data.IterableDataset):
                 dataset, float_frames = view, True
         # Both datasets have it (EpochStream): each sample is copied into its batch at once.
         samples = getattr(dataset, "_samples_for_batches", None)
+        source = samples() if samples is not None else iter(dataset)
+        if info is not None and self.build_ahead > 0:
+            # In a worker (a process of its own: no fork can copy the thread mid-decode), the
+            # next samples are built while this one is copied (runtime/build_ahead.py).
+            source = BuiltAhead(source, self.build_ahead)
         return batches(
-            samples() if samples is not None else iter(dataset),
+            source,
             batch_size=self.batch_size,
             drop_last=self.drop_last,
             frame_keys=frame_keys_of(dataset),
@@ -93,10 +100,14 @@ class BatchLoader:
             thread, ``decode_ahead`` batches ahead), and ``samples_consumed`` counts only what
             was yielded, so ``state_dict()`` never runs ahead of the training loop. Without one,
             the loader makes ``DecodeStage(decode_device)`` itself (batches never lack frames).
+        build_ahead: in each worker, samples built ahead on a thread of the worker's own while
+            the batch is filled (the next decode runs while this sample is copied; 0: one
+            thread). Bounded: a worker holds at most ``build_ahead + 2`` samples besides its
+            batches. Not used with ``num_workers=0``.
         pin_memory, timeout, multiprocessing_context, worker_init_fn: passed to ``DataLoader``.
 
     Raises:
-        ValueError: ``batch_size < 1``, ``num_workers < 0``, or a ``prefetch_factor`` that
+        ValueError: ``batch_size < 1``, ``num_workers < 0``, ``build_ahead < 0``, or a ``prefetch_factor`` that
             needs more ring slots than ``MAX_SLOTS``.
     """
 
@@ -114,9 +125,12 @@ class BatchLoader:
         worker_init_fn=None,
         decode_stage=None,
         decode_ahead: int = 2,
+        build_ahead: int = 1,
     ):
-        if batch_size < 1 or num_workers < 0:
-            raise ArgumentError(f"batch_size must be >= 1 and num_workers >= 0, got {batch_size} and {num_workers}")
+        if batch_size < 1 or num_workers < 0 or build_ahead < 0:
+            raise ArgumentError(
+                f"batch_size must be >= 1, num_workers and build_ahead >= 0, got {batch_size}, {num_workers} and {build_ahead}"
+            )
         # In flight per worker: prefetch_factor batches, the one the trainer holds, and the one
         # the trainer's loop variable still holds while the next is fetched.
         slots = prefetch_factor + 3
@@ -127,7 +141,9 @@ class BatchLoader:
         self.dataset, self.batch_size, self.num_workers, self.drop_last = dataset, batch_size, num_workers, drop_last
         self._flags = SlotFlags()
         self._releaser = RingReleaser(self._flags)
-        self._view = _BatchedView(dataset, batch_size=batch_size, drop_last=drop_last, flags=self._flags, slots=slots)
+        self._view = _BatchedView(
+            dataset, batch_size=batch_size, drop_last=drop_last, flags=self._flags, slots=slots, build_ahead=build_ahead
+        )
         self._loader_options: dict[str, Any] = dict(
             batch_size=None,
             num_workers=num_workers,

@@ -241,3 +241,44 @@ def test_a_batch_copies_each_frame_once_and_gathers_each_row_key_once(packed_cop
     for key, value in sample.items():
         if isinstance(value, torch.Tensor) and key not in cameras:
             assert value.untyped_storage().nbytes() == value.numel() * value.element_size(), key
+
+
+def test_workers_building_ahead_give_the_same_batches_frames_and_errors(packed_copy, tmp_path):
+    """Issue 57: a worker builds its next samples on a thread of its own (``build_ahead``, on
+    by default) while it fills the batch. The batches, the frames decoded and where an error
+    comes are those of a worker on one thread."""
+    import random
+    import shutil
+
+    from lerobot_shards.core.format import video_column
+    from tests.pack_tamper import replace_member
+    from tests.packed_fixtures import episodes_index
+
+    def run(packed, ahead: int):
+        dataset = _dataset(packed)
+        got: list[dict] = []
+        try:
+            for batch in BatchLoader(dataset, batch_size=5, num_workers=1, build_ahead=ahead):
+                got.append(batch)
+        except Exception as error:  # the DataLoader re-raises the worker's error in this process
+            return got, dataset.stats()["frames_decoded"], (type(error).__name__, str(error).strip().splitlines()[-1])
+        return got, dataset.stats()["frames_decoded"], None
+
+    one, ahead = run(packed_copy, 0), run(packed_copy, 2)
+    assert len(one[0]) == len(ahead[0]) == -(-TOTAL // 5)
+    for a, b in zip(one[0], ahead[0]):
+        assert_same_batch(a, b)
+    assert one[1] == ahead[1] == TOTAL * 3  # a window of two frames on one camera, one on the other
+    assert one[2] is None and ahead[2] is None
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(packed_copy, damaged)
+    camera = "observation.images.wrist"
+    episode = next(r for r in episodes_index(damaged) if r["episode_index"] == 4)
+    replace_member(damaged, 4, camera, random.Random(4).randbytes(episode[video_column(camera, "size")]))
+    one, ahead = run(damaged, 0), run(damaged, 2)
+    assert one[2] is not None and "episode 4" in one[2][1], one[2]
+    assert ahead[2] == one[2]
+    assert 0 < len(one[0]) == len(ahead[0])  # the error came after the same batches
+    for a, b in zip(one[0], ahead[0]):
+        assert_same_batch(a, b)

@@ -9,6 +9,7 @@ _EXPORTS = {
     "lerobot_shards.reader.runtime.stats": ["SharedStats"],
     "lerobot_shards.reader.runtime.harmonize": ["DatasetFeatures", "FeatureHarmonizer"],
     "lerobot_shards.reader.runtime.batching": ["batches", "collate_batch"],
+    "lerobot_shards.reader.runtime.build_ahead": ["BuiltAhead"],
     "lerobot_shards.reader.runtime.frame_ring": ["FrameRing", "SlotFlags"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)

@@ -208,6 +208,9 @@ def batches(
     finally:
         if filling is not None:
             filling.abandon()
+        close = getattr(samples, "close", None)
+        if close is not None:  # a source building ahead on a thread stops now, not when collected
+            close()
 
 
 __all__ = ["LEASE_KEY", "batches", "collate_batch"]
