@@ -20,9 +20,11 @@ and 50-step chunks, the two sides alternated in one run:
 
 Each ``--ceiling-sources`` dataset (LeRobot v3, its AV1 kept: ``--video copy``) is packed once;
 then per mode and round: ``batchloader`` (the recommended path, ``--ceiling-workers`` workers,
-uint8), with several cameras also ``batchloader-serial`` (cameras one after another: the same
-cores as the ceiling's one process per worker), and the ``ceiling`` on exactly the frames our path
-delivered, in its order (checked equal in every round); the first side alternates by round.
+uint8), ``batchloader-inline`` (the same, each worker building its samples on the thread that
+fills the batch: ``build_ahead=0``), with several cameras also ``batchloader-serial`` (cameras
+one after another, ``build_ahead=0``: one thread, the ceiling's cores), and the ``ceiling`` on
+exactly the frames our path delivered, in its order (checked equal in every round); the first
+side alternates by round.
 Rows carry the reader's per-stage split (``stage_ms_per_sample``: decode, fetch, the rest, per
 sample of one consumer) and the cores the process tree used; ``summary.ceiling_ratio`` has each
 round's ratio and the lowest.
@@ -286,7 +288,8 @@ def ceiling_rows(source: Path, args) -> list[dict]:
     packed = pack_real(source, settings.out, settings)
     manifest = json.loads((packed / "manifest.json").read_text())
     video_keys = list(manifest["video_keys"])
-    ours = ["batchloader", "batchloader-serial"] if len(video_keys) > 1 else ["batchloader"]
+    # batchloader-inline: the same without building ahead (build_ahead=0), measured in the same rounds
+    ours = ["batchloader", "batchloader-inline", *(["batchloader-serial"] if len(video_keys) > 1 else [])]
     rows = []
     for mode in ("single", "chunk"):
         delta = delta_for_real(mode, video_keys, manifest["fps"])

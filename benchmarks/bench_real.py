@@ -17,7 +17,10 @@ re-encode with ``--gop``/``--crf``), then for each mode (``single``: one frame p
 - ``batchloader``: ``BatchLoader(PackedDataset(return_uint8=True))``, the recommended path
   (``decode_threads`` by default: a sample's cameras decode side by side on the cores the
   workers leave idle);
-- ``batchloader-serial``: the same with ``decode_threads=1`` (cameras one after another);
+- ``batchloader-serial``: the same with ``decode_threads=1`` (cameras one after another) and
+  ``build_ahead=0``: one thread per worker, the ceiling's cores;
+- ``batchloader-inline``: ``batchloader`` with ``build_ahead=0`` (each worker builds its samples
+  on the thread that fills the batch: no decode while a sample is copied);
 - ``batchloader-float32``: ``BatchLoader`` over LeRobot-identical float32 samples;
 - ``batchloader+to-float``: ``batchloader``, then ``to_device(batch, "cpu")`` in the training
   loop: float32 frames bit-identical to LeRobot's, converted in the training process;
@@ -59,6 +62,7 @@ SYSTEMS = (
     "uint8",
     "batchloader",
     "batchloader-serial",
+    "batchloader-inline",
     "batchloader-float32",
     "batchloader+to-float",
     "inprocess",
@@ -106,7 +110,11 @@ def measure(
         workers = 0 if system == "inprocess" else args.workers
 
         def make_loader():
-            loader = BatchLoader(dataset, batch_size=args.batch_size, num_workers=workers, prefetch_factor=args.prefetch_factor)
+            # "-inline", "-serial": each worker builds its samples on the thread that fills the batch (build_ahead=0)
+            inline = {"build_ahead": 0} if system.endswith(("inline", "serial")) else {}
+            loader = BatchLoader(
+                dataset, batch_size=args.batch_size, num_workers=workers, prefetch_factor=args.prefetch_factor, **inline
+            )
             if system == "batchloader+to-float":
                 return (to_device(batch, "cpu") for batch in loader)
             return loader
