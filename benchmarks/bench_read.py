@@ -37,6 +37,7 @@ import csv
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -334,7 +335,10 @@ def ceiling_rows(source: Path, args) -> list[dict]:
 
 
 def ceiling_ratios(rows: list[dict]) -> dict:
-    """Per source and mode: each round's ratio of our path(s) to the ceiling, and the lowest."""
+    """Per source and mode: each round's ratio of our path(s) to the ceiling, the lowest, the
+    median (the run's figure: on a shared machine one round's ceiling can jump 20 % while our
+    path's own counters hold; every round stays listed), and the ratio of the rounds' sums
+    (samples over seconds, both sides)."""
     out: dict = {}
     for row in rows:
         if "round" not in row or row["system"].startswith("ceiling@"):
@@ -349,9 +353,18 @@ def ceiling_ratios(rows: list[dict]) -> dict:
         )
         system = row["system"].split("@")[0]
         entry = out.setdefault(f"{row['source']} ({row['cameras']} cameras)", {}).setdefault(row["mode"], {})
-        ratios = entry.setdefault(system, {"rounds": [], "lowest": None})
+        ratios = entry.setdefault(system, {"rounds": [], "lowest": None, "median": None, "pooled": None, "_sums": [0.0] * 4})
         ratios["rounds"].append(round(row["samples_per_s"] / ceiling["samples_per_s"], 3))
         ratios["lowest"] = min(ratios["rounds"])
+        ratios["median"] = round(statistics.median(ratios["rounds"]), 3)
+        sums = ratios["_sums"]
+        for i, value in enumerate((row["measured_samples"], row["measured_s"], ceiling["samples"], ceiling["seconds"])):
+            sums[i] += value
+        ratios["pooled"] = round((sums[0] / sums[1]) / (sums[2] / sums[3]), 3)
+    for modes in out.values():
+        for systems in modes.values():
+            for ratios in systems.values():
+                del ratios["_sums"]
     return out
 
 

@@ -90,6 +90,8 @@ def decode_ceiling(
         "samples_per_s": sum(n for n, _, _ in results) / slowest,
         "frames_per_s": sum(f for _, f, _ in results) / slowest,
         "processes": workers,
+        "samples": len(chosen),
+        "seconds": slowest,
         "wall_s": wall,
         "same_frames": frames is not None,
     }
