@@ -107,8 +107,8 @@ class BatchLoader:
         pin_memory, timeout, multiprocessing_context, worker_init_fn: passed to ``DataLoader``.
 
     Raises:
-        ValueError: ``batch_size < 1``, ``num_workers < 0``, ``build_ahead < 0``, or a ``prefetch_factor`` that
-            needs more ring slots than ``MAX_SLOTS``.
+        ValueError: ``batch_size < 1``, ``num_workers < 0``, ``build_ahead < 0``, or a
+            ``prefetch_factor`` that needs more ring slots than ``MAX_SLOTS``.
     """
 
     def __init__(

@@ -282,3 +282,12 @@ def test_workers_building_ahead_give_the_same_batches_frames_and_errors(packed_c
     assert 0 < len(one[0]) == len(ahead[0])  # the error came after the same batches
     for a, b in zip(one[0], ahead[0]):
         assert_same_batch(a, b)
+
+
+@pytest.mark.parametrize("options", [{"batch_size": 0}, {"num_workers": -1}, {"build_ahead": -1}])
+def test_a_loader_refuses_negative_counts_by_name(packed_copy, options):
+    from lerobot_shards.core.errors import ArgumentError
+
+    arguments = {"batch_size": 4, **options}
+    with pytest.raises(ArgumentError, match=r"batch_size must be >= 1, num_workers and build_ahead >= 0, got"):
+        BatchLoader(_dataset(packed_copy), **arguments)
