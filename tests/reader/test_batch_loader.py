@@ -178,7 +178,9 @@ def test_a_batch_crosses_as_two_storages_and_keeping_its_index_keeps_no_frames(p
     stats = loader.stats()
     # Slots were handed back although every batch's index tensor is still held.
     assert stats["frame_buffers_reused"] >= batches - stats["frame_buffers_allocated"] > 0
-    assert stats["frame_buffers_allocated"] <= 4, stats
+    # At most the ring's slots (prefetch_factor 2 + 3): were a kept index holding its batch's
+    # frames, every one of the nine batches would need a slot of its own.
+    assert stats["frame_buffers_allocated"] <= 5 < batches, stats
     assert sorted(int(i) for t in kept for i in t) == list(range(TOTAL))
 
 
