@@ -117,6 +117,11 @@ def problem(record: dict, mutation: Mutation) -> str | None:
         return f"{mutation.describe()}: {record['outcome']}: {record.get('error', '')[:300]}" + (
             f" (at {trace[-3].strip()[:200]})" if len(trace) >= 3 else ""
         )
+    if record["outcome"] == "error" and record.get("error", "").startswith("ResourceLimitError"):
+        # A limit of the worker's own (its address space, threads) is our budget, not a verdict
+        # on the input: a hostile field must be refused before it costs that much, and an honest
+        # re-encode must fit (x265 once hung here, then was refused for room).
+        return f"{mutation.describe()}: the worker hit its own limit: {record['error'][:300]}"
     if record.get("peak_reset") is False:
         return f"{mutation.describe()}: the worker could not reset its peak (/proc/self/clear_refs), so no peak was measured"
     if record["peak_kb"] >= PEAK_LIMIT_KB:

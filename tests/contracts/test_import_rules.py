@@ -27,6 +27,7 @@ LAYERS = {
     f"{P}.core.storage": "core.storage",
     f"{P}.core.windows": "core.windows",
     f"{P}.core.pack": "core.pack",
+    f"{P}.core.address_space": "core.address_space",
     f"{P}.core": "core.face",
     f"{P}.reader.read_options": "reader.read_options",
     f"{P}.reader.plan": "reader.plan",
@@ -51,7 +52,16 @@ LAYERS = {
     P: "face",  # lerobot_shards/__init__ and __main__
 }
 
-CORE = {"core.errors", "core.exports", "core.option_fields", "core.format", "core.storage", "core.windows", "core.pack"}
+CORE = {
+    "core.errors",
+    "core.exports",
+    "core.option_fields",
+    "core.format",
+    "core.storage",
+    "core.windows",
+    "core.pack",
+    "core.address_space",
+}
 READER = {"reader.read_options", "reader.plan", "reader.fetch", "reader.decode", "reader.runtime", "reader.api"}
 PACKER = {
     "packer.base",
@@ -73,10 +83,11 @@ RULES: dict[str, set[str]] = {
     "core.errors": set(),
     "core.exports": set(),
     "core.option_fields": {"core.errors"},
-    "core.format": {"core.errors"},
+    "core.format": {"core.errors", "core.address_space"},
     "core.storage": {"core.errors", "core.format"},
     "core.windows": {"core.errors"},
     "core.pack": {"core.errors", "core.format", "core.storage", "core.windows"},
+    "core.address_space": set(),  # this process's RLIMIT_AS and the allocators' reservations under it
     "core.face": set(),
     "reader.read_options": {
         "core.errors",
@@ -104,7 +115,7 @@ RULES: dict[str, set[str]] = {
     "packer.options": {"packer.base", "core.errors", "core.option_fields", "core.format", "core.storage", "core.windows"},
     "packer.plan": {"packer.base", "packer.options", "core.errors", "core.format"},
     "packer.source": {"packer.base", "core.errors", "core.format", "core.storage"},
-    "packer.shard": {"packer.base", "packer.options", "packer.source", "core.errors", "core.format"},
+    "packer.shard": {"packer.base", "packer.options", "packer.source", "core.errors", "core.format", "core.address_space"},
     "packer.run": {
         "packer.base",
         "packer.options",
@@ -118,7 +129,16 @@ RULES: dict[str, set[str]] = {
         "core.windows",
         "core.pack",
     },
-    "packer.verify": {"packer.base", "packer.options", "core.errors", "core.format", "core.storage", "core.windows", "core.pack"},
+    "packer.verify": {
+        "packer.base",
+        "packer.options",
+        "core.errors",
+        "core.format",
+        "core.storage",
+        "core.windows",
+        "core.pack",
+        "core.address_space",
+    },
     "packer.mixture": {
         "packer.base",
         "packer.options",
@@ -357,6 +377,7 @@ def test_the_checker_reports_an_arrow_against_the_rules():
 # one-module layer (errors, options, the trainer integration). Tests, scripts and benchmarks
 # import names a face lists, or a face's submodule as a module object (to patch its globals).
 MODULE_FACES = {
+    "lerobot_shards.core.address_space",
     "lerobot_shards.core.errors",
     "lerobot_shards.core.option_fields",
     "lerobot_shards.core.windows",

@@ -27,9 +27,15 @@ import sys
 import traceback
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-import torch
+from lerobot_shards.core.address_space import fit_reservations_to_limit
+
+# As the command line does as it loads (lerobot_shards/cli/__init__.py), before pyarrow: this
+# worker runs pack, verify and finalize as those commands do, under RLIMIT_AS.
+fit_reservations_to_limit()
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

@@ -14,6 +14,7 @@ _EXPORTS = {
         "count_frames",
         "reencode_pixel_format",
     ],
+    "lerobot_shards.packer.shard.encoder_room": ["encoder_room_bytes", "encoder_threads", "ensure_encoder_room"],
     "lerobot_shards.packer.shard.frame_policy": ["frame_verdict"],
     "lerobot_shards.packer.shard.parquet": ["write_shard_parquet", "shard_parquet_layout"],
     "lerobot_shards.packer.shard.tar_writer": ["DeterministicTarWriter"],

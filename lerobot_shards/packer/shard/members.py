@@ -15,11 +15,14 @@ from typing import cast
 
 import av
 from av.container import OutputContainer
+from av.error import FFmpegError
 from av.video.stream import VideoStream
 
+from lerobot_shards.core.address_space import address_space_limit
 from lerobot_shards.core.format import gop_within_bound, longest_gop
 from lerobot_shards.core.format.lerobot_reading import video_rate
 from lerobot_shards.packer.errors import VideoCutError
+from lerobot_shards.packer.shard.encoder_room import encoder_room_bytes, ensure_encoder_room, room_refusal
 from lerobot_shards.packer.shard.mp4_writer import write_member
 from lerobot_shards.packer.source.samples import SourceSampleReader
 from lerobot_shards.packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
@@ -334,13 +337,13 @@ def encode_frames(
                 pixel_format = reencode_pixel_format(frame.format.name, height, width, depth=settings.depth)
                 sink = av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"})
                 # A video encoder's name gives a video stream; PyAV types it as any kind of stream.
-                stream = cast(
-                    VideoStream, sink.add_stream(settings.encoder_name(), rate=rate, options=settings.options(width, height))
-                )
+                options = settings.options(width, height)
+                stream = cast(VideoStream, sink.add_stream(settings.encoder_name(), rate=rate, options=options))
                 stream.pix_fmt = pixel_format
                 stream.height, stream.width = height, width
                 if codec == "hevc":
                     stream.codec_tag = "hvc1"
+                open_encoder(stream, settings.encoder_name(), options, height, width)
             converted = frame.reformat(width=width, height=height, format=pixel_format)
             converted.pts = encoded
             converted.time_base = 1 / rate
@@ -369,6 +372,25 @@ def encode_frames(
 MAX_REORDER_FRAMES = 32
 """The most decoded frames held back to give rows their frames in row order (``in_row_order``):
 timestamps swapped between neighbours need one or two; a map that needs more is refused."""
+
+
+def open_encoder(stream: VideoStream, encoder: str, options: dict[str, str], height: int, width: int) -> None:
+    """Open ``stream``'s encoder once there is room for it (``encoder_room``): under an
+    address-space limit too small for its threads, x265 would wait forever for a thread that
+    never started, and x264 fails with a bare "Generic error in an external library".
+
+    Raises:
+        ResourceLimitError: the process's address-space limit has no room for the encoder.
+    """
+    ensure_encoder_room(encoder, options, height, width)
+    try:
+        stream.codec_context.open()
+    except (FFmpegError, OSError, MemoryError) as err:
+        limit = address_space_limit()
+        if limit is None:
+            raise
+        # Room was there a moment ago: another thread took it, or the encoder wanted more.
+        raise room_refusal(encoder, encoder_room_bytes(encoder, options, height, width), limit) from err
 
 
 def in_row_order(frames: Iterable[av.VideoFrame], positions: Sequence[int], *, where: str) -> Iterator[av.VideoFrame]:
