@@ -10,6 +10,7 @@ fit_reservations_to_limit()
 
 _EXPORTS = {
     "lerobot_shards.cli.commands": ["main"],
+    "lerobot_shards.cli.script": ["run"],
     "lerobot_shards.cli.progress": ["progress_line", "PackProgressLog"],
     "lerobot_shards.cli.text": ["printable"],
     "lerobot_shards.cli.pack": ["parse_pack_args"],

@@ -12,7 +12,11 @@ click's own (usage, --help)    click's text                                     
 ``PredicateError``             ``^`` on the next line), each printable
 ``LeRobotShardsError``         the message, printable; an option's error names its flag    1
 ``KeyboardInterrupt``          what was kept and how to resume                             130
-``MemoryError``                how much the process may hold (``ulimit -v``) and the fix   1
+``MemoryError``, ``ENOMEM``,   how much the process may hold (``ulimit -v``) and the fix   1
+a library that cannot be       (``--workers`` only where the command has it); a
+mapped, a reader's             ``ResourceLimitError`` keeps where, not a reader's fix
+``ResourceLimitError``
+a thread that cannot start     the same limits, and ``ulimit -u``                          1
 ``OSError``                    the path and the system's reason (a read-only folder, a     1
                                missing file, a full disk)
 ``ImportError``                the missing package and its ``pip install``                 1
@@ -26,6 +30,7 @@ With ``LEROBOT_SHARDS_TRACEBACK=1`` nothing is mapped: every error keeps its tra
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import sys
@@ -34,7 +39,9 @@ from typing import Any
 import click
 
 from lerobot_shards.cli.text import printable, printable_lines
-from lerobot_shards.core.errors import LeRobotShardsError, PredicateError, SqlSyntaxError
+from lerobot_shards.core.address_space import unmappable_library
+from lerobot_shards.core.errors import LeRobotShardsError, PredicateError, ResourceLimitError, SqlSyntaxError
+from lerobot_shards.core.storage.retry import address_space_words
 
 TRACEBACK_ENV = "LEROBOT_SHARDS_TRACEBACK"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by ^C
@@ -50,22 +57,47 @@ INTERRUPTED = {
 }
 
 
-def error_line(err: BaseException) -> str:
-    """The one line (or, for the user's own SQL, DuckDB's lines) a command prints for ``err``."""
-    from lerobot_shards.packer.options import flag_of
+LIMIT_LINES = ("memory", "threads", "files")
 
+
+def _limit_line(kind: str, workers: bool) -> str:
+    """A process limit in words, with its value and the fix for a command (``--workers`` only
+    where the command has it)."""
+    fewer = " or lower --workers (each worker holds a shard's episodes)" if workers else ""
+    if kind == "files":
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return f"too many open files (this process may open {soft}, ulimit -n; hard limit {hard}); raise it{fewer}"
+    if kind == "threads":
+        tasks = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+        held = "no limit" if tasks == resource.RLIM_INFINITY else str(tasks)
+        return (
+            f"could not start a thread (this process may address {address_space_words()}; its user may run {held} "
+            f"processes and threads, ulimit -u); raise the job's memory or task limit{fewer}"
+        )
+    return f"out of memory (this process may address {address_space_words()}); raise the job's memory limit{fewer}"
+
+
+def thread_not_started(err: BaseException) -> bool:
+    """Python's error for a thread the system would not start (address space, ``ulimit -u``)."""
+    return isinstance(err, RuntimeError) and "can't start new thread" in str(err)
+
+
+def error_line(err: BaseException, *, workers: bool = True) -> str:
+    """The one line (or, for the user's own SQL, DuckDB's lines) a command prints for ``err``;
+    ``workers``: the command has ``--workers`` (lowering it is advice only where it exists)."""
     if isinstance(err, SqlSyntaxError | PredicateError):
         return printable_lines(str(err))
+    if isinstance(err, ResourceLimitError) and err.limit in LIMIT_LINES:
+        return f"{printable(err.where)}: {_limit_line(err.limit, workers)}" if err.where else _limit_line(err.limit, workers)
     if isinstance(err, LeRobotShardsError):
+        from lerobot_shards.packer.options import flag_of  # here: loading it can be what failed
+
         option = getattr(err, "option", None)
         return printable(str(err)) + (f" ({flag_of(option)})" if option else "")
-    if isinstance(err, MemoryError):
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        held = "no limit" if limit == resource.RLIM_INFINITY else f"{limit / 2**30:.1f} GiB (ulimit -v / RLIMIT_AS)"
-        return (
-            f"out of memory (this process may address {held}); raise the job's memory limit or lower "
-            "--workers (each worker holds a shard's episodes)"
-        )
+    if isinstance(err, MemoryError) or unmappable_library(err) or (isinstance(err, OSError) and err.errno == errno.ENOMEM):
+        return _limit_line("memory", workers)
+    if thread_not_started(err):
+        return _limit_line("threads", workers)
     if isinstance(err, OSError):
         where = " -> ".join(printable(str(f)) for f in (err.filename, err.filename2) if f)
         reason = err.strerror or str(err) or type(err).__name__
@@ -79,8 +111,17 @@ def error_line(err: BaseException) -> str:
     )
 
 
+_LEAF = "lerobot_shards.cli.leaf"  # ctx.meta key: the command that ran (meta is shared by nested contexts)
+
+
 class BoundaryGroup(click.Group):
-    """A click group whose commands' errors leave through ``error_line`` (the table above)."""
+    """A click group whose commands' errors leave through ``error_line`` (the table above).
+    Nested groups are ``BoundaryGroup`` too, so the command that ran is known (its flags)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta[_LEAF] = command
+        return name, command, rest
 
     def invoke(self, ctx: click.Context) -> Any:
         if os.environ.get(TRACEBACK_ENV) == "1":
@@ -91,14 +132,14 @@ class BoundaryGroup(click.Group):
             raise
         except KeyboardInterrupt:
             _interrupted(ctx)
-        except LeRobotShardsError as err:
-            raise click.ClickException(error_line(err)) from None
-        except (MemoryError, OSError, ImportError) as err:
-            raise click.ClickException(error_line(err)) from None
         except Exception as err:
+            leaf = ctx.meta.get(_LEAF)
+            line = error_line(err, workers=leaf is not None and any(p.name == "workers" for p in leaf.params))
+            if isinstance(err, LeRobotShardsError | MemoryError | OSError | ImportError) or thread_not_started(err):
+                raise click.ClickException(line) from None
             if ctx.invoked_subcommand in PASSTHROUGH:
                 raise
-            click.echo(f"Error: {error_line(err)}", err=True)
+            click.echo(f"Error: {line}", err=True)
             raise SystemExit(EXIT_BUG) from None
 
 

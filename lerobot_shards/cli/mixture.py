@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from lerobot_shards.cli.boundary import BoundaryGroup
 from lerobot_shards.cli.flags import PACK_FIELDS, click_option, storage_option
 from lerobot_shards.cli.text import printable
 
@@ -55,7 +56,7 @@ def _echo_problems(report) -> None:
         click.echo(printable(line), err=True)
 
 
-@click.group("mixture")
+@click.group("mixture", cls=BoundaryGroup)
 def mixture() -> None:
     """Build and inspect mixtures of packed datasets (DST/mixture.json)."""
 

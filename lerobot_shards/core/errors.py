@@ -114,7 +114,27 @@ class ShortReadError(StorageError):
 # -- planning, windows, resume ---------------------------------------------------------------
 class ResourceLimitError(LeRobotShardsError, OSError):
     """A limit of this process was hit (open files, threads, memory): the message names the
-    limit and its value. Never retried: it is not the network, and retrying only hides it."""
+    limit and its value. Never retried: it is not the network, and retrying only hides it.
+
+    Attributes:
+        limit: ``"memory"``, ``"files"``, ``"threads"``, set where the message carries a
+            reader's fix (``num_workers``, ``prefetch_*``): the command line words its own line
+            from it instead, a reader's fix being wrong advice for a command. None: the message
+            is whole.
+        where: what was being done (``s3://b/p/x.tar: read``), or ``""``.
+    """
+
+    def __init__(self, message: str, *, limit: str | None = None, where: str = ""):
+        super().__init__(message)
+        self.limit = limit
+        self.where = where
+
+    def __reduce__(self):  # crosses process pools with its attributes
+        return (_rebuild_resource_limit, (str(self), self.limit, self.where))
+
+
+def _rebuild_resource_limit(message: str, limit: str | None, where: str) -> ResourceLimitError:
+    return ResourceLimitError(message, limit=limit, where=where)
 
 
 class PlanError(LeRobotShardsError, ValueError):

@@ -12,6 +12,7 @@ could change what a reader yields is reported; verify itself never crashes on ba
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
 from collections.abc import Callable
@@ -19,7 +20,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_shards.core.errors import DecodeError, FormatError, NotAPackError, PinMismatchError, StorageError
+from lerobot_shards.core.address_space import at_limit
+from lerobot_shards.core.errors import (
+    DecodeError,
+    FormatError,
+    NotAPackError,
+    PinMismatchError,
+    ResourceLimitError,
+    StorageError,
+)
 from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     MANIFEST_PATH,
@@ -198,15 +207,24 @@ def _recorded(report: VerifyReport, source: dict, options: object, *, where: str
         report.options, report.options_error = None, str(err)
 
 
+def _reraise_limit(err: BaseException) -> None:
+    """Raise ``err`` again when it is a limit of this process (``ulimit -v``, ``-n``, ``-u``), not
+    damage: reported as a problem it would advise ``--repair``, which repairs nothing."""
+    if isinstance(err, ResourceLimitError) or at_limit(err):
+        raise err
+
+
 def _guarded(report: VerifyReport, rel: str, check) -> None:
     """Run one check; damage that makes a library raise something unexpected (pyarrow on a
     mangled file) is a problem to report, never a crash of verify."""
     try:
         report.problems.extend(check())
-    except (FormatError, OSError) as err:
-        report.problems.append(str(err) if rel in str(err) else f"{rel}: {err}")
     except Exception as err:
-        report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
+        _reraise_limit(err)
+        if not isinstance(err, FormatError | OSError):
+            report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
+            return
+        report.problems.append(str(err) if rel in str(err) else f"{rel}: {err}")
 
 
 def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> tuple[dict[str, bool], set[str]]:
@@ -226,6 +244,7 @@ def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> tuple[
             absent.add(rel)
             continue
         except OSError as err:
+            _reraise_limit(err)
             report.problems.append(f"{rel}: cannot be read ({err})")
             ok[rel] = False
             absent.add(rel)
@@ -318,6 +337,7 @@ def _shard_parquet_problems(
             storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where
         )
     except (FormatError, OSError) as err:
+        _reraise_limit(err)
         return [str(err)]
     problems = []
     groups: dict[int, list] = {}
@@ -350,6 +370,7 @@ def _shard_parquet_problems(
                 where=where,
             )
         except (FormatError, OSError) as err:
+            _reraise_limit(err)
             problems.append(str(err))
             continue
         group_start = sum(metadata.row_group(g).num_rows for g in range(group))
@@ -399,6 +420,7 @@ def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, deco
             try:
                 blob = storage.read_range(rel, member.offset - 512, member.size + 512)
             except OSError as err:
+                _reraise_limit(err)
                 problems.append(f"{where}: cannot be read ({err})")
                 continue
             header, data = blob[:512], blob[512:]
@@ -446,6 +468,12 @@ def _decode_problem(data: bytes, frames: int, size: tuple[int, int], where: str)
                     return f"{where}: frame {count} is {frame.height}x{frame.width}, the manifest says {height}x{width}"
                 count += 1
     except (FFmpegError, IndexError) as err:
+        number = getattr(err, "errno", None)
+        if number in (errno.EAGAIN, errno.ENOMEM):
+            # The decoder could not start its threads or allocate: this process at its limit
+            # (ulimit -v, -u), not a damaged member, and --repair would be wrong advice.
+            kind = "threads" if number == errno.EAGAIN else "memory"
+            raise ResourceLimitError(f"{where}: decoding: {err}", limit=kind, where=f"{where}: decoding") from err
         return f"{where}: does not decode ({err})"
     if count != frames:
         return f"{where}: decodes to {count} frames, index says {frames}"

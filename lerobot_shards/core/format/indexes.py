@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as _compute
 
+from lerobot_shards.core.address_space import at_limit
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.layout import (
     EPISODES_INDEX_PATH,
@@ -187,7 +188,9 @@ def parse_episodes_index(
         return _parse_episodes_index(data, manifest, where, with_tasks)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         # Damage that makes pyarrow fail in any of its ways (thrift, flatbuffers, strings
-        # that are not UTF-8) is a format error naming the file.
+        # that are not UTF-8) is a format error naming the file; this process at its limit is not.
+        if at_limit(err):
+            raise
         raise FormatError(f"{where}: not a readable parquet file ({type(err).__name__}: {err})") from None
 
 

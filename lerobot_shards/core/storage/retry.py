@@ -154,19 +154,47 @@ def retry_after_s(error: BaseException, *, cap_s: float) -> float | None:
     return None
 
 
-def resource_limit(error: BaseException) -> str | None:
-    """What process limit ``error`` (or one of its causes) hit, in words with its value, or
-    None. aiohttp reports an exhausted descriptor table as a connection error and s3fs wraps it
-    again, so this walks the causes before anything is classified as transient."""
+def _limit_hit(error: BaseException) -> tuple[str, int] | None:
+    """``(kind, errno)`` of the process limit ``error`` or one of its causes hit (see ``limit_kind``)."""
     for cause in causes(error):
         number = getattr(cause, "errno", None)
         if isinstance(cause, OSError) and number in (errno.EMFILE, errno.ENFILE):
-            return f"too many open files ({errno.errorcode[number]}): {_nofile_limit()}"
+            return "files", int(number)
         if isinstance(cause, OSError) and number == errno.ENOMEM or isinstance(cause, MemoryError):
-            return "out of memory (ENOMEM): lower num_workers, prefetch_bytes or the batch size"
+            return "memory", errno.ENOMEM
         if isinstance(cause, RuntimeError) and "can't start new thread" in str(cause):
-            return f"cannot start another thread: {_nproc_limit()}"
+            return "threads", errno.EAGAIN
     return None
+
+
+def limit_kind(error: BaseException) -> str | None:
+    """Which process limit ``error`` (or one of its causes) hit: ``"files"``, ``"memory"``,
+    ``"threads"``, or None. aiohttp reports an exhausted descriptor table as a connection error
+    and s3fs wraps it again, so this walks the causes before anything is classified as transient."""
+    hit = _limit_hit(error)
+    return hit[0] if hit is not None else None
+
+
+def resource_limit(error: BaseException) -> str | None:
+    """What process limit ``error`` (or one of its causes) hit, in words with its value and a
+    reader's fix (``num_workers``, ``prefetch_*``), or None (see ``limit_kind``)."""
+    hit = _limit_hit(error)
+    if hit is None:
+        return None
+    kind, number = hit
+    if kind == "files":
+        return f"too many open files ({errno.errorcode[number]}): {_nofile_limit()}"
+    if kind == "memory":
+        return f"out of memory (ENOMEM; this process may address {address_space_words()}): lower num_workers, prefetch_bytes or the batch size"
+    return f"cannot start another thread: {_nproc_limit()}"
+
+
+def address_space_words() -> str:
+    """This process's address-space limit in words: ``3.0 GiB (ulimit -v / RLIMIT_AS)`` or ``no limit``."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return "no limit" if limit == resource.RLIM_INFINITY else f"{limit / 2**30:.1f} GiB (ulimit -v / RLIMIT_AS)"
 
 
 def _nofile_limit() -> str:

@@ -56,7 +56,7 @@ from lerobot_shards.core.storage.local_files import (
     same_device,
 )
 from lerobot_shards.core.storage.ranges import DEFAULT_MAX_GAP_BYTES, DEFAULT_MAX_REQUEST_BYTES, coalesce_ranges
-from lerobot_shards.core.storage.retry import RetryPolicy, resource_limit, retry_after_s
+from lerobot_shards.core.storage.retry import RetryPolicy, limit_kind, resource_limit, retry_after_s
 
 T = TypeVar("T")
 
@@ -194,7 +194,9 @@ class Storage:
                     raise
                 limit = resource_limit(err)
                 if limit is not None:
-                    raise ResourceLimitError(f"{url}: {operation}: {limit}") from err
+                    raise ResourceLimitError(
+                        f"{url}: {operation}: {limit}", limit=limit_kind(err), where=f"{url}: {operation}"
+                    ) from err
                 raise_permanent = self._permanent(err, url, operation, attempts)
                 if raise_permanent is not None:
                     raise raise_permanent from err

@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
 from lerobot_shards.core.errors import ArgumentError, LeRobotShardsError, PrefetchError, ResourceLimitError
-from lerobot_shards.core.storage.retry import resource_limit
+from lerobot_shards.core.storage.retry import limit_kind, resource_limit
 
 T = TypeVar("T")
 
@@ -99,7 +99,8 @@ class Prefetcher(Generic[T]):
             limit = resource_limit(err)
             if limit is None:
                 raise
-            raise ResourceLimitError(f"prefetching {self._describe(position)}: {limit}") from err
+            where = f"prefetching {self._describe(position)}"
+            raise ResourceLimitError(f"{where}: {limit}", limit=limit_kind(err), where=where) from err
         self._futures[position] = future
         self._bytes += self._size_of(position)
         self.peak_bytes = max(self.peak_bytes, self._bytes)

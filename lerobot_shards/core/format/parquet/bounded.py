@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as _compute
 import pyarrow.parquet as pq
 
+from lerobot_shards.core.address_space import at_limit
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.limits import EXPANSION_FLOOR_BYTES, MAX_DECODED_BYTES, MAX_EXPANSION, MAX_FEATURE_ELEMENTS
 from lerobot_shards.core.format.parquet.arrow_io import arrow_buffer, check_footer
@@ -302,6 +303,8 @@ def open_bounded(
             raise FormatError(f"{where}: {found} rows, more than the {max_rows} allowed")
         _, dictionary_paths = file_cost(metadata, view, budget=budget, where=where)
     except (pa.ArrowException, OSError, MemoryError) as err:
+        if at_limit(err):  # this process at its limit, not a damaged file
+            raise
         raise FormatError(f"{where}: not a readable parquet file ({type(err).__name__}: {str(err)[:300]})") from None
     limit = budget.max_bytes if budget.max_bytes is not None else expansion_budget(len(view))
     return CheckedParquet(buffer, metadata, dictionary_paths, limit)
@@ -350,6 +353,8 @@ def read_bounded(
             )
         return pa.concat_tables(groups)
     except (pa.ArrowException, OSError, MemoryError, UnicodeDecodeError) as err:
+        if at_limit(err):  # this process at its limit, not a damaged file
+            raise
         raise FormatError(f"{where}: does not decode ({type(err).__name__}: {str(err)[:300]})") from None
 
 
@@ -384,6 +389,8 @@ class BoundedColumns:
             self._left -= table.nbytes
             return table.column(0)
         except (pa.ArrowException, OSError, MemoryError, UnicodeDecodeError) as err:
+            if at_limit(err):  # this process at its limit, not a damaged file
+                raise
             raise FormatError(f"{self._where}: column {name} does not decode ({type(err).__name__}: {str(err)[:300]})") from None
 
 
@@ -416,6 +423,8 @@ def read_parquet_schema(data: bytes | bytearray | memoryview, *, where: str) -> 
         check_footer(data, where=where)
         return pq.ParquetFile(pa.BufferReader(arrow_buffer(data))).schema_arrow
     except (pa.ArrowException, OSError) as err:
+        if at_limit(err):  # this process at its limit, not a damaged file
+            raise
         raise FormatError(f"{where}: not a readable parquet file ({type(err).__name__}: {str(err)[:300]})") from None
 
 
@@ -448,6 +457,8 @@ def _batches(parquet: pq.ParquetFile, batch_rows: int, columns: list[str] | None
     try:
         yield from parquet.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
     except (pa.ArrowException, OSError, MemoryError) as err:
+        if at_limit(err):  # this process at its limit, not a damaged file
+            raise
         raise FormatError(f"{where}: does not decode ({type(err).__name__}: {str(err)[:300]})") from None
 
 

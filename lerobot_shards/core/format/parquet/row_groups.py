@@ -17,6 +17,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobot_shards.core.address_space import at_limit
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.features import Features
 from lerobot_shards.core.format.fields import check_bytes
@@ -69,6 +70,8 @@ def parse_footer(footer: bytes, *, size: int, sha256: str, where: str) -> pq.Fil
         # A footer alone parses as the tail of a file that starts with the magic.
         return read_parquet_metadata(_MAGIC + bytes(footer), body_bytes=None)
     except (pa.ArrowException, OSError) as err:
+        if at_limit(err):  # this process at its limit, not a damaged file
+            raise
         raise FormatError(f"{where}: footer does not parse as parquet metadata ({err})") from None
 
 
@@ -175,6 +178,8 @@ def decode_row_group(
             decode_dictionaries(table, metadata.schema.to_arrow_schema(), limit=limit, where=label) if dictionary_paths else table
         )
     except (pa.ArrowException, OSError, MemoryError) as err:
+        if at_limit(err):  # this process at its limit, not a damaged file
+            raise
         raise FormatError(f"{label} does not decode ({err})") from None
 
 

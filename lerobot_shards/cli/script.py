@@ -1,0 +1,27 @@
+"""The ``lerobot-shards`` script (and ``python -m lerobot_shards``): the command group, loaded
+inside the boundary."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from lerobot_shards.cli.boundary import TRACEBACK_ENV, error_line, thread_not_started
+
+
+def run() -> None:
+    """The ``lerobot-shards`` script: loads the command group inside the boundary too, since
+    under a small ``ulimit -v`` importing pyarrow, torch or a codec library can fail before any
+    command runs (then no command is known: the advice is the memory limit alone)."""
+    try:
+        from lerobot_shards.cli.commands import main
+    except (MemoryError, ImportError, OSError, RuntimeError) as err:
+        if os.environ.get(TRACEBACK_ENV) == "1" or (isinstance(err, RuntimeError) and not thread_not_started(err)):
+            raise
+        click.echo(f"Error: {error_line(err, workers=False)}", err=True)
+        raise SystemExit(1) from None
+    main()
+
+
+__all__ = ["run"]
