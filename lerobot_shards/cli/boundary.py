@@ -39,9 +39,8 @@ from typing import Any
 import click
 
 from lerobot_shards.cli.text import printable, printable_lines
-from lerobot_shards.core.address_space import unmappable_library
+from lerobot_shards.core.address_space import address_space_words, unmappable_library
 from lerobot_shards.core.errors import LeRobotShardsError, PredicateError, ResourceLimitError, SqlSyntaxError
-from lerobot_shards.core.storage.retry import address_space_words
 
 TRACEBACK_ENV = "LEROBOT_SHARDS_TRACEBACK"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a job stopped by ^C

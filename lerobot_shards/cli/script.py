@@ -4,16 +4,24 @@ inside the boundary."""
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
 from lerobot_shards.cli.boundary import TRACEBACK_ENV, error_line, thread_not_started
+from lerobot_shards.core.address_space import fit_reservations_to_limit
 
 
 def run() -> None:
     """The ``lerobot-shards`` script: loads the command group inside the boundary too, since
     under a small ``ulimit -v`` importing pyarrow, torch or a codec library can fail before any
-    command runs (then no command is known: the advice is the memory limit alone)."""
+    command runs (then no command is known: the advice is the memory limit alone).
+
+    Before anything loads pyarrow or numpy, under ``ulimit -v`` the allocators are kept to what
+    they use (``core.address_space.fit_reservations_to_limit``), so the limit goes to work, not
+    to reservations; not for ``train``, whose process is LeRobot's trainer with its own settings."""
+    if sys.argv[1:2] != ["train"]:
+        fit_reservations_to_limit()
     try:
         from lerobot_shards.cli.commands import main
     except (MemoryError, ImportError, OSError, RuntimeError) as err:

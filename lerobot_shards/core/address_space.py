@@ -7,8 +7,8 @@ each thread that allocates a 64 MiB heap (up to eight a core). In the field fuzz
 (3 GiB, 2 cores) they held 1.0 and ~0.75 GiB of address space with ~0.5 GiB resident, and the
 encoder that came last found no room for its threads. ``fit_reservations_to_limit`` keeps both to
 what is used, and numpy's OpenBLAS to one thread; it changes nothing without a limit. The
-command line calls it as it loads, before pyarrow and numpy do (they read these once, as they
-load).
+``lerobot-shards`` script calls it first, before pyarrow and numpy load (they read these once,
+as they load); not for ``train`` (LeRobot's trainer keeps its own settings).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import mmap
 import os
 import platform
 import resource
+
+from lerobot_shards.core.errors import ResourceLimitError
 
 # mimalloc grows by arenas of this size instead of 1 GiB; glibc shares this many heaps among
 # the threads (each heap reserves 64 MiB on 64-bit).
@@ -31,6 +33,12 @@ def address_space_limit() -> int | None:
     """This process's address-space limit in bytes (``RLIMIT_AS``), or None when unlimited."""
     soft = resource.getrlimit(resource.RLIMIT_AS)[0]
     return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def address_space_words() -> str:
+    """This process's address-space limit in words: ``3.0 GiB (ulimit -v / RLIMIT_AS)`` or ``no limit``."""
+    limit = address_space_limit()
+    return "no limit" if limit is None else f"{limit / 2**30:.1f} GiB (ulimit -v / RLIMIT_AS)"
 
 
 def has_room(nbytes: int) -> bool:
@@ -59,6 +67,28 @@ def at_limit(err: BaseException) -> bool:
     if not (isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno == errno.ENOMEM)):
         return False
     return address_space_limit() is not None and not has_room(LOW_WATER_BYTES)
+
+
+def limit_error(err: BaseException, where: str) -> ResourceLimitError | None:
+    """``err`` as the process limit it is (``ulimit -v``, ``-n``, ``-u``), for code that would
+    otherwise call the file it was reading damaged; None when it is not a limit.
+
+    Open files: ``EMFILE``/``ENFILE``. Threads: Python's "can't start new thread", or ``EAGAIN``
+    from a library starting its threads (FFmpeg opening a codec; its decode loops never let
+    ``EAGAIN`` out). Memory: ``at_limit``.
+    """
+    if isinstance(err, ResourceLimitError):
+        return err
+    number = getattr(err, "errno", None)
+    if number in (errno.EMFILE, errno.ENFILE):
+        kind = "files"
+    elif (isinstance(err, RuntimeError) and "can't start new thread" in str(err)) or number == errno.EAGAIN:
+        kind = "threads"
+    elif at_limit(err):
+        kind = "memory"
+    else:
+        return None
+    return ResourceLimitError(f"{where}: {err}", limit=kind, where=where)
 
 
 def unmappable_library(err: BaseException) -> bool:

@@ -12,7 +12,6 @@ could change what a reader yields is reported; verify itself never crashes on ba
 
 from __future__ import annotations
 
-import errno
 import functools
 import io
 from collections.abc import Callable
@@ -20,13 +19,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lerobot_shards.core.address_space import at_limit
+from lerobot_shards.core.address_space import limit_error
 from lerobot_shards.core.errors import (
     DecodeError,
     FormatError,
     NotAPackError,
     PinMismatchError,
-    ResourceLimitError,
     StorageError,
 )
 from lerobot_shards.core.format import (
@@ -207,11 +205,14 @@ def _recorded(report: VerifyReport, source: dict, options: object, *, where: str
         report.options, report.options_error = None, str(err)
 
 
-def _reraise_limit(err: BaseException) -> None:
-    """Raise ``err`` again when it is a limit of this process (``ulimit -v``, ``-n``, ``-u``), not
-    damage: reported as a problem it would advise ``--repair``, which repairs nothing."""
-    if isinstance(err, ResourceLimitError) or at_limit(err):
+def _reraise_limit(err: BaseException, where: str = "verify") -> None:
+    """Raise a limit of this process (``ulimit -v``, ``-n``, ``-u``; ``limit_error``) instead of
+    reporting ``err`` as damage: as a problem it would advise ``--repair``, which repairs nothing."""
+    limited = limit_error(err, where)
+    if limited is err:
         raise err
+    if limited is not None:
+        raise limited from err
 
 
 def _guarded(report: VerifyReport, rel: str, check) -> None:
@@ -220,7 +221,7 @@ def _guarded(report: VerifyReport, rel: str, check) -> None:
     try:
         report.problems.extend(check())
     except Exception as err:
-        _reraise_limit(err)
+        _reraise_limit(err, rel)
         if not isinstance(err, FormatError | OSError):
             report.problems.append(f"{rel}: cannot be checked ({type(err).__name__}: {str(err)[:300]})")
             return
@@ -244,7 +245,7 @@ def _files(storage: Storage, manifest: Manifest, report: VerifyReport) -> tuple[
             absent.add(rel)
             continue
         except OSError as err:
-            _reraise_limit(err)
+            _reraise_limit(err, rel)
             report.problems.append(f"{rel}: cannot be read ({err})")
             ok[rel] = False
             absent.add(rel)
@@ -337,7 +338,7 @@ def _shard_parquet_problems(
             storage.read_range(rel, footer.offset, footer.bytes), size=footer.bytes, sha256=footer.sha256, where=where
         )
     except (FormatError, OSError) as err:
-        _reraise_limit(err)
+        _reraise_limit(err, where)
         return [str(err)]
     problems = []
     groups: dict[int, list] = {}
@@ -370,7 +371,7 @@ def _shard_parquet_problems(
                 where=where,
             )
         except (FormatError, OSError) as err:
-            _reraise_limit(err)
+            _reraise_limit(err, where)
             problems.append(str(err))
             continue
         group_start = sum(metadata.row_group(g).num_rows for g in range(group))
@@ -420,7 +421,7 @@ def _member_problems(storage: Storage, manifest: Manifest, shard, episodes, deco
             try:
                 blob = storage.read_range(rel, member.offset - 512, member.size + 512)
             except OSError as err:
-                _reraise_limit(err)
+                _reraise_limit(err, where)
                 problems.append(f"{where}: cannot be read ({err})")
                 continue
             header, data = blob[:512], blob[512:]
@@ -468,12 +469,9 @@ def _decode_problem(data: bytes, frames: int, size: tuple[int, int], where: str)
                     return f"{where}: frame {count} is {frame.height}x{frame.width}, the manifest says {height}x{width}"
                 count += 1
     except (FFmpegError, IndexError) as err:
-        number = getattr(err, "errno", None)
-        if number in (errno.EAGAIN, errno.ENOMEM):
-            # The decoder could not start its threads or allocate: this process at its limit
-            # (ulimit -v, -u), not a damaged member, and --repair would be wrong advice.
-            kind = "threads" if number == errno.EAGAIN else "memory"
-            raise ResourceLimitError(f"{where}: decoding: {err}", limit=kind, where=f"{where}: decoding") from err
+        # The decoder could not start its threads or allocate under a limit (ulimit -v, -u):
+        # not a damaged member, and --repair would be wrong advice.
+        _reraise_limit(err, f"{where}: decoding")
         return f"{where}: does not decode ({err})"
     if count != frames:
         return f"{where}: decodes to {count} frames, index says {frames}"

@@ -84,10 +84,10 @@ RULES: dict[str, set[str]] = {
     "core.exports": set(),
     "core.option_fields": {"core.errors"},
     "core.format": {"core.errors", "core.address_space"},
-    "core.storage": {"core.errors", "core.format"},
+    "core.storage": {"core.errors", "core.format", "core.address_space"},
     "core.windows": {"core.errors"},
     "core.pack": {"core.errors", "core.format", "core.storage", "core.windows"},
-    "core.address_space": set(),  # this process's RLIMIT_AS and the allocators' reservations under it
+    "core.address_space": {"core.errors"},  # this process's RLIMIT_AS and the allocators' reservations under it
     "core.face": set(),
     "reader.read_options": {
         "core.errors",
@@ -114,7 +114,7 @@ RULES: dict[str, set[str]] = {
     "packer.base": {"core.errors"},
     "packer.options": {"packer.base", "core.errors", "core.option_fields", "core.format", "core.storage", "core.windows"},
     "packer.plan": {"packer.base", "packer.options", "core.errors", "core.format"},
-    "packer.source": {"packer.base", "core.errors", "core.format", "core.storage"},
+    "packer.source": {"packer.base", "core.errors", "core.format", "core.storage", "core.address_space"},
     "packer.shard": {"packer.base", "packer.options", "packer.source", "core.errors", "core.format", "core.address_space"},
     "packer.run": {
         "packer.base",

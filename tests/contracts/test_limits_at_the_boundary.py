@@ -113,7 +113,7 @@ def test_a_limit_is_one_line_whose_advice_fits_the_command(monkeypatch, tmp_path
     }
     # A real limit, far above what the commands take, so the line has one to name.
     held = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 40, held[1]))
+    resource.setrlimit(resource.RLIMIT_AS, (min(1 << 40, held[1]) if held[1] != resource.RLIM_INFINITY else 1 << 40, held[1]))
     try:
         results = {name: CliRunner().invoke(cli, args) for name, args in runs.items()}
     finally:

@@ -9,12 +9,16 @@ limit as it loads (``core/address_space.py``); without a limit nothing changes.
 from __future__ import annotations
 
 import json
+import os
+import resource
 import subprocess
 import sys
 
+import pytest
+
 from lerobot_shards.core.address_space import GLIBC_ARENAS, has_room
 
-# What the child does: load the command line (as `lerobot-shards` does), then pyarrow, then
+# What the child does: what the `lerobot-shards` script does first, then load pyarrow, then
 # allocate in eight threads; it reports how much address space that took.
 CHILD = """
 import json, os, resource, sys, threading
@@ -26,7 +30,8 @@ def mapped():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
 
-import lerobot_shards.cli
+from lerobot_shards.core.address_space import fit_reservations_to_limit
+fit_reservations_to_limit()  # as the lerobot-shards script does first
 import pyarrow as pa
 before = mapped()
 table = pa.table({"x": list(range(100_000))})
@@ -46,8 +51,24 @@ print(json.dumps({"arrow": after_arrow - before, "threads": mapped() - after_arr
 MIB = 1 << 20
 
 
+FITTED = ("MIMALLOC_ARENA_RESERVE", "MALLOC_ARENA_MAX", "OPENBLAS_NUM_THREADS")
+
+
 def _child(limit: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(limit)], capture_output=True, text=True, timeout=300)
+    """The child's figures under ``limit`` bytes of address space (0: none), started without
+    the variables the fit sets, whatever this process has."""
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY and (limit == 0 or limit > hard):
+        pytest.skip(f"this process runs under a hard address-space limit ({hard} bytes)")
+
+    def unlimited() -> None:
+        if limit == 0:
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    env = {k: v for k, v in os.environ.items() if k not in FITTED}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(limit)], capture_output=True, text=True, timeout=300, env=env, preexec_fn=unlimited
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -67,7 +88,7 @@ def test_under_a_limit_the_allocators_reserve_what_they_use_and_without_one_noth
 def test_room_is_the_kernels_verdict_under_the_limit():
     script = (
         "import resource; from lerobot_shards.core.address_space import has_room\n"
-        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, resource.RLIM_INFINITY))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))\n"
         "print(has_room(1 << 20), has_room(2 << 30))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)

@@ -19,6 +19,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from lerobot_shards.core.address_space import address_space_words
 from lerobot_shards.core.errors import ArgumentError, StorageError
 
 
@@ -187,14 +188,6 @@ def resource_limit(error: BaseException) -> str | None:
     if kind == "memory":
         return f"out of memory (ENOMEM; this process may address {address_space_words()}): lower num_workers, prefetch_bytes or the batch size"
     return f"cannot start another thread: {_nproc_limit()}"
-
-
-def address_space_words() -> str:
-    """This process's address-space limit in words: ``3.0 GiB (ulimit -v / RLIMIT_AS)`` or ``no limit``."""
-    import resource
-
-    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    return "no limit" if limit == resource.RLIM_INFINITY else f"{limit / 2**30:.1f} GiB (ulimit -v / RLIMIT_AS)"
 
 
 def _nofile_limit() -> str:

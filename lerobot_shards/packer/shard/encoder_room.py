@@ -32,14 +32,15 @@ MIB = 1 << 20
 # frame threads, counted per pixel below.
 ENCODER_BASE_BYTES = 64 * MIB
 FRAMES_HELD = 48
-# x265 puts at most 64 worker threads in a pool (one bit each in a 64-bit mask) and runs at most
-# 6 frame encoders when it chooses their number (x265's frameNumThreads for 32 cores or more).
-X265_MAX_POOL = 64
+# x265 runs at most 6 frame encoders when it chooses their number (x265's frameNumThreads for 32
+# cores or more); its pools hold one worker a core (several pools of up to 64 past 64 cores).
 X265_MAX_FRAME_THREADS = 6
 
 
 def usable_cores() -> int:
-    """Cores this process may run on (its affinity: a SLURM job's cpuset, ``taskset``)."""
+    """Cores this process may run on (its affinity: a SLURM job's cpuset, ``taskset``). x265 sizes
+    its pool by the same count: under ``taskset -c 0`` it started 3 threads on 480x640 frames,
+    on both cores 5."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
@@ -50,9 +51,12 @@ def encoder_threads(encoder: str, options: dict[str, str], cores: int) -> int:
     """An upper bound on the threads ``encoder`` (``libx265``, ``libx264``) starts with ``options``
     on ``cores`` cores: its pool or frame threads, its lookahead, one spare."""
     if encoder == "libx265":
-        params = options.get("x265-params", "")
-        pool = 0 if "pools=none" in params else min(cores, X265_MAX_POOL)
-        frames = 1 if "frame-threads=1" in params else X265_MAX_FRAME_THREADS
+        params: dict[str, str] = {}
+        for item in options.get("x265-params", "").split(":"):
+            name, _, value = item.partition("=")
+            params[name] = value
+        pool = 0 if params.get("pools") == "none" else cores
+        frames = int(params["frame-threads"]) if params.get("frame-threads", "").isdigit() else X265_MAX_FRAME_THREADS
         return pool + frames + 2
     # x264's automatic count is 1.5 frame threads a core, plus lookahead threads (6 threads
     # on 2 cores were seen): two a core.

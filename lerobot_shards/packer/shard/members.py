@@ -18,11 +18,11 @@ from av.container import OutputContainer
 from av.error import FFmpegError
 from av.video.stream import VideoStream
 
-from lerobot_shards.core.address_space import address_space_limit
+from lerobot_shards.core.address_space import limit_error
 from lerobot_shards.core.format import gop_within_bound, longest_gop
 from lerobot_shards.core.format.lerobot_reading import video_rate
 from lerobot_shards.packer.errors import VideoCutError
-from lerobot_shards.packer.shard.encoder_room import encoder_room_bytes, ensure_encoder_room, room_refusal
+from lerobot_shards.packer.shard.encoder_room import ensure_encoder_room
 from lerobot_shards.packer.shard.mp4_writer import write_member
 from lerobot_shards.packer.source.samples import SourceSampleReader
 from lerobot_shards.packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
@@ -386,11 +386,12 @@ def open_encoder(stream: VideoStream, encoder: str, options: dict[str, str], hei
     try:
         stream.codec_context.open()
     except (FFmpegError, OSError, MemoryError) as err:
-        limit = address_space_limit()
-        if limit is None:
+        # Only a limit is worded as one (another thread took the room, or the encoder wanted
+        # more); any other failure keeps its own message.
+        limited = limit_error(err, f"opening the {encoder} encoder")
+        if limited is None:
             raise
-        # Room was there a moment ago: another thread took it, or the encoder wanted more.
-        raise room_refusal(encoder, encoder_room_bytes(encoder, options, height, width), limit) from err
+        raise limited from err
 
 
 def in_row_order(frames: Iterable[av.VideoFrame], positions: Sequence[int], *, where: str) -> Iterator[av.VideoFrame]:

@@ -19,6 +19,7 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobot_shards.core.address_space import limit_error
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.limits import MAX_FOOTER_BYTES, MAX_INDEX_FILE_BYTES
 from lerobot_shards.core.format.parquet import Budget, read_bounded
@@ -194,6 +195,9 @@ def parquet_metadata(path: Path, episode: int) -> tuple[tuple, pq.FileMetaData]:
     except FormatError as err:
         raise SourceError(f"{err} (data file of episode {episode})") from None
     except Exception as err:  # pyarrow raises ArrowInvalid/OSError for truncated or foreign files
+        limited = limit_error(err, f"{path}: reading its footer")  # this process's limit, not the file
+        if limited is not None:
+            raise limited from err
         raise SourceError(f"{path}: not a readable parquet file, truncated? (data file of episode {episode}: {err})") from None
 
 

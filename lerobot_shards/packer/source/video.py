@@ -20,6 +20,7 @@ from av.container import InputContainer
 from av.error import FFmpegError
 from av.video.stream import VideoStream
 
+from lerobot_shards.core.address_space import limit_error
 from lerobot_shards.packer.errors import SourceError, VideoCutError
 
 # Half a frame at 1000 fps: smaller than any frame period, larger than timestamp rounding.
@@ -69,6 +70,14 @@ def seek_keyframe(container, stream, seconds: float) -> None:
             raise VideoCutError(f"{container.name}: cannot seek to {seconds:.4f} s or to the start ({err})") from None
 
 
+def _reraise_limit(err: BaseException, where: str) -> None:
+    """Raise a limit of this process (``core.address_space.limit_error``: FFmpeg could not start
+    its threads or allocate under ``ulimit -v``/``-u``) instead of calling the video corrupt."""
+    limited = limit_error(err, where)
+    if limited is not None:
+        raise limited from err
+
+
 def open_video(path: Path) -> tuple[InputContainer, VideoStream]:
     """``(container, first video stream)`` of ``path``.
 
@@ -78,6 +87,7 @@ def open_video(path: Path) -> tuple[InputContainer, VideoStream]:
     try:
         container = av.open(str(path), mode="r")
     except Exception as err:
+        _reraise_limit(err, f"{path}: opening")
         raise VideoCutError(f"{path}: cannot open video ({err})") from None
     if not container.streams.video:
         container.close()
@@ -220,6 +230,7 @@ class SourceVideoReader:
                     self._taken(item)  # before the window: part of the run to the next keyframe
         except FFmpegError as err:
             self._packets = None
+            _reraise_limit(err, f"{self.path}: demuxing")
             raise VideoCutError(f"{self.path}: corrupt video while demuxing ({err})") from None
         self._pending = later + queued
         self._position = to_ts
@@ -305,6 +316,7 @@ class SourceFrameDecoder:
                     yield frame
             finished = True
         except FFmpegError as err:
+            _reraise_limit(err, f"{self.path}: decoding")
             raise VideoCutError(f"{self.path}: corrupt video while decoding ({err})") from None
         finally:
             if finished and not self.ended_early:
@@ -340,5 +352,6 @@ def video_duration_s(path: Path) -> float:
                 else:
                     _DURATION_CACHE[key] = float((container.duration or 0) / av.time_base)
         except Exception as err:  # PyAV raises several types for foreign or truncated files
+            _reraise_limit(err, f"{path}: opening")
             raise SourceError(f"{path}: cannot open video ({err})") from None
     return _DURATION_CACHE[key]
