@@ -9,7 +9,7 @@ import sys
 import click
 
 from lerobot_shards.cli.boundary import TRACEBACK_ENV, error_line, thread_not_started
-from lerobot_shards.core.address_space import fit_reservations_to_limit
+from lerobot_shards.core.address_space import fit_reservations_to_limit, near_limit
 
 
 def run() -> None:
@@ -24,8 +24,9 @@ def run() -> None:
         fit_reservations_to_limit()
     try:
         from lerobot_shards.cli.commands import main
-    except (MemoryError, ImportError, OSError, RuntimeError) as err:
-        if os.environ.get(TRACEBACK_ENV) == "1" or (isinstance(err, RuntimeError) and not thread_not_started(err)):
+    except Exception as err:
+        limited = isinstance(err, MemoryError | ImportError | OSError) or thread_not_started(err) or near_limit()
+        if os.environ.get(TRACEBACK_ENV) == "1" or not limited:
             raise
         click.echo(f"Error: {error_line(err, workers=False)}", err=True)
         raise SystemExit(1) from None

@@ -66,6 +66,13 @@ def at_limit(err: BaseException) -> bool:
         return True
     if not (isinstance(err, MemoryError) or (isinstance(err, OSError) and err.errno == errno.ENOMEM)):
         return False
+    return near_limit()
+
+
+def near_limit() -> bool:
+    """Whether this process has less than ``LOW_WATER_BYTES`` of address space left under its
+    limit (never without one). Under it anything can fail in any way: CPython compiling a
+    module reported a ``SyntaxError`` in an unchanged file at 275 MiB."""
     return address_space_limit() is not None and not has_room(LOW_WATER_BYTES)
 
 

@@ -123,3 +123,23 @@ def test_a_limit_is_one_line_whose_advice_fits_the_command(monkeypatch, tmp_path
         assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(f"Error: {said}"), (name, result.output)
         assert "ulimit -v" in lines[0] and "pip install" not in lines[0], (name, lines)
         assert ("--workers" in lines[0]) == (name == "pack"), (name, lines)
+
+
+def test_an_odd_error_at_the_limit_is_the_limit_and_elsewhere_a_bug():
+    """CPython compiling an unchanged module under 275 MiB raised SyntaxError: at the limit the
+    limit is the report (no bug report, no traceback); with room the same error is a bug."""
+    script = """
+import resource
+from lerobot_shards.cli.boundary import error_line
+err = SyntaxError("expected ':'")
+print("ROOM", error_line(err, workers=False))
+with open("/proc/self/status") as status:
+    mapped = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (16 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+print("LIMIT", error_line(err, workers=False))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert said["ROOM"].startswith("internal error, a bug in lerobot-shards: SyntaxError"), said
+    assert said["LIMIT"].startswith("out of memory (this process may address") and "--workers" not in said["LIMIT"], said
