@@ -40,7 +40,7 @@ from typing import Any
 import click
 
 from lerobot_shards.cli.text import printable, printable_lines
-from lerobot_shards.core.address_space import address_space_words, near_limit, unmappable_library
+from lerobot_shards.core.address_space import address_space_words, near_limit, thread_not_started, unmappable_library
 from lerobot_shards.core.errors import LeRobotShardsError, PredicateError, ResourceLimitError, SqlSyntaxError
 
 TRACEBACK_ENV = "LEROBOT_SHARDS_TRACEBACK"
@@ -77,9 +77,10 @@ def _limit_line(kind: str, workers: bool) -> str:
     return f"out of memory (this process may address {address_space_words()}); raise the job's memory limit{fewer}"
 
 
-def thread_not_started(err: BaseException) -> bool:
-    """Python's error for a thread the system would not start (address space, ``ulimit -u``)."""
-    return isinstance(err, RuntimeError) and "can't start new thread" in str(err)
+def one_line(err: BaseException) -> bool:
+    """Whether ``err`` leaves as one line with exit 1 (ours, or a process limit, or anything near
+    the address-space limit) rather than as a bug report (exit 70)."""
+    return isinstance(err, LeRobotShardsError | MemoryError | OSError | ImportError) or thread_not_started(err) or near_limit()
 
 
 def error_line(err: BaseException, *, workers: bool = True) -> str:
@@ -139,9 +140,7 @@ class BoundaryGroup(click.Group):
         except Exception as err:
             leaf = ctx.meta.get(_LEAF)
             line = error_line(err, workers=leaf is not None and any(p.name == "workers" for p in leaf.params))
-            if isinstance(err, LeRobotShardsError | MemoryError | OSError | ImportError) or thread_not_started(err):
-                raise click.ClickException(line) from None
-            if line.startswith("out of memory"):  # an odd failure at the limit (error_line)
+            if one_line(err):
                 raise click.ClickException(line) from None
             if ctx.invoked_subcommand in PASSTHROUGH:
                 raise
@@ -157,4 +156,4 @@ def _interrupted(ctx: click.Context) -> None:
     raise SystemExit(EXIT_INTERRUPTED) from None
 
 
-__all__ = ["BoundaryGroup", "EXIT_BUG", "EXIT_INTERRUPTED", "TRACEBACK_ENV", "error_line"]
+__all__ = ["BoundaryGroup", "EXIT_BUG", "EXIT_INTERRUPTED", "TRACEBACK_ENV", "error_line", "one_line"]

@@ -8,8 +8,8 @@ import sys
 
 import click
 
-from lerobot_shards.cli.boundary import TRACEBACK_ENV, error_line, thread_not_started
-from lerobot_shards.core.address_space import fit_reservations_to_limit, near_limit
+from lerobot_shards.cli.boundary import TRACEBACK_ENV, error_line, one_line
+from lerobot_shards.core.address_space import fit_reservations_to_limit
 
 
 def run() -> None:
@@ -25,8 +25,7 @@ def run() -> None:
     try:
         from lerobot_shards.cli.commands import main
     except Exception as err:
-        limited = isinstance(err, MemoryError | ImportError | OSError) or thread_not_started(err) or near_limit()
-        if os.environ.get(TRACEBACK_ENV) == "1" or not limited:
+        if os.environ.get(TRACEBACK_ENV) == "1" or not one_line(err):
             raise
         click.echo(f"Error: {error_line(err, workers=False)}", err=True)
         raise SystemExit(1) from None

@@ -89,13 +89,18 @@ def limit_error(err: BaseException, where: str) -> ResourceLimitError | None:
     number = getattr(err, "errno", None)
     if number in (errno.EMFILE, errno.ENFILE):
         kind = "files"
-    elif (isinstance(err, RuntimeError) and "can't start new thread" in str(err)) or number == errno.EAGAIN:
+    elif thread_not_started(err) or number == errno.EAGAIN:
         kind = "threads"
     elif at_limit(err):
         kind = "memory"
     else:
         return None
     return ResourceLimitError(f"{where}: {err}", limit=kind, where=where)
+
+
+def thread_not_started(err: BaseException) -> bool:
+    """Python's error for a thread the system would not start (address space, ``ulimit -u``)."""
+    return isinstance(err, RuntimeError) and "can't start new thread" in str(err)
 
 
 def unmappable_library(err: BaseException) -> bool:

@@ -19,7 +19,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lerobot_shards.core.address_space import address_space_words
+from lerobot_shards.core.address_space import address_space_words, thread_not_started
 from lerobot_shards.core.errors import ArgumentError, StorageError
 
 
@@ -163,7 +163,7 @@ def _limit_hit(error: BaseException) -> tuple[str, int] | None:
             return "files", int(number)
         if isinstance(cause, OSError) and number == errno.ENOMEM or isinstance(cause, MemoryError):
             return "memory", errno.ENOMEM
-        if isinstance(cause, RuntimeError) and "can't start new thread" in str(cause):
+        if thread_not_started(cause):
             return "threads", errno.EAGAIN
     return None
 
