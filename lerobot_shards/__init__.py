@@ -1,7 +1,7 @@
 """lerobot-shards: pack LeRobot v3 datasets into episode-aligned shards and stream them into
 PyTorch. The one name to import::
 
-    from lerobot_shards import PackedDataset, MixtureDataset, BatchLoader, DecodeStage, pack_dataset
+    from lerobot_shards import PackedDataset, PackedLeRobotDataset, MixtureDataset, BatchLoader, DecodeStage, pack_dataset
 
 The package's folders are its layers (docs/ARCHITECTURE.md): ``core`` (the format, reading a
 finished pack, storage, errors and options both halves share), ``reader`` (datasets, loader,
@@ -23,6 +23,7 @@ _EXPORTS = {
     # reading
     "lerobot_shards.reader.dataset": ["PackedDataset", "AnchorSequence"],
     "lerobot_shards.reader.mixture": ["MixtureDataset"],
+    "lerobot_shards.reader.map_dataset": ["PackedLeRobotDataset"],
     "lerobot_shards.reader.read_options": ["ReadOptions"],
     "lerobot_shards.reader.lerobot_meta": ["PackedMeta", "aggregate_stats"],
     "lerobot_shards.reader.loader": ["BatchLoader", "to_device"],
@@ -186,6 +187,9 @@ if TYPE_CHECKING:  # the same names for static tools (never run); `X as X` marks
     from lerobot_shards.reader.loader import (
         BatchLoader as BatchLoader,
         to_device as to_device,
+    )
+    from lerobot_shards.reader.map_dataset import (
+        PackedLeRobotDataset as PackedLeRobotDataset,
     )
     from lerobot_shards.reader.mixture import (
         MixtureDataset as MixtureDataset,

@@ -2,6 +2,7 @@
 
 import atexit
 import gc
+import multiprocessing.util
 import os
 import re
 import shutil
@@ -75,7 +76,9 @@ def pytest_sessionfinish(session, exitstatus):
         session.config._lerobot_shards_leftovers = left
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif exitstatus == 0:
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        # After multiprocessing's own exit cleanup (priority -100), which removes the pymp-*
+        # folder a fork server made in this process: removed first, that cleanup printed a traceback.
+        multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True}, exitpriority=-101)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -10,6 +10,7 @@ from lerobot_shards.core.exports import lazy_exports
 _EXPORTS = {
     "lerobot_shards.reader.dataset": ["PackedDataset", "AnchorSequence"],
     "lerobot_shards.reader.mixture": ["MixtureDataset"],
+    "lerobot_shards.reader.map_dataset": ["PackedLeRobotDataset"],
     "lerobot_shards.reader.read_options": ["ReadOptions"],
     "lerobot_shards.reader.lerobot_meta": ["PackedMeta", "aggregate_stats"],
     "lerobot_shards.reader.loader": ["BatchLoader", "to_device"],

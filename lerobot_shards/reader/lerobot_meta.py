@@ -50,6 +50,9 @@ class PackedMeta:
     total_frames: int
     task_names: dict[int, str] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    # What LeRobot's EpisodeAwareSampler reads (``episodes["dataset_from_index"]``, ...): set by
+    # ``PackedLeRobotDataset.meta`` (``reader.plan.frame_positions.EpisodeBounds``).
+    episodes: Any = None
 
     @property
     def parsed_features(self) -> Features:

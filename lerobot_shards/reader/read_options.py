@@ -46,7 +46,11 @@ class ReadOptions:
         ),
     )
     seed: int = option(0, help="Base seed: the order is a pure function of (seed, epoch, world size, workers).")
-    episode_pool_size: int = option(16, minimum=1, help="Whole episodes each consumer keeps open and draws from.")
+    episode_pool_size: int = option(
+        16,
+        minimum=1,
+        help="Whole episodes each consumer keeps open and draws from (random access: the most recently used it keeps).",
+    )
     rank: int | None = option(None, flag=False, help="This rank (default: torch.distributed, else RANK, else 0).")
     world_size: int | None = option(None, flag=False, help="Ranks (default: torch.distributed, else WORLD_SIZE, else 1).")
     # -- frames
@@ -91,6 +95,15 @@ class ReadOptions:
         help=(
             "Episodes fetched at once per consumer. 2 keeps a local disk or a nearby bucket busy; raise it for a "
             "distant bucket when episodes rotate faster than they arrive."
+        ),
+    )
+    open_bytes: int = option(
+        512 * 1024 * 1024,
+        minimum=0,
+        help=(
+            "Random access (ds[i], a sampler's batches): bytes of the episodes a process keeps open between batches "
+            "(their members and rows, least recently used dropped first; their decoders go with them), beside at most "
+            "episode_pool_size episodes. A batch touching more is read in runs that fit."
         ),
     )
     cache_dir: str | None = option(None, help="Local disk cache of fetched episode bytes, shared by workers (None: none).")

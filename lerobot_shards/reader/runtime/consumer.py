@@ -27,8 +27,9 @@ from lerobot_shards.core.pack.catalog import EpisodeCatalog
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.fetch.disk_cache import DiskCache
-from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
+from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool, FetchCounters
 from lerobot_shards.reader.plan.consumer_draws import Block
+from lerobot_shards.reader.plan.world import World
 from lerobot_shards.reader.read_options import ReadOptions
 from lerobot_shards.reader.runtime.environment import decode_threads_for, detect_world
 from lerobot_shards.reader.runtime.sample_builder import SampleBuilder
@@ -60,6 +61,27 @@ class StreamView:
     rows_as_views: bool = False
 
 
+def make_sample_builder(view: StreamView, dataset: int, world: World) -> SampleBuilder:
+    """The sample builder of one dataset of a view: its cameras, windows, tasks and features,
+    the view's read options, and decode threads for this consumer's share of the cores."""
+    info, options = view.catalog.datasets[dataset], view.options
+    return SampleBuilder(
+        video_keys=list(info.video_keys),
+        offsets=view.offsets[dataset],
+        tasks=view.catalog.tasks(dataset),
+        decoders=view.decoders,
+        return_uint8=options.return_uint8,
+        image_transforms=options.image_transforms,
+        encoded_video=options.encoded_video,
+        member_prefix=info.root,
+        frame_sizes=info.frame_sizes,
+        decode_threads=options.decode_threads or decode_threads_for(world, (info.frame_sizes or {}).values()),
+        features=info.features,
+        depth_unit=options.depth_unit,
+        copy_rows=not view.rows_as_views,
+    )
+
+
 class Consumer:
     """Serves draws as samples for one consumer (see the module docstring).
 
@@ -87,22 +109,7 @@ class Consumer:
     def builder(self, dataset: int) -> SampleBuilder:
         built = self._builders.get(dataset)
         if built is None:
-            info, options = self.view.catalog.datasets[dataset], self.view.options
-            built = self._builders[dataset] = SampleBuilder(
-                video_keys=list(info.video_keys),
-                offsets=self.view.offsets[dataset],
-                tasks=self.view.catalog.tasks(dataset),
-                decoders=self.view.decoders,
-                return_uint8=options.return_uint8,
-                image_transforms=options.image_transforms,
-                encoded_video=options.encoded_video,
-                member_prefix=info.root,
-                frame_sizes=info.frame_sizes,
-                decode_threads=options.decode_threads or decode_threads_for(self._world, (info.frame_sizes or {}).values()),
-                features=info.features,
-                depth_unit=options.depth_unit,
-                copy_rows=not self.view.rows_as_views,
-            )
+            built = self._builders[dataset] = make_sample_builder(self.view, dataset, self._world)
         return built
 
     def samples(self, segments: Iterable[Iterable[Block]]) -> Iterator[tuple[int, dict]]:
@@ -147,26 +154,48 @@ class Consumer:
 
     def publish(self) -> None:
         """Write this consumer's counters to the shared table."""
-        fetch, builders = self.fetcher.counters, list(self._builders.values())
-        total = {
-            "samples": self.samples_built,
-            "bytes_fetched": fetch.bytes_fetched,
-            "fetch_seconds": fetch.fetch_seconds,
-            "decode_seconds": sum(b.counters["decode_seconds"] for b in builders),
-            "episodes_admitted": fetch.episodes_admitted,
-            "disk_cache_hits": fetch.disk_cache_hits,
-            "decoder_hits": sum(b.counters["decoder_hits"] for b in builders),
-            "decoder_misses": sum(b.counters["decoder_misses"] for b in builders),
-            "frames_decoded": sum(b.counters["frames_decoded"] for b in builders),
-            "images_decoded": sum(b.counters["images_decoded"] for b in builders),
-            "depth_frames_decoded": sum(b.counters["depth_frames_decoded"] for b in builders),
-            "storage_retries": self.storages.retries,
-            "max_open_episodes": self.pool.max_open,
-            "max_open_bytes": self.pool.max_open_bytes,
-            "max_prefetched_bytes": self.pool.prefetcher.peak_bytes,
-            "max_datasets_opened": self.storages.opened,
-        }
-        self._publisher.publish(total)
+        self._publisher.publish(
+            counter_totals(
+                self.samples_built,
+                self.fetcher.counters,
+                list(self._builders.values()),
+                self.storages,
+                open_peaks=(self.pool.max_open, self.pool.max_open_bytes),
+                prefetched_peak=self.pool.prefetcher.peak_bytes,
+            )
+        )
 
 
-__all__ = ["Consumer", "StreamView"]
+def counter_totals(
+    samples: int,
+    fetch: FetchCounters,
+    builders: list[SampleBuilder],
+    storages: DatasetStorages,
+    *,
+    open_peaks: tuple[int, int],
+    prefetched_peak: int = 0,
+) -> dict[str, float]:
+    """What a consumer publishes (``reader.runtime.stats.STAT_FIELDS``): its samples, its
+    fetcher's and sample builders' counters, its storages' retries and packs, and the peaks of
+    what it held open (episodes, bytes) and fetched ahead."""
+    return {
+        "samples": samples,
+        "bytes_fetched": fetch.bytes_fetched,
+        "fetch_seconds": fetch.fetch_seconds,
+        "decode_seconds": sum(b.counters["decode_seconds"] for b in builders),
+        "episodes_admitted": fetch.episodes_admitted,
+        "disk_cache_hits": fetch.disk_cache_hits,
+        "decoder_hits": sum(b.counters["decoder_hits"] for b in builders),
+        "decoder_misses": sum(b.counters["decoder_misses"] for b in builders),
+        "frames_decoded": sum(b.counters["frames_decoded"] for b in builders),
+        "images_decoded": sum(b.counters["images_decoded"] for b in builders),
+        "depth_frames_decoded": sum(b.counters["depth_frames_decoded"] for b in builders),
+        "storage_retries": storages.retries,
+        "max_open_episodes": open_peaks[0],
+        "max_open_bytes": open_peaks[1],
+        "max_prefetched_bytes": prefetched_peak,
+        "max_datasets_opened": storages.opened,
+    }
+
+
+__all__ = ["Consumer", "StreamView", "counter_totals", "make_sample_builder"]

@@ -170,6 +170,11 @@ class SampleBuilder:
         # In camera order: the first camera that failed raises, as one after another would.
         return {key: future.result() for key, future in futures.items()}
 
+    @property
+    def open_decoders(self) -> int:
+        """Decoders open now (each on an episode something still holds)."""
+        return sum(len(held) for held in list(self._opened.values()))
+
     def close(self) -> None:
         """Stop the decode threads (a later build starts them again)."""
         if self._threads is not None:

@@ -53,10 +53,23 @@ MAX_WORKERS = 255
 
 
 class SharedStats:
-    """The shared table (see the module docstring). Picklable only to DataLoader workers."""
+    """The shared table (see the module docstring). Shared with the DataLoader workers a process
+    starts; pickled anywhere else, it arrives as a new table of its own."""
 
     def __init__(self) -> None:
         self._table = multiprocessing.RawArray("d", (MAX_WORKERS + 1) * len(STAT_FIELDS))
+
+    def __getstate__(self) -> dict:
+        # The table crosses only to a process being started (a DataLoader worker under spawn or
+        # forkserver, where multiprocessing allows it); any other pickle (a dataset saved, or sent
+        # through a queue) arrives with a table of its own, counting in that process alone.
+        import multiprocessing.context as started
+
+        return {"table": self._table if started.get_spawning_popen() is not None else None}
+
+    def __setstate__(self, state: dict) -> None:
+        table = state.get("table")
+        self._table = table if table is not None else multiprocessing.RawArray("d", (MAX_WORKERS + 1) * len(STAT_FIELDS))
 
     def _rows(self) -> np.ndarray:
         # rows: (slots, fields); a view on the shared buffer, no copy.
