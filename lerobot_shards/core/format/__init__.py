@@ -75,6 +75,8 @@ _EXPORTS = {
         "SAMPLES_INDEX_PATH",
         "SHARDS_DIR",
         "STATS_PATH",
+        "STORAGE_FORMAT",
+        "STORAGE_FORMAT_KEY",
         "SUPPORTED_FORMAT_VERSIONS",
         "TASKS_PATH",
         "VIDEO_CODECS",

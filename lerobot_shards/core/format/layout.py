@@ -43,6 +43,11 @@ SAMPLES_INDEX_PATH = f"{INDEX_DIR}/samples.parquet"
 TASKS_PATH = f"{META_DIR}/tasks.parquet"
 INFO_PATH = f"{META_DIR}/info.json"
 STATS_PATH = f"{META_DIR}/stats.json"
+# What a pack's ``meta/info.json`` says LeRobot should read it with: LeRobot's reader registry
+# (``LeRobotDataset`` on LeRobot main picks a reader by ``info["storage_format"]``) loads
+# ``lerobot_shards.reader.lerobot_reader`` for it. The names ``lerobot`` and ``lance`` are LeRobot's.
+STORAGE_FORMAT_KEY = "storage_format"
+STORAGE_FORMAT = "lerobot_shards"
 
 # Row groups of a shard parquet never exceed ``limits.ROW_GROUP_MAX_BYTES`` (unless one
 # episode alone does) and never split an episode: a consumer that admits an episode reads

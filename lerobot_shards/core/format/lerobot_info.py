@@ -8,6 +8,7 @@ bounded here (``LeRobotInfo``), so no caller indexes into the JSON.
 from __future__ import annotations
 
 import copy
+import json
 import string
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format.features import Features, parse_features
 from lerobot_shards.core.format.fields import load_json
+from lerobot_shards.core.format.layout import STORAGE_FORMAT, STORAGE_FORMAT_KEY
 from lerobot_shards.core.format.lerobot_reading import V21_TO_V30, parse_codebase_version, parse_fps
 from lerobot_shards.core.format.limits import MAX_FPS, MAX_JSON_DEPTH, MAX_RECORD_BYTES
 
@@ -104,6 +106,22 @@ def parse_lerobot_info(data: bytes | str, *, where: str) -> LeRobotInfo:
     )
 
 
+def lerobot_view(raw: dict[str, Any], features: dict[str, Any]) -> bytes:
+    """A pack's ``meta/info.json``: its source's (``raw``), with ``features`` as the pack holds
+    them (re-encoded cameras' codec, pixel format and size) and ``storage_format`` naming the
+    reader LeRobot's registry loads for it (``STORAGE_FORMAT``). Written as LeRobot writes its
+    own (``json.dump(..., indent=4, ensure_ascii=False)``), so ``LeRobotDatasetMetadata`` opens
+    the pack's ``meta/`` as a dataset's: what it says is what the samples hold."""
+    view = {**copy.deepcopy(raw), "features": copy.deepcopy(features), STORAGE_FORMAT_KEY: STORAGE_FORMAT}
+    return json.dumps(view, indent=4, ensure_ascii=False).encode()
+
+
+def is_lerobot_view(raw: dict[str, Any]) -> bool:
+    """Whether an ``info.json`` is a pack's own (``lerobot_view``: its features already as
+    packed), rather than a source's copied verbatim (packs made before 2026-12-06)."""
+    return raw.get(STORAGE_FORMAT_KEY) == STORAGE_FORMAT
+
+
 def _check_template(template: object, name: str, where: str) -> str:
     """A path template from info.json may only use its known fields, with integer formats.
 
@@ -129,4 +147,11 @@ def _check_template(template: object, name: str, where: str) -> str:
     return template
 
 
-__all__ = ["SUPPORTED_CODEBASE_VERSION", "TEMPLATE_FIELDS", "LeRobotInfo", "parse_lerobot_info"]
+__all__ = [
+    "SUPPORTED_CODEBASE_VERSION",
+    "TEMPLATE_FIELDS",
+    "LeRobotInfo",
+    "is_lerobot_view",
+    "lerobot_view",
+    "parse_lerobot_info",
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from lerobot_shards.core.errors import FormatError
@@ -103,18 +104,22 @@ def _refuse_foreign_content(storage: Storage) -> bool:
 _COPY_CHUNK = 4 << 20
 
 
-def copy_meta(source: Source, storage: Storage) -> dict[str, FileEntry]:
-    """Copy the source's metadata files verbatim (``source.metadata_files()``: the files the
-    format reads, each within its bound), streamed: each is read in chunks into a local temp
-    file while it is hashed (what is hashed is what is published), then uploaded. A file
+def copy_meta(
+    source: Source, storage: Storage, *, rewrite: Mapping[str, Callable[[bytes], bytes]] | None = None
+) -> dict[str, FileEntry]:
+    """Copy the source's metadata files (``source.metadata_files()``: the files the format
+    reads, each within its bound), streamed: each is read in chunks into a local temp file while
+    it is hashed (what is hashed is what is published), then uploaded; ``rewrite`` maps a file
+    to what the pack holds instead (``meta/info.json``: the pack's own, ``packed_info``). A file
     already at the destination with the same bytes is skipped (compared by digest: a file of
     the same size may have been planted).
 
     Returns:
-        The size and digest of every file (for the pack journal).
+        The size and digest of every file as written (for the pack journal).
 
     Raises:
-        SourceError: a file holds more bytes than its bound (names it and the bound).
+        SourceError: a file holds more bytes than its bound (names it and the bound), or does
+            not parse as a reader of the pack would parse it.
     """
     entries = {}
     with staging_dir(storage.url, kind="meta") as folder:
@@ -122,6 +127,10 @@ def copy_meta(source: Source, storage: Storage) -> dict[str, FileEntry]:
             staged = folder / "staged"
             with open(staged, "wb") as sink:
                 entries[rel] = _stream_copy(path, sink, bound, rel)
+            if rewrite and rel in rewrite:
+                data = rewrite[rel](staged.read_bytes())
+                staged.write_bytes(data)
+                entries[rel] = FileEntry(len(data), hashlib.sha256(data).hexdigest())
             try:  # read back as the pack's readers will read it (bounded above)
                 check_packed_metadata(rel, staged.read_bytes(), where=str(path))
             except FormatError as err:

@@ -49,8 +49,8 @@ from lerobot_shards.core.windows import pad_counts, resolve_delta_timestamps
 from lerobot_shards.packer.errors import PackError, SourceError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.run.journal import Journal
+from lerobot_shards.packer.run.packed_info import packed_features
 from lerobot_shards.packer.run.receipts import finished_receipts
-from lerobot_shards.packer.shard import reencode_pixel_format
 from lerobot_shards.packer.source.info import parse_info
 from lerobot_shards.packer.version import packer_version
 
@@ -117,33 +117,6 @@ def _meta_files(storage: Storage, plan: PackPlan, journal: Journal, trust_destin
             "re-run `lerobot-shards pack` to copy it again"
         )
     return entries
-
-
-def _packed_features(info: LeRobotInfo, options: PackOptions, video_keys: list[str]) -> dict:
-    """The source's features as the pack holds them: re-encoded cameras say their new codec,
-    pixel format and size (JSON, parsed again with the manifest)."""
-    features = info.features.to_json()
-    if options.video == "copy":
-        return features
-    for key in video_keys:
-        spec, feature = info.features[key], features[key]
-        if spec.is_depth or spec.camera is None:
-            continue  # depth is cut as in copy mode (re-encoded losslessly where it cannot be)
-        feature_info = spec.info
-        height, width = spec.camera.size
-        resize = options.resize_for(key)
-        if resize:
-            height, width = resize
-            shape = [spec.camera.channels, height, width] if spec.camera.channels_first else [height, width, spec.camera.channels]
-            feature["shape"] = shape
-            feature_info["video.height"], feature_info["video.width"] = height, width
-        feature_info["video.codec"] = options.video
-        feature_info["video.pix_fmt"] = reencode_pixel_format(spec.pix_fmt, height, width)
-        feature_info["video.g"] = options.gop
-        feature_info["video.crf"] = options.crf
-        feature_info["video.preset"] = options.preset
-        feature["info"] = feature_info
-    return features
 
 
 def _features_of_what_was_packed(features: dict, parquet_fields: dict[str, pa.Field]) -> tuple[dict, dict | None]:
@@ -247,7 +220,7 @@ def finalize(
     schema = samples_index_schema(options.windows)
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
     files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema), profile)
-    features, drift = _features_of_what_was_packed(_packed_features(info, options, video_keys), parquet_fields)
+    features, drift = _features_of_what_was_packed(packed_features(info, options), parquet_fields)
     manifest = _manifest(plan, options, fps, features, video_keys, shard_entries, files, episode_rows, receipts, drift)
     storage.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
     return manifest

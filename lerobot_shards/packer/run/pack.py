@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 from lerobot_shards.core.errors import FormatError, WindowError
-from lerobot_shards.core.format import PackPlan, pad_columns
+from lerobot_shards.core.format import INFO_PATH, PackPlan, pad_columns
 from lerobot_shards.core.option_fields import keyword_signature, merge_options, split_options
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.core.windows import looks_like_frames, resolve_delta_timestamps, windows_beyond
@@ -35,6 +35,7 @@ from lerobot_shards.packer.run.claim import check_destination, claim_destination
 from lerobot_shards.packer.run.finalize import finalize
 from lerobot_shards.packer.run.journal import Journal
 from lerobot_shards.packer.run.lease import destination_lease
+from lerobot_shards.packer.run.packed_info import packed_info
 from lerobot_shards.packer.run.pool import run_jobs
 from lerobot_shards.packer.run.receipts import kept_receipt
 from lerobot_shards.packer.run.shards import ShardJob, pack_shard
@@ -228,7 +229,7 @@ def _pack_claimed(
     progress: Callable[[PackProgress], None] | None,
 ) -> PackReport:
     """The rest of ``pack_dataset`` once its lease is held: claim, build the shards, finalize."""
-    journal = _claim(storage, plan, source, run)
+    journal = _claim(storage, plan, source, options, run)
     shard_ids = list(range(len(plan.shards))) if run.part is None else shards_of_part(len(plan.shards), *run.part)
     report = PackReport(shards=len(shard_ids), metadata_left_out=list(source.unknown_metadata_files()))
     _warn_metadata_left_out(source.root, report.metadata_left_out)
@@ -328,9 +329,10 @@ def _plan_pack(
     return plan, sizes
 
 
-def _claim(storage: Storage, plan: PackPlan, source: Source, run: PackRunOptions) -> Journal:
+def _claim(storage: Storage, plan: PackPlan, source: Source, options: PackOptions, run: PackRunOptions) -> Journal:
     """Claim the destination for ``plan`` (or find it already holds it), clear temporary files
-    an interrupted run left, copy ``meta/`` and record it in this machine's journal."""
+    an interrupted run left, copy ``meta/`` (``info.json`` as the pack's own: ``packed_info``)
+    and record it in this machine's journal."""
     claim_destination(storage, plan)
     removed = storage.remove_stale_temp_files()
     if removed:
@@ -339,7 +341,7 @@ def _claim(storage: Storage, plan: PackPlan, source: Source, run: PackRunOptions
     if swept:
         log.warning("removed %d staging folder(s) a killed run of %s left in %s", len(swept), storage.url, swept[0].parent)
     journal = Journal(storage.url, run.journal)
-    journal.record_meta(plan.sha256, copy_meta(source, storage))
+    journal.record_meta(plan.sha256, copy_meta(source, storage, rewrite={INFO_PATH: lambda _: packed_info(source.info, options)}))
     return journal
 
 
