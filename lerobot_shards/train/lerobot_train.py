@@ -1,24 +1,33 @@
 """LeRobot's own trainer (``lerobot-train``) on a pack or a mixture, without a fork of LeRobot.
 
     lerobot-shards train --dataset.root=PACK_OR_MIXTURE_JSON --policy.type=act [every lerobot-train flag] \\
-        [--shards.storage_options='{"endpoint_url": "..."}'] [--shards.decode_device=cuda] ...
+        [--shards.storage_options='{"endpoint_url": "..."}'] [--shards.order=pool --shards.decode_device=cuda] ...
     accelerate launch --num_processes=2 -m lerobot_shards.train --dataset.root=... (same flags)
 
 LeRobot 0.6.1 has no dataset plug-in point (``make_dataset`` builds ``LeRobotDataset`` or
 ``StreamingLeRobotDataset``; ``DatasetConfig`` has no type field), so this module runs
-``lerobot.scripts.lerobot_train.main`` after replacing three names, in every process:
+``lerobot.scripts.lerobot_train.main`` after replacing one name, in every process:
 
-- ``lerobot_train.make_train_eval_datasets``: builds ``PackedDataset`` (a pack root) or
-  ``MixtureDataset`` (a path ending in ``.json``) as LeRobot's factory builds its dataset:
-  windows from ``resolve_delta_timestamps(policy config, meta)``, ``--dataset.episodes``,
-  image transforms, ``tolerance_s``, ImageNet stats for cameras, ``return_uint8`` (the trainer
-  converts frames to float32 / 255, as it does for LeRobot's own dataset), seed ``--seed``.
-  It sets ``cfg.dataset.streaming = True`` so the trainer builds no episode sampler.
+- ``lerobot_train.make_train_eval_datasets``: builds ``PackedLeRobotDataset`` (a pack root, or a
+  mixture: a path ending in ``.json``) as LeRobot's factory builds its dataset: windows from
+  ``resolve_delta_timestamps(policy config, meta)``, ``--dataset.episodes``, image transforms,
+  ``tolerance_s``, ImageNet stats for cameras, ``return_uint8`` (the trainer converts frames to
+  float32 / 255, as it does for LeRobot's own dataset). It has ``LeRobotDataset``'s interface
+  (``ds[i]``, ``__getitems__``, ``meta.episodes``, ``episodes``, ``absolute_to_relative_idx``), so
+  everything after is LeRobot's own: its ``EpisodeAwareSampler`` (``drop_n_last_frames``, shuffle
+  per ``--seed`` and epoch), its DataLoader, accelerate's split over ranks, its checkpoints and its
+  ``--resume``.
+
+``--shards.order=pool`` reads in our episode-pool order instead (faster from a bucket or over a
+large mixture: whole episodes are fetched ahead), at the cost of two more replaced names:
+
+- ``make_train_eval_datasets`` then builds ``PackedDataset``/``MixtureDataset`` (seed ``--seed``)
+  and sets ``cfg.dataset.streaming = True`` so the trainer builds no episode sampler;
 - ``accelerate.Accelerator.prepare_data_loader``: for that dataset it returns a ``TrainLoader``
   (a ``BatchLoader`` with the trainer's batch size, workers, pinning and start method) instead
   of accelerate's dispatcher: each rank reads its own exact share (accelerate would read
   every batch on rank 0 and scatter it), and each pass of the trainer's ``cycle()`` is the
-  next epoch (``set_epoch``).
+  next epoch (``set_epoch``);
 - ``lerobot_train.save_checkpoint``: also writes the loader's resume state (the same on every
   rank) to ``training_state/lerobot_shards_loader.json``; ``--resume=true`` loads it, so the
   sample sequence continues exactly where the checkpoint's step left it (on another number
@@ -49,11 +58,13 @@ from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.limits import MAX_JSON_DEPTH, MAX_RECORD_BYTES
 from lerobot_shards.core.option_fields import OptionField, check_values, describe_options, option, option_fields
 from lerobot_shards.reader.loader import BatchLoader
+from lerobot_shards.reader.map_dataset import PackedLeRobotDataset
 from lerobot_shards.reader.read_options import ReadOptions, decoder_names
 from lerobot_shards.reader.runtime.environment import detect_world
 
 TESTED_LEROBOT = ("0.6.1",)
 MIXED_RATES = ("refuse", "frames")
+ORDERS = ("sampler", "pool")
 STATE_FILE = "lerobot_shards_loader.json"
 _PREFIX = "--shards."
 
@@ -80,11 +91,22 @@ class ShardsOptions:
     log_samples: str | None = option(
         None,
         help=(
-            "Write each batch's index/episode_index (and dataset_index for a mixture) as the trainer receives it, one "
-            "JSON line per batch, to this path with .rank<R> appended (to check what was trained on)."
+            "Write each batch's index/episode_index (and dataset_index for a mixture), one JSON line per batch, to "
+            "this path with .rank<R> appended (to check what was trained on): as the trainer receives it (order "
+            "pool), or as a DataLoader worker builds it (order sampler: .worker<W> appended in a worker)."
         ),
     )
     allow_untested_lerobot: bool = option(False, help="Run on a LeRobot version not in TESTED_LEROBOT.")
+    order: str = option(
+        "sampler",
+        choices=ORDERS,
+        help=(
+            "'sampler' (default): LeRobot's own data order, its EpisodeAwareSampler (drop_n_last_frames), accelerate's "
+            "split and its checkpoints and resume, over random access to the pack (PackedLeRobotDataset); 'pool': "
+            "our episode-pool stream (BatchLoader), faster on a bucket or a large mixture, resumed from a loader state "
+            "saved beside each checkpoint."
+        ),
+    )
     mixed_rates: str = option(
         "refuse",
         choices=MIXED_RATES,
@@ -119,6 +141,7 @@ class ShardsOptions:
             "log_samples": self.log_samples,
             "allow_untested_lerobot": self.allow_untested_lerobot,
             "mixed_rates": self.mixed_rates,
+            "order": self.order,
         }
 
     def read_options(self, **trainer: Any) -> ReadOptions:
@@ -334,21 +357,75 @@ class TrainLoader:
 _ACTIVE: TrainLoader | None = None
 
 
+class SampledData(PackedLeRobotDataset):
+    """The dataset LeRobot's own sampler and loader read (``--shards.order=sampler``): a
+    ``PackedLeRobotDataset`` that, with ``log_samples``, writes each batch it builds as one JSON
+    line (``index``, ``episode_index``, ``dataset_index`` for a mixture) to
+    ``<log_samples>.rank<R>[.worker<W>]``: a worker builds its batches in the order the loader
+    hands them out, so the lines of one worker are its batches in order."""
+
+    def __init__(self, root: str, *, log_samples: str | None = None, **kwargs: Any):
+        super().__init__(root, **kwargs)
+        self.log_samples = log_samples
+
+    def __getitems__(self, indices):
+        samples = super().__getitems__(indices)
+        if self.log_samples:
+            worker = torch.utils.data.get_worker_info()
+            path = Path(f"{self.log_samples}.rank{detect_world().rank}" + (f".worker{worker.id}" if worker else ""))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            keys = [k for k in ("dataset_index", "episode_index", "index") if samples and k in samples[0]]
+            record = {"positions": [int(i) for i in indices], **{k: [int(s[k]) for s in samples] for k in keys}}
+            with path.open("a") as log:
+                log.write(json.dumps(record) + "\n")
+        return samples
+
+
 # -- the replaced names -----------------------------------------------------------------------
-def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
-    """``make_train_eval_datasets(cfg)`` for packed data (see the module docstring).
+def make_train_data(cfg, options: ShardsOptions) -> tuple[Any, None]:
+    """``make_train_eval_datasets(cfg)`` for packed data (see the module docstring): a
+    ``PackedLeRobotDataset`` (``--shards.order=sampler``, LeRobot's sampler and loader then run
+    as on its own dataset) or a ``TrainData`` stream (``pool``).
 
     Raises:
         LeRobotTrainError: no ``--dataset.root``, ``--dataset.eval_split`` > 0, ``--dataset.episodes``
-            with a mixture, or a resume from a checkpoint that has no loader state.
+            with a mixture, ``--shards.decode_device`` with LeRobot's sampler, or (``pool``) a
+            resume from a checkpoint that has no loader state.
     """
     from lerobot.datasets.factory import resolve_delta_timestamps  # pyright: ignore[reportMissingImports]
-    from lerobot.transforms import ImageTransforms  # pyright: ignore[reportMissingImports]
-    from lerobot.utils.constants import IMAGENET_STATS  # pyright: ignore[reportMissingImports]
 
-    from lerobot_shards.reader.dataset import PackedDataset
-    from lerobot_shards.reader.mixture import MixtureDataset
+    root, read = _train_inputs(cfg, options)
+    mixture = root.endswith(".json")
+    # The windows need the features and fps: open once without them, then with them.
+    probe = _open_stream(root, mixture, cfg.dataset.episodes, read)
+    frames = policy_windows(resolve_delta_timestamps, cfg.trainable_config, probe, options.mixed_rates)
+    delta = None if frames is not None else resolve_delta_timestamps(cfg.trainable_config, probe.meta)
+    read = replace(read, tolerance_s=cfg.tolerance_s)
+    if options.order == "sampler":
+        windows = {"delta_frames": frames} if frames is not None else {}
+        data = SampledData(
+            root, episodes=cfg.dataset.episodes, delta_timestamps=delta, options=read, log_samples=options.log_samples, **windows
+        )
+        _use_imagenet_stats(cfg, data.meta)
+        return data, None
+    if frames is not None:
+        dataset = _open_stream(root, mixture, None, read, delta_frames=frames)
+    elif delta is None:
+        dataset = probe
+    else:
+        dataset = _open_stream(root, mixture, cfg.dataset.episodes, read, delta_timestamps=delta)
+    _use_imagenet_stats(cfg, dataset.meta)
+    cfg.dataset.streaming = True  # the trainer then builds no episode sampler (an IterableDataset takes none)
+    return TrainData(dataset, options=options, resume_state=checkpoint_loader_state(cfg)), None
 
+
+def _train_inputs(cfg, options: ShardsOptions) -> tuple[str, ReadOptions]:
+    """The root the trainer reads and how: LeRobot's flags (seed, transforms, video backend) over
+    the ``--shards.*`` options; frames as uint8 (the trainer divides by 255).
+
+    Raises:
+        LeRobotTrainError: what ``make_train_data`` refuses before opening anything.
+    """
     root = cfg.dataset.root
     if not root:
         raise LeRobotTrainError(
@@ -357,40 +434,48 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[TrainData, None]:
     root = str(root)
     if getattr(cfg.dataset, "eval_split", 0.0):
         raise LeRobotTrainError("--dataset.eval_split is not supported on packed data: pack the held-out episodes apart")
+    if root.endswith(".json") and cfg.dataset.episodes is not None:
+        raise LeRobotTrainError(
+            "--dataset.episodes selects episodes of one pack; a mixture's are chosen by `mixture create --where`"
+        )
+    if options.order == "sampler" and options.reading.get("decode_device") is not None:
+        raise LeRobotTrainError(
+            f"{_PREFIX}decode_device decodes batches outside the workers, which LeRobot's own loader cannot: add "
+            f"{_PREFIX}order=pool (our BatchLoader with a DecodeStage)"
+        )
+    from lerobot.transforms import ImageTransforms  # pyright: ignore[reportMissingImports]
+
     read = options.read_options(
         seed=int(cfg.seed or 0),
         return_uint8=True,
         image_transforms=ImageTransforms(cfg.dataset.image_transforms) if cfg.dataset.image_transforms.enable else None,
         decoder=cfg.dataset.video_backend if cfg.dataset.video_backend in decoder_names() else "auto",
     )
-    mixture = root.endswith(".json")
-    if mixture and cfg.dataset.episodes is not None:
-        raise LeRobotTrainError(
-            "--dataset.episodes selects episodes of one pack; a mixture's are chosen by `mixture create --where`"
-        )
-    # The windows need the features and fps: open once without them, then with them.
-    probe = MixtureDataset(root, options=read) if mixture else PackedDataset(root, episodes=cfg.dataset.episodes, options=read)
-    frames = policy_windows(resolve_delta_timestamps, cfg.trainable_config, probe, options.mixed_rates)
-    delta = None if frames is not None else resolve_delta_timestamps(cfg.trainable_config, probe.meta)
-    if frames is not None:
-        dataset = MixtureDataset(root, delta_frames=frames, options=replace(read, tolerance_s=cfg.tolerance_s))
-    elif delta is None:
-        dataset = probe
-    elif mixture:
-        dataset = MixtureDataset(root, delta_timestamps=delta, options=replace(read, tolerance_s=cfg.tolerance_s))
-    else:
-        dataset = PackedDataset(
-            root, episodes=cfg.dataset.episodes, delta_timestamps=delta, options=replace(read, tolerance_s=cfg.tolerance_s)
-        )
-    if cfg.dataset.use_imagenet_stats:
-        meta = dataset.meta
-        for key in meta.camera_keys:
-            if key not in meta.depth_keys:
-                meta.stats.setdefault(key, {})
-                for name, value in IMAGENET_STATS.items():
-                    meta.stats[key][name] = torch.tensor(value, dtype=torch.float32)
-    cfg.dataset.streaming = True  # the trainer then builds no episode sampler (an IterableDataset takes none)
-    return TrainData(dataset, options=options, resume_state=checkpoint_loader_state(cfg)), None
+    return root, read
+
+
+def _open_stream(root: str, mixture: bool, episodes, read: ReadOptions, **windows: Any):
+    """``MixtureDataset`` for a ``.json``, else ``PackedDataset`` (with ``episodes``)."""
+    from lerobot_shards.reader.dataset import PackedDataset
+    from lerobot_shards.reader.mixture import MixtureDataset
+
+    if mixture:
+        return MixtureDataset(root, options=read, **windows)
+    return PackedDataset(root, episodes=episodes, options=read, **windows)
+
+
+def _use_imagenet_stats(cfg, meta) -> None:
+    """``--dataset.use_imagenet_stats``: ImageNet's statistics for every colour camera, as
+    LeRobot's factory sets them."""
+    if not cfg.dataset.use_imagenet_stats:
+        return
+    from lerobot.utils.constants import IMAGENET_STATS  # pyright: ignore[reportMissingImports]
+
+    for key in meta.camera_keys:
+        if key not in meta.depth_keys:
+            meta.stats.setdefault(key, {})
+            for name, value in IMAGENET_STATS.items():
+                meta.stats[key][name] = torch.tensor(value, dtype=torch.float32)
 
 
 def policy_windows(resolve, policy, probe, mixed_rates: str) -> dict[str, list[int]] | None:
@@ -547,15 +632,19 @@ def resume_options(argv: list[str], given: dict[str, Any]) -> ShardsOptions:
             f"checkpoint: pass the values you trust as flags ({' '.join(_PREFIX + n + '=...' for n in differ)})"
         )
     carried = {k: v for k, v in taken.items() if k not in NOT_FROM_CHECKPOINT}
+    carried.setdefault("order", "pool")  # only pool runs save a loader state (before --shards.order, every run did)
     return ShardsOptions.from_flags({**carried, **given})
 
 
 def install(options: ShardsOptions) -> None:
-    """Replace the three names (see the module docstring) in this process."""
+    """Replace LeRobot's dataset factory in this process (see the module docstring); with
+    ``--shards.order=pool`` also accelerate's loader preparation and LeRobot's checkpoint saving."""
     import accelerate  # pyright: ignore[reportMissingImports]
     import lerobot.scripts.lerobot_train as trainer  # pyright: ignore[reportMissingImports]
 
     trainer.make_train_eval_datasets = lambda cfg: make_train_data(cfg, options)
+    if options.order == "sampler":
+        return
 
     original_save = trainer.save_checkpoint
 

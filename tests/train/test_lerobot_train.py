@@ -310,3 +310,34 @@ def test_a_typo_an_existing_output_dir_and_the_install_hint_say_the_fix(tmp_path
     checkout = Path(__file__).resolve().parents[2]
     message = missing_lerobot_message((3, 11), "/usr/bin/python3.11")
     assert f"pip install -e '{checkout}[pack,s3]'" in message and "PATH_TO" not in message
+
+
+def test_lerobots_own_sampler_is_the_default_and_pool_runs_resume_as_pool(tmp_path):
+    """Issue 66: ``--shards.order=sampler`` (default) replaces one name and leaves order, split,
+    checkpoints and resume to LeRobot; a checkpoint with a loader state is a pool run's (every
+    run before --shards.order was), resumed in that order unless told otherwise."""
+    from lerobot_shards.train.lerobot_train import _train_inputs, resume_options
+
+    assert ShardsOptions().order == "sampler" and ShardsOptions.from_flags({"order": "pool"}).order == "pool"
+    with pytest.raises(ArgumentError, match="order"):
+        ShardsOptions.from_flags({"order": "random"})
+    argv = _state(tmp_path / "ckpt", {"episode_pool_size": 3})  # a state file without "order"
+    assert resume_options(argv, {}).order == "pool"
+    assert resume_options(argv, {"order": "sampler"}).order == "sampler"
+    assert resume_options(["--config_path=" + str(tmp_path / "plain" / "pretrained_model" / "x.json")], {}).order == "sampler"
+    # The GPU stage decodes outside the workers: LeRobot's own loader cannot, so the flag says which order can.
+    cfg = SimpleNamespace(dataset=SimpleNamespace(root="/packs/a", eval_split=0.0, episodes=None))
+    with pytest.raises(LeRobotTrainError, match=r"decode_device .* add --shards.order=pool"):
+        _train_inputs(cfg, ShardsOptions.from_flags({"decode_device": "cuda"}))
+
+
+def test_in_lerobots_order_each_built_batch_is_logged(packed_copy, tmp_path):
+    from lerobot_shards.train.lerobot_train import SampledData
+
+    data = SampledData(str(packed_copy), log_samples=str(tmp_path / "log" / "s.jsonl"), episodes=[2, 5], return_uint8=True)
+    assert data.episodes == [2, 5] and len(data) == 30 + 25
+    loader = torch.utils.data.DataLoader(data, batch_size=4, sampler=[54, 0, 3, 29, 30], num_workers=1)
+    received = [b["index"].tolist() for b in loader]
+    logged = [json.loads(line) for line in (tmp_path / "log" / "s.jsonl.rank0.worker0").read_text().splitlines()]
+    assert [r["index"] for r in logged] == received and [r["positions"] for r in logged] == [[54, 0, 3, 29], [30]]
+    assert received[0][0] == 62 + 24  # position 54: episode 5's last frame (episode 5 starts at index 62)
