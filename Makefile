@@ -45,6 +45,7 @@ parity: install
 	bash scripts/parity_setup.sh
 	.venv-parity/bin/python scripts/parity_check.py
 	.venv-parity/bin/python scripts/parity_matrix.py
+	.venv-parity/bin/python scripts/parity_random_access.py
 	.venv-parity/bin/python scripts/parity_train.py
 
 bench: install-test

@@ -87,7 +87,9 @@ def _lance_loader(args, delta):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
-    parser.add_argument("--system", choices=["lerobot-map", "lerobot-streaming", "lance", "lance-uint8"], required=True)
+    parser.add_argument(
+        "--system", choices=["lerobot-map", "lerobot-map-uint8", "lerobot-streaming", "lance", "lance-uint8"], required=True
+    )
     parser.add_argument("--lance-root", help="where the Lance layout of --root is (converted once when absent)")
     parser.add_argument("--delta", default="null", help="delta_timestamps JSON")
     parser.add_argument("--workers", type=int, default=2)
@@ -97,10 +99,12 @@ def main() -> None:
     args = parser.parse_args()
     delta = json.loads(args.delta)
     try:
-        if args.system == "lerobot-map":
+        if args.system.startswith("lerobot-map"):
             from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-            dataset = LeRobotDataset("local/bench", root=args.root, delta_timestamps=delta)
+            # uint8: what LeRobot's trainer asks for (make_dataset passes return_uint8=True)
+            uint8 = args.system == "lerobot-map-uint8"
+            dataset = LeRobotDataset("local/bench", root=args.root, delta_timestamps=delta, return_uint8=uint8)
             loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers, shuffle=True)
         elif args.system.startswith("lance"):
             loader = _lance_loader(args, delta)

@@ -72,11 +72,12 @@ def delta_for(mode: str, cameras: list[str], fps: int) -> dict | None:
 
 class PeakRss:
     """Samples the process tree's RSS every ``interval_s`` in a background thread: the peak
-    of the whole tree (``peak``) and of its largest single process (``peak_process``). Shared
-    memory that two processes map counts in both."""
+    of the whole tree (``peak``), of its largest single process (``peak_process``) and of its
+    largest descendant (``peak_worker``: a DataLoader worker). Shared memory that two processes
+    map counts in both."""
 
     def __init__(self, interval_s: float = 0.05):
-        self.interval_s, self.peak, self.peak_process = interval_s, 0, 0
+        self.interval_s, self.peak, self.peak_process, self.peak_worker = interval_s, 0, 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -85,6 +86,8 @@ class PeakRss:
             sizes = tree_rss_bytes()
             self.peak = max(self.peak, sum(sizes.values()))
             self.peak_process = max(self.peak_process, max(sizes.values(), default=0))
+            me = os.getpid()  # the largest DataLoader worker (any descendant): what one worker holds
+            self.peak_worker = max(self.peak_worker, max((v for k, v in sizes.items() if k != me), default=0))
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> PeakRss:
@@ -209,6 +212,7 @@ def measure_loader(make_loader: Callable, *, warmup: int, max_batches: int, work
         "batch_p99_s": pct(0.99),
         "peak_rss_mb": rss.peak / 1e6,
         "peak_rss_process_mb": rss.peak_process / 1e6,
+        "peak_worker_rss_mb": rss.peak_worker / 1e6,
         "distinct_episodes_per_batch": statistics.mean(distinct),
         "cpu_cores": cpu_s / steady_s,  # the process tree's CPU seconds per second, workers included
         "measured_samples": samples,

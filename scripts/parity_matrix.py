@@ -10,7 +10,9 @@ Runs in ``.venv-parity`` (Python 3.12, ``lerobot[dataset]==0.6.1``), never in CI
 2. it is packed in copy mode and, where it has video, re-encoded (``--video hevc``);
 3. every anchor is compared with ``LeRobotDataset`` in three configs: ``single`` (no window,
    uint8 frames), ``windowed`` (a window on every camera, the action and the state; uint8)
-   and ``float`` (the same windows, float32 frames). Copy packs must be equal value for value,
+   and ``float`` (the same windows, float32 frames); and in ``random``, ``PackedLeRobotDataset``
+   position for position (every other episode selected, the windows, uint8, shuffled batches
+   through ``__getitems__``). Copy packs must be equal value for value,
    dtype for dtype, shape for shape; re-encoded packs the same for everything but colour video
    frames, which must be within ``MIN_PSNR_DB`` of LeRobot's (the minimum is reported); so are
    the episodes copy mode re-encoded (a source episode that does not start on a keyframe). 8-bit
@@ -50,7 +52,7 @@ from lerobot.configs.video import DepthEncoderConfig, RGBEncoderConfig
 from lerobot.datasets import dataset_tools
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from lerobot_shards import PackedDataset
+from lerobot_shards import PackedDataset, PackedLeRobotDataset
 from lerobot_shards.testing import identity_frame
 
 MIN_PSNR_DB = 35.0
@@ -547,18 +549,49 @@ def check(source: Path, pack: Path, mode: str) -> list[dict]:
             compared += 1
         if compared + lerobot_errors != len(lerobot):
             raise AssertionError(f"{pack.name} {config}: {compared + lerobot_errors} samples, LeRobot has {len(lerobot)}")
-        if lowest < MIN_PSNR_DB:
-            raise AssertionError(f"{pack.name} {config}: a re-encoded frame at {lowest:.1f} dB (< {MIN_PSNR_DB})")
-        rows.append(
-            {
-                "config": config,
-                "compared": compared,
-                "differing": 0,
-                "lerobot_errors": lerobot_errors,
-                "min_psnr_db": None if math.isinf(lowest) else round(lowest, 2),
-            }
-        )
+        rows.append(_row(config, compared, lerobot_errors, lowest))
+    rows.append(check_random_access(source, pack, meta, rgb_videos, pictures, reencoded))
     return rows
+
+
+def _row(config: str, compared: int, lerobot_errors: int, lowest: float) -> dict:
+    if lowest < MIN_PSNR_DB:
+        raise AssertionError(f"{config}: a re-encoded frame at {lowest:.1f} dB (< {MIN_PSNR_DB})")
+    return {
+        "config": config,
+        "compared": compared,
+        "differing": 0,
+        "lerobot_errors": lerobot_errors,
+        "min_psnr_db": None if math.isinf(lowest) else round(lowest, 2),
+    }
+
+
+def check_random_access(source: Path, pack: Path, meta: dict, rgb_videos: set, pictures: set, reencoded: set) -> dict:
+    """``PackedLeRobotDataset`` against ``LeRobotDataset`` position for position (issue 66): every
+    other episode selected (LeRobot's relative positions, absolute ``index``), windows, uint8,
+    read in shuffled batches of 16 through ``__getitems__``."""
+    episodes = list(range(0, int(meta["total_episodes"]), 2))
+    delta = windows(meta["features"], meta["fps"])
+    lerobot = LeRobotDataset(f"parity/{source.name}", root=source, episodes=episodes, delta_timestamps=delta, return_uint8=True)
+    ours = PackedLeRobotDataset(str(pack), episodes=episodes, delta_timestamps=delta, return_uint8=True)
+    if len(ours) != len(lerobot) or ours.num_episodes != lerobot.num_episodes:
+        raise AssertionError(f"{pack.name} random: {len(ours)} frames of {ours.num_episodes} episodes, LeRobot {len(lerobot)}")
+    order = np.random.default_rng(0).permutation(len(ours)).tolist()
+    compared = lerobot_errors = 0
+    lowest = math.inf
+    for start in range(0, len(order), 16):
+        batch = order[start : start + 16]
+        for position, sample in zip(batch, ours.__getitems__(batch)):
+            try:
+                expected = lerobot[position]
+            except Exception:
+                lerobot_errors += 1
+                continue
+            lossy = rgb_videos if int(sample["episode_index"]) in reencoded else set()
+            where = f"{pack.name} random ds[{position}]"
+            lowest = min(lowest, compare(expected, sample, lossy_keys=lossy, pictures=pictures, where=where))
+            compared += 1
+    return _row("random", compared, lerobot_errors, lowest)
 
 
 def main() -> int:

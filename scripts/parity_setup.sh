@@ -16,15 +16,17 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
     "$PY312" -m venv "$VENV"
 fi
-if [ ! -f "$VENV/.installed-3" ]; then
+if [ ! -f "$VENV/.installed-4" ]; then
     echo "[parity] installing LeRobot 0.6.1 (with accelerate, for lerobot-train), lerobot-lancedb and this project into $VENV: a few minutes, ~5 GB" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip
     # The README's train journey, as a LeRobot user runs it: LeRobot and accelerate first ...
     "$VENV/bin/python" -m pip install -q 'lerobot[dataset]==0.6.1' accelerate
     "$VENV/bin/python" -m pip install -q pytest
+    # Diffusion policies (scripts/parity_train.py trains one through LeRobot's sampler: drop_n_last_frames).
+    "$VENV/bin/python" -m pip install -q 'lerobot[diffusion]==0.6.1'
     # A peer for the benchmarks (bench_real.py's lance rows), in the same venv as LeRobot.
     "$VENV/bin/python" -m pip install -q 'lerobot-lancedb==0.3.1' lancedb
-    touch "$VENV/.installed-3"
+    touch "$VENV/.installed-4"
 fi
 # ... then this project into LeRobot's environment with its own dependencies, as the README
 # says (it must keep LeRobot's torch: checked below); again each time, so the editable install

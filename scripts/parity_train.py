@@ -1,9 +1,24 @@
 """Opt-in (``make parity``): LeRobot's own trainer, ``lerobot-train`` (LeRobot 0.6.1), through
-``lerobot-shards train`` (``lerobot_shards/train/lerobot_train.py``), on the shared ALOHA set and on a 2-pack
-mixture of it, on the CPU, with a small ACT (no downloaded weights).
+``lerobot-shards train`` (``lerobot_shards/train/lerobot_train.py``), on the CPU, small policies
+(no downloaded weights). Runs in ``.venv-parity``. Each check is a real ``lerobot-train`` process.
 
-Runs in ``.venv-parity``; packs the shared set (h264, 96x128: small frames keep ACT's steps
-short on a CPU) once into ``--out``. Checks, each a real ``lerobot-train`` process:
+In LeRobot's own order (``--shards.order=sampler``, the default: one replaced name), on a dataset
+written by LeRobot's writer (6 episodes, 160 frames, 2 cameras) and its copy-mode pack, plain
+``lerobot-train`` on the source and ``lerobot-shards train`` on the pack, same flags:
+
+S1. ACT, 24 steps of batch 8 (past the epoch end at step 20): every logged loss equal, and the
+    final ``model.safetensors`` byte for byte (same samples, same order: LeRobot's
+    ``EpisodeAwareSampler``, its DataLoader, accelerate);
+S2. diffusion (``drop_n_last_frames`` = 7 in LeRobot's sampler), 24 steps: the same;
+S3. ``--resume=true`` of each S2 run from its step-12 checkpoint: the same again (resume is
+    LeRobot's own, on both sides);
+S4. ``accelerate launch --num_processes 2`` (gloo, CPU), ACT, one epoch (10 steps): every
+    position built once over both ranks (``--shards.log_samples``), and the final weights equal
+    plain ``lerobot-train``'s under the same launch;
+S5. a 2-pack mixture of the shared ALOHA set, ACT: the loss falls, and what each step received is
+    ``EpisodeAwareSampler`` over ``PackedLeRobotDataset(mixture)`` (LeRobot's own sampler, built here).
+
+In our episode-pool order (``--shards.order=pool``), on the shared ALOHA set packed h264 at 96x128:
 
 1. pack, episodes 0-3 (1,000 samples an epoch), 200 steps of batch 8 (past an epoch end at
    step 125), 1 worker: the loss falls (mean of the last 3 logged < mean of the first 3), and
@@ -20,7 +35,7 @@ short on a CPU) once into ``--out``. Checks, each a real ``lerobot-train`` proce
 6. a mixture of a 30 fps and a 15 fps dataset: without a choice the trainer stops with one line
    naming the rates and the flag; with that flag, as printed, it trains and every step receives
    the reader's plan of the ``MixtureDataset`` with the policy's steps as frames at each rate
-   (``--only mixed-rates`` runs this check alone).
+   (``--only mixed-rates`` runs this check alone; ``--only sampler`` the S checks).
 
 Exits non-zero naming the first check that fails.
 """
@@ -80,7 +95,7 @@ def _run(cmd: list[str], log: Path, cwd: Path | None = None) -> str:
     return text
 
 
-def _train(args: list[str], log: Path) -> str:
+def _train(args: list[str], log: Path, *, order: str = "pool") -> str:
     return _run(
         [
             sys.executable,
@@ -90,6 +105,7 @@ def _train(args: list[str], log: Path) -> str:
             f"--batch_size={BATCH}",
             f"--num_workers={WORKERS}",
             "--log_freq=10",
+            f"--shards.order={order}",
             *args,
         ],
         log,
@@ -180,17 +196,193 @@ def _mixed_rates(out: Path) -> str:
     return f"refused naming the rates; with {advised.group(1)}: {_same('mixed rates', _logged(out / 'rates-samples.jsonl.rank0'), want)}"
 
 
+# -- in LeRobot's own order (--shards.order=sampler) ----------------------------------------------
+DIFFUSION = [
+    "--policy.type=diffusion",
+    "--policy.device=cpu",
+    "--policy.push_to_hub=false",
+    "--policy.pretrained_backbone_weights=null",
+    "--policy.down_dims=[32,64]",
+    "--policy.diffusion_step_embed_dim=32",
+    "--policy.crop_shape=[80,112]",
+    "--policy.num_train_timesteps=20",
+    "--wandb.enable=false",
+]
+
+
+def write_train_source(root: Path) -> None:
+    """A dataset written by LeRobot's writer: 6 episodes (160 frames: 10 steps of 2 x 8 per
+    epoch), two 96x128 cameras, a state that drifts and an action that follows it."""
+    import numpy as np
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from lerobot_shards.testing import identity_frame
+
+    camera = {"dtype": "video", "shape": (96, 128, 3), "names": ["height", "width", "channels"]}
+    features = {
+        "observation.state": {"dtype": "float32", "shape": (6,), "names": None},
+        "action": {"dtype": "float32", "shape": (6,), "names": None},
+        "observation.images.top": camera,
+        "observation.images.wrist": camera,
+    }
+    ds = LeRobotDataset.create("local/train-src", fps=30, features=features, root=root, use_videos=True)
+    rng = np.random.default_rng(0)
+    for episode, length in enumerate((30, 25, 40, 20, 35, 10)):
+        state = rng.normal(size=6).astype(np.float32)
+        for j in range(length):
+            state = (state + 0.05 * rng.normal(size=6)).astype(np.float32)
+            ds.add_frame(
+                {
+                    "observation.state": state,
+                    "action": (state * 0.9).astype(np.float32),
+                    "observation.images.top": identity_frame(episode, j, 96, 128),
+                    "observation.images.wrist": identity_frame(episode + 7, j, 96, 128),
+                    "task": "move",
+                }
+            )
+        ds.save_episode()
+    ds.finalize()
+
+
+def _program(side: str, launch: list[str] | None = None) -> list[str]:
+    """Plain ``lerobot-train`` (``plain``) or ``lerobot-shards train`` (``ours``), under
+    ``accelerate launch`` when ``launch`` is given (both as ``-m`` modules then)."""
+    module = "lerobot.scripts.lerobot_train" if side == "plain" else "lerobot_shards.train"
+    if launch:
+        return [*launch, "-m", module]
+    return [str(Path(sys.executable).with_name("lerobot-train"))] if side == "plain" else [sys.executable, "-m", module]
+
+
+def _pair(name: str, out: Path, argv_of, run_of) -> str:
+    """Run ``argv_of(side)`` for plain lerobot-train and ours; every logged loss and the final
+    weights of ``run_of(side)`` (an output folder) must be equal."""
+    losses, weights = {}, {}
+    for side in ("plain", "ours"):
+        losses[side] = _losses(_run(argv_of(side), out / f"{name}-{side}.log"))
+        weights[side] = (out / run_of(side) / "checkpoints" / "last" / "pretrained_model" / "model.safetensors").read_bytes()
+    if not losses["ours"] or losses["ours"] != losses["plain"]:
+        raise SystemExit(f"[parity-train] FAILED {name}: losses {losses['ours']} vs plain lerobot-train's {losses['plain']}")
+    if weights["ours"] != weights["plain"]:
+        raise SystemExit(f"[parity-train] FAILED {name}: the final weights differ from plain lerobot-train's")
+    return f"{len(losses['ours'])} losses and the final weights equal plain lerobot-train's on the source"
+
+
+def _sampler_checks(out: Path, aloha: Path) -> dict[str, str]:
+    """S1-S4 (the module docstring)."""
+    out.mkdir(parents=True, exist_ok=True)
+    source, pack = out / "source", out / "pack"
+    if not (source / "meta" / "info.json").exists():
+        shutil.rmtree(source, ignore_errors=True)
+        write_train_source(source)
+    if not (pack / "manifest.json").exists():
+        pack_dataset(str(source), str(pack))
+    for stale in [*out.glob("*-plain"), *out.glob("*-ours"), *out.glob("*.jsonl*")]:
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    root = {"plain": [f"--dataset.repo_id=local/{source.name}", f"--dataset.root={source}"], "ours": [f"--dataset.root={pack}"]}
+    common = [f"--batch_size={BATCH}", "--num_workers=1", "--log_freq=1"]
+    results = {}
+
+    def run(name: str, policy: list[str], steps: int, save: int, launch: list[str] | None = None):
+        def argv(side: str) -> list[str]:
+            log = [f"--shards.log_samples={name}-samples.jsonl"] if side == "ours" else []
+            return [
+                *_program(side, launch),
+                *policy,
+                *common,
+                *root[side],
+                f"--steps={steps}",
+                f"--save_freq={save}",
+                f"--output_dir={name}-{side}",
+                *log,
+            ]
+
+        return _pair(name, out, argv, lambda side: f"{name}-{side}")
+
+    results["sampler ACT"] = run("act", POLICY, 24, 24)
+    results["sampler diffusion"] = run("diffusion", DIFFUSION, 24, 12)
+
+    def resume(side: str) -> list[str]:
+        config = out / f"diffusion-{side}" / "checkpoints" / "000012" / "pretrained_model" / "train_config.json"
+        return [*_program(side), "--resume=true", f"--config_path={config}", f"--output_dir=diffusion-{side}"]
+
+    results["sampler resume"] = _pair("resume", out, resume, lambda side: f"diffusion-{side}")
+    accelerate = [
+        str(Path(sys.executable).with_name("accelerate")),
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+    ]
+    results["sampler accelerate, 2 processes"] = run("ddp", POLICY, 10, 10, accelerate) + "; " + _once_per_epoch(out, 160, 10)
+    return results
+
+
+def _once_per_epoch(out: Path, frames: int, steps: int) -> str:
+    """Each rank's first ``steps`` built batches (its epoch: a worker may build the next one's
+    ahead) cover every position once."""
+    seen = []
+    for rank in (0, 1):
+        lines = (out / f"ddp-samples.jsonl.rank{rank}.worker0").read_text().splitlines()[:steps]
+        seen += [p for line in lines for p in json.loads(line)["positions"]]
+    if sorted(seen) != list(range(frames)):
+        raise SystemExit(f"[parity-train] FAILED accelerate: {len(seen)} positions built, {len(set(seen))} distinct of {frames}")
+    return f"each of the {frames} positions built once over both ranks"
+
+
+def _sampler_mixture(out: Path, mixture: Path) -> str:
+    """S5: in LeRobot's order over a mixture, each step receives what LeRobot's own
+    EpisodeAwareSampler gives over PackedLeRobotDataset(mixture)."""
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    from lerobot_shards import PackedLeRobotDataset
+
+    shutil.rmtree(out / "mix-s", ignore_errors=True)
+    for stale in out.glob("mix-s-samples.jsonl*"):
+        stale.unlink()
+    steps = 100
+    text = _train(
+        [
+            f"--dataset.root={mixture / 'mixture.json'}",
+            f"--steps={steps}",
+            f"--save_freq={steps}",
+            "--output_dir=mix-s",
+            "--shards.log_samples=mix-s-samples.jsonl",
+        ],
+        out / "mix-s.log",
+        order="sampler",
+    )
+    ds = PackedLeRobotDataset(str(mixture / "mixture.json"))
+    order = list(
+        EpisodeAwareSampler(ds.meta.episodes["dataset_from_index"], ds.meta.episodes["dataset_to_index"], shuffle=True, seed=SEED)
+    )
+    want = [order[k : k + BATCH] for k in range(0, steps * BATCH, BATCH)]
+    lines = (out / "mix-s-samples.jsonl.rank0.worker0").read_text().splitlines()[:steps]
+    got = [json.loads(line)["positions"] for line in lines]
+    return f"{_check_falls('sampler mixture', text)}; {_same('sampler mixture', got, want)} (LeRobot's sampler)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", type=Path, default=ROOT.parent / "shared" / "datasets" / "aloha_cube_4cam")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out" / "parity-train")
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--only", choices=("mixed-rates",), help="run only this check (it packs its own data)")
+    parser.add_argument("--only", choices=("mixed-rates", "sampler"), help="run only these checks")
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.only == "mixed-rates":
         print(f"[parity-train] ok mixed rates: {_mixed_rates(out)}")
+        return 0
+    results = _sampler_checks(out / "sampler", args.source)
+    if args.only == "sampler":
+        for name, line in results.items():
+            print(f"[parity-train] ok {name}: {line}")
         return 0
     small = dict(video="h264", resize=(96, 128), workers=max(1, os.cpu_count() or 1))
     pack, mixture = out / "pack", out / "mixture"
@@ -201,12 +393,12 @@ def main() -> int:
             pack_dataset(str(args.source), str(mixture / name), episodes=episodes, **small)
         create_mixture(str(mixture))
     delta = {"action": [i / 50 for i in range(CHUNK)]}  # ACT's action chunk at the set's 50 fps
-    results = {}
     for run in ("run1", "run2", "mix", "ddp"):
         shutil.rmtree(out / run, ignore_errors=True)
         for stale in out.glob(f"{run}-samples.jsonl*"):
             stale.unlink()
 
+    results["sampler mixture"] = _sampler_mixture(out, mixture)
     # 1. a pack, past an epoch end
     steps, half = args.steps, args.steps // 2
     episodes = "--dataset.episodes=[0,1,2,3]"
@@ -266,6 +458,7 @@ def main() -> int:
             *POLICY,
             f"--batch_size={BATCH}",
             f"--num_workers={WORKERS}",
+            "--shards.order=pool",
             f"--dataset.root={pack}",
             "--dataset.episodes=[0,1]",
             f"--steps={epoch_steps}",
