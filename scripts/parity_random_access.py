@@ -102,7 +102,9 @@ def faces(source: Path, pack: Path) -> dict[str, int]:
     lerobot = LeRobotDataset("local/random", root=source, episodes=selection, delta_timestamps=WINDOW)
     ours = PackedLeRobotDataset(str(pack), episodes=selection, delta_timestamps=WINDOW)
     if ours.episodes != lerobot.episodes or ours.num_episodes != lerobot.num_episodes or ours.num_frames != lerobot.num_frames:
-        raise AssertionError(f"selection: episodes {ours.episodes}/{lerobot.episodes}, frames {ours.num_frames}/{lerobot.num_frames}")
+        raise AssertionError(
+            f"selection: episodes {ours.episodes}/{lerobot.episodes}, frames {ours.num_frames}/{lerobot.num_frames}"
+        )
     theirs_map = lerobot.absolute_to_relative_idx
     if dict(ours.absolute_to_relative_idx.items()) != theirs_map:
         raise AssertionError("selection: absolute_to_relative_idx differs")
@@ -203,7 +205,9 @@ def sampler(source: Path, pack: Path) -> int:
         strings = [key for key, value in a.items() if isinstance(value, list)]  # collated strings (task)
         if set(a) != set(b) or any(a[key] != b[key] for key in strings):
             raise AssertionError(f"DataLoader batch {k}: keys or strings differ")
-        assert_same({k: v for k, v in a.items() if k not in strings}, {k: v for k, v in b.items() if k not in strings}, f"batch {k}")
+        assert_same(
+            {k: v for k, v in a.items() if k not in strings}, {k: v for k, v in b.items() if k not in strings}, f"batch {k}"
+        )
     return len(mine)
 
 
