@@ -540,121 +540,33 @@ def read_track(
     file_bytes = len(view) if file_size is None else file_size
     misplaced: list = []
     found = _walk(view, where, misplaced=misplaced)
-
-    # What any sample size table claims is bounded first, wherever it sits: a file refused for
-    # a misplaced box goes to FFmpeg's demuxer, which would expand what it claims.
-    def size_tables() -> list[tuple[bytes, memoryview]]:
-        return [(k, p) for k in (b"stsz", b"stz2") for p in found.get(k, [])] + [
-            (k, p) for k, _, _, p in misplaced if k in (b"stsz", b"stz2")
-        ]
-
-    # Before the sample entry is read (its size bounds a sample below), a bound that needs no
-    # entry: the caller's, or a raw frame of the largest size allowed.
-    early_bound = (
-        max_sample_bytes if max_sample_bytes is not None else MAX_SAMPLE_RAW_MULTIPLE * 3 * MAX_FRAME_PIXELS + SAMPLE_SLACK_BYTES
+    claims = _Claims(found, misplaced, where, frames=frames, max_samples=max_samples)
+    # What any sample size table claims is bounded first, wherever it sits (a file refused for a
+    # misplaced box goes to FFmpeg's demuxer, which would expand what it claims): before the
+    # sample entry is read, by a bound that needs no entry (the caller's, or the largest frame).
+    claims.check(
+        max_sample_bytes, "a frame of the recorded size" if max_sample_bytes is not None else "the largest frame allowed"
     )
-    _check_claims(
-        size_tables(),
-        where,
-        frames=frames,
-        max_samples=max_samples,
-        max_sample_bytes=early_bound,
-        size="a frame of the recorded size" if max_sample_bytes is not None else "the largest frame allowed",
-    )
-    if misplaced:
-        _refuse_misplaced(misplaced, where)
-    if len(found.get(b"moov", [])) != 1:
-        raise FormatError(f"{where}: {len(found.get(b'moov', []))} mp4 'moov' boxes; a member holds exactly one")
-    if len(found.get(b"trak", [])) != 1:
-        raise FormatError(f"{where}: {len(found.get(b'trak', []))} mp4 tracks; a member holds exactly one video track")
-    hdlr = _one(found, b"hdlr", where)
-    hdlr.full_header()
-    hdlr.u32()
-    if bytes(hdlr.take(4)) != b"vide":
-        raise hdlr.bad("the track is not a video track")
+    _one_video_track(found, where)
     stsd = _one(found, b"stsd", where)
     codec, entry_height, entry_width, codec_config, colour_boxes = _sample_entry(stsd, misplaced)
     if max_sample_bytes is None:
         max_sample_bytes = MAX_SAMPLE_RAW_MULTIPLE * 3 * entry_height * entry_width + SAMPLE_SLACK_BYTES
-    _check_claims(
-        size_tables(),
-        where,
-        frames=frames,
-        max_samples=max_samples,
-        max_sample_bytes=max_sample_bytes,
-        size=f"a {entry_height}x{entry_width} frame",
-    )  # the sample entry's own hidden tables too
-    if misplaced:
-        _refuse_misplaced(misplaced, where)
+    claims.check(max_sample_bytes, f"a {entry_height}x{entry_width} frame")  # the sample entry's own hidden tables too
     entry_size = struct.unpack(">I", stsd.data[8:12])[0]
     sample_entry = bytes(stsd.data[8 : 8 + entry_size])
     if b"stz2" in found:
         raise FormatError(f"{where}: compact sample sizes (stz2) are not used by members")
-
-    stsz = _one(found, b"stsz", where)
-    stsz.full_header()
-    constant, samples = stsz.u32(), stsz.u32()
-    if frames is not None and samples != frames:
-        raise EpisodeDataError(
-            f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member"
-        )
-    if constant == 0:
-        sizes = np.frombuffer(stsz.table(samples, 4), dtype=">u4").astype(np.int64)
-    else:
-        sizes = None
-    total = constant * samples if sizes is None else int(sizes.sum())
-    if total > file_bytes:  # before a table of `samples` entries is made
-        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {file_bytes:,}")
-    if sizes is None:
-        sizes = np.full(samples, constant, dtype=np.int64)
-
+    samples, sizes = _sample_sizes(_one(found, b"stsz", where), frames=frames, file_bytes=file_bytes, where=where)
     durations = _run_lengths(_one(found, b"stts", where), samples)
     ctts = _at_most_one(found, b"ctts", where)
     composition = None if ctts is None else _run_lengths(ctts, samples)
     times = np.cumsum(durations) - durations + (0 if composition is None else composition)
     if samples > 1 and np.unique(times).size != samples:
         raise FormatError(f"{where}: two samples share a presentation time (stts/ctts); which frame is which is undefined")
-
-    if b"stco" in found and b"co64" in found:
-        raise FormatError(f"{where}: both stco and co64 chunk offset boxes")
-    offsets_box = _one(found, b"stco" if b"stco" in found else b"co64", where)
-    offsets_box.full_header()
-    chunks = offsets_box.u32()
-    if chunks > max(samples, 1):
-        raise offsets_box.bad(f"{chunks:,} chunks for {samples:,} samples")
-    entry_bytes = 4 if offsets_box.kind == "stco" else 8
-    raw_offsets = np.frombuffer(offsets_box.table(chunks, entry_bytes), dtype=">u4" if entry_bytes == 4 else ">u8")
-    if chunks and int(raw_offsets.max()) >= 1 << 63:  # checked unsigned: it would wrap negative as int64
-        raise offsets_box.bad(f"a chunk offset of {int(raw_offsets.max()):,} lies beyond the member's {file_bytes:,} bytes")
-    offsets = raw_offsets.astype(np.int64)
-    starts = _chunks(_one(found, b"stsc", where), offsets, samples, sizes, file_bytes)
-
-    stss = _at_most_one(found, b"stss", where)
-    if stss is None:
-        keyframes = np.arange(samples, dtype=np.int64)  # no sync sample table: every sample is a keyframe
-    else:
-        stss.full_header()
-        entries = stss.u32()
-        if entries > samples:
-            raise stss.bad(f"{entries:,} sync samples for {samples:,} samples")
-        numbers = np.frombuffer(stss.table(entries, 4), dtype=">u4").astype(np.int64)
-        if (entries > 1 and bool((np.diff(numbers) <= 0).any())) or (entries and not 1 <= int(numbers[-1]) <= samples):
-            raise stss.bad("sync samples must be ascending sample numbers of the track")
-        keyframes = numbers - 1
-    if samples and (not len(keyframes) or int(keyframes[0]) != 0):
-        raise FormatError(f"{where}: the member does not start on a keyframe")
-    elst = found.get(b"elst", [])
-    if len(elst) > 1:
-        raise FormatError(f"{where}: {len(elst)} edit lists; a track has at most one")
-    edits = _edits(_Payload(elst[0], "elst", where)) if elst else ()
-    mdhd, mvhd = _at_most_one(found, b"mdhd", where), _at_most_one(found, b"mvhd", where)
-    timescale, movie_timescale = (_timescale(mdhd) if mdhd else 0), (_timescale(mvhd) if mvhd else 0)
-    # Frame j is sample j only when nothing reorders or shifts them: one composition offset for
-    # every sample, and an edit list (if any) that starts at that offset and covers the media.
-    shift = 0 if composition is None or not samples else int(composition[0])
-    in_order = (composition is None or bool((composition == shift).all())) and trivial_edits(
-        edits, media_ticks=int(durations.sum()), timescale=timescale, movie_timescale=movie_timescale, shift=shift
-    )
+    starts = _sample_starts(found, samples, sizes, file_bytes, where)
+    keyframes = _keyframes(_at_most_one(found, b"stss", where), samples, where)
+    edits, timescale, movie_timescale, in_order = _frame_order(found, durations, composition, samples, where)
     layout = Mp4Layout(
         samples=samples,
         keyframes=keyframes,
@@ -677,6 +589,115 @@ def read_track(
         composition=composition,
         edits=edits,
     )
+
+
+@dataclass
+class _Claims:
+    """The sample size tables a file holds, wherever they sit (misplaced ones included), and
+    what each may claim: ``check`` bounds them, then refuses any misplaced box."""
+
+    found: dict
+    misplaced: list
+    where: str
+    frames: int | None
+    max_samples: int | None
+
+    def check(self, max_sample_bytes: int | None, size: str) -> None:
+        bound = (
+            max_sample_bytes
+            if max_sample_bytes is not None
+            else MAX_SAMPLE_RAW_MULTIPLE * 3 * MAX_FRAME_PIXELS + SAMPLE_SLACK_BYTES
+        )
+        tables = [(k, p) for k in (b"stsz", b"stz2") for p in self.found.get(k, [])] + [
+            (k, p) for k, _, _, p in self.misplaced if k in (b"stsz", b"stz2")
+        ]
+        _check_claims(tables, self.where, frames=self.frames, max_samples=self.max_samples, max_sample_bytes=bound, size=size)
+        if self.misplaced:
+            _refuse_misplaced(self.misplaced, self.where)
+
+
+def _one_video_track(found: dict, where: str) -> None:
+    """One ``moov``, one ``trak``, and that track a video track (``hdlr`` ``vide``)."""
+    if len(found.get(b"moov", [])) != 1:
+        raise FormatError(f"{where}: {len(found.get(b'moov', []))} mp4 'moov' boxes; a member holds exactly one")
+    if len(found.get(b"trak", [])) != 1:
+        raise FormatError(f"{where}: {len(found.get(b'trak', []))} mp4 tracks; a member holds exactly one video track")
+    hdlr = _one(found, b"hdlr", where)
+    hdlr.full_header()
+    hdlr.u32()
+    if bytes(hdlr.take(4)) != b"vide":
+        raise hdlr.bad("the track is not a video track")
+
+
+def _sample_sizes(stsz: _Payload, *, frames: int | None, file_bytes: int, where: str) -> tuple[int, np.ndarray]:
+    """``stsz``: the track's sample count (``frames`` when given) and each sample's size, whose
+    sum must fit the file (checked before a table of that many entries is made)."""
+    stsz.full_header()
+    constant, samples = stsz.u32(), stsz.u32()
+    if frames is not None and samples != frames:
+        raise EpisodeDataError(
+            f"{where}: mp4 box stsz: claims {samples:,} samples; the dataset records {frames:,} frames for this member"
+        )
+    sizes = np.frombuffer(stsz.table(samples, 4), dtype=">u4").astype(np.int64) if constant == 0 else None
+    total = constant * samples if sizes is None else int(sizes.sum())
+    if total > file_bytes:
+        raise stsz.bad(f"{samples:,} samples claim more bytes than the member's {file_bytes:,}")
+    return samples, sizes if sizes is not None else np.full(samples, constant, dtype=np.int64)
+
+
+def _sample_starts(found: dict, samples: int, sizes: np.ndarray, file_bytes: int, where: str) -> np.ndarray:
+    """Each sample's file offset, from the chunk offsets (``stco`` or ``co64``, not both) and
+    ``stsc``, every chunk inside the file."""
+    if b"stco" in found and b"co64" in found:
+        raise FormatError(f"{where}: both stco and co64 chunk offset boxes")
+    offsets_box = _one(found, b"stco" if b"stco" in found else b"co64", where)
+    offsets_box.full_header()
+    chunks = offsets_box.u32()
+    if chunks > max(samples, 1):
+        raise offsets_box.bad(f"{chunks:,} chunks for {samples:,} samples")
+    entry_bytes = 4 if offsets_box.kind == "stco" else 8
+    raw_offsets = np.frombuffer(offsets_box.table(chunks, entry_bytes), dtype=">u4" if entry_bytes == 4 else ">u8")
+    if chunks and int(raw_offsets.max()) >= 1 << 63:  # checked unsigned: it would wrap negative as int64
+        raise offsets_box.bad(f"a chunk offset of {int(raw_offsets.max()):,} lies beyond the member's {file_bytes:,} bytes")
+    return _chunks(_one(found, b"stsc", where), raw_offsets.astype(np.int64), samples, sizes, file_bytes)
+
+
+def _keyframes(stss: _Payload | None, samples: int, where: str) -> np.ndarray:
+    """The sync samples (0-based, ascending; every sample without ``stss``); the track must
+    start on one."""
+    if stss is None:
+        keyframes = np.arange(samples, dtype=np.int64)  # no sync sample table: every sample is a keyframe
+    else:
+        stss.full_header()
+        entries = stss.u32()
+        if entries > samples:
+            raise stss.bad(f"{entries:,} sync samples for {samples:,} samples")
+        numbers = np.frombuffer(stss.table(entries, 4), dtype=">u4").astype(np.int64)
+        if (entries > 1 and bool((np.diff(numbers) <= 0).any())) or (entries and not 1 <= int(numbers[-1]) <= samples):
+            raise stss.bad("sync samples must be ascending sample numbers of the track")
+        keyframes = numbers - 1
+    if samples and (not len(keyframes) or int(keyframes[0]) != 0):
+        raise FormatError(f"{where}: the member does not start on a keyframe")
+    return keyframes
+
+
+def _frame_order(
+    found: dict, durations: np.ndarray, composition: np.ndarray | None, samples: int, where: str
+) -> tuple[tuple[tuple[int, int, float], ...], int, int, bool]:
+    """The edit list, the media and movie timescales, and whether frame j is sample j: nothing
+    reorders or shifts them (one composition offset for every sample, and an edit list, if any,
+    that starts at that offset and covers the media)."""
+    elst = found.get(b"elst", [])
+    if len(elst) > 1:
+        raise FormatError(f"{where}: {len(elst)} edit lists; a track has at most one")
+    edits = _edits(_Payload(elst[0], "elst", where)) if elst else ()
+    mdhd, mvhd = _at_most_one(found, b"mdhd", where), _at_most_one(found, b"mvhd", where)
+    timescale, movie_timescale = (_timescale(mdhd) if mdhd else 0), (_timescale(mvhd) if mvhd else 0)
+    shift = 0 if composition is None or not samples else int(composition[0])
+    in_order = (composition is None or bool((composition == shift).all())) and trivial_edits(
+        edits, media_ticks=int(durations.sum()), timescale=timescale, movie_timescale=movie_timescale, shift=shift
+    )
+    return edits, timescale, movie_timescale, in_order
 
 
 def check_preroll(keyframes: np.ndarray, preroll: int, *, where: str) -> None:
