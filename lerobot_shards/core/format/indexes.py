@@ -502,6 +502,45 @@ class EpisodeTable(Sequence[EpisodeEntry]):
 def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks: bool) -> EpisodeTable:
     """Every rule of the episodes index, vectorized over its columns (no loop per episode),
     each checked as soon as its columns are read (a broken index stops early)."""
+    episode, shard, length = _episode_columns(columns, manifest, where)
+    from_index = columns.numbers("dataset_from_index").astype(np.int64, copy=False)
+    wrong_range = ((columns.numbers("dataset_to_index") - from_index) != length) | (from_index < 0)
+    if wrong_range.any():
+        bad = int(episode[np.argmax(wrong_range)])
+        raise FormatError(f"{where}: episode {bad}: dataset_to_index - dataset_from_index must equal length, from >= 0")
+    row_start = _row_starts(columns, episode, shard, length, where)
+    group, group_offset, group_bytes, group_sha = _row_groups(columns, manifest, episode, shard, where)
+    members = _Members.read(columns, manifest, episode, shard, length, where)
+    _check_members_disjoint(shard, members.offset, members.size, episode, manifest, where)
+    tasks = None
+    if with_tasks:
+        tasks = columns.strings("tasks")
+        check_task_lists(tasks, where=f"{where}: column tasks")
+        tasks = tasks.combine_chunks()
+    return EpisodeTable(
+        video_keys=tuple(manifest.video_keys),
+        episode_index=episode,
+        shard=shard,
+        length=length,
+        dataset_from_index=from_index,
+        row_start=row_start,
+        row_group=group,
+        row_group_offset=group_offset,
+        row_group_bytes=group_bytes,
+        row_group_sha256=group_sha,
+        member_offset=members.offset,
+        member_size=members.size,
+        member_frames=members.frames,
+        member_codec=members.codec,
+        member_sha256=members.sha,
+        tasks=tasks,
+        member_preroll=members.preroll if members.preroll is not None and members.preroll.any() else None,
+    )
+
+
+def _episode_columns(columns: _IndexColumns, manifest: Manifest, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``episode_index`` (ascending), ``shard`` (ascending, a manifest shard) and ``length``
+    (a frame count), each shard holding the episodes and frames the manifest records."""
     shards = manifest.shards
     episode = columns.numbers("episode_index").astype(np.int64, copy=False)
     n = len(episode)
@@ -526,21 +565,29 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
                 f"{where}: shard {s.name} has {int(per_shard_counts[s.index])} episodes / {int(per_shard_frames[s.index])} "
                 f"frames, the manifest records {s.num_episodes} / {s.frames}"
             )
-    from_index = columns.numbers("dataset_from_index").astype(np.int64, copy=False)
-    wrong_range = ((columns.numbers("dataset_to_index") - from_index) != length) | (from_index < 0)
-    if wrong_range.any():
-        bad = int(episode[np.argmax(wrong_range)])
-        raise FormatError(f"{where}: episode {bad}: dataset_to_index - dataset_from_index must equal length, from >= 0")
-    # Rows of a shard's episodes are consecutive in its parquet, in episode order: an episode
-    # starts where the shard's earlier episodes end.
+    return episode, shard, length
+
+
+def _row_starts(columns: _IndexColumns, episode: np.ndarray, shard: np.ndarray, length: np.ndarray, where: str) -> np.ndarray:
+    """``row_start``: rows of a shard's episodes are consecutive in its parquet, in episode
+    order, so an episode starts where the shard's earlier episodes end."""
     before = np.cumsum(length) - length
     first_of_shard = np.searchsorted(shard, shard, side="left")
     row_start = columns.numbers("row_start").astype(np.int64, copy=False)
-    if (row_start != before - before[first_of_shard]).any():
-        bad = int(episode[np.argmax(row_start != before - before[first_of_shard])])
-        raise FormatError(f"{where}: episode {bad}: row_start is not where its rows begin in the shard parquet")
-    del before, first_of_shard
+    wrong = row_start != before - before[first_of_shard]
+    if wrong.any():
+        raise FormatError(
+            f"{where}: episode {int(episode[np.argmax(wrong)])}: row_start is not where its rows begin in the shard parquet"
+        )
+    return row_start
 
+
+def _row_groups(
+    columns: _IndexColumns, manifest: Manifest, episode: np.ndarray, shard: np.ndarray, where: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each episode's row group (number, span, digest), the span inside its shard parquet's
+    row-group area (before the footer)."""
+    shards = manifest.shards
     footer_offset = np.array([s.parquet_footer.offset for s in shards], dtype=np.int64)[shard]
     group = columns.numbers("row_group").astype(np.int64)
     group_offset = columns.numbers("row_group_offset").astype(np.int64, copy=False)
@@ -553,76 +600,87 @@ def _table(columns: _IndexColumns, manifest: Manifest, where: str, *, with_tasks
             f"{int(group_offset[i] + group_bytes[i])}) is not inside the row-group area [4, {int(footer_offset[i])}) of "
             f"{shards[int(shard[i])].name}.parquet"
         )
-    del footer_offset, outside
     group_sha, bad = columns.digests("row_group_sha256")
     if bad >= 0:
         raise FormatError(f"{where}: episode {int(episode[bad])}: row_group_sha256 is not a sha256 hex digest")
+    return group, group_offset, group_bytes, group_sha
 
-    keys, c = manifest.video_keys, len(manifest.video_keys)
-    preroll = np.zeros((n, c), np.int64) if manifest.format_version >= PREROLL_FORMAT_VERSION else None
-    offset, size, frames = (np.zeros((n, c), np.int64) for _ in range(3))
-    codec = np.zeros((n, c), np.int8)
-    sha = np.zeros((n, c, 32), np.uint8)
-    tar_bytes = np.array([s.tar_bytes for s in shards], dtype=np.int64)[shard]
-    for k, key in enumerate(keys):
+
+@dataclass
+class _Members:
+    """Each episode's members, one column per camera (``(episodes, cameras)`` arrays)."""
+
+    offset: np.ndarray
+    size: np.ndarray
+    frames: np.ndarray
+    codec: np.ndarray
+    sha: np.ndarray
+    preroll: np.ndarray | None
+
+    @classmethod
+    def read(
+        cls, columns: _IndexColumns, manifest: Manifest, episode: np.ndarray, shard: np.ndarray, length: np.ndarray, where: str
+    ) -> _Members:
+        """Every camera's member columns, each checked as it is read (``_camera``)."""
+        n, c = len(episode), len(manifest.video_keys)
+        preroll = np.zeros((n, c), np.int64) if manifest.format_version >= PREROLL_FORMAT_VERSION else None
+        members = cls(
+            *(np.zeros((n, c), np.int64) for _ in range(3)), np.zeros((n, c), np.int8), np.zeros((n, c, 32), np.uint8), preroll
+        )
+        tar_bytes = np.array([s.tar_bytes for s in manifest.shards], dtype=np.int64)[shard]
+        for k, key in enumerate(manifest.video_keys):
+            members._camera(columns, k, key, manifest, episode, shard, length, tar_bytes, where)
+        return members
+
+    def _camera(
+        self,
+        columns: _IndexColumns,
+        k: int,
+        key: str,
+        manifest: Manifest,
+        episode: np.ndarray,
+        shard: np.ndarray,
+        length: np.ndarray,
+        tar_bytes: np.ndarray,
+        where: str,
+    ) -> None:
+        """Camera ``k``'s columns: members inside their shard's tar, frames in ``[1, length]``, a
+        known codec, digests, and (version 4) a pre-roll a member can hold."""
         label = f"{where}: episode %d camera {key}"
-        offset[:, k] = columns.numbers(video_column(key, "offset"))
-        size[:, k] = columns.numbers(video_column(key, "size"))
-        out = (offset[:, k] < _TAR_BLOCK) | (size[:, k] < 0) | (offset[:, k] + size[:, k] > tar_bytes)
+        offset, size = self.offset[:, k], self.size[:, k]
+        offset[:] = columns.numbers(video_column(key, "offset"))
+        size[:] = columns.numbers(video_column(key, "size"))
+        out = (offset < _TAR_BLOCK) | (size < 0) | (offset + size > tar_bytes)
         if out.any():
             i = int(np.argmax(out))
             raise FormatError(
-                f"{label % int(episode[i])}: member [{int(offset[i, k])}, {int(offset[i, k] + size[i, k])}) lies "
-                f"outside {shards[int(shard[i])].name}.tar ({int(tar_bytes[i])} bytes)"
+                f"{label % int(episode[i])}: member [{int(offset[i])}, {int(offset[i] + size[i])}) lies "
+                f"outside {manifest.shards[int(shard[i])].name}.tar ({int(tar_bytes[i])} bytes)"
             )
-        frames[:, k] = columns.numbers(video_column(key, "frames"))
-        wrong = (frames[:, k] < np.minimum(1, length)) | (frames[:, k] > length)
+        frames = self.frames[:, k]
+        frames[:] = columns.numbers(video_column(key, "frames"))
+        wrong = (frames < np.minimum(1, length)) | (frames > length)
         if wrong.any():
             i = int(np.argmax(wrong))
-            raise FormatError(f"{label % int(episode[i])}: {int(frames[i, k])} frames for an episode of {int(length[i])} rows")
+            raise FormatError(f"{label % int(episode[i])}: {int(frames[i])} frames for an episode of {int(length[i])} rows")
         found, bad, value = columns.codes(video_column(key, "codec"), VIDEO_CODECS)
         if bad >= 0:
             raise FormatError(f"{label % int(episode[bad])}: codec {str(value)[:40]!r} is not one of {list(VIDEO_CODECS)}")
-        codec[:, k] = found
+        self.codec[:, k] = found
         digests, bad = columns.digests(video_column(key, "sha256"))
         if bad >= 0:
             raise FormatError(f"{label % int(episode[bad])}: sha256 is not a sha256 hex digest")
-        sha[:, k] = digests
-        del digests
+        self.sha[:, k] = digests
         columns.numbers(video_column(key, "reencoded"))  # read for its nulls and type; no reader uses it
-        if preroll is not None:
-            preroll[:, k] = columns.numbers(video_column(key, PREROLL_FIELD))
+        if self.preroll is not None:
+            preroll = self.preroll[:, k]
+            preroll[:] = columns.numbers(video_column(key, PREROLL_FIELD))
             # Pre-roll frames are the rest of the first GOP: the member's GOP bound (check_mp4,
             # MAX_GOP_PIXELS) bounds what decoding them costs; here, a count a member can hold.
-            wrong = (preroll[:, k] < 0) | (preroll[:, k] > MAX_EPISODE_FRAMES)
+            wrong = (preroll < 0) | (preroll > MAX_EPISODE_FRAMES)
             if wrong.any():
                 i = int(np.argmax(wrong))
-                raise FormatError(f"{label % int(episode[i])}: preroll {int(preroll[i, k])} is not a frame count")
-    _check_members_disjoint(shard, offset, size, episode, manifest, where)
-    tasks = None
-    if with_tasks:
-        tasks = columns.strings("tasks")
-        check_task_lists(tasks, where=f"{where}: column tasks")
-        tasks = tasks.combine_chunks()
-    return EpisodeTable(
-        video_keys=tuple(keys),
-        episode_index=episode,
-        shard=shard,
-        length=length,
-        dataset_from_index=from_index,
-        row_start=row_start,
-        row_group=group,
-        row_group_offset=group_offset,
-        row_group_bytes=group_bytes,
-        row_group_sha256=group_sha,
-        member_offset=offset,
-        member_size=size,
-        member_frames=frames,
-        member_codec=codec,
-        member_sha256=sha,
-        tasks=tasks,
-        member_preroll=preroll if preroll is not None and preroll.any() else None,
-    )
+                raise FormatError(f"{label % int(episode[i])}: preroll {int(preroll[i])} is not a frame count")
 
 
 def _check_members_disjoint(

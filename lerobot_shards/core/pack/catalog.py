@@ -160,98 +160,81 @@ def _anchor_runs(frames: np.ndarray, start: np.ndarray, length: np.ndarray) -> t
     )
 
 
-@dataclass(eq=False)
-class EpisodeCatalog(CatalogColumns):
-    """Episodes of one or more packs, columnar (see the module docstring), and the packs they
-    belong to (``datasets``). Build with ``from_packs`` or ``from_tables``; arrays are read-only."""
+class _Parts:
+    """Columns of a catalog being built, one piece per pack (``EpisodeCatalog.from_packs``)."""
 
-    datasets: list[CatalogPack] = field(kw_only=True)
-    # Built from a compiled mixture's tables (``from_tables``): its rows are what a mixture file
-    # says of packs, which a reader compares with each pack's own index when it admits an episode.
-    compiled: bool = field(default=False, kw_only=True)
-    dataset_start: np.ndarray = field(init=False)
-    _tasks: dict[int, dict[int, str]] = field(init=False, default_factory=dict)
+    def __init__(self) -> None:
+        self._parts: dict[str, list[np.ndarray]] = {}
+        self.task_text: list[str] = []
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        starts = np.searchsorted(self.dataset, np.arange(len(self.datasets) + 1), side="left").astype(np.int64)
-        starts.setflags(write=False)
-        self.dataset_start = starts
+    def add(self, name: str, values) -> None:
+        self._parts.setdefault(name, []).append(np.asarray(values))
 
-    # -- building -------------------------------------------------------------------------------
-    @classmethod
-    def from_packs(cls, packs: Sequence[tuple[CatalogPack, PackedIndex, dict[int, str]]]) -> EpisodeCatalog:
-        """A catalog of opened packs: ``(dataset, its checked index, its tasks)`` each, with the
-        index's selection (``episodes=``, ``where=``) as the catalog's episodes and anchors.
+    def add_shards(self, d: int, shards) -> None:
+        self.add("shard_dataset", np.full(len(shards), d, np.int32))
+        self.add("shard_number", np.array([s.index for s in shards], np.int32))
+        self.add("shard_parquet_bytes", np.array([s.parquet_bytes for s in shards], np.int64))
+        self.add("shard_footer_offset", np.array([s.parquet_footer.offset for s in shards], np.int64))
+        self.add("shard_footer_bytes", np.array([s.parquet_footer.bytes for s in shards], np.int64))
+        self.add("shard_footer_sha256", _sha_matrix([s.parquet_footer.sha256 for s in shards]))
+        self.add("shard_tar_bytes", np.array([s.tar_bytes for s in shards], np.int64))
+        self.add("shard_tar_sha256", _sha_matrix([s.tar_sha256 for s in shards]))
 
-        O(episodes x cameras + anchors) vectorized per pack: the only Python loop is over packs.
-        """
-        parts: dict[str, list[np.ndarray]] = {}
-        task_text: list[str] = []
+    def add_episodes(self, d: int, index: PackedIndex, shard_rows: int) -> None:
+        """The selected episodes' rows; row-group totals over every episode of the pack (a
+        selection does not change what a row group holds)."""
+        table = index.episodes
+        group_episodes, group_rows = index.all_episodes.row_group_totals()
+        chosen = index.all_episodes.positions(table.episode_index)
+        self.add("dataset", np.full(len(table), d, np.int32))
+        for name in ("episode_index", "length", "row_start", "row_group_offset", "row_group_bytes"):
+            self.add(name, getattr(table, name))
+        self.add("from_index", table.dataset_from_index)
+        self.add("shard_row", shard_rows + table.shard)
+        self.add("row_group", table.row_group.astype(np.int32))
+        self.add("row_group_sha256", table.row_group_sha256)
+        self.add("row_group_episodes", group_episodes[chosen].astype(np.int32))
+        self.add("row_group_rows", group_rows[chosen])
+        self.add("anchor_counts", np.asarray(index.anchor_counts, dtype=np.int64))
 
-        def add(name: str, values) -> None:
-            parts.setdefault(name, []).append(np.asarray(values))
+    def add_members(self, table, cameras: int) -> None:
+        self.add("member_count", np.full(len(table), cameras, np.int64))
+        self.add("member_offset", table.member_offset.reshape(-1))
+        self.add("member_size", table.member_size.reshape(-1))
+        self.add("member_frames", table.member_frames.reshape(-1))
+        self.add("member_codec", table.member_codec.reshape(-1))
+        self.add("member_sha256", table.member_sha256.reshape(-1, 32))
+        preroll = table.member_preroll if table.member_preroll is not None else np.zeros_like(table.member_frames)
+        self.add("member_preroll", preroll.reshape(-1))
 
-        shard_rows = 0
-        for d, (info, index, tasks) in enumerate(packs):
-            shards, table = index.manifest.shards, index.episodes
-            if tuple(table.video_keys) != tuple(info.video_keys):
-                raise ValueError(f"{info.name}: the index's cameras {table.video_keys} are not the dataset's {info.video_keys}")
-            add("shard_dataset", np.full(len(shards), d, np.int32))
-            add("shard_number", np.array([s.index for s in shards], np.int32))
-            add("shard_parquet_bytes", np.array([s.parquet_bytes for s in shards], np.int64))
-            add("shard_footer_offset", np.array([s.parquet_footer.offset for s in shards], np.int64))
-            add("shard_footer_bytes", np.array([s.parquet_footer.bytes for s in shards], np.int64))
-            add("shard_footer_sha256", _sha_matrix([s.parquet_footer.sha256 for s in shards]))
-            add("shard_tar_bytes", np.array([s.tar_bytes for s in shards], np.int64))
-            add("shard_tar_sha256", _sha_matrix([s.tar_sha256 for s in shards]))
-            # Totals of each episode's row group, over every episode of the pack (a selection
-            # does not change what a row group holds).
-            group_episodes, group_rows = index.all_episodes.row_group_totals()
-            chosen = index.all_episodes.positions(table.episode_index)
-            e = len(table)
-            add("dataset", np.full(e, d, np.int32))
-            for name in ("episode_index", "length", "row_start", "row_group_offset", "row_group_bytes"):
-                add(name, getattr(table, name))
-            add("from_index", table.dataset_from_index)
-            add("shard_row", shard_rows + table.shard)
-            add("row_group", table.row_group.astype(np.int32))
-            add("row_group_sha256", table.row_group_sha256)
-            add("row_group_episodes", group_episodes[chosen].astype(np.int32))
-            add("row_group_rows", group_rows[chosen])
-            anchors = np.asarray(index.anchor_counts, dtype=np.int64)
-            add("anchor_counts", anchors)
-            c = len(info.video_keys)
-            add("member_count", np.full(e, c, np.int64))
-            add("member_offset", table.member_offset.reshape(-1))
-            add("member_size", table.member_size.reshape(-1))
-            add("member_frames", table.member_frames.reshape(-1))
-            add("member_codec", table.member_codec.reshape(-1))
-            add("member_sha256", table.member_sha256.reshape(-1, 32))
-            preroll = table.member_preroll if table.member_preroll is not None else np.zeros_like(table.member_frames)
-            add("member_preroll", preroll.reshape(-1))
-            if index.anchor_frames is not None and index.anchor_start is not None:
-                lo, hi, count = _anchor_runs(index.anchor_frames, index.anchor_start, table.length)
-            else:
-                lo = hi = np.zeros(0, np.int64)
-                count = np.zeros(e, np.int64)
-            add("run_lo", lo)
-            add("run_hi", hi)
-            add("run_count", count)
-            ordered = sorted(tasks.items())
-            add("task_dataset", np.full(len(ordered), d, np.int32))
-            add("task_index", np.array([k for k, _ in ordered], np.int64))
-            task_text += [text for _, text in ordered]
-            shard_rows += len(shards)
+    def add_anchors(self, index: PackedIndex) -> None:
+        """The anchor runs of a ``where=`` selection (none when every frame, or none, anchors)."""
+        table = index.episodes
+        if index.anchor_frames is not None and index.anchor_start is not None:
+            lo, hi, count = _anchor_runs(index.anchor_frames, index.anchor_start, table.length)
+        else:
+            lo = hi = np.zeros(0, np.int64)
+            count = np.zeros(len(table), np.int64)
+        self.add("run_lo", lo)
+        self.add("run_hi", hi)
+        self.add("run_count", count)
 
-        def cat(name: str, dtype: DTypeLike = np.int64, width: int = 0) -> np.ndarray:
-            pieces = parts.get(name, [])
-            if not pieces:
-                return np.zeros((0, width) if width else 0, dtype)
-            return np.concatenate(pieces).astype(dtype, copy=False)
+    def add_tasks(self, d: int, tasks: dict[int, str]) -> None:
+        ordered = sorted(tasks.items())
+        self.add("task_dataset", np.full(len(ordered), d, np.int32))
+        self.add("task_index", np.array([k for k, _ in ordered], np.int64))
+        self.task_text += [text for _, text in ordered]
 
-        return cls(
-            datasets=[info for info, _, _ in packs],
+    def cat(self, name: str, dtype: DTypeLike = np.int64, width: int = 0) -> np.ndarray:
+        pieces = self._parts.get(name, [])
+        if not pieces:
+            return np.zeros((0, width) if width else 0, dtype)
+        return np.concatenate(pieces).astype(dtype, copy=False)
+
+    def columns(self) -> dict:
+        """Every ``CatalogColumns`` field, the packs' pieces concatenated."""
+        cat = self.cat
+        return dict(
             dataset=cat("dataset", np.int32),
             episode_index=cat("episode_index"),
             length=cat("length"),
@@ -284,9 +267,50 @@ class EpisodeCatalog(CatalogColumns):
             shard_tar_sha256=cat("shard_tar_sha256", np.uint8, 32),
             task_dataset=cat("task_dataset", np.int32),
             task_index=cat("task_index"),
-            task_text=task_text,
+            task_text=self.task_text,
             member_preroll=_nonzero_or_none(cat("member_preroll")),
         )
+
+
+@dataclass(eq=False)
+class EpisodeCatalog(CatalogColumns):
+    """Episodes of one or more packs, columnar (see the module docstring), and the packs they
+    belong to (``datasets``). Build with ``from_packs`` or ``from_tables``; arrays are read-only."""
+
+    datasets: list[CatalogPack] = field(kw_only=True)
+    # Built from a compiled mixture's tables (``from_tables``): its rows are what a mixture file
+    # says of packs, which a reader compares with each pack's own index when it admits an episode.
+    compiled: bool = field(default=False, kw_only=True)
+    dataset_start: np.ndarray = field(init=False)
+    _tasks: dict[int, dict[int, str]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        starts = np.searchsorted(self.dataset, np.arange(len(self.datasets) + 1), side="left").astype(np.int64)
+        starts.setflags(write=False)
+        self.dataset_start = starts
+
+    # -- building -------------------------------------------------------------------------------
+    @classmethod
+    def from_packs(cls, packs: Sequence[tuple[CatalogPack, PackedIndex, dict[int, str]]]) -> EpisodeCatalog:
+        """A catalog of opened packs: ``(dataset, its checked index, its tasks)`` each, with the
+        index's selection (``episodes=``, ``where=``) as the catalog's episodes and anchors.
+
+        O(episodes x cameras + anchors) vectorized per pack: the only Python loop is over packs.
+        """
+        parts = _Parts()
+        shard_rows = 0
+        for d, (info, index, tasks) in enumerate(packs):
+            table = index.episodes
+            if tuple(table.video_keys) != tuple(info.video_keys):
+                raise ValueError(f"{info.name}: the index's cameras {table.video_keys} are not the dataset's {info.video_keys}")
+            parts.add_shards(d, index.manifest.shards)
+            parts.add_episodes(d, index, shard_rows)
+            parts.add_members(table, len(info.video_keys))
+            parts.add_anchors(index)
+            parts.add_tasks(d, tasks)
+            shard_rows += len(index.manifest.shards)
+        return cls(datasets=[info for info, _, _ in packs], **parts.columns())
 
     def to_tables(self) -> dict[str, pa.Table]:
         """The compiled index tables (``episodes``, ``shards``, ``anchors``, ``tasks``):
