@@ -118,26 +118,8 @@ def verify(
         manifest_sha256 = check_pin(manifest_sha256)  # bad input, said before anything is read
     storage = Storage(dst, storage_options)
     report = VerifyReport()
-    try:
-        manifest, report.manifest_sha256 = read_manifest(storage, manifest_sha256=manifest_sha256)
-    except NotAPackError as err:
-        report.problems.append(str(err))
-        report.failure = err.reason
-        if err.reason == "unfinished":
-            _recorded_by_plan(storage, report)
-        return report
-    except PinMismatchError as err:
-        report.problems.append(str(err))
-        report.failure = "pin"
-        return report
-    except StorageError as err:
-        report.problems.append(str(err))
-        report.failure = "storage"
-        return report
-    except FormatError as err:
-        report.problems.append(str(err))
-        report.failure = "damaged"
-        _recorded_by_plan(storage, report)
+    manifest = _open_manifest(storage, manifest_sha256, report)
+    if manifest is None:
         return report
     _recorded(report, manifest.source, manifest.options, where=storage.describe(MANIFEST_PATH))
     intact, absent = _files(storage, manifest, report)
@@ -156,28 +138,57 @@ def verify(
     if intact.get(SAMPLES_INDEX_PATH):
         _guarded(report, SAMPLES_INDEX_PATH, lambda: _samples_index_problems(storage, manifest, episodes))
     for shard in manifest.shards:
-        report.shards_checked += 1
-        first, stop = episodes.shard_range(shard.index)
-        mine = episodes[first:stop]
-        report.episodes_checked += len(mine)
-        # A file that is not there is one line ("missing"), not one more per row group or member.
-        if shard_parquet_path(shard.index) not in absent:
-            _guarded(
-                report,
-                shard_parquet_path(shard.index),
-                functools.partial(_shard_parquet_problems, storage, manifest, shard, mine, decode, report),
-            )
-        if shard_tar_path(shard.index) not in absent:
-            _guarded(
-                report,
-                shard_tar_path(shard.index),
-                functools.partial(_member_problems, storage, manifest, shard, mine, decode, report),
-            )
+        _shard_problems(storage, manifest, shard, episodes, absent, decode, report)
         if progress is not None:
             progress(report.shards_checked, len(manifest.shards), report.episodes_checked)
     if report.problems:
         report.failure = "damaged"
     return report
+
+
+# What a manifest that cannot be read means for the report (``VerifyReport.failure``).
+_OPEN_FAILURES: tuple[tuple[type[Exception], str | None], ...] = (
+    (NotAPackError, None),  # its own reason: missing, unfinished, a file, a mixture...
+    (PinMismatchError, "pin"),
+    (StorageError, "storage"),
+    (FormatError, "damaged"),
+)
+
+
+def _open_manifest(storage: Storage, pin: str | None, report: VerifyReport):
+    """The pack's manifest (its pin recorded in ``report``), or None with the failure in
+    ``report``; without a readable manifest, how the pack was made as its plan records it."""
+    try:
+        manifest, report.manifest_sha256 = read_manifest(storage, manifest_sha256=pin)
+        return manifest
+    except tuple(kind for kind, _ in _OPEN_FAILURES) as err:
+        report.problems.append(str(err))
+        reason = next(r for kind, r in _OPEN_FAILURES if isinstance(err, kind))
+        report.failure = err.reason if isinstance(err, NotAPackError) else reason
+        if report.failure in ("unfinished", "damaged"):
+            _recorded_by_plan(storage, report)
+        return None
+
+
+def _shard_problems(storage: Storage, manifest, shard, episodes, absent: set, decode: bool, report: VerifyReport) -> None:
+    """One shard's parquet (row groups against the index) and tar (members), each file that is
+    not there one line ("missing"), not one more per row group or member."""
+    report.shards_checked += 1
+    first, stop = episodes.shard_range(shard.index)
+    mine = episodes[first:stop]
+    report.episodes_checked += len(mine)
+    if shard_parquet_path(shard.index) not in absent:
+        _guarded(
+            report,
+            shard_parquet_path(shard.index),
+            functools.partial(_shard_parquet_problems, storage, manifest, shard, mine, decode, report),
+        )
+    if shard_tar_path(shard.index) not in absent:
+        _guarded(
+            report,
+            shard_tar_path(shard.index),
+            functools.partial(_member_problems, storage, manifest, shard, mine, decode, report),
+        )
 
 
 def _recorded_by_plan(storage: Storage, report: VerifyReport) -> None:

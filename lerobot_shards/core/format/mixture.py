@@ -406,81 +406,32 @@ class MixtureSpec:
 
 
 def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> MixtureEntry:
-    label = f"{where}: datasets[{i}]"
-    if not isinstance(item, Mapping):
-        raise MixtureSpecError(f"{label}: expected an object, got {type(item).__name__}")
-    name = item.get("name")
-    if not isinstance(name, str) or not name:
-        raise MixtureSpecError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
-    try:
-        check_key(name, what="dataset name")
-    except ValueError as err:
-        raise MixtureSpecError(f"{label}: {err}") from None
-    label = f"{where}: datasets[{i}] ({name!r})"
+    """One ``datasets[i]`` entry, every field checked (``_EntryFields``), in this order: its
+    name, the fields it must have, counts and fps, features and cameras, weighting and pin,
+    key map."""
+    name = _entry_name(item, f"{where}: datasets[{i}]")
+    fields = _EntryFields(item, f"{where}: datasets[{i}] ({name!r})")
     missing = [f for f in ("path", "anchors", "episodes", "fps", "features", "video_keys") if f not in item]
     if missing:
-        raise MixtureSpecError(f"{label}: missing field(s) {missing}; write the file with `lerobot-shards mixture create`")
-
-    def check(field_name: str, ok: bool, expected: str) -> Any:
-        if not ok:
-            raise MixtureSpecError(f"{label}: field {field_name!r} must be {expected}, got {item.get(field_name)!r}")
-        return item.get(field_name)
-
-    path = check("path", isinstance(item["path"], str) and item["path"] != "", "a non-empty string")
-    anchors = check("anchors", _is_int(item["anchors"]) and item["anchors"] >= 0, "an int >= 0")
-    episodes = check("episodes", _is_int(item["episodes"]) and item["episodes"] >= 0, "an int >= 0")
-    fps = check(
-        "fps",
-        isinstance(item["fps"], int | float) and not isinstance(item["fps"], bool) and 1 <= item["fps"] <= MAX_FPS,
-        f"a number from 1 to {MAX_FPS}",
-    )
-    if not float(fps).is_integer() and version < FPS_VERSION:
-        raise MixtureSpecError(f"{label}: fps {fps!r} is not a whole number, which needs version {FPS_VERSION}")
-    raw_features = check("features", isinstance(item["features"], Mapping), "an object {key: {dtype, shape}}")
-    try:
-        features = parse_features(raw_features, where=label)
-    except FormatError as err:
-        raise MixtureSpecError(str(err)) from None
-    legacy = [
-        k for k, f in raw_features.items() if isinstance(f, Mapping) and f.get("depth") is True and not features[k].is_depth
-    ]
-    if legacy:
-        raise MixtureSpecError(
-            f"{label}: depth cameras {legacy} are recorded without their depth quantizer (a mixture written before "
-            f"version {DEPTH_VERSION}, whose compiled reading returned them as colour); re-run `lerobot-shards mixture create`"
-        )
-    video_keys = check(
-        "video_keys",
-        isinstance(item["video_keys"], list) and all(isinstance(k, str) for k in item["video_keys"]),
-        "a list of strings",
-    )
-    not_video = [k for k in video_keys if k not in features or not features[k].is_video]
-    if not_video:
-        raise MixtureSpecError(f"{label}: field 'video_keys' lists {not_video}, which are not video features")
-    weight = item.get("weight", anchors)
-    check("weight", _is_number(weight) and weight >= 0, "a finite number >= 0")
-    if mode == "anchors" and weight != anchors:
-        raise MixtureSpecError(
-            f"{label}: field 'weight' is {weight} but default_weights is 'anchors' (weight = anchors = {anchors}); "
-            f"set default_weights to 'explicit' to sample with these weights"
-        )
+        raise MixtureSpecError(f"{fields.label}: missing field(s) {missing}; write the file with `lerobot-shards mixture create`")
+    path = fields.check("path", isinstance(item["path"], str) and item["path"] != "", "a non-empty string")
+    anchors = fields.check("anchors", _is_int(item["anchors"]) and item["anchors"] >= 0, "an int >= 0")
+    episodes = fields.check("episodes", _is_int(item["episodes"]) and item["episodes"] >= 0, "an int >= 0")
+    fps = fields.fps(version)
+    features, video_keys = fields.cameras()
+    weight = fields.weight(anchors, mode)
     where_filter = item.get("where")
-    check("where", where_filter is None or isinstance(where_filter, str), "a SQL predicate string or absent")
-    pin = item.get("manifest_sha256")
-    if version >= 2 or pin is not None:
-        check(
-            "manifest_sha256",
-            isinstance(pin, str) and pin.startswith("sha256:") and is_sha256_hex(pin[7:]),
-            "'sha256:' and 64 hex digits",
-        )
+    fields.check("where", where_filter is None or isinstance(where_filter, str), "a SQL predicate string or absent")
+    pin = fields.pin(version)
     tolerance = item.get("tolerance_s")
-    check("tolerance_s", tolerance is None or (_is_number(tolerance) and 0 <= tolerance < 1), "a number in [0, 1) or absent")
+    fields.check(
+        "tolerance_s", tolerance is None or (_is_number(tolerance) and 0 <= tolerance < 1), "a number in [0, 1) or absent"
+    )
     key_map = {}
     if "key_map" in item:
         if version < KEY_MAP_VERSION:
-            raise MixtureSpecError(f"{label}: field 'key_map' needs version {KEY_MAP_VERSION}")
-        key_map = check_key_map(item["key_map"], features, where=label)
-    extra = {k: v for k, v in item.items() if k not in _ENTRY_FIELDS}
+            raise MixtureSpecError(f"{fields.label}: field 'key_map' needs version {KEY_MAP_VERSION}")
+        key_map = check_key_map(item["key_map"], features, where=fields.label)
     return MixtureEntry(
         name=name,
         path=path,
@@ -494,8 +445,89 @@ def _entry_from_dict(item: Any, i: int, mode: str, where: str, version: int) -> 
         manifest_sha256=pin,
         tolerance_s=None if tolerance is None else float(tolerance),
         key_map=key_map,
-        extra=extra,
+        extra={k: v for k, v in item.items() if k not in _ENTRY_FIELDS},
     )
+
+
+def _entry_name(item: Any, label: str) -> str:
+    """An entry must be an object whose ``name`` is a dataset name (a key's rules)."""
+    if not isinstance(item, Mapping):
+        raise MixtureSpecError(f"{label}: expected an object, got {type(item).__name__}")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise MixtureSpecError(f"{label}: field 'name' must be a non-empty string, got {name!r}")
+    try:
+        check_key(name, what="dataset name")
+    except ValueError as err:
+        raise MixtureSpecError(f"{label}: {err}") from None
+    return name
+
+
+@dataclass(frozen=True)
+class _EntryFields:
+    """The fields of one entry, each checked where it is read (``label`` names the entry)."""
+
+    item: Mapping
+    label: str
+
+    def check(self, field_name: str, ok: bool, expected: str) -> Any:
+        if not ok:
+            raise MixtureSpecError(f"{self.label}: field {field_name!r} must be {expected}, got {self.item.get(field_name)!r}")
+        return self.item.get(field_name)
+
+    def fps(self, version: int) -> int | float:
+        value = self.item["fps"]
+        fps = self.check(
+            "fps",
+            isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= MAX_FPS,
+            f"a number from 1 to {MAX_FPS}",
+        )
+        if not float(fps).is_integer() and version < FPS_VERSION:
+            raise MixtureSpecError(f"{self.label}: fps {fps!r} is not a whole number, which needs version {FPS_VERSION}")
+        return fps
+
+    def cameras(self) -> tuple[Features, list[str]]:
+        """``features`` (parsed; a depth camera carries its quantizer) and ``video_keys``
+        (video features of it)."""
+        raw = self.check("features", isinstance(self.item["features"], Mapping), "an object {key: {dtype, shape}}")
+        try:
+            features = parse_features(raw, where=self.label)
+        except FormatError as err:
+            raise MixtureSpecError(str(err)) from None
+        legacy = [k for k, f in raw.items() if isinstance(f, Mapping) and f.get("depth") is True and not features[k].is_depth]
+        if legacy:
+            raise MixtureSpecError(
+                f"{self.label}: depth cameras {legacy} are recorded without their depth quantizer (a mixture written before "
+                f"version {DEPTH_VERSION}, whose compiled reading returned them as colour); re-run `lerobot-shards mixture create`"
+            )
+        keys = self.item["video_keys"]
+        video_keys = self.check(
+            "video_keys", isinstance(keys, list) and all(isinstance(k, str) for k in keys), "a list of strings"
+        )
+        not_video = [k for k in video_keys if k not in features or not features[k].is_video]
+        if not_video:
+            raise MixtureSpecError(f"{self.label}: field 'video_keys' lists {not_video}, which are not video features")
+        return features, video_keys
+
+    def weight(self, anchors: int, mode: str) -> float:
+        weight = self.item.get("weight", anchors)
+        self.check("weight", _is_number(weight) and weight >= 0, "a finite number >= 0")
+        if mode == "anchors" and weight != anchors:
+            raise MixtureSpecError(
+                f"{self.label}: field 'weight' is {weight} but default_weights is 'anchors' (weight = anchors = {anchors}); "
+                f"set default_weights to 'explicit' to sample with these weights"
+            )
+        return weight
+
+    def pin(self, version: int) -> str | None:
+        pin = self.item.get("manifest_sha256")
+        if version >= 2 or pin is not None:
+            self.check(
+                "manifest_sha256",
+                isinstance(pin, str) and pin.startswith("sha256:") and is_sha256_hex(pin[7:]),
+                "'sha256:' and 64 hex digits",
+            )
+        return pin
 
 
 def resolve_dataset_path(mixture_path: str, path: str, *, allow_remote: bool = False) -> str:

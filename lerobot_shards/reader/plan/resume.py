@@ -242,49 +242,65 @@ def assign_resumed_streams(
     _check_int("old_world_size", old_world_size, 1)
     _check_int("new_world_size", new_world_size, 1)
     _check_int("new_workers_per_rank", new_workers_per_rank, 1)
+    per_rank = _per_rank(counts, old_world_size)
+    progress = [
+        worker_progress(row, batch_size=batch_size, samples_consumed=samples_consumed, drop_last=drop_last) for row in per_rank
+    ]
+    if old_world_size == new_world_size and per_rank.shape[1] == new_workers_per_rank:
+        return _exact_resume(counts, progress, new_world_size, new_workers_per_rank)
+    return _resplit_resume(counts, progress, new_world_size, new_workers_per_rank)
+
+
+def _per_rank(counts: np.ndarray, old_world_size: int) -> np.ndarray:
+    """The old consumers' draws as ``(ranks, workers)``; every rank's total equal."""
     if len(counts) == 0 or len(counts) % old_world_size:
         raise PlanError(
             f"old_consumer_counts has {len(counts)} entries; expected a positive multiple of old_world_size={old_world_size}"
         )
-    old_workers = len(counts) // old_world_size
-    per_rank = counts.reshape(old_world_size, old_workers)  # (ranks, workers)
+    per_rank = counts.reshape(old_world_size, len(counts) // old_world_size)
     totals = per_rank.sum(axis=1)
     if (totals != totals[0]).any():
         raise PlanError(f"old per-rank totals must be equal, got {totals.tolist()}")
-    progress = [
-        worker_progress(row, batch_size=batch_size, samples_consumed=samples_consumed, drop_last=drop_last) for row in per_rank
-    ]
+    return per_rank
 
-    if old_world_size == new_world_size and old_workers == new_workers_per_rank:
-        source, start, stop, owner = [], [], [], []
-        for rank, (delivered, rotation) in enumerate(progress):
-            for i, w in enumerate(rotation):
-                old = rank * old_workers + w
-                source.append(old)
-                start.append(int(delivered[w]))
-                stop.append(int(counts[old]))
-                owner.append(rank * new_workers_per_rank + i)
-        num_new = new_world_size * new_workers_per_rank
-        owner_arr = np.array(owner, dtype=np.int64)
-        start_arr, stop_arr = np.array(start, dtype=np.int64), np.array(stop, dtype=np.int64)
-        return ResumedStreams(
-            world_size=new_world_size,
-            workers_per_rank=new_workers_per_rank,
-            exact=True,
-            dropped=0,
-            consumer_counts=np.bincount(owner_arr, weights=stop_arr - start_arr, minlength=num_new).astype(np.int64),
-            consumer_ptr=np.searchsorted(owner_arr, np.arange(num_new + 1)).astype(np.int64),
-            segment_source=np.array(source, dtype=np.int64),
-            segment_start=start_arr,
-            segment_stop=stop_arr,
-        )
 
+def _exact_resume(counts: np.ndarray, progress: list, world_size: int, workers_per_rank: int) -> ResumedStreams:
+    """Same shape: new worker ``i`` of a rank serves the rest of the ``i``-th worker of that
+    rank's pending rotation (the uninterrupted batch sequence)."""
+    old_workers = len(counts) // world_size
+    source, start, stop, owner = [], [], [], []
+    for rank, (delivered, rotation) in enumerate(progress):
+        for i, w in enumerate(rotation):
+            old = rank * old_workers + w
+            source.append(old)
+            start.append(int(delivered[w]))
+            stop.append(int(counts[old]))
+            owner.append(rank * workers_per_rank + i)
+    num_new = world_size * workers_per_rank
+    owner_arr = np.array(owner, dtype=np.int64)
+    start_arr, stop_arr = np.array(start, dtype=np.int64), np.array(stop, dtype=np.int64)
+    return ResumedStreams(
+        world_size=world_size,
+        workers_per_rank=workers_per_rank,
+        exact=True,
+        dropped=0,
+        consumer_counts=np.bincount(owner_arr, weights=stop_arr - start_arr, minlength=num_new).astype(np.int64),
+        consumer_ptr=np.searchsorted(owner_arr, np.arange(num_new + 1)).astype(np.int64),
+        segment_source=np.array(source, dtype=np.int64),
+        segment_start=start_arr,
+        segment_stop=stop_arr,
+    )
+
+
+def _resplit_resume(counts: np.ndarray, progress: list, world_size: int, workers_per_rank: int) -> ResumedStreams:
+    """Another shape: the remaining draws of every old consumer, in consumer order, split once
+    over the new consumers like an epoch plan."""
     delivered = np.concatenate([p.delivered for p in progress])
-    split = split_stream(counts - delivered, world_size=new_world_size, workers_per_rank=new_workers_per_rank)
+    split = split_stream(counts - delivered, world_size=world_size, workers_per_rank=workers_per_rank)
     seg_start = delivered[split.piece_item] + split.piece_offset
     return ResumedStreams(
-        world_size=new_world_size,
-        workers_per_rank=new_workers_per_rank,
+        world_size=world_size,
+        workers_per_rank=workers_per_rank,
         exact=False,
         dropped=split.dropped,
         consumer_counts=split.consumer_counts,

@@ -235,19 +235,8 @@ class FeatureHarmonizer:
         from lerobot_shards.reader.decode.wire import ENCODED_KEY
 
         name = self.names[index]
-        mapping = self.key_maps[index]
-        renamed: dict[str, Any] = {}
-        for key, value in sample.items():
-            if key == ENCODED_KEY:
-                renamed[key] = {mapping.get(k, k): v for k, v in value.items() if mapping.get(k, k) is not None}
-                continue
-            base = key[: -len(PAD_SUFFIX)] if key.endswith(PAD_SUFFIX) and key[: -len(PAD_SUFFIX)] in mapping else None
-            target = mapping.get(base, base) if base is not None else mapping.get(key, key)
-            if target is None:
-                continue
-            renamed[target + PAD_SUFFIX if base is not None else target] = value
+        renamed = self._renamed(index, sample)
         encoded = renamed.get(ENCODED_KEY, {})
-
         declared = self.present[index]
         lacking = [k for k in self.keys if k in declared and k not in renamed and k not in encoded]
         if lacking:
@@ -257,39 +246,11 @@ class FeatureHarmonizer:
             window = self.delta_timestamps.get(key)
             steps = len(window) if window else None
             if key in self.cameras:
-                have = key in renamed or key in encoded
-                if key in renamed:
-                    out[key] = renamed[key]
-                elif not have:
-                    channels, height, width = self.cameras[key]
-                    shape = (channels, height, width) if steps in (None, 1) else (steps, channels, height, width)
-                    colour_uint8 = self.return_uint8 and key not in self.depth_cameras
-                    out[key] = torch.zeros(shape, dtype=torch.uint8 if colour_uint8 else torch.float32)
-                out[key + MASK_SUFFIX] = torch.tensor(have)
+                self._camera(out, key, renamed, encoded, steps)
             elif key in self.filled:
-                have = key in renamed
-                if have:
-                    out[key] = renamed[key]
-                else:
-                    shape, kind = self.filled[key]
-                    shape = shape if steps is None else (steps, *shape)
-                    out[key] = torch.zeros(shape, dtype=_torch_dtype(self.dtypes.get(key, kind)))
-                out[key + MASK_SUFFIX] = torch.tensor(have)
+                self._filled(out, key, renamed, steps)
             elif key in self.pad_widths:
-                width = self.pad_widths[key]
-                mask = torch.zeros(width, dtype=torch.bool)
-                if key in renamed:
-                    value = torch.as_tensor(renamed[key])
-                    own = value.shape[-1]
-                    if own > width:
-                        raise HarmonizeError(f"dataset {name!r}: {key!r} has width {own}, more than the mixture's {width}")
-                    out[key] = torch.nn.functional.pad(value, (0, width - own)) if own < width else value
-                    mask[:own] = True
-                else:
-                    out[key] = torch.zeros(
-                        (width,) if steps is None else (steps, width), dtype=_torch_dtype(self.dtypes.get(key, "float32"))
-                    )
-                out[key + MASK_SUFFIX] = mask
+                self._padded(out, key, renamed, steps, name)
             else:
                 out[key] = renamed[key]
             if key in self.dtypes and isinstance(out.get(key), torch.Tensor):
@@ -303,6 +264,70 @@ class FeatureHarmonizer:
         if ENCODED_KEY in renamed:
             out[ENCODED_KEY] = encoded
         return out
+
+    def _renamed(self, index: int, sample: Mapping[str, Any]) -> dict[str, Any]:
+        """The sample under the mixture's names (a key mapped to None left out; ``<key>_is_pad``
+        and the encoded-video entry's cameras follow their key)."""
+        from lerobot_shards.reader.decode.wire import ENCODED_KEY
+
+        mapping = self.key_maps[index]
+        renamed: dict[str, Any] = {}
+        for key, value in sample.items():
+            if key == ENCODED_KEY:
+                renamed[key] = {mapping.get(k, k): v for k, v in value.items() if mapping.get(k, k) is not None}
+                continue
+            base = key[: -len(PAD_SUFFIX)] if key.endswith(PAD_SUFFIX) and key[: -len(PAD_SUFFIX)] in mapping else None
+            target = mapping.get(base, base) if base is not None else mapping.get(key, key)
+            if target is None:
+                continue
+            renamed[target + PAD_SUFFIX if base is not None else target] = value
+        return renamed
+
+    def _camera(self, out: dict, key: str, renamed: dict, encoded: dict, steps: int | None) -> None:
+        """A camera: its frames, or zeros of its shape where the dataset lacks it; its mask."""
+        import torch
+
+        have = key in renamed or key in encoded
+        if key in renamed:
+            out[key] = renamed[key]
+        elif not have:
+            channels, height, width = self.cameras[key]
+            shape = (channels, height, width) if steps in (None, 1) else (steps, channels, height, width)
+            colour_uint8 = self.return_uint8 and key not in self.depth_cameras
+            out[key] = torch.zeros(shape, dtype=torch.uint8 if colour_uint8 else torch.float32)
+        out[key + MASK_SUFFIX] = torch.tensor(have)
+
+    def _filled(self, out: dict, key: str, renamed: dict, steps: int | None) -> None:
+        """A numeric key only some datasets have: its value, or zeros of its shape; its mask."""
+        import torch
+
+        have = key in renamed
+        if have:
+            out[key] = renamed[key]
+        else:
+            shape, kind = self.filled[key]
+            shape = shape if steps is None else (steps, *shape)
+            out[key] = torch.zeros(shape, dtype=_torch_dtype(self.dtypes.get(key, kind)))
+        out[key + MASK_SUFFIX] = torch.tensor(have)
+
+    def _padded(self, out: dict, key: str, renamed: dict, steps: int | None, name: str) -> None:
+        """A padded vector: zero-padded at the end to the mixture's width (zeros where the
+        dataset lacks it); its mask True on real values."""
+        import torch
+
+        width = self.pad_widths[key]
+        mask = torch.zeros(width, dtype=torch.bool)
+        if key in renamed:
+            value = torch.as_tensor(renamed[key])
+            own = value.shape[-1]
+            if own > width:
+                raise HarmonizeError(f"dataset {name!r}: {key!r} has width {own}, more than the mixture's {width}")
+            out[key] = torch.nn.functional.pad(value, (0, width - own)) if own < width else value
+            mask[:own] = True
+        else:
+            shape = (width,) if steps is None else (steps, width)
+            out[key] = torch.zeros(shape, dtype=_torch_dtype(self.dtypes.get(key, "float32")))
+        out[key + MASK_SUFFIX] = mask
 
 
 # -- the steps of FeatureHarmonizer.build --------------------------------------------------------
