@@ -163,8 +163,8 @@ def _open_manifest(storage: Storage, pin: str | None, report: VerifyReport):
         return manifest
     except tuple(kind for kind, _ in _OPEN_FAILURES) as err:
         report.problems.append(str(err))
-        reason = next(r for kind, r in _OPEN_FAILURES if isinstance(err, kind))
-        report.failure = err.reason if isinstance(err, NotAPackError) else reason
+        reason = err.reason if isinstance(err, NotAPackError) else next(r for kind, r in _OPEN_FAILURES if isinstance(err, kind))
+        report.failure = str(reason)
         if report.failure in ("unfinished", "damaged"):
             _recorded_by_plan(storage, report)
         return None

@@ -39,3 +39,36 @@ def test_the_package_type_checks():
     # pyproject.toml's [tool.pyright] names what is checked; the environment is this Python's.
     result = _run(_tool("pyright"), "--pythonpath", sys.executable)
     assert result.returncode == 0 and "0 errors" in result.stdout, result.stdout[-4000:] + result.stderr
+
+
+# The tail stays short (issue 67): a parser or a rule reads best as small named steps, so a new
+# rule lands in a step of its own instead of growing the largest function. Test-data builders
+# (lerobot_shards/testing) are exempt: they spell out datasets.
+MAX_FUNCTION_LINES = 80
+MAX_CLASS_LINES = 400
+
+
+def oversized(paths) -> list[str]:
+    """``file:name lines`` of every function longer than ``MAX_FUNCTION_LINES`` and every class
+    longer than ``MAX_CLASS_LINES`` (AST extents, docstrings included), largest first."""
+    import ast
+
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(Path(path).read_text())):
+            size = (getattr(node, "end_lineno", 0) or 0) - getattr(node, "lineno", 0) + 1
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and size > MAX_FUNCTION_LINES:
+                found.append((size, f"{path}:{node.name} {size} lines"))
+            elif isinstance(node, ast.ClassDef) and size > MAX_CLASS_LINES:
+                found.append((size, f"{path}:class {node.name} {size} lines"))
+    return [line for _, line in sorted(found, reverse=True)]
+
+
+def test_no_function_over_80_lines_and_no_class_over_400(tmp_path):
+    package = [p for p in sorted((ROOT / "lerobot_shards").rglob("*.py")) if "testing" not in p.relative_to(ROOT).parts]
+    too_long = oversized(package)
+    assert not too_long, "split these into named steps:\n" + "\n".join(too_long)
+    # The check can fail: a function of 81 lines is named.
+    long = tmp_path / "long.py"
+    long.write_text("def f():\n" + "    x = 1\n" * 80)
+    assert oversized([long]) == [f"{long}:f 81 lines"]

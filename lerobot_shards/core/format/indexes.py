@@ -625,7 +625,12 @@ class _Members:
         n, c = len(episode), len(manifest.video_keys)
         preroll = np.zeros((n, c), np.int64) if manifest.format_version >= PREROLL_FORMAT_VERSION else None
         members = cls(
-            *(np.zeros((n, c), np.int64) for _ in range(3)), np.zeros((n, c), np.int8), np.zeros((n, c, 32), np.uint8), preroll
+            offset=np.zeros((n, c), np.int64),
+            size=np.zeros((n, c), np.int64),
+            frames=np.zeros((n, c), np.int64),
+            codec=np.zeros((n, c), np.int8),
+            sha=np.zeros((n, c, 32), np.uint8),
+            preroll=preroll,
         )
         tar_bytes = np.array([s.tar_bytes for s in manifest.shards], dtype=np.int64)[shard]
         for k, key in enumerate(manifest.video_keys):

@@ -35,7 +35,7 @@ import stat
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from lerobot_shards.core.errors import LeRobotShardsError, MixtureSpecError, PredicateError
 from lerobot_shards.core.format import MANIFEST_PATH, PREROLL_FORMAT_VERSION, FormatError, check_key, sha256_hex
@@ -57,6 +57,7 @@ from lerobot_shards.core.format.mixture import (
     partial_features,
 )
 from lerobot_shards.core.format.mixture_index import MIXTURE_INDEX_DIR
+from lerobot_shards.core.option_fields import check_values, describe_options, keyword_signature, merge_options, option
 from lerobot_shards.core.pack.packed_index import PackedIndex, check_predicate, read_stats
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import MixtureError
@@ -115,28 +116,46 @@ def failure_path(name: str) -> str:
     return f"{FAILURES_DIR}/{name}.json"
 
 
-def scan_datasets(
-    dst: str,
-    *,
-    names: Mapping[str, str] | None = None,
-    sources_file: str | None = None,
-    where: str | None = None,
-    verify: bool = False,
-    storage_options: dict | None = None,
-    allow_duplicates: bool = False,
-    key_map: Mapping[str, Mapping[str, str | None]] | None = None,
-    workers: int = 8,
-    processes: int | None = None,
-    recorded_key_map: Mapping[str, Mapping[str, str | None]] | None = None,
-) -> tuple[MixtureReport, list[MixtureEntry]]:
+@describe_options
+@dataclass(frozen=True)
+class MixtureScan:
+    """Which datasets a mixture is made of and how they are read (``scan_datasets``,
+    ``create_mixture``): the one set of options both take, as a value or by name.
+
+    Raises (from the constructor):
+        ArgumentError: a value of the wrong type or out of range.
+    """
+
+    names: Mapping[str, str] | None = option(None, flag=False, help="{dataset name: path} (relative to DST, or absolute/URLs).")
+    sources_file: str | None = option(None, flag=False, help="A sources file listing the datasets (one per line).")
+    where: str | None = option(None, flag=False, help="A DuckDB predicate over index/samples.parquet selecting anchors.")
+    verify: bool = option(False, flag=False, help="Also run `verify` on every dataset (reads all shards).")
+    storage_options: dict | None = option(None, flag=False, help="fsspec options for a bucket DST.")
+    allow_duplicates: bool = option(False, flag=False, help="Keep a pack listed twice (it is then drawn twice as often).")
+    key_map: Mapping[str, Mapping[str, str | None]] | None = option(
+        None, flag=False, help="{dataset name: {source key: mixture key, or None to leave it out}}, over a sources file's."
+    )
+    workers: int = option(8, flag=False, minimum=1, help="Threads opening packs, per process (a bucket is mostly waiting).")
+    processes: int | None = option(
+        None, flag=False, minimum=1, help="Processes opening packs (None: one per usable core for hundreds of packs)."
+    )
+    recorded_key_map: Mapping[str, Mapping[str, str | None]] | None = option(
+        None, flag=False, help="The key maps an existing mixture.json records, applied to the listed datasets they name."
+    )
+
+    def __post_init__(self) -> None:
+        check_values(self)
+
+
+@keyword_signature(MixtureScan)
+def scan_datasets(dst: str, *, scan: MixtureScan | None = None, **options: Any) -> tuple[MixtureReport, list[MixtureEntry]]:
     """Inspect the datasets (see the module docstring) without writing anything.
 
-    ``recorded_key_map``: the key maps an existing ``mixture.json`` records, applied to the
-    listed datasets they name (``mixture report`` judges a mixture as its readers read it).
-
-    Packs are opened in ``workers`` threads per process (for a bucket; local packs one
-    thread), in ``processes`` processes (``None``: one per usable core when there are
-    hundreds of packs). Costs O(packs) requests and O(episodes) vectorized work.
+    ``scan`` (or its fields by name, ``MixtureScan``): which datasets and how they are read;
+    ``recorded_key_map`` there judges a mixture as its readers read it (``mixture report``).
+    Packs are opened in ``workers`` threads per process (for a bucket; local packs one thread),
+    in ``processes`` processes (``None``: one per usable core when there are hundreds of packs).
+    Costs O(packs) requests and O(episodes) vectorized work.
 
     Returns:
         ``(report, entries)``: a row per dataset (plus failure records of datasets not
@@ -146,47 +165,51 @@ def scan_datasets(
         MixtureError: both ``names`` and ``sources_file`` given.
         SourcesError: a malformed sources file.
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
+        ArgumentError: an unknown option (names the closest).
     """
-    report, opened = _scan(
-        dst,
-        names=names,
-        sources_file=sources_file,
-        where=where,
-        verify=verify,
-        storage_options=storage_options,
-        allow_duplicates=allow_duplicates,
-        key_map=key_map,
-        workers=workers,
-        processes=processes,
-        recorded_key_map=recorded_key_map,
-    )
+    report, opened = _scan(dst, merge_options(MixtureScan, scan, options, caller="scan_datasets"))
     return report, [entry for entry, _ in opened]
 
 
-def _scan(
-    dst,
-    *,
-    names,
-    sources_file,
-    where,
-    verify,
-    storage_options,
-    allow_duplicates,
-    key_map=None,
-    workers=8,
-    processes=None,
-    recorded_key_map=None,
-):
-    if where is not None:
-        check_predicate(where)  # a syntax error is every dataset's: said once, before any is read
-    if names and sources_file:
+def _scan(dst: str, scan: MixtureScan):
+    """The datasets listed, opened and judged: ``(report, [(entry, pack), ...] of the ok ones)``."""
+    if scan.where is not None:
+        check_predicate(scan.where)  # a syntax error is every dataset's: said once, before any is read
+    if scan.names and scan.sources_file:
         raise MixtureError("give dataset names (NAME=PATH) or a sources file, not both")
-    root = Storage(dst, storage_options)
+    root = Storage(dst, scan.storage_options)
+    listed, key_maps = _listed(root, scan)
+    failures = _failure_records(root)
+    job = _ScanJob(root.url, scan.storage_options, scan.where, scan.verify, failures, max(1, scan.workers))
+    results = _open_packs(job, list(listed.items()), scan.processes)
+    _refuse_misapplied_predicate(results)
+    report = MixtureReport(rows=[row for row, _, _ in results])
+    opened = _judged(results, key_maps, scan.allow_duplicates)
+    unmixable = unmixable_cameras([entry for entry, _ in opened])
+    if unmixable:
+        rows = {row.name: row for row in report.rows}
+        for name, error in unmixable.items():
+            rows[name].status, rows[name].error = "unmixable", error
+        opened = [(entry, pack) for entry, pack in opened if entry.name not in unmixable]
+    for name, error in failures.items():
+        if name not in listed:
+            report.rows.append(DatasetStatus(name=name, path=name, status="failed", error=error))
+    return report, opened
+
+
+def _listed(root: Storage, scan: MixtureScan) -> tuple[dict[str, str], dict[str, dict[str, str | None]]]:
+    """The datasets listed (``{name: path}``: by name, a sources file, or every folder under
+    DST) and each one's key map: a mixture file's recorded ones, a sources file's over them,
+    the caller's over both.
+
+    Raises:
+        MixtureError: nothing to list, or a key map of a dataset not listed.
+    """
     key_maps: dict[str, dict[str, str | None]] = {}
-    if names:
-        listed = dict(names)
-    elif sources_file:
-        sources = read_sources(sources_file)
+    if scan.names:
+        listed = dict(scan.names)
+    elif scan.sources_file:
+        sources = read_sources(scan.sources_file)
         listed = {s.name: s.name for s in sources}
         key_maps = {s.name: dict(s.key_map) for s in sources if s.key_map}
     else:
@@ -198,28 +221,37 @@ def _scan(
             raise MixtureError(
                 f"{root.url}: {why}; give the folder that holds the packed datasets (one folder each), or --name NAME=PATH"
             )
-    for name, mapping in (recorded_key_map or {}).items():  # what the mixture file records, for its listed datasets
+    for name, mapping in (scan.recorded_key_map or {}).items():  # what the mixture file records, for its listed datasets
         if name in listed:
             key_maps[name] = {**mapping, **key_maps.get(name, {})}
-    for name, mapping in (key_map or {}).items():  # the command line's over the sources file's
+    for name, mapping in (scan.key_map or {}).items():  # the command line's over the sources file's
         key_maps[name] = {**key_maps.get(name, {}), **mapping}
     unknown = sorted(set(key_maps) - set(listed))
     if unknown:
         raise MixtureError(f"key maps name dataset(s) {unknown[:20]} that are not listed; the datasets are {sorted(listed)[:20]}")
-    failures = _failure_records(root)
-    job = _ScanJob(root.url, storage_options, where, verify, failures, max(1, workers))
-    results = _open_packs(job, list(listed.items()), processes)
+    return listed, key_maps
+
+
+def _refuse_misapplied_predicate(results: list) -> None:
+    """A predicate that fits no dataset (a misspelt column) is one error, not one row per pack.
+
+    Raises:
+        PredicateError: every dataset opened and none took the predicate.
+    """
     misapplied = [row for row, _, _ in results if row.predicate_error]
     if misapplied and not any(entry is not None for _, entry, _ in results):
-        # The predicate fits no dataset (a misspelt column): one error, not one row per pack.
         raise PredicateError(
             f"{len(misapplied)} dataset(s) opened and the where predicate applies to none of them; "
             f"{misapplied[0].name}: {misapplied[0].error.removeprefix('PredicateError: ')}"
         )
-    report, opened = MixtureReport(), []
+
+
+def _judged(results: list, key_maps: dict[str, dict[str, str | None]], allow_duplicates: bool) -> list:
+    """The opened datasets that enter the mixture, their key maps applied: one whose key map
+    does not fit its features is ``invalid``, the same pack twice ``duplicate`` (unless allowed)."""
+    opened = []
     first_of: dict[str, str] = {}
     for row, entry, pack in results:
-        report.rows.append(row)
         if entry is None:
             continue
         if row.name in key_maps:
@@ -239,16 +271,7 @@ def _scan(
             )
             continue
         opened.append((entry, pack))
-    unmixable = unmixable_cameras([entry for entry, _ in opened])
-    if unmixable:
-        rows = {row.name: row for row in report.rows}
-        for name, error in unmixable.items():
-            rows[name].status, rows[name].error = "unmixable", error
-        opened = [(entry, pack) for entry, pack in opened if entry.name not in unmixable]
-    for name, error in failures.items():
-        if name not in listed:
-            report.rows.append(DatasetStatus(name=name, path=name, status="failed", error=error))
-    return report, opened
+    return opened
 
 
 # Packs per process below which scanning stays in this process (a process costs ~0.1 s to start).
@@ -387,28 +410,17 @@ def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:
     return errors
 
 
-def create_mixture(
-    dst: str,
-    *,
-    names: Mapping[str, str] | None = None,
-    sources_file: str | None = None,
-    where: str | None = None,
-    verify: bool = False,
-    storage_options: dict | None = None,
-    allow_duplicates: bool = False,
-    key_map: Mapping[str, Mapping[str, str | None]] | None = None,
-    allow_partial: bool = False,
-    workers: int = 8,
-    processes: int | None = None,
-) -> MixtureReport:
+@keyword_signature(MixtureScan)
+def create_mixture(dst: str, *, scan: MixtureScan | None = None, allow_partial: bool = False, **options: Any) -> MixtureReport:
     """Write ``DST/mixture.json`` (``default_weights: "anchors"``) and its compiled index
     (``DST/_mixture/``) for the complete datasets.
 
-    ``names`` maps dataset names to paths (relative to ``dst``, or absolute/URLs); paths
-    are recorded as given, so relative ones resolve against the mixture file. ``key_map``:
+    ``scan`` (or its fields by name, ``MixtureScan``): which datasets and how they are read.
+    ``names`` maps dataset names to paths (relative to ``dst``, or absolute/URLs); paths are
+    recorded as given, so relative ones resolve against the mixture file. ``key_map``:
     ``{dataset name: {source key: mixture key, or None to leave it out}}``, over a sources
-    file's; recorded per entry (``mixture.json`` version 3). ``workers`` and ``processes``:
-    see ``scan_datasets``.
+    file's; recorded per entry (``mixture.json`` version 3). ``workers`` and ``processes``: see
+    ``scan_datasets``.
 
     Returns:
         The ``MixtureReport`` (``report.failures`` lists the datasets left out, which only
@@ -421,6 +433,7 @@ def create_mixture(
         MixtureSpecError: more episodes or members than a mixture may hold (nothing is written).
         SourcesError: a malformed sources file.
         PredicateError: ``where`` is not valid SQL (checked before any dataset is read).
+        ArgumentError: an unknown option (names the closest).
 
     A refusal writes nothing and touches nothing: the compiled files have names of their own
     (their digest), ``mixture.json`` is replaced (atomically) only once they are written, and
@@ -428,22 +441,11 @@ def create_mixture(
     success, compiled files neither this mixture.json nor the one it replaced names are removed
     (the replaced one's stay for a trainer that opened it a moment ago).
     """
-    root = Storage(dst, storage_options)
+    scan = merge_options(MixtureScan, scan, options, caller="create_mixture")
+    root = Storage(dst, scan.storage_options)
     existing = _existing_mixture(root)
     try:
-        report = _create(
-            dst,
-            names=names,
-            sources_file=sources_file,
-            where=where,
-            verify=verify,
-            storage_options=storage_options,
-            allow_duplicates=allow_duplicates,
-            key_map=key_map,
-            allow_partial=allow_partial,
-            workers=workers,
-            processes=processes,
-        )
+        report = _create(dst, scan, allow_partial)
     except (MixtureError, MixtureSpecError) as err:
         if existing is None:
             raise
@@ -507,39 +509,15 @@ def _remove_unnamed_compiled(root: Storage, keep: set[str] | frozenset[str]) -> 
         pass  # the new mixture is written; an old file left is only space
 
 
-def _create(
-    dst: str,
-    *,
-    names: Mapping[str, str] | None,
-    sources_file: str | None,
-    where: str | None,
-    verify: bool,
-    storage_options: dict | None,
-    allow_duplicates: bool,
-    key_map: Mapping[str, Mapping[str, str | None]] | None,
-    allow_partial: bool,
-    workers: int,
-    processes: int | None,
-) -> MixtureReport:
-    if not names and not sources_file and Storage(dst, storage_options).exists(MANIFEST_PATH):
+def _create(dst: str, scan: MixtureScan, allow_partial: bool) -> MixtureReport:
+    if not scan.names and not scan.sources_file and Storage(dst, scan.storage_options).exists(MANIFEST_PATH):
         parent = dst.rstrip("/").rsplit("/", 1)[0] if "/" in dst.rstrip("/") else "."
         raise MixtureError(
             f"{dst} is a packed dataset, not a folder of packs: a mixture lists the packs in a folder "
             f"(`lerobot-shards mixture create {parent}`), or name this one with a sources file; "
             f"{MIXTURE_PATH} not written"
         )
-    report, opened = _scan(
-        dst,
-        names=names,
-        sources_file=sources_file,
-        where=where,
-        verify=verify,
-        storage_options=storage_options,
-        allow_duplicates=allow_duplicates,
-        key_map=key_map,
-        workers=workers,
-        processes=processes,
-    )
+    report, opened = _scan(dst, scan)
     if not opened:
         looked = f"{len(report.rows)} dataset(s)" if report.rows else "no dataset directories"
         raise MixtureError(f"no complete packed dataset under {dst} ({looked} found); mixture.json not written", report)
@@ -572,7 +550,7 @@ def _create(
     # Beyond the format's mixture bounds (episodes, members): refused by name before anything is written.
     MixtureSpec(datasets=entries, default_weights="anchors", version=version)
     _describe_partial_features(report, list(entries))
-    root = Storage(dst, storage_options)
+    root = Storage(dst, scan.storage_options)
     index = compile_mixture(root, [pack for _, pack in opened])
     report.spec = MixtureSpec(datasets=entries, default_weights="anchors", version=version, index=index)
     # mixture.json last: it is the commit point that names the compiled files and their digests.

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -233,21 +233,51 @@ MemberSource = Callable[[int, str, int], "tuple[EpisodeVideo | None, str]"]
 
 
 def encode_member(
-    source_root: str, follow_symlinks: bool, options: PackOptions, episode: int, key: str, length: int
+    source_root: str,
+    follow_symlinks: bool,
+    options: PackOptions,
+    episode: int,
+    key: str,
+    length: int,
+    stamps: np.ndarray | None = None,
 ) -> tuple[EpisodeVideo | None, str]:
     """One episode's member of camera ``key``, built on its own (a process of a pool): what
     ``build_shard`` builds in sequence, with a reader of its own that starts at the keyframe
-    before the episode. Decoding is deterministic and every member gets a fresh encoder, so
-    the bytes equal the sequential build's."""
+    before the episode. ``stamps``: the episode's row timestamps (``row_stamps``), read once by
+    the caller for all of its cameras. Decoding is deterministic and every member gets a fresh
+    encoder, so the bytes equal the sequential build's."""
     from lerobot_shards.packer.source.base import open_dataset_source
 
     source = open_dataset_source(source_root, follow_symlinks=follow_symlinks)
-    try:
-        stamps = row_stamps(source.episode_rows(episode, fill_missing=True))
-    except (SourceError, FormatError):
-        stamps = None  # the sequential build reports (or drops) such an episode before its members
     with contextlib.closing(OpenVideos()) as videos:
         return _episode_video(source, episode, key, length, options, videos, stamps)
+
+
+@dataclass(frozen=True)
+class EpisodeRows:
+    """An episode's rows as packing takes them: ``table`` (None: dropped, its rows fell short and
+    ``--on-frame-mismatch`` drops it), ``filled`` (rows filled in, ``pad``), and ``missing``,
+    the rows' shortfall when there is one."""
+
+    table: pa.Table | None
+    filled: bool = False
+    missing: MissingRowsError | None = None
+
+
+def read_episode_rows(source: Source, episode: int, on_frame_mismatch: str) -> EpisodeRows:
+    """The episode's rows, or its verdict when they fall short of its record (``pad``: filled
+    from the row before each; ``drop``: none).
+
+    Raises:
+        FrameMismatchError: rows fall short and ``on_frame_mismatch`` is ``error``.
+        SourceError, FormatError: the rows cannot be read (names the file and episode).
+    """
+    try:
+        return EpisodeRows(source.episode_rows(episode))
+    except MissingRowsError as err:
+        if missing_rows_verdict(err, on_frame_mismatch) == "drop":
+            return EpisodeRows(None, missing=err)
+        return EpisodeRows(source.episode_rows(episode, fill_missing=True), filled=True, missing=err)
 
 
 def row_stamps(rows: pa.Table) -> np.ndarray | None:
@@ -279,12 +309,14 @@ def build_shard(
     *,
     on_episode: Callable[[int], None] | None = None,
     member_source: MemberSource | None = None,
+    rows: Mapping[int, EpisodeRows] | None = None,
 ) -> BuiltShard:
     """Build ``spec``'s shard from ``source`` into ``workdir`` (``shard.tar``, ``shard.parquet``).
 
     ``on_episode(source_bytes)`` is called after each episode (for progress). ``member_source``,
     when given, supplies each ``(episode, camera, length)``'s member (built ahead, e.g. in
-    parallel with ``encode_member``) instead of building it here.
+    parallel with ``encode_member``) instead of building it here; ``rows``, the episodes'
+    rows already read for it (``read_episode_rows``).
 
     Returns:
         The ``BuiltShard``; nothing is written outside ``workdir``.
@@ -295,13 +327,9 @@ def build_shard(
         FrameMismatchError: frames and rows disagree and ``on_frame_mismatch`` refuses it.
     """
     options = spec.options
+    tally = _Tally()
     tables: list[pa.Table] = []
-    rows: list[dict] = []
-    dropped: list[int] = []
-    padded: list[int] = []
-    trimmed: list[int] = []
-    reencoded: list[int] = []
-    bytes_in = 0
+    index_rows: list[dict] = []
     tar_path = Path(workdir) / "shard.tar"
     # Each member is hashed for the index while the tar writer hashes the archive: hashlib
     # releases the GIL, so the two digests of the same bytes run on two cores.
@@ -309,75 +337,92 @@ def build_shard(
         tar = DeterministicTarWriter(tar_file)
         row_cursor = 0
         for episode in spec.episodes:
-            filled = False
-            try:
-                table = source.episode_rows(episode)
-            except MissingRowsError as err:
-                if missing_rows_verdict(err, options.on_frame_mismatch) == "drop":
-                    dropped.append(episode)
-                    if on_episode is not None:
-                        on_episode(0)
-                    continue
-                table, filled = source.episode_rows(episode, fill_missing=True), True
-            source.check_rows(episode, table)
-            length = table.num_rows
-            meta = source.episodes[episode]
-            if length == 0:
-                empty_episode_verdict(options.on_frame_mismatch, episode=episode)
-                dropped.append(episode)
-                if on_episode is not None:
-                    on_episode(0)
-                continue
-            members, verdicts, video_bytes = _episode_members(
-                source, episode, length, options, videos, member_source, row_stamps(table)
-            )
-            episode_bytes = table.nbytes + video_bytes
-            bytes_in += episode_bytes
+            read = rows.get(episode) if rows is not None else None
+            read = read if read is not None else read_episode_rows(source, episode, options.on_frame_mismatch)
+            built = _pack_episode(source, episode, read, options, videos, member_source, tally)
             if on_episode is not None:
-                on_episode(episode_bytes)
-            if "drop" in verdicts:
-                dropped.append(episode)
+                on_episode(built.source_bytes)
+            if built.table is None:
                 continue
-            if "pad" in verdicts or filled:
-                padded.append(episode)
-            if "trim" in verdicts:
-                trimmed.append(episode)
-            # "Re-encoded" has one meaning: the packer encoded the video (every episode with
-            # --video hevc|h264; in copy mode those the source could not be cut for).
-            if any(v.reencoded for v in members.values()):
-                reencoded.append(episode)
-            row = {
-                "episode_index": episode,
-                "length": length,
-                "dataset_from_index": int(meta["dataset_from_index"]),
-                "dataset_to_index": int(meta["dataset_to_index"]),
-                "tasks": source.episode_tasks(episode, table),
-                "row_start": row_cursor,
-            }
+            row = {**built.row, "row_start": row_cursor}
             for key in source.video_keys:
-                video = members[key]
+                video = built.members[key]
                 digest = digests.submit(video.data)
                 offset = tar.add(video_member_name(episode, key), video.data)
                 row.update(_member_columns(key, video, offset=offset, sha256=digest()))
-            tables.append(table)
-            rows.append(row)
-            row_cursor += length
+            tables.append(built.table)
+            index_rows.append(row)
+            row_cursor += built.table.num_rows
         tar_size = tar.close()
         tar_sha256 = tar.sha256()
-    return _seal(
-        spec,
-        workdir,
-        tables,
-        rows,
-        tar_path=tar_path,
-        tar_size=tar_size,
-        tar_sha256=tar_sha256,
-        dropped=dropped,
-        padded=padded,
-        trimmed=trimmed,
-        reencoded=reencoded,
-        bytes_in=bytes_in,
-    )
+    return _seal(spec, workdir, tables, index_rows, tar_path=tar_path, tar_size=tar_size, tar_sha256=tar_sha256, tally=tally)
+
+
+@dataclass
+class _Tally:
+    """What a shard's build did to its episodes (its receipt's lists) and the source bytes read."""
+
+    dropped: list[int] = field(default_factory=list)
+    padded: list[int] = field(default_factory=list)
+    trimmed: list[int] = field(default_factory=list)
+    reencoded: list[int] = field(default_factory=list)
+    bytes_in: int = 0
+
+
+@dataclass(frozen=True)
+class _PackedEpisode:
+    """One episode as the shard takes it: its rows (None: dropped), its index row before the
+    row start and members, its members, and the source bytes read for it."""
+
+    table: pa.Table | None
+    row: dict = field(default_factory=dict)
+    members: dict = field(default_factory=dict)
+    source_bytes: int = 0
+
+
+def _pack_episode(
+    source: Source,
+    episode: int,
+    read: EpisodeRows,
+    options: PackOptions,
+    videos: OpenVideos,
+    member_source: MemberSource | None,
+    tally: _Tally,
+) -> _PackedEpisode:
+    """An episode's rows and members, and what the frame policy made of them (``tally``)."""
+    if read.table is None:
+        tally.dropped.append(episode)
+        return _PackedEpisode(None)
+    table = read.table
+    source.check_rows(episode, table)
+    length = table.num_rows
+    if length == 0:
+        empty_episode_verdict(options.on_frame_mismatch, episode=episode)
+        tally.dropped.append(episode)
+        return _PackedEpisode(None)
+    members, verdicts, video_bytes = _episode_members(source, episode, length, options, videos, member_source, row_stamps(table))
+    episode_bytes = table.nbytes + video_bytes
+    tally.bytes_in += episode_bytes
+    if "drop" in verdicts:
+        tally.dropped.append(episode)
+        return _PackedEpisode(None, source_bytes=episode_bytes)
+    if "pad" in verdicts or read.filled:
+        tally.padded.append(episode)
+    if "trim" in verdicts:
+        tally.trimmed.append(episode)
+    # "Re-encoded" has one meaning: the packer encoded the video (every episode with
+    # --video hevc|h264; in copy mode those the source could not be cut for).
+    if any(v.reencoded for v in members.values()):
+        tally.reencoded.append(episode)
+    meta = source.episodes[episode]
+    row = {
+        "episode_index": episode,
+        "length": length,
+        "dataset_from_index": int(meta["dataset_from_index"]),
+        "dataset_to_index": int(meta["dataset_to_index"]),
+        "tasks": source.episode_tasks(episode, table),
+    }
+    return _PackedEpisode(table, row, members, episode_bytes)
 
 
 def _episode_members(
@@ -439,11 +484,7 @@ def _seal(
     tar_path: Path,
     tar_size: int,
     tar_sha256: str,
-    dropped: list[int],
-    padded: list[int],
-    trimmed: list[int],
-    reencoded: list[int],
-    bytes_in: int,
+    tally: _Tally,
 ) -> BuiltShard:
     """Write the shard's parquet (row groups that never split an episode), point each episode's
     row at its group, and make the receipt. Returns the ``BuiltShard``."""
@@ -464,11 +505,11 @@ def _seal(
         "parquet_sha256": parquet_sha256,
         "parquet_footer": footer,
         "plan_sha256": spec.plan_sha256,
-        "dropped": dropped,
-        "padded": padded,
-        "reencoded": reencoded,
-        "bytes_in": bytes_in,
+        "dropped": tally.dropped,
+        "padded": tally.padded,
+        "reencoded": tally.reencoded,
+        "bytes_in": tally.bytes_in,
     }
-    if trimmed:  # only then: receipts of packs without a longer video keep their bytes
-        receipt["trimmed"] = trimmed
+    if tally.trimmed:  # only then: receipts of packs without a longer video keep their bytes
+        receipt["trimmed"] = tally.trimmed
     return BuiltShard(tar_path=tar_path, parquet_path=parquet_path, receipt=receipt)

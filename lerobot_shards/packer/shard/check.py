@@ -317,11 +317,41 @@ def _check_camera(
     videos: OpenVideos,
     report: SourceCheck,
 ) -> None:
-    add = report.findings.append
+    """One camera of an episode, as the pack would take it: its file opened and cut, each
+    row's frame, the frame count against the rows, whether copy mode can keep it."""
+    opened = _open_camera(source, options, episode, key, length, stamps, videos, report)
+    if opened is None:
+        return
+    location, positions, frames, video, found = opened
+    if not _row_frames(source, options, episode, key, positions, frames, report):
+        return
+    if not _frame_count(options, episode, key, length, found, str(location.path), report):
+        return
+    if video is None and found and (options.video == "copy" or key in source.depth):
+        how = "losslessly (depth)" if key in source.depth else "with the hevc settings"
+        message = f"cannot be cut at a keyframe as one decode run: copy mode re-encodes it {how}"
+        report.findings.append(Finding("warning", message, episode, key))
+        if episode not in report.reencoded:
+            report.reencoded.append(episode)
+
+
+def _open_camera(
+    source: Source,
+    options: PackOptions,
+    episode: int,
+    key: str,
+    length: int,
+    stamps: np.ndarray | None,
+    videos: OpenVideos,
+    report: SourceCheck,
+):
+    """The camera's file, each row's frame in it, the frames its window holds, the cut member
+    (None: not cuttable) and the frames found; None (and an error finding) where it cannot be
+    read or cut."""
     location = source.video_location(episode, key)
     if not location.path.is_file():
-        add(Finding("error", f"{location.path}: missing", episode, key))
-        return
+        report.findings.append(Finding("error", f"{location.path}: missing", episode, key))
+        return None
     try:
         reader = videos.packets(
             key,
@@ -332,8 +362,17 @@ def _check_camera(
         positions, frames = row_positions(location, stamps, reader, options.tolerance_s)
         video, found = cut_episode(location, reader, max_frames=length)
     except (SourceError, VideoCutError, PackError, FormatError) as err:
-        add(Finding("error", str(err), episode, key))
-        return
+        report.findings.append(Finding("error", str(err), episode, key))
+        return None
+    return location, positions, frames, video, found
+
+
+def _row_frames(
+    source: Source, options: PackOptions, episode: int, key: str, positions, frames: int, report: SourceCheck
+) -> bool:
+    """What the rows' timestamps read: another order than the video's (re-encoded), rows without
+    a frame (padded, dropped or refused). Returns whether the camera's checks go on."""
+    add = report.findings.append
     try:
         rows = row_frames_verdict(
             positions, frames, options.on_frame_mismatch, episode=episode, key=key, tolerance_s=options.tolerance_s
@@ -341,69 +380,51 @@ def _check_camera(
     except FrameMismatchError as err:
         report.mismatched.append(episode)
         add(Finding("error", str(err).removeprefix(f"episode {episode}, camera {key}: "), episode, key))
-        return
+        return False
     if rows == "reorder":
         assert positions is not None
         how = "with the hevc settings (copy mode)" if options.video == "copy" else f"(--video {options.video})"
         if key in source.depth:
             how = "losslessly (depth)"
-        add(
-            Finding(
-                "warning",
-                f"the rows' timestamps read other frames than the video's order ({describe_positions(positions)}, "
-                f"as LeRobot finds each row's frame): the member is re-encoded {how} with those frames in row order",
-                episode,
-                key,
-            )
+        message = (
+            f"the rows' timestamps read other frames than the video's order ({describe_positions(positions)}, "
+            f"as LeRobot finds each row's frame): the member is re-encoded {how} with those frames in row order"
         )
+        add(Finding("warning", message, episode, key))
         if episode not in report.reencoded:
             report.reencoded.append(episode)
-        return
+        return False
     if rows is not None:
         report.mismatched.append(episode)
-        add(
-            Finding(
-                "warning",
-                f"rows without a frame within {options.tolerance_s} s of their timestamp (LeRobotDataset raises "
-                f"FrameTimestampError there): the episode is {'padded' if rows == 'pad' else 'dropped'} "
-                f"(--on-frame-mismatch {options.on_frame_mismatch})",
-                episode,
-                key,
-            )
+        message = (
+            f"rows without a frame within {options.tolerance_s} s of their timestamp (LeRobotDataset raises "
+            f"FrameTimestampError there): the episode is {'padded' if rows == 'pad' else 'dropped'} "
+            f"(--on-frame-mismatch {options.on_frame_mismatch})"
         )
-        if rows == "drop":
-            return
+        add(Finding("warning", message, episode, key))
+        return rows != "drop"
+    return True
+
+
+def _frame_count(options: PackOptions, episode: int, key: str, length: int, found: int, where: str, report: SourceCheck) -> bool:
+    """The video's frames against the rows: trimmed, padded, dropped or refused. Returns
+    whether the camera's checks go on."""
+    add = report.findings.append
     try:
-        verdict = frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=str(location.path))
+        verdict = frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where)
     except FrameMismatchError as err:
         report.mismatched.append(episode)
         add(Finding("error", str(err).removeprefix(f"episode {episode}, camera {key}: "), episode, key))
-        return
+        return False
     if verdict == "trim":
-        add(
-            Finding(
-                "warning",
-                f"video has {found} frames for {length} rows: the member keeps the first {length} (LeRobot never reads "
-                "the others)",
-                episode,
-                key,
-            )
+        message = (
+            f"video has {found} frames for {length} rows: the member keeps the first {length} (LeRobot never reads the others)"
         )
+        add(Finding("warning", message, episode, key))
     elif verdict is not None:
-        add(
-            Finding(
-                "warning",
-                f"video has {found} frames for {length} rows: the episode is "
-                f"{'padded' if verdict == 'pad' else 'dropped'} (--on-frame-mismatch {options.on_frame_mismatch})",
-                episode,
-                key,
-            )
-        )
-    if video is None and found and (options.video == "copy" or key in source.depth):
-        how = "losslessly (depth)" if key in source.depth else "with the hevc settings"
-        add(Finding("warning", f"cannot be cut at a keyframe as one decode run: copy mode re-encodes it {how}", episode, key))
-        if episode not in report.reencoded:
-            report.reencoded.append(episode)
+        how = f"{'padded' if verdict == 'pad' else 'dropped'} (--on-frame-mismatch {options.on_frame_mismatch})"
+        add(Finding("warning", f"video has {found} frames for {length} rows: the episode is {how}", episode, key))
+    return True
 
 
 __all__ = ["Finding", "SourceCheck", "check_source", "nvdec_warnings", "uncopyable_codecs"]

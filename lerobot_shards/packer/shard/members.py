@@ -188,76 +188,90 @@ def cut_episode(
     try:
         packets = reader.window(location.from_timestamp, location.to_timestamp)
         found = len(packets)
-        if not packets:
+        cut = _cuttable_packets(reader, packets, max_frames)
+        if cut is None:
             return None, found
-        decode_order = sorted(
-            packets, key=lambda p: p.dts if p.dts is not None else p.pts or 0
-        )  # the reader keeps only packets with a pts
-        reordered = decode_order != packets  # B-frames: decode order is not presentation order
-        if not reader.decode_contiguous or decode_order[0] is not packets[0]:
-            # A packet outside the window lies between its packets in decode order (a B-frame's
-            # later reference, a neighbour's frame), or its first frame is not decoded first: the
-            # window's frames may need packets it does not hold, so it is not cut on its own.
-            return None, found
-        preroll: list = []
-        if not packets[0].is_keyframe:
-            # Between keyframes: cut from the one before (the pre-roll, skipped on read), when the
-            # stream is in presentation order and the packets since that keyframe run on unbroken.
-            if reordered or not reader.preroll:
-                return None, found
-            preroll = reader.preroll
-        if max_frames is not None and found > max_frames:
-            if reordered:
-                return None, found
-            packets = packets[:max_frames]
-        packets = preroll + packets
-        keyframes = [i for i, p in enumerate(packets) if p.is_keyframe]
-        gop = longest_gop(keyframes, len(packets))
-        if not gop_within_bound(gop, reader.stream.codec_context.height, reader.stream.codec_context.width):
-            # Readers refuse members whose GOP costs more than MAX_GOP_PIXELS decoded pixels
-            # to reach one frame (lerobot_shards/core/format/mp4.py): re-encode with short GOPs instead.
-            return None, found
+        packets, preroll, decode_order = cut
         stream = reader.stream
-        source_bytes = sum(p.size for p in packets)
-        buffer = io.BytesIO()
-        if reordered:
-            # Muxed in decode order with the first frame at pts 0: earlier decode times are
-            # negative, which mp4 carries as signed composition offsets (ctts version 1).
-            shift, options = packets[0].pts, {"fflags": "+bitexact", "movflags": "+negative_cts_offsets"}
-            packets = decode_order
-        else:
-            first_dts = packets[0].dts if packets[0].dts is not None else packets[0].pts
-            shift, options = min(packets[0].pts, first_dts), {"fflags": "+bitexact"}
-        with av.open(buffer, "w", format="mp4", options=options) as sink:
-            out = sink.add_stream_from_template(template=stream, opaque=True)
-            out.time_base = stream.time_base
-            for packet in packets:
-                pts, dts = packet.pts, packet.dts
-                packet.pts -= shift
-                if packet.dts is not None:
-                    packet.dts -= shift
-                packet.stream = out
-                sink.mux(packet)
-                # The reader keeps the packets since the last keyframe as the next window's
-                # pre-roll: they go back as they were demuxed.
-                packet.pts, packet.dts, packet.stream = pts, dts, stream
-        return (
-            EpisodeVideo(
-                data=buffer.getvalue(),
-                frames=len(packets) - len(preroll),
-                found=found,
-                codec=_canonical_codec(stream.codec_context.name),
-                reencoded=False,
-                height=stream.codec_context.height,
-                width=stream.codec_context.width,
-                source_bytes=source_bytes,
-                preroll=len(preroll),
-            ),
-            found,
+        video = EpisodeVideo(
+            data=_remux(stream, packets, decode_order),
+            frames=len(packets) - preroll,
+            found=found,
+            codec=_canonical_codec(stream.codec_context.name),
+            reencoded=False,
+            height=stream.codec_context.height,
+            width=stream.codec_context.width,
+            source_bytes=sum(p.size for p in packets),
+            preroll=preroll,
         )
+        return video, found
     finally:
         if owned:
             reader.close()
+
+
+def _cuttable_packets(reader: SourceVideoReader, packets: list, max_frames: int | None) -> tuple[list, int, list | None] | None:
+    """The window's packets as one member takes them (with a pre-roll from the keyframe before,
+    trimmed to ``max_frames``), how many are pre-roll, and their decode order when it is not
+    their presentation order (B-frames); None when the window cannot be cut on its own: empty,
+    a frame that needs packets outside it, a reordered window to trim or to start between
+    keyframes, or a GOP too long for readers."""
+    if not packets:
+        return None
+    decode_order = sorted(packets, key=lambda p: p.dts if p.dts is not None else p.pts or 0)  # packets all have a pts
+    reordered = decode_order != packets  # B-frames: decode order is not presentation order
+    if not reader.decode_contiguous or decode_order[0] is not packets[0]:
+        # A packet outside the window lies between its packets in decode order (a B-frame's
+        # later reference, a neighbour's frame), or its first frame is not decoded first: the
+        # window's frames may need packets it does not hold, so it is not cut on its own.
+        return None
+    preroll: list = []
+    if not packets[0].is_keyframe:
+        # Between keyframes: cut from the one before (the pre-roll, skipped on read), when the
+        # stream is in presentation order and the packets since that keyframe run on unbroken.
+        if reordered or not reader.preroll:
+            return None
+        preroll = reader.preroll
+    if max_frames is not None and len(packets) > max_frames:
+        if reordered:
+            return None
+        packets = packets[:max_frames]
+    packets = preroll + packets
+    keyframes = [i for i, p in enumerate(packets) if p.is_keyframe]
+    if not gop_within_bound(
+        longest_gop(keyframes, len(packets)), reader.stream.codec_context.height, reader.stream.codec_context.width
+    ):
+        # Readers refuse members whose GOP costs more than MAX_GOP_PIXELS decoded pixels
+        # to reach one frame (lerobot_shards/core/format/mp4.py): re-encode with short GOPs instead.
+        return None
+    return packets, len(preroll), decode_order if reordered else None
+
+
+def _remux(stream, packets: list, decode_order: list | None) -> bytes:
+    """The packets muxed into a plain mp4 whose first frame is at pts 0 (stream copy). With
+    ``decode_order`` (B-frames) they are muxed in that order: earlier decode times are then
+    negative, which mp4 carries as signed composition offsets (ctts version 1)."""
+    buffer = io.BytesIO()
+    if decode_order is not None:
+        shift, options = packets[0].pts, {"fflags": "+bitexact", "movflags": "+negative_cts_offsets"}
+        packets = decode_order
+    else:
+        first_dts = packets[0].dts if packets[0].dts is not None else packets[0].pts
+        shift, options = min(packets[0].pts, first_dts), {"fflags": "+bitexact"}
+    with av.open(buffer, "w", format="mp4", options=options) as sink:
+        out = sink.add_stream_from_template(template=stream, opaque=True)
+        out.time_base = stream.time_base
+        for packet in packets:
+            pts, dts = packet.pts, packet.dts
+            packet.pts -= shift
+            if packet.dts is not None:
+                packet.dts -= shift
+            packet.stream = out
+            sink.mux(packet)
+            # The reader keeps the packets since the last keyframe as the next window's
+            # pre-roll: they go back as they were demuxed.
+            packet.pts, packet.dts, packet.stream = pts, dts, stream
+    return buffer.getvalue()
 
 
 def _cut_samples(location: VideoLocation, reader: SourceSampleReader, max_frames: int | None) -> tuple[EpisodeVideo | None, int]:
