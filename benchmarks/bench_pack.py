@@ -74,7 +74,7 @@ def ffmpeg_reencode_seconds(source: LeRobotSource, codec: str) -> tuple[float, i
                     f"{tmp}/out.mp4",
                 ]
                 seconds += _timed(lambda: subprocess.run(command, check=True))
-                frames += int(source.episodes[episode]["length"])
+                frames += source.episodes[episode].length
     return seconds, frames
 
 

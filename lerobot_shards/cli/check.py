@@ -48,6 +48,8 @@ def run_check(src: str | None, repo_id: str | None, revision: str | None, params
         )
     finally:
         log.close()
+    if report.source_format is not None:
+        click.echo(f"source: {report.source_format}{_HOW_READ.get(report.source_format, '')}")
     for finding in report.findings:
         click.echo(printable(finding.line()), err=finding.level == "error")
     summary = (
@@ -61,5 +63,14 @@ def run_check(src: str | None, repo_id: str | None, revision: str | None, params
         raise click.ClickException(summary + "; a pack would stop at the first error" + (f"; to pack: {fix}" if fix else ""))
     click.echo(summary + "; ok to pack")
 
+
+# What a pack does with a source of each format, said before the findings.
+_HOW_READ = {
+    "LeRobot v2.1": (
+        ", read directly: each episode's mp4 stream-copied as it is, its rows as LeRobot 0.6.1 reads them after its "
+        "converter (convert_dataset_v21_to_v30), the pack's meta/ the v3 one that converter writes"
+    ),
+    "LeRobot v3": ", read as LeRobot 0.6.1 reads it",
+}
 
 __all__ = ["CHECK_FIELDS", "check_command", "run_check"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from lerobot_shards.core.errors import FormatError
@@ -521,7 +522,39 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+@describe_options
+@dataclass(frozen=True)
+class MixtureScan:
+    """Which datasets a mixture is made of and how they are read (``scan_datasets``,
+    ``create_mixture``): the one set of options both take, as a value or by name.
+
+    Raises (from the constructor):
+        ArgumentError: a value of the wrong type or out of range.
+    """
+
+    names: Mapping[str, str] | None = option(None, flag=False, help="{dataset name: path} (relative to DST, or absolute/URLs).")
+    sources_file: str | None = option(None, flag=False, help="A sources file listing the datasets (one per line).")
+    where: str | None = option(None, flag=False, help="A DuckDB predicate over index/samples.parquet selecting anchors.")
+    verify: bool = option(False, flag=False, help="Also run `verify` on every dataset (reads all shards).")
+    storage_options: dict | None = option(None, flag=False, help="fsspec options for a bucket DST.")
+    allow_duplicates: bool = option(False, flag=False, help="Keep a pack listed twice (it is then drawn twice as often).")
+    key_map: Mapping[str, Mapping[str, str | None]] | None = option(
+        None, flag=False, help="{dataset name: {source key: mixture key, or None to leave it out}}, over a sources file's."
+    )
+    workers: int = option(8, flag=False, minimum=1, help="Threads opening packs, per process (a bucket is mostly waiting).")
+    processes: int | None = option(
+        None, flag=False, minimum=1, help="Processes opening packs (None: one per usable core for hundreds of packs)."
+    )
+    recorded_key_map: Mapping[str, Mapping[str, str | None]] | None = option(
+        None, flag=False, help="The key maps an existing mixture.json records, applied to the listed datasets they name."
+    )
+
+    def __post_init__(self) -> None:
+        check_values(self)
+
+
 __all__ = [
+    "MixtureScan",
     "PackOptions",
     "PackRunOptions",
     "flag_of",

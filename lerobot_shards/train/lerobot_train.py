@@ -392,9 +392,9 @@ def make_train_data(cfg, options: ShardsOptions) -> tuple[Any, None]:
             with a mixture, ``--shards.decode_device`` with LeRobot's sampler, or (``pool``) a
             resume from a checkpoint that has no loader state.
     """
+    root, read = _train_inputs(cfg, options)  # what is refused is refused before LeRobot is imported
     from lerobot.datasets.factory import resolve_delta_timestamps  # pyright: ignore[reportMissingImports]
 
-    root, read = _train_inputs(cfg, options)
     mixture = root.endswith(".json")
     # The windows need the features and fps: open once without them, then with them.
     probe = _open_stream(root, mixture, cfg.dataset.episodes, read)

@@ -1,5 +1,6 @@
-"""Change exercises (issue 50): three changes a newcomer makes, each one file (under
-``tests/exercises/``) plus one row of a table, shown working end to end. If one of them starts
+"""Change exercises (issues 50, 67): changes a newcomer makes, each one file (under
+``tests/exercises/``, or the package's own second source format) plus one row of a table, shown
+working end to end. If one of them starts
 needing a second file, a seam has stopped keeping its promise (``docs/ARCHITECTURE.md``)."""
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ import fsspec
 import pytest
 import torch
 
-from lerobot_shards import PackedDataset, RetryPolicy, pack_dataset
+from lerobot_shards import PackedDataset, RetryPolicy, SourceError, pack_dataset
 from lerobot_shards.core.errors import AccessDeniedError, StorageError
 from lerobot_shards.core.storage import BACKENDS, Storage
 from tests.exercises.busy_storage import BUSY, BusyFileSystem
 from tests.packed_fixtures import *
 from tests.packed_fixtures import PACK_WINDOWS, SHARD_SIZE_MB
+from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 FAST = RetryPolicy(max_attempts=3, base_s=0.0, cap_s=0.0)
 DELTA = {"action": [0.0, 1 / 30], "observation.images.top": [-1 / 30, 0.0]}
@@ -215,3 +217,58 @@ def test_a_decoder_is_one_file_and_one_row(packed_copy, packed_hevc, monkeypatch
         for key in DELTA:
             if key.startswith("observation.images"):
                 assert torch.equal(a[key], b[key]), key
+
+
+def test_a_source_format_is_its_module_and_one_row_staged_from_a_bucket_and_the_hub(
+    sample_source, s3_bucket, tmp_path, monkeypatch
+):
+    """LeRobot v2.1 is a source format: ``packer/source/lerobot_v21.py`` (with its metadata module)
+    and the row ``LEROBOT_V21`` of ``SOURCE_FORMATS``; staging asks the row which metadata files
+    to fetch (``detect_listing``, ``metadata_bound``) and the source which data and video files,
+    so the same dataset in a bucket and on the Hub packs to the bytes a local one does. Without
+    the row, the root reads as LeRobot v3 and is refused by name."""
+    import s3fs
+
+    from lerobot_shards.packer.source import SOURCE_FORMATS, base
+    from lerobot_shards.testing import to_v21
+    from tests.hub_server import HubServer
+    from tests.packer.test_hub_http import _pack
+
+    v21 = tmp_path / "v21"
+    to_v21(sample_source, v21)
+    (v21 / "meta" / "README.md").write_text("not a file v2.1 has: left out, and not fetched")
+    local = pack_dataset(str(v21), str(tmp_path / "local"), shard_size_mb=SHARD_SIZE_MB)
+    assert local.finalized and local.metadata_left_out == ["meta/README.md"]
+
+    def packed(root) -> dict[str, bytes]:
+        """What a reader reads (the manifest, plan and receipts name where the source was)."""
+        tree = _local_tree(root)
+        return {
+            rel: data for rel, data in tree.items() if rel.startswith(("index/", "meta/")) or rel.endswith((".tar", ".parquet"))
+        }
+
+    url, options = s3_bucket
+    s3fs.S3FileSystem(**options).put(str(v21), f"{url.removeprefix('s3://')}/v21", recursive=True)
+    pack_dataset(
+        f"{url}/v21",
+        str(tmp_path / "bucket"),
+        shard_size_mb=SHARD_SIZE_MB,
+        src_storage_options=options,
+        cache_dir=str(tmp_path / "cache"),
+    )
+    assert packed(tmp_path / "bucket") == packed(tmp_path / "local")
+    staged = [p for p in (tmp_path / "cache").rglob("README.md")]
+    assert not staged  # the format does not read it: not fetched
+
+    hub = HubServer().start()
+    try:
+        hub.repo("org/v21").add_commit(v21, "main")
+        [result] = _pack(hub, tmp_path, [{"repo": "org/v21", "dst": str(tmp_path / "hub"), "shard_size_mb": SHARD_SIZE_MB}])
+    finally:
+        hub.stop()
+    assert "error" not in result, result
+    assert packed(tmp_path / "hub") == packed(tmp_path / "local")
+
+    monkeypatch.setattr(base, "SOURCE_FORMATS", tuple(f for f in SOURCE_FORMATS if f.name != "LeRobot v2.1"))
+    with pytest.raises(SourceError, match=r"codebase_version 'v2.1' is not supported.*meta/episodes.jsonl"):
+        pack_dataset(str(v21), str(tmp_path / "without-the-row"))

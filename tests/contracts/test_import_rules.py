@@ -142,6 +142,7 @@ RULES: dict[str, set[str]] = {
     "packer.mixture": {
         "packer.base",
         "packer.options",
+        "core.option_fields",  # scan_datasets/create_mixture take MixtureScan by name, as pack_dataset takes PackOptions
         "packer.run",
         "packer.verify",
         "core.errors",

@@ -644,7 +644,7 @@ def test_the_demuxer_path_cuts_from_the_keyframe_before_too(one_stream_source, t
 
     try:
         for e in range(5):
-            length = source.episodes[e]["length"]
+            length = source.episodes[e].length
             video, found = cut_episode(source.video_location(e, TOP), reader, max_frames=length)
             assert video is not None and found == length and video.preroll == (1 if e in (1, 2, 3) else 0), (e, video)
             frames = (

@@ -34,7 +34,7 @@ def _frames(data: bytes) -> torch.Tensor:
 
 def _both_cuts(source: LeRobotSource, episode: int, key: str):
     location = source.video_location(episode, key)
-    length = source.episodes[episode]["length"]
+    length = source.episodes[episode].length
     samples = SourceSampleReader(location.path)
     packets = SourceVideoReader(location.path)
     try:

@@ -34,7 +34,7 @@ jobs = json.loads(sys.argv[1])
 for job in jobs:
     try:
         report = pack_dataset(None, job["dst"], repo_id=job["repo"], revision=job.get("revision"), episodes=job.get("episodes"),
-                              cache_dir=job["cache"])
+                              cache_dir=job["cache"], shard_size_mb=job.get("shard_size_mb", 512))
         print("RESULT", json.dumps({"repo": job["repo"], "written": report.shards_written, "kept": report.shards_skipped}))
     except LeRobotShardsError as err:
         print("RESULT", json.dumps({"repo": job["repo"], "error": type(err).__name__ + ": " + str(err)}))

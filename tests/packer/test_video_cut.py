@@ -45,7 +45,7 @@ def _source_packets(location: VideoLocation) -> list[bytes]:
 
 def test_cut_is_lossless_and_starts_at_pts_zero_on_a_keyframe(source):
     for episode in source.episode_indices:
-        length = int(source.episodes[episode]["length"])
+        length = source.episodes[episode].length
         for key in CAMERAS:
             location = source.video_location(episode, key)
             video, found = cut_episode(location)

@@ -316,7 +316,7 @@ def test_lerobots_own_sampler_is_the_default_and_pool_runs_resume_as_pool(tmp_pa
     """Issue 66: ``--shards.order=sampler`` (default) replaces one name and leaves order, split,
     checkpoints and resume to LeRobot; a checkpoint with a loader state is a pool run's (every
     run before --shards.order was), resumed in that order unless told otherwise."""
-    from lerobot_shards.train.lerobot_train import _train_inputs, resume_options
+    from lerobot_shards.train.lerobot_train import make_train_data, resume_options
 
     assert ShardsOptions().order == "sampler" and ShardsOptions.from_flags({"order": "pool"}).order == "pool"
     with pytest.raises(ArgumentError, match="order"):
@@ -327,8 +327,9 @@ def test_lerobots_own_sampler_is_the_default_and_pool_runs_resume_as_pool(tmp_pa
     assert resume_options(["--config_path=" + str(tmp_path / "plain" / "pretrained_model" / "x.json")], {}).order == "sampler"
     # The GPU stage decodes outside the workers: LeRobot's own loader cannot, so the flag says which order can.
     cfg = SimpleNamespace(dataset=SimpleNamespace(root="/packs/a", eval_split=0.0, episodes=None))
+    # Refused before LeRobot is imported (it is not installed here) or anything opened.
     with pytest.raises(LeRobotTrainError, match=r"decode_device .* add --shards.order=pool"):
-        _train_inputs(cfg, ShardsOptions.from_flags({"decode_device": "cuda"}))
+        make_train_data(cfg, ShardsOptions.from_flags({"decode_device": "cuda"}))
 
 
 def test_in_lerobots_order_each_built_batch_is_logged(packed_copy, tmp_path):

@@ -51,6 +51,19 @@ class CodebaseVersion:
         return self.text
 
 
+def read_codebase_version(value: object, *, where: str) -> CodebaseVersion:
+    """``codebase_version`` as a version, whichever it is (``parse_codebase_version`` then
+    says which a v3 reader takes; a v2.1 source format takes 2.1).
+
+    Raises:
+        FormatError: not a version string.
+    """
+    match = _VERSION.match(value) if isinstance(value, str) and len(value) <= 64 else None
+    if match is None:
+        raise FormatError(f"{where}: codebase_version {str(value)[:40]!r} is not a version (LeRobot writes 'v3.0')")
+    return CodebaseVersion(int(match.group(1)), int(match.group(2) or 0), value.strip())  # type: ignore[union-attr]
+
+
 def parse_codebase_version(value: object, *, where: str, root: str = "PATH") -> CodebaseVersion:
     """``codebase_version`` read as LeRobot reads it: ``v3.0``, ``3.0``, ``v3`` and ``3.0.1``
     are the same major version; LeRobot checks the major number only.
@@ -63,11 +76,8 @@ def parse_codebase_version(value: object, *, where: str, root: str = "PATH") -> 
             gets the LeRobot commands that convert it (``root`` is the dataset's folder, for the
             command's ``--root``), a newer one says a newer LeRobot wrote it.
     """
-    match = _VERSION.match(value) if isinstance(value, str) and len(value) <= 64 else None
-    if match is None:
-        raise FormatError(f"{where}: codebase_version {str(value)[:40]!r} is not a version (LeRobot writes 'v3.0')")
-    major, minor = int(match.group(1)), int(match.group(2) or 0)
-    parsed = CodebaseVersion(major, minor, value.strip())  # type: ignore[union-attr]
+    parsed = read_codebase_version(value, where=where)
+    major = parsed.major
     if major == CODEBASE_MAJOR:
         return parsed
     if major > CODEBASE_MAJOR:
@@ -87,9 +97,15 @@ def converter_hint(version: CodebaseVersion, root: str = "PATH") -> str:
         if not version.text.startswith("v"):
             # The converter compares codebase_version with "v2.1" as a string.
             return f'LeRobot\'s converter needs "codebase_version": "v2.1" in meta/info.json: set it, then run {v30}'
-        return f"Convert it with LeRobot (0.6.1): {v30}"
+        return (
+            "lerobot-shards packs LeRobot v2.1 directly from its meta/episodes.jsonl, which this root lacks; "
+            f"or convert it with LeRobot (0.6.1): {v30}"
+        )
     if version.major == 2:
-        return f"Convert it to v2.1 with LeRobot 0.3.3 ({V20_TO_V21}, for a Hub dataset), then to v3.0 with LeRobot 0.6.1: {v30}"
+        return (
+            f"Convert it to v2.1 with LeRobot 0.3.3 ({V20_TO_V21}, for a Hub dataset), which lerobot-shards packs "
+            f"directly, or then to v3.0 with LeRobot 0.6.1: {v30}"
+        )
     return "LeRobot has no converter from this version to v3.0 in its current releases; re-record or convert it to v2.1 first"
 
 
@@ -217,6 +233,157 @@ def cast_as_declared(column: pa.ChunkedArray | pa.Array, leaf: pa.DataType, *, w
             f"{where}: holds {str(column.type)[:80]}, which cannot be cast to the declared {leaf} as LeRobot casts it "
             f"({str(err)[:160]}); LeRobot fails to load it too: fix the column, or its dtype in meta/info.json"
         ) from None
+
+
+# -- a dataset's rows ---------------------------------------------------------------------------
+
+ROW_COLUMNS = ("index", "episode_index", "frame_index", "timestamp", "task_index")
+"""The columns every LeRobot row holds: rows are found (episode, frame) and checked by them."""
+
+
+def check_row_columns(table: pa.Table, *, where: str) -> None:
+    """A data file holds every ``ROW_COLUMNS`` column, without nulls (LeRobot's ``datasets``
+    load refuses a file without a declared column; a null places a row nowhere).
+
+    Raises:
+        FormatError: names the file and the columns.
+    """
+    absent = [c for c in ROW_COLUMNS if c not in table.column_names]
+    if absent:
+        raise FormatError(
+            f"{where}: the data parquet has no column {', '.join(absent)}, which every LeRobot row holds; "
+            "write the dataset again with LeRobot (or add the column)"
+        )
+    empty = [c for c in ROW_COLUMNS if table[c].null_count]
+    if empty:
+        raise FormatError(
+            f"{where}: column {', '.join(empty)} holds nulls; every LeRobot row has its {empty[0]}: "
+            "write the dataset again with LeRobot (or fill the column)"
+        )
+
+
+def row_columns_as_declared(table: pa.Table, leaves: dict[str, pa.DataType], *, where: str) -> pa.Table:
+    """The ``ROW_COLUMNS`` cast as LeRobot loads them (``cast_as_declared``); each but
+    ``timestamp`` must then hold integers.
+
+    Raises:
+        FormatError: a cast LeRobot's load refuses too, or a row column that is not integers.
+    """
+    for name in ROW_COLUMNS:
+        if name in leaves:
+            cast = cast_as_declared(table[name], leaves[name], where=f"{where}: column {name!r}")
+            table = table.set_column(table.schema.get_field_index(name), pa.field(name, cast.type), cast)
+        if name != "timestamp" and not pa.types.is_integer(table[name].type):
+            raise FormatError(
+                f"{where}: column {name} holds {table[name].type}, not integers (meta/info.json declares no integer "
+                "type for it either); write the dataset again with LeRobot"
+            )
+    return table
+
+
+def episode_spans(table: pa.Table) -> dict[int, tuple[int, int]]:
+    """``{episode: (first row, rows)}`` of a data file: LeRobot writes each episode's rows
+    contiguously.
+
+    Raises:
+        FormatError: an episode's rows interleaved with another's.
+    """
+    import numpy as np
+
+    episodes = table["episode_index"].to_numpy()
+    if len(episodes) == 0:
+        return {}
+    change = np.flatnonzero(np.diff(episodes)) + 1
+    starts = np.concatenate([[0], change])
+    counts = np.diff(np.concatenate([starts, [len(episodes)]]))
+    values = episodes[starts]
+    if len(set(values.tolist())) != len(values):
+        raise FormatError("episode rows are interleaved in a data file; LeRobot writes them contiguously")
+    return {int(v): (int(a), int(c)) for v, a, c in zip(values, starts, counts)}
+
+
+def values_per_frame(kind: pa.DataType, column: pa.ChunkedArray) -> set[int] | None:
+    """The distinct numbers of values per row of a (nested) list column; {1} for a scalar;
+    None for types without a fixed element count (strings, structs)."""
+    import pyarrow.compute as pc
+
+    if pa.types.is_fixed_size_list(kind):
+        inner = values_per_frame(kind.value_type, pc.list_flatten(column)) if len(column) else {1}  # pyright: ignore[reportAttributeAccessIssue]
+        return None if inner is None or len(inner) != 1 else {kind.list_size * next(iter(inner))}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        lengths = set(pc.unique(pc.list_value_length(column)).to_pylist())  # pyright: ignore[reportAttributeAccessIssue]
+        inner = values_per_frame(kind.value_type, pc.list_flatten(column)) if len(column) else {1}  # pyright: ignore[reportAttributeAccessIssue]
+        if inner is None or len(inner) != 1 or None in lengths:
+            return None if inner is None else {-1}
+        return {n * next(iter(inner)) for n in lengths}
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        return {1}
+    return None
+
+
+def frame_ranges(values: list[int], limit: int = 10) -> str:
+    """``[1, 2, 3, 7]`` as ``1-3,7`` (the first ``limit`` runs, then how many more): frames
+    named in a message."""
+    runs: list[str] = []
+    start = previous = None
+    for value in values:
+        if previous is not None and value == previous + 1:
+            previous = value
+            continue
+        if start is not None:
+            runs.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = value
+    if start is not None:
+        runs.append(str(start) if start == previous else f"{start}-{previous}")
+    return ",".join(runs[:limit]) + (f" and {len(runs) - limit} more runs" if len(runs) > limit else "")
+
+
+def check_row_values(rows: pa.Table, features, *, start: int, stop: int, where: str) -> None:
+    """What an episode's rows hold against what its dataset declares, as LeRobot would read
+    them: no null in a feature's column (LeRobot's tensors fail on one), a feature of shape
+    ``[1]`` stored as a value and any other as a list, each feature's values per frame its
+    shape's product, and ``index`` running over ``[start, stop)`` (the episode's
+    ``dataset_from_index``, ``dataset_to_index``: LeRobot's windows clamp to them).
+
+    Raises:
+        FormatError: names ``where`` (file and episode), the column, what was found and declared.
+    """
+    for name in features:
+        if name in rows.column_names and rows[name].null_count:
+            frames = [f for f, null in enumerate(rows[name].is_null().to_pylist()) if null]
+            raise FormatError(
+                f"{where}: column {name} holds no value (null) at frame_index {frame_ranges(frames)}; LeRobot fails "
+                "to read those rows: fill them, or leave the episode out (--episodes)"
+            )
+    if not rows.num_rows:
+        return
+    for name, feature in features.items():
+        if feature.kind != "value" or name not in rows.column_names:
+            continue
+        shape, kind = list(feature.shape), rows[name].type
+        if shape != [1] and not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+            # datasets loads a feature of shape [1] as a value, any other as a sequence or an
+            # ArrayND, which a column of one value a row cannot be cast to.
+            raise FormatError(
+                f"{where}: column {name} holds one value a frame; meta/info.json declares shape {shape}, which "
+                "LeRobot loads as a sequence or an array and fails to cast it to: declare shape [1]"
+            )
+    for name, feature in features.items():
+        if feature.kind != "value" or name not in rows.column_names or None in feature.shape:
+            continue  # language lists have no fixed number of values
+        found = values_per_frame(rows[name].type, rows[name])
+        if found is not None and found != {feature.elements}:
+            raise FormatError(
+                f"{where}: column {name} holds {sorted(found)[:5]} values per frame; meta/info.json "
+                f"declares shape {list(feature.shape)} ({feature.elements} values)"
+            )
+    if "index" in rows.column_names:
+        first, last = rows["index"][0].as_py(), rows["index"][rows.num_rows - 1].as_py()
+        if stop - start != rows.num_rows or first != start or last != stop - 1:
+            raise FormatError(
+                f"{where}: rows have index {first}..{last}; the episodes metadata says "
+                f"dataset_from_index {start}, dataset_to_index {stop}"
+            )
 
 
 # -- meta/stats.json ---------------------------------------------------------------------------
@@ -380,6 +547,13 @@ def _pandas_index_column(schema: pa.Schema) -> str | None:
 
 __all__ = [
     "CODEBASE_MAJOR",
+    "ROW_COLUMNS",
+    "check_row_columns",
+    "check_row_values",
+    "episode_spans",
+    "frame_ranges",
+    "row_columns_as_declared",
+    "values_per_frame",
     "V20_TO_V21",
     "V21_TO_V30",
     "CodebaseVersion",
@@ -392,6 +566,7 @@ __all__ = [
     "describe_positions",
     "lerobot_frame_positions",
     "parse_codebase_version",
+    "read_codebase_version",
     "is_fractional_fps",
     "parse_fps",
     "video_rate",

@@ -32,7 +32,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import stat
-from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -57,12 +56,13 @@ from lerobot_shards.core.format.mixture import (
     partial_features,
 )
 from lerobot_shards.core.format.mixture_index import MIXTURE_INDEX_DIR
-from lerobot_shards.core.option_fields import check_values, describe_options, keyword_signature, merge_options, option
+from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.pack.packed_index import PackedIndex, check_predicate, read_stats
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import MixtureError
 from lerobot_shards.packer.mixture.compile import OpenedPack, compile_mixture
 from lerobot_shards.packer.mixture.sources import read_sources
+from lerobot_shards.packer.options import MixtureScan
 
 MIXTURE_PATH = MIXTURE_FILE
 FAILURES_DIR = "_failures"
@@ -114,37 +114,6 @@ class MixtureReport:
 def failure_path(name: str) -> str:
     """Where the array task records a dataset's failure, relative to DST."""
     return f"{FAILURES_DIR}/{name}.json"
-
-
-@describe_options
-@dataclass(frozen=True)
-class MixtureScan:
-    """Which datasets a mixture is made of and how they are read (``scan_datasets``,
-    ``create_mixture``): the one set of options both take, as a value or by name.
-
-    Raises (from the constructor):
-        ArgumentError: a value of the wrong type or out of range.
-    """
-
-    names: Mapping[str, str] | None = option(None, flag=False, help="{dataset name: path} (relative to DST, or absolute/URLs).")
-    sources_file: str | None = option(None, flag=False, help="A sources file listing the datasets (one per line).")
-    where: str | None = option(None, flag=False, help="A DuckDB predicate over index/samples.parquet selecting anchors.")
-    verify: bool = option(False, flag=False, help="Also run `verify` on every dataset (reads all shards).")
-    storage_options: dict | None = option(None, flag=False, help="fsspec options for a bucket DST.")
-    allow_duplicates: bool = option(False, flag=False, help="Keep a pack listed twice (it is then drawn twice as often).")
-    key_map: Mapping[str, Mapping[str, str | None]] | None = option(
-        None, flag=False, help="{dataset name: {source key: mixture key, or None to leave it out}}, over a sources file's."
-    )
-    workers: int = option(8, flag=False, minimum=1, help="Threads opening packs, per process (a bucket is mostly waiting).")
-    processes: int | None = option(
-        None, flag=False, minimum=1, help="Processes opening packs (None: one per usable core for hundreds of packs)."
-    )
-    recorded_key_map: Mapping[str, Mapping[str, str | None]] | None = option(
-        None, flag=False, help="The key maps an existing mixture.json records, applied to the listed datasets they name."
-    )
-
-    def __post_init__(self) -> None:
-        check_values(self)
 
 
 @keyword_signature(MixtureScan)

@@ -13,7 +13,7 @@ from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import select_episodes
 from lerobot_shards.packer.run.pack import source_windows
 from lerobot_shards.packer.shard.check import Finding, SourceCheck, check_source
-from lerobot_shards.packer.source.base import open_dataset_source
+from lerobot_shards.packer.source.base import format_of
 from lerobot_shards.packer.source.staging import stage_source
 
 
@@ -53,7 +53,8 @@ def check_dataset(
             storage_options=run.src_storage_options,
             cache_dir=run.cache_dir,
         )
-        source = open_dataset_source(root, follow_symlinks=run.follow_symlinks)
+        source_format = format_of(root)
+        source = source_format.open(root, follow_symlinks=run.follow_symlinks)
         selected = select_episodes(source.episode_indices, options.episodes)
     except (SourceError, FormatError) as err:
         return SourceCheck(findings=[Finding("error", str(err))])
@@ -70,6 +71,10 @@ def check_dataset(
                 "the pack keeps what the parquet holds",
             ),
         )
+    report.source_format = source_format.name
+    lacking = source.check_tasks()
+    if lacking:  # packed anyway, as pack packs them: their rows name tasks by task_index
+        report.findings.append(Finding("warning", f"episodes {lacking[:10]} list tasks the task list lacks; they are packed"))
     return report
 
 

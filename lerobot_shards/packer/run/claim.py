@@ -22,6 +22,7 @@ from lerobot_shards.packer.plan.pack_plan import plan_differences
 from lerobot_shards.packer.run.lease import LEASE_DIR
 from lerobot_shards.packer.run.staging import staging_dir
 from lerobot_shards.packer.source.base import Source
+from lerobot_shards.packer.source.records import MetadataFile
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,10 @@ _COPY_CHUNK = 4 << 20
 def copy_meta(
     source: Source, storage: Storage, *, rewrite: Mapping[str, Callable[[bytes], bytes]] | None = None
 ) -> dict[str, FileEntry]:
-    """Copy the source's metadata files (``source.metadata_files()``: the files the format
-    reads, each within its bound), streamed: each is read in chunks into a local temp file while
-    it is hashed (what is hashed is what is published), then uploaded; ``rewrite`` maps a file
-    to what the pack holds instead (``meta/info.json``: the pack's own, ``packed_info``). A file
+    """Write the pack's ``meta/`` (``source.metadata_files()``: a source format's files, each
+    within its bound, or bytes the format made), each staged into a local temp file while it is
+    hashed (what is hashed is what is published), then uploaded; ``rewrite`` maps a file to
+    what the pack holds instead (``meta/info.json``: the pack's own, ``packed_info``). A file
     already at the destination with the same bytes is skipped (compared by digest: a file of
     the same size may have been planted).
 
@@ -123,24 +124,38 @@ def copy_meta(
     """
     entries = {}
     with staging_dir(storage.url, kind="meta") as folder:
-        for rel, path, bound in source.metadata_files():
+        for meta in source.metadata_files():
             staged = folder / "staged"
-            with open(staged, "wb") as sink:
-                entries[rel] = _stream_copy(path, sink, bound, rel)
-            if rewrite and rel in rewrite:
-                data = rewrite[rel](staged.read_bytes())
+            entries[meta.rel] = _stage(meta, staged)
+            if rewrite and meta.rel in rewrite:
+                data = rewrite[meta.rel](staged.read_bytes())
                 staged.write_bytes(data)
-                entries[rel] = FileEntry(len(data), hashlib.sha256(data).hexdigest())
+                entries[meta.rel] = FileEntry(len(data), hashlib.sha256(data).hexdigest())
             try:  # read back as the pack's readers will read it (bounded above)
-                check_packed_metadata(rel, staged.read_bytes(), where=str(path))
+                check_packed_metadata(meta.rel, staged.read_bytes(), where=str(meta.path or meta.rel))
             except FormatError as err:
                 staged.unlink(missing_ok=True)
                 raise SourceError(f"{err}; the pack would not open, so nothing was copied") from None
-            entry = entries[rel]
-            if not (storage.exists(rel) and storage.size(rel) == entry.bytes and storage.digest(rel)[0] == entry.sha256):
-                storage.put_file(str(staged), rel, move=True)
+            entry = entries[meta.rel]
+            if not (
+                storage.exists(meta.rel) and storage.size(meta.rel) == entry.bytes and storage.digest(meta.rel)[0] == entry.sha256
+            ):
+                storage.put_file(str(staged), meta.rel, move=True)
             staged.unlink(missing_ok=True)
     return entries
+
+
+def _stage(meta: MetadataFile, staged: Path) -> FileEntry:
+    """A metadata file into the local ``staged`` file: a source file streamed (read in chunks,
+    hashed as it is written), or the bytes the format made; its size and digest."""
+    if meta.data is not None:
+        if len(meta.data) > meta.bound:
+            raise SourceError(f"{meta.rel}: the format made {len(meta.data):,} bytes, more than the {meta.bound:,} it may hold")
+        staged.write_bytes(meta.data)
+        return FileEntry(len(meta.data), hashlib.sha256(meta.data).hexdigest())
+    assert meta.path is not None  # a MetadataFile has a path or data
+    with open(staged, "wb") as sink:
+        return _stream_copy(meta.path, sink, meta.bound, meta.rel)
 
 
 def _stream_copy(path: Path, sink, bound: int, rel: str) -> FileEntry:

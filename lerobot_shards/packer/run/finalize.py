@@ -40,18 +40,17 @@ from lerobot_shards.core.format import (
     shard_parquet_path,
     video_column,
 )
-from lerobot_shards.core.format.lerobot_info import LeRobotInfo
+from lerobot_shards.core.format.lerobot_info import LeRobotInfo, parse_lerobot_info
 from lerobot_shards.core.format.lerobot_reading import is_fractional_fps
 from lerobot_shards.core.format.parquet.arrow_io import parquet_file
 from lerobot_shards.core.option_fields import keyword_signature, merge_options
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.core.windows import pad_counts, resolve_delta_timestamps
-from lerobot_shards.packer.errors import PackError, SourceError
+from lerobot_shards.packer.errors import PackError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.run.journal import Journal
 from lerobot_shards.packer.run.packed_info import packed_features
 from lerobot_shards.packer.run.receipts import finished_receipts
-from lerobot_shards.packer.source.info import parse_info
 from lerobot_shards.packer.version import packer_version
 
 
@@ -220,7 +219,7 @@ def finalize(
     schema = samples_index_schema(options.windows)
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
     files[SAMPLES_INDEX_PATH] = _write_parquet(storage, SAMPLES_INDEX_PATH, samples.cast(schema), profile)
-    features, drift = _features_of_what_was_packed(packed_features(info, options), parquet_fields)
+    features, drift = _features_of_what_was_packed(packed_features(info.features, info.raw, options), parquet_fields)
     manifest = _manifest(plan, options, fps, features, video_keys, shard_entries, files, episode_rows, receipts, drift)
     storage.write_bytes(MANIFEST_PATH, manifest.to_json().encode())
     return manifest
@@ -253,9 +252,9 @@ def _read_info(storage: Storage, files: dict) -> LeRobotInfo:
     info_bytes = storage.read_bytes(INFO_PATH)
     if INFO_PATH not in files or sha256_hex(info_bytes) != files[INFO_PATH].sha256:
         raise PackError(f"{storage.describe(INFO_PATH)}: changed while finalizing; re-run finalize")
-    try:
-        return parse_info(info_bytes, where=storage.describe(INFO_PATH))
-    except (FormatError, SourceError) as err:
+    try:  # the pack's own info.json (packed_info wrote it), parsed as a reader of the pack parses it
+        return parse_lerobot_info(info_bytes, where=storage.describe(INFO_PATH))
+    except FormatError as err:
         raise PackError(f"{storage.url}: cannot finalize: {err}") from None
 
 

@@ -209,7 +209,7 @@ def pack_dataset(
     plan, sizes = _plan_pack(
         source,
         options,
-        description=describe_source(src, repo_id=repo_id, revision=revision, info=source.info),
+        description=describe_source(src, repo_id=repo_id, revision=revision, description=source.description()),
         in_frames=set(run.window_frames),
     )
     with destination_lease(storage, run.part):  # one running pack per part of a destination
@@ -308,7 +308,7 @@ def _plan_pack(
     planned = select_episodes(source.episode_indices, options.episodes)
     sizes = [source.estimated_episode_bytes(e) for e in planned]
     plan = make_pack_plan(planned, sizes, options, {**description, "fingerprint": source.fingerprint(planned)})
-    longest = max((int(source.episodes[e]["length"]) for e in planned), default=0)
+    longest = max((source.episodes[e].length for e in planned), default=0)
     _warn_windows_beyond(options, source.fps, longest, in_frames=in_frames)
     drift = source.schema_drift(planned)
     if drift:
@@ -341,7 +341,10 @@ def _claim(storage: Storage, plan: PackPlan, source: Source, options: PackOption
     if swept:
         log.warning("removed %d staging folder(s) a killed run of %s left in %s", len(swept), storage.url, swept[0].parent)
     journal = Journal(storage.url, run.journal)
-    journal.record_meta(plan.sha256, copy_meta(source, storage, rewrite={INFO_PATH: lambda _: packed_info(source.info, options)}))
+    journal.record_meta(
+        plan.sha256,
+        copy_meta(source, storage, rewrite={INFO_PATH: lambda _: packed_info(source.lerobot_info(), source.features, options)}),
+    )
     return journal
 
 

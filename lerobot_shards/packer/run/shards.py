@@ -85,7 +85,7 @@ def _encode_members_in_parallel(job: ShardJob, source, rows: dict[int, EpisodeRo
     spec = job.spec
     stamps = {e: row_stamps(read.table) for e, read in rows.items() if read.table is not None}
     # An episode without rows, or dropped for rows short of its record, has no members to build.
-    lengths = {e: int(source.episodes[e]["length"]) if e not in rows or e in stamps else 0 for e in spec.episodes}
+    lengths = {e: source.episodes[e].length if e not in rows or e in stamps else 0 for e in spec.episodes}
     wanted = [(e, key) for e in spec.episodes if lengths[e] > 0 for key in source.video_keys]
     left = {e: len(source.video_keys) for e in spec.episodes if lengths[e] > 0}
     done_bytes = dict.fromkeys(left, 0)

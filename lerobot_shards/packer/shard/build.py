@@ -414,12 +414,12 @@ def _pack_episode(
     # --video hevc|h264; in copy mode those the source could not be cut for).
     if any(v.reencoded for v in members.values()):
         tally.reencoded.append(episode)
-    meta = source.episodes[episode]
+    record = source.episodes[episode]
     row = {
         "episode_index": episode,
         "length": length,
-        "dataset_from_index": int(meta["dataset_from_index"]),
-        "dataset_to_index": int(meta["dataset_to_index"]),
+        "dataset_from_index": record.dataset_from_index,
+        "dataset_to_index": record.dataset_to_index,
         "tasks": source.episode_tasks(episode, table),
     }
     return _PackedEpisode(table, row, members, episode_bytes)

@@ -68,6 +68,7 @@ class SourceCheck:
     mismatched: list[int] = field(default_factory=list)
     checked: list[int] = field(default_factory=list)  # the episodes read, in order
     empty: list[int] = field(default_factory=list)  # of the mismatched, those without any row
+    source_format: str | None = None  # the row of SOURCE_FORMATS that read the source (None: it did not open)
 
     def fix(self) -> str:
         """What packs what can be packed, for this source: the policy that packs the episodes

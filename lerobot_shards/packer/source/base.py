@@ -1,24 +1,28 @@
 """What the packer reads from a dataset: the ``Source`` interface ``run/`` and ``shard/`` are
-typed against, and the table of source formats (the packer's seam for new formats).
+typed against, in the pack's own terms, and the table of source formats (the packer's seam).
 
-LeRobot v3 is the one format today (``lerobot_shards.packer.source.lerobot.LeRobotSource``). A new format
-(RLDS/Open-X, say) is a module implementing ``Source`` and a row of ``SOURCE_FORMATS``: its
-``detect`` says whether a local root holds that format, ``open`` parses it. Planning, shard
-building and publishing see only the interface below.
+A format owns its layout: which of its files to stage from a bucket or the Hub (and the most
+bytes each may hold), how its metadata, rows and videos are read, and what ``meta/`` the pack
+keeps for it (a pack's ``meta/`` is LeRobot v3's, whatever it was packed from: its readers and
+LeRobot's own metadata loader read that). A new format is a module implementing ``Source`` and a
+row of ``SOURCE_FORMATS`` (docs/ARCHITECTURE.md, "Where a change lands"). Planning, staging,
+shard building and publishing see only what is below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from lerobot_shards.packer.source.lerobot import FORMAT as LEROBOT_V3
+from lerobot_shards.packer.source.lerobot_v21 import FORMAT as LEROBOT_V21
+from lerobot_shards.packer.source.records import EpisodeRecord, MetadataFile, SourceFormat
 
 if TYPE_CHECKING:  # the interface costs no import of PyAV or pyarrow
     import pyarrow as pa
 
     from lerobot_shards.core.format.features import DepthQuantization, Features
-    from lerobot_shards.core.format.lerobot_info import LeRobotInfo
     from lerobot_shards.packer.source.video import VideoLocation
 
 
@@ -27,18 +31,13 @@ class Source(Protocol):
 
     Attributes:
         root: the local root.
-        info: the dataset's description as LeRobot's ``meta/info.json`` holds it, parsed
-            (``LeRobotInfo``: a pack keeps the file): a new format describes itself in it.
-        fps, features, video_keys: as in ``info`` (``features`` parsed: ``Features``);
-            ``video_keys`` are the cameras packed.
+        fps: frames per second (29.97 stays a float).
+        features: the dataset's features, parsed (``Features``); ``video_keys`` the cameras packed.
         depth: the depth cameras (video or image) and how their values are quantized.
-        episodes: per episode index, its record: ``length``, ``dataset_from_index``,
-            ``dataset_to_index``, ``tasks`` (None where the source does not list them:
-            ``episode_tasks`` then takes them from the rows).
+        episodes: per episode index, its ``EpisodeRecord``.
     """
 
     root: Path
-    info: LeRobotInfo
     fps: float
     features: Features
     video_keys: list[str]
@@ -48,11 +47,29 @@ class Source(Protocol):
     def depth(self) -> Mapping[str, DepthQuantization]: ...
 
     @property
-    def episodes(self) -> Mapping[int, Mapping[str, Any]]: ...
+    def episodes(self) -> Mapping[int, EpisodeRecord]: ...
 
     @property
     def episode_indices(self) -> list[int]:
         """Every episode, ascending."""
+        ...
+
+    def description(self) -> dict[str, Any]:
+        """How the pack plan and manifest name what was read (``codebase_version``)."""
+        ...
+
+    def lerobot_info(self) -> dict[str, Any]:
+        """The LeRobot v3 ``info.json`` object the pack's ``meta/info.json`` starts from (its
+        features replaced by what the pack holds: ``packer.run.packed_info``)."""
+        ...
+
+    def metadata_files(self) -> Sequence[MetadataFile]:
+        """The pack's ``meta/`` files (``info.json`` among them, rewritten by the packer), in
+        path order; raises ``SourceError`` for a source file it must not read."""
+        ...
+
+    def unknown_metadata_files(self) -> Sequence[str]:
+        """Files of the source's metadata the format does not read (left out of a pack, and said so)."""
         ...
 
     def episode_rows(self, episode_index: int, *, fill_missing: bool = False) -> pa.Table:
@@ -107,51 +124,45 @@ class Source(Protocol):
         """Columns the rows hold and the description does not (or the reverse), or a falsy value."""
         ...
 
-    def metadata_files(self) -> Sequence[tuple[str, Path, int]]:
-        """The metadata files the pack keeps verbatim (``meta/...``): ``(path relative to the
-        root, local path, the most bytes it may hold)``; raises ``SourceError`` for a file it
-        must not read."""
-        ...
-
-    def unknown_metadata_files(self) -> Sequence[str]:
-        """Files under ``meta/`` the format does not read (left out of a pack, and said so)."""
-        ...
-
     def needed_files(self, episodes: list[int]) -> list[Path]:
         """Every file (relative to the root) packing ``episodes`` reads beyond the metadata: what
         staging a bucket or Hub source fetches once the metadata is local."""
         ...
 
 
-@dataclass(frozen=True)
-class SourceFormat:
-    """A row of ``SOURCE_FORMATS``: a format's name, how to tell a root holds it, how to open it."""
-
-    name: str
-    detect: Callable[[Path], bool]
-    open: Callable[..., Source]
+SOURCE_FORMATS: tuple[SourceFormat, ...] = (LEROBOT_V21, LEROBOT_V3)
+"""The formats in the order they are tried: the most specific first; the last one also opens a
+root no format detects, so its error names what the root lacks."""
 
 
-def _lerobot_v3(root: Path) -> bool:
-    return (root / "meta" / "info.json").is_file()
+def format_of(root: str | Path) -> SourceFormat:
+    """The format of a local root: the first whose ``detect`` matches, else the last row."""
+    path = Path(root)
+    return next((f for f in SOURCE_FORMATS if f.detect(path)), SOURCE_FORMATS[-1])
 
 
-def _open_lerobot(root: Path, *, follow_symlinks: bool = False) -> Source:
-    from lerobot_shards.packer.source.lerobot import open_source
-
-    return open_source(root, follow_symlinks=follow_symlinks)
-
-
-SOURCE_FORMATS: tuple[SourceFormat, ...] = (SourceFormat("LeRobot v3", _lerobot_v3, _open_lerobot),)
+def format_of_listing(listing: Sequence[str]) -> SourceFormat:
+    """The format of a remote root from the listing of its ``meta/``: the first whose
+    ``detect_listing`` matches, else the last row."""
+    return next((f for f in SOURCE_FORMATS if f.detect_listing(listing)), SOURCE_FORMATS[-1])
 
 
 def open_dataset_source(root: str | Path, *, follow_symlinks: bool = False) -> Source:
-    """The ``Source`` over a local root, in the first format whose ``detect`` matches; when none
-    does, the first format opens it (its error then names what the root lacks).
+    """The ``Source`` over a local root, in its format (``format_of``).
 
     Raises:
         SourceError: the root is not a dataset the format can read (names the file and why).
     """
-    path = Path(root)
-    chosen = next((f for f in SOURCE_FORMATS if f.detect(path)), SOURCE_FORMATS[0])
-    return chosen.open(path, follow_symlinks=follow_symlinks)
+    return format_of(root).open(Path(root), follow_symlinks=follow_symlinks)
+
+
+__all__ = [
+    "SOURCE_FORMATS",
+    "EpisodeRecord",
+    "MetadataFile",
+    "Source",
+    "SourceFormat",
+    "format_of",
+    "format_of_listing",
+    "open_dataset_source",
+]

@@ -1,6 +1,8 @@
-"""Staging a LeRobot v3.0 dataset from a bucket (any fsspec URL) to local disk.
+"""Staging a dataset from a bucket (any fsspec URL) to local disk, in whichever source format
+it is (``packer.source.base.format_of_listing`` tells from its ``meta/`` listing).
 
-Only ``meta/`` and the data/video files the selected episodes need are copied, through the
+Only the metadata files the format reads and the data/video files the selected episodes need
+(the format says which) are copied, through the
 one storage layer (``lerobot_shards.core.storage.Storage``: retries with backoff, timeouts, errors
 that name the object); files already staged with the right size are not fetched again, so
 re-running a pack is cheap.
@@ -15,8 +17,7 @@ from lerobot_shards.core.errors import ObjectNotFoundError
 from lerobot_shards.core.format import META_DIR, source_relative_path
 from lerobot_shards.core.storage import RetryPolicy, Storage
 from lerobot_shards.packer.errors import SourceError
-from lerobot_shards.packer.source.base import open_dataset_source
-from lerobot_shards.packer.source.lerobot import metadata_bound
+from lerobot_shards.packer.source.base import format_of_listing
 
 
 def staging_dir(url: str, cache_dir: Path) -> Path:
@@ -55,16 +56,17 @@ def stage_bucket_source(
     meta_files = storage.list(META_DIR)
     if not meta_files:
         raise SourceError(f"{storage.object_url(META_DIR)}: empty or missing; is {url} a LeRobot dataset root?")
+    source_format = format_of_listing(meta_files)
     for rel in meta_files:
         # Object keys are data: a key "meta/../../x" must not become a path outside `local`.
         try:
             source_relative_path(rel)
         except ValueError:
             raise SourceError(f"{url}: object key {rel[:300]!r} is not a plain relative path; refusing to stage it") from None
-        if metadata_bound(rel) is None:
-            continue  # not a file LeRobot reads: a pack leaves it out, so it is not fetched
+        if source_format.metadata_bound(rel) is None:
+            continue  # not a file the format reads: a pack leaves it out, so it is not fetched
         _fetch(storage, rel, local / rel)
-    source = open_dataset_source(local)  # the format says which files its episodes need
+    source = source_format.open(local)  # the format says which files its episodes need
     wanted = episodes if episodes is not None else source.episode_indices
     wanted = [e for e in wanted if e in source.episodes]
     for rel in source.needed_files(wanted):

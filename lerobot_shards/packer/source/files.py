@@ -1,6 +1,6 @@
-"""Hardened reads of a local source's files, for ``LeRobotSource`` (issue 54's split: the model
-of LeRobot's reading is ``core/format/lerobot_reading.py``, the source's parse is ``lerobot.py``,
-and how a file is opened, bounded and cached is here).
+"""Hardened reads of a local source's files, for every source format (issue 54's split: the
+model of LeRobot's reading is ``core/format/lerobot_reading.py``, a format's parse is its module,
+and how a file is found under the root, opened, bounded and cached is here: ``SourceRoot``).
 
 A source file is opened only if it is a regular file (checked on the open descriptor: no race
 with the path, no FIFO that blocks), read in chunks against a bound counted in bytes read (a
@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from lerobot_shards.core.address_space import limit_error
 from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format.layout import source_relative_path
 from lerobot_shards.core.format.limits import MAX_FOOTER_BYTES, MAX_INDEX_FILE_BYTES
 from lerobot_shards.core.format.parquet import Budget, read_bounded
 from lerobot_shards.core.format.parquet.arrow_io import check_footer
@@ -29,6 +30,71 @@ from lerobot_shards.packer.errors import SourceError
 # A file read whole may claim more bytes than the disk holds for it (a sparse file: holes read as
 # zeros, free to its publisher) only by this much: honest files are written, not seeked over.
 SPARSE_SLACK_BYTES = 16 << 20
+
+
+class SourceRoot:
+    """A local dataset root, whose files are read only where they lie under it.
+
+    Args:
+        root: the root (it may itself be a link: ``/data -> /mnt/data``).
+        follow_symlinks: trust links under the root (what they point to is read).
+    """
+
+    def __init__(self, root: str | Path, *, follow_symlinks: bool = False):
+        self.root = Path(root).resolve()
+        self.follow_symlinks = follow_symlinks
+        self._checked: dict[str, Path] = {}
+
+    def file(self, rel: str, *, what: str = "file", missing: str | None = None) -> Path:
+        """The local path of ``rel`` (a path relative to the root, from metadata or a template).
+
+        With ``missing`` (what to tell the user), a file that does not exist is an error;
+        without it the caller decides.
+
+        Raises:
+            SourceError: ``rel`` could leave the root (absolute, ``..``), a component under
+                the root is a symbolic link (unless ``follow_symlinks``), or what it names is not
+                a regular file (a device, FIFO, socket or directory, linked to or not: reading
+                one never ends or blocks).
+        """
+        checked = self._checked.get(rel)
+        if checked is not None:  # each file is checked once: packing asks for it per episode and camera
+            return checked
+        try:
+            source_relative_path(rel)
+        except ValueError:
+            raise SourceError(f"{self.root}: {what} path {rel[:300]!r} leaves the dataset root or is not a plain path") from None
+        path = self.root / rel
+        if not self.follow_symlinks:
+            self._refuse_links(rel)
+        try:
+            mode = path.stat().st_mode  # follows links: what --follow-symlinks would read
+        except FileNotFoundError:
+            if missing is not None:
+                raise SourceError(f"{path}: missing; {missing}") from None
+            return path  # not cached: the caller reports it, or it appears later (staging)
+        except OSError as err:
+            raise SourceError(f"{path}: cannot read the {what} ({err.strerror})") from None
+        if not stat.S_ISREG(mode):
+            raise SourceError(f"{path}: the {what} is {file_kind(mode)}, not a regular file; a LeRobot dataset holds only files")
+        self._checked[rel] = path
+        return path
+
+    def _refuse_links(self, rel: str) -> None:
+        current = self.root
+        for part in Path(rel).parts:
+            current = current / part
+            if current.is_symlink():
+                raise SourceError(
+                    f"{current}: a symbolic link inside the source; refused because it may point outside the dataset "
+                    "(copy the dataset with `cp -rL`, or pass --follow-symlinks if you trust it)"
+                )
+
+    def listing(self, folder: str) -> list[str]:
+        """Every entry under ``folder`` but folders, relative to the root, sorted: a FIFO or a
+        device named like a file a format reads is then refused by ``file``, not passed over."""
+        base = self.root / folder
+        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_symlink() or not p.is_dir())
 
 
 def check_file_size(path: Path, bound: int, what: str) -> int:
@@ -235,6 +301,7 @@ def parquet_schema(path: Path, episode: int) -> pa.Schema:
 
 
 __all__ = [
+    "SourceRoot",
     "SPARSE_SLACK_BYTES",
     "check_file_size",
     "check_stat_size",

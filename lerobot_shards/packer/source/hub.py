@@ -1,4 +1,5 @@
-"""Staging a LeRobot v3.0 dataset from the Hugging Face Hub, hardened for large mixtures.
+"""Staging a dataset from the Hugging Face Hub (in whichever source format its `meta/` listing says:
+``packer.source.base.format_of_listing``), hardened for large mixtures.
 
 What a mixture of hundreds of Hub datasets trips over is the request count (the Hub allows
 about 3,000 requests per 5 minutes): ``snapshot_download`` sends a metadata ``HEAD`` per file
@@ -44,8 +45,7 @@ from typing import Any
 from lerobot_shards.core.format import source_relative_path
 from lerobot_shards.core.storage import HUB, RetryPolicy, name_resolution_failed, retry_after_s
 from lerobot_shards.packer.errors import SourceError
-from lerobot_shards.packer.source.base import open_dataset_source
-from lerobot_shards.packer.source.lerobot import metadata_bound
+from lerobot_shards.packer.source.base import format_of_listing
 
 # The Hub's rate limit is minutes long (about 3,000 requests per 5 minutes): more attempts and
 # longer waits than a bucket's policy, the Hub row's classification (HUB) and the same backoff.
@@ -270,15 +270,16 @@ def stage_hub_source(
     commit = _resolve(api, repo_id, revision)
     local = local_dir_for(repo_id, commit, cache_dir)
     listing = _listing(api, repo_id, commit, local)
-    # Only the metadata files LeRobot reads: a pack leaves any other out, so it is not fetched.
-    meta = [rel for rel in listing if rel.startswith("meta/") and metadata_bound(rel) is not None]
+    # Only the metadata files the dataset's format reads: a pack leaves any other out, so it is not fetched.
+    source_format = format_of_listing([rel for rel in listing if rel.startswith("meta/")])
+    meta = [rel for rel in listing if rel.startswith("meta/") and source_format.metadata_bound(rel) is not None]
     if "meta/info.json" not in listing:
         raise SourceError(f"{repo_id}@{revision or 'main'}: no meta/info.json in the repo (not a LeRobot dataset?)")
     if episodes is None:
         wanted = sorted(rel for rel in listing if not rel.startswith("meta/") or rel in meta)
     else:
         _fetch_all(repo_id, commit, meta, listing, local, max_workers)
-        source = open_dataset_source(local)  # the format says which files its episodes need
+        source = source_format.open(local)  # the format says which files its episodes need
         unknown = [e for e in episodes if e not in source.episodes]
         if unknown:
             raise SourceError(f"{repo_id}: episodes {unknown[:20]} are not in the dataset")

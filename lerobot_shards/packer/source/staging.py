@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lerobot_shards.core.format.lerobot_info import LeRobotInfo
 from lerobot_shards.core.storage import RetryPolicy
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.source.bucket import stage_bucket_source
@@ -59,12 +58,13 @@ def stage_source(
     return local
 
 
-def describe_source(src: str | None, *, repo_id: str | None, revision: str | None, info: LeRobotInfo) -> dict:
+def describe_source(src: str | None, *, repo_id: str | None, revision: str | None, description: dict) -> dict:
     """How the plan and manifest name a source: ``repo_id`` + ``revision`` for the Hub, the URL
     of a bucket, or a local root's directory name (no host paths: manifests stay
-    byte-identical across machines), with the source's ``codebase_version``."""
+    byte-identical across machines), then what the format says of it (``Source.description``:
+    its ``codebase_version``)."""
     if repo_id is not None:
-        return {"repo_id": repo_id, "revision": revision, "codebase_version": info.codebase_version}
+        return {"repo_id": repo_id, "revision": revision, **description}
     assert src is not None
     uri = src if is_remote(src) else os.path.basename(os.path.abspath(src.removeprefix("file://")))
-    return {"uri": uri, "codebase_version": info.codebase_version}
+    return {"uri": uri, **description}
