@@ -257,7 +257,7 @@ def test_a_source_format_is_its_module_and_one_row_staged_from_a_bucket_and_the_
         cache_dir=str(tmp_path / "cache"),
     )
     assert packed(tmp_path / "bucket") == packed(tmp_path / "local")
-    staged = [p for p in (tmp_path / "cache").rglob("README.md")]
+    staged = list((tmp_path / "cache").rglob("README.md"))
     assert not staged  # the format does not read it: not fetched
 
     hub = HubServer().start()

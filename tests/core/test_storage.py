@@ -382,7 +382,7 @@ def test_fork_while_a_parent_thread_holds_the_lock(s3_bucket):
     url, options = s3_bucket
     storage = Storage(url, options)
     storage.write_bytes("blob.bin", bytes(range(100)))
-    with storage._lock:  # as if a prefetch thread were counting bytes at the moment of fork
+    with storage._process.lock:  # as if a prefetch thread were counting bytes at the moment of fork
         pid, data, _ = _run_child("fork", storage)
     assert data == bytes(range(10, 30))
 

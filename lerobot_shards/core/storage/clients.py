@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import threading
 from typing import Any
 
@@ -68,6 +69,44 @@ def shared_filesystem(url: str, options: dict) -> tuple[Any, str]:
     return fs, fs._strip_protocol(url)
 
 
+class ProcessFilesystem:
+    """One root's handle on its filesystem in this process: built on first use by ``make``
+    (``() -> (filesystem, root path)``), built again in a forked child, with the lock and the
+    backoff jitter that belong to the process.
+
+    A parent thread may hold the lock at fork time and does not exist in the child to release
+    it: after a fork the inherited lock is never acquired, a new one is made. The inherited
+    filesystem is kept referenced, never collected, so s3fs's session finalizer cannot close
+    sockets the parent still uses. Forked workers get their own jitter, or they would retry in
+    step.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rng = random.Random()
+        self._fs: Any = None
+        self._root: str | None = None
+        self._pid: int | None = None
+        self._stale: list[Any] = []
+
+    def get(self, make: Any) -> tuple[Any, str]:
+        """``(filesystem, root path)`` of this process, made by ``make()`` when there is none."""
+        pid = os.getpid()
+        if self._pid is not None and self._pid != pid:
+            self.lock = threading.Lock()
+        if self._fs is None or self._pid != pid:
+            with self.lock:
+                if self._fs is None or self._pid != pid:
+                    if self._fs is not None:
+                        self._stale.append(self._fs)
+                    if self._pid != pid:
+                        self.rng = random.Random()
+                    self._fs, self._root = make()
+                    self._pid = pid
+        assert self._root is not None
+        return self._fs, self._root
+
+
 def check_protocol(url: str, protocol: str) -> None:
     """That fsspec can open ``protocol`` here, before anything is read or written.
 
@@ -97,4 +136,4 @@ def clients_created() -> int:
     return _created
 
 
-__all__ = ["check_protocol", "clients_created", "shared_filesystem"]
+__all__ = ["ProcessFilesystem", "check_protocol", "clients_created", "shared_filesystem"]

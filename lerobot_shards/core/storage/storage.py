@@ -25,9 +25,6 @@ from __future__ import annotations
 
 import io
 import os
-import random
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,16 +34,15 @@ import fsspec
 import fsspec.core
 
 from lerobot_shards.core.errors import (
-    AccessDeniedError,
     ArgumentError,
     ObjectNotFoundError,
-    ResourceLimitError,
     ShortReadError,
     StorageError,
 )
 from lerobot_shards.core.format.fields import sha256_chunks
 from lerobot_shards.core.storage.backends.table import backend_for
-from lerobot_shards.core.storage.clients import check_protocol, shared_filesystem
+from lerobot_shards.core.storage.calls import call_with_retries
+from lerobot_shards.core.storage.clients import ProcessFilesystem, check_protocol, shared_filesystem
 from lerobot_shards.core.storage.local_files import (
     atomic_copy,
     atomic_rename,
@@ -55,8 +51,9 @@ from lerobot_shards.core.storage.local_files import (
     remove_stale_temp_files,
     same_device,
 )
+from lerobot_shards.core.storage.range_file import RangeFile, local_prefix, size_text
 from lerobot_shards.core.storage.ranges import DEFAULT_MAX_GAP_BYTES, DEFAULT_MAX_REQUEST_BYTES, coalesce_ranges
-from lerobot_shards.core.storage.retry import RetryPolicy, limit_kind, resource_limit, retry_after_s
+from lerobot_shards.core.storage.retry import RetryPolicy
 
 T = TypeVar("T")
 
@@ -103,17 +100,11 @@ class Storage:
         self._init_process_state()
 
     def _init_process_state(self) -> None:
-        self._lock = threading.Lock()
-        self._fs: Any = None
-        self._root: str | None = None
-        self._pid: int | None = None
-        self._rng = random.Random()
-        self._stale: list[Any] = []
+        self._process = ProcessFilesystem()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_lock", "_fs", "_root", "_pid", "_rng", "_stale"):
-            state.pop(name)
+        state.pop("_process")
         state["counters"] = StorageCounters()  # counters are per process
         return state
 
@@ -137,31 +128,14 @@ class Storage:
 
         For S3 its internal retries are off: calls made on it directly are tried once. Prefer
         this class's methods (``open_input`` for pyarrow, ``register_with_duckdb`` for SQL).
+        Survives fork: a child builds its own (``ProcessFilesystem``).
         """
-        pid = os.getpid()
-        if self._pid is not None and self._pid != pid:
-            # Forked: a parent thread may have held the lock at fork time and does not exist
-            # here to release it. Never acquire the inherited one.
-            self._lock = threading.Lock()
-        if self._fs is None or self._pid != pid:
-            with self._lock:
-                if self._fs is None or self._pid != pid:
-                    if self._fs is not None:
-                        # Inherited through fork: unusable here, and collecting it would run
-                        # s3fs's session finalizer on sockets shared with the parent: keep it.
-                        self._stale.append(self._fs)
-                    if self._pid != pid:
-                        self._rng = random.Random()  # forked workers must not share jitter
-                    self._fs, self._root = self._make_filesystem(internal_retries=False)
-                    self._pid = pid
-        return self._fs
+        return self._process.get(lambda: self._make_filesystem(internal_retries=False))[0]
 
     @property
     def root(self) -> str:
         """The root as the filesystem names it (``bucket/prefix``, an absolute local path)."""
-        self.fs  # noqa: B018 - resolves _root
-        assert self._root is not None
-        return self._root
+        return self._process.get(lambda: self._make_filesystem(internal_retries=False))[1]
 
     def path(self, rel: str) -> str:
         """The filesystem path of ``rel`` (for ``self.fs`` calls)."""
@@ -175,87 +149,23 @@ class Storage:
 
     # -- the retry loop ---------------------------------------------------------------------
     def _count(self, **deltas: float) -> None:
-        with self._lock:
+        with self._process.lock:
             for name, delta in deltas.items():
                 setattr(self.counters, name, getattr(self.counters, name) + delta)
 
     def _call(self, operation: str, rel: str, function: Callable[[], T]) -> T:
-        """Run ``function`` under the retry policy; map its failure to our exceptions."""
-        url = self.object_url(rel)
-        attempts = 0
-        while True:
-            attempts += 1
-            started = time.perf_counter()
-            try:
-                result = function()
-            except Exception as err:  # classified below; nothing is swallowed
-                self._count(requests=1, seconds=time.perf_counter() - started)
-                if isinstance(err, (StorageError, ResourceLimitError)):
-                    raise
-                limit = resource_limit(err)
-                if limit is not None:
-                    raise ResourceLimitError(
-                        f"{url}: {operation}: {limit}", limit=limit_kind(err), where=f"{url}: {operation}"
-                    ) from err
-                raise_permanent = self._permanent(err, url, operation, attempts)
-                if raise_permanent is not None:
-                    raise raise_permanent from err
-                if attempts >= self.retry.max_attempts:
-                    failure = StorageError(
-                        f"{url}: {operation} failed after {attempts} attempts; last error: "
-                        f"{self.backend.brief(err)}{self.backend.hint(err, url, self.storage_options)}",
-                        url=url,
-                        operation=operation,
-                        attempts=attempts,
-                    )
-                    # The message names the last error and the fix; its 150-line chain of
-                    # client frames stays on the exception, not on the screen.
-                    failure.last_error = err
-                    raise failure from None
-                self._count(retries=1)
-                asked = retry_after_s(err, cap_s=self.retry.cap_s)  # a server that says how long to wait is believed
-                time.sleep(asked if asked is not None else self.retry.delay_s(attempts, self._rng))
-                continue
-            self._count(requests=1, seconds=time.perf_counter() - started)
-            return result
-
-    def _permanent(self, err: Exception, url: str, operation: str, attempts: int) -> StorageError | None:
-        """Our exception for a failure no retry cures (in the words of this root's backend:
-        not found, no credentials, access denied, other permanent errors), or None."""
-        backend = self.backend
-        if backend.is_not_found(err):
-            missing = ObjectNotFoundError(
-                f"{url}: not found ({operation}){backend.hint(err, url, self.storage_options)}",
-                url=url,
-                operation=operation,
-                attempts=attempts,
-            )
-            missing.missing_bucket = backend.lacks_container(err)
-            return missing
-        if backend.lacks_credentials(err):
-            # Said first: the operation and its byte range are not what the user must fix.
-            hint = backend.hint(err, url, self.storage_options)
-            return AccessDeniedError(
-                f"{url}: no credentials ({operation}){hint.removeprefix('; no credentials')}",
-                url=url,
-                operation=operation,
-                attempts=attempts,
-            )
-        if backend.is_access_denied(err):
-            return AccessDeniedError(
-                f"{url}: access denied ({operation}): {backend.brief(err)}{backend.hint(err, url, self.storage_options)}",
-                url=url,
-                operation=operation,
-                attempts=attempts,
-            )
-        if not backend.is_transient(err):
-            return StorageError(
-                f"{url}: {operation} failed: {backend.brief(err)}{backend.hint(err, url, self.storage_options)}",
-                url=url,
-                operation=operation,
-                attempts=attempts,
-            )
-        return None
+        """Run ``function`` under the retry policy; map its failure to our exceptions
+        (``call_with_retries``)."""
+        return call_with_retries(
+            function,
+            url=self.object_url(rel),
+            operation=operation,
+            backend=self.backend,
+            retry=self.retry,
+            storage_options=self.storage_options,
+            rng=self._process.rng,
+            count=self._count,
+        )
 
     # -- reads ------------------------------------------------------------------------------
     def read_bytes(self, rel: str) -> bytes:
@@ -285,7 +195,7 @@ class Storage:
 
         def prefix() -> bytes:
             if self.is_local:
-                return _local_prefix(self.path(rel), limit)
+                return local_prefix(self.path(rel), limit)
             try:
                 return self.fs.cat_file(self.path(rel), start=0, end=limit)
             except Exception as err:
@@ -293,7 +203,7 @@ class Storage:
                     return b""
                 raise
 
-        data = self._call(f"read of up to {_size_text(limit - 1)}", rel, prefix)
+        data = self._call(f"read of up to {size_text(limit - 1)}", rel, prefix)
         self._count(bytes_read=len(data))
         return data
 
@@ -456,7 +366,7 @@ class Storage:
         if self.is_local:
             return open(self.path(rel), "rb")
         total = self.size(rel) if size is None else int(size)
-        return io.BufferedReader(_RangeFile(self, rel, total), buffer_size=1 << 20)
+        return io.BufferedReader(RangeFile(self, rel, total), buffer_size=1 << 20)
 
     open = open_input  # the reader's historical name
 
@@ -562,60 +472,6 @@ class Storage:
         fs, root = self._make_filesystem(internal_retries=True)
         con.register_filesystem(fs)
         return fs.unstrip_protocol(root)
-
-
-class _RangeFile(io.RawIOBase):
-    """Raw file over ``Storage.read_range`` (so pyarrow's reads get our retries)."""
-
-    def __init__(self, storage: Storage, rel: str, size: int):
-        self._storage, self._rel, self._size, self._position = storage, rel, size, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
-        self._position = max(0, base + offset)
-        return self._position
-
-    def readinto(self, buffer: Any) -> int:
-        count = min(len(buffer), self._size - self._position)
-        if count <= 0:
-            return 0
-        data = self._storage.read_range(self._rel, self._position, count)
-        memoryview(buffer).cast("B")[:count] = data
-        self._position += count
-        return count
-
-
-def _local_prefix(path: str, limit: int) -> bytes:
-    """A local file's first ``limit`` bytes, read in chunks: one ``read(limit)`` asks the
-    allocator for the whole bound up front (256 MiB for a manifest), which a virtual-memory
-    limit (``ulimit -v``, SLURM's ``VSizeFactor``) refuses though the file holds a few KB."""
-    chunks: list[bytes] = []
-    read = 0
-    with open(path, "rb") as handle:
-        while read < limit and (chunk := handle.read(min(_LOCAL_CHUNK, limit - read))):
-            chunks.append(chunk)
-            read += len(chunk)
-    return b"".join(chunks)
-
-
-_LOCAL_CHUNK = 1 << 22
-
-
-def _size_text(size: int) -> str:
-    """``268435456`` as ``256 MiB`` (what an operation's description says it read)."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size >= 1 << shift:
-            return f"{size / (1 << shift):g} {unit}"
-    return f"{size} bytes"
 
 
 __all__ = ["Storage", "StorageCounters"]
