@@ -11,6 +11,7 @@ click's own (usage, --help)    click's text                                     
 ``SqlSyntaxError``,            the message's own lines (DuckDB points at the error with    1
 ``PredicateError``             ``^`` on the next line), each printable
 ``LeRobotShardsError``         the message, printable; an option's error names its flag    1
+``ConfigurationError``         the message (a sources file, an array index, a destination) 2
 ``KeyboardInterrupt``          what was kept and how to resume                             130
 ``MemoryError``, ``ENOMEM``,   how much the process may hold (``ulimit -v``) and the fix   1
 a library that cannot be       (``--workers`` only where the command has it); a
@@ -141,11 +142,20 @@ class BoundaryGroup(click.Group):
             leaf = ctx.meta.get(_LEAF)
             line = error_line(err, workers=leaf is not None and any(p.name == "workers" for p in leaf.params))
             if one_line(err):
-                raise click.ClickException(line) from None
+                raise _failure(line, getattr(err, "exit_code", 1)) from None
             if ctx.invoked_subcommand in PASSTHROUGH:
                 raise
             click.echo(f"Error: {line}", err=True)
             raise SystemExit(EXIT_BUG) from None
+
+
+class _ConfigurationFailure(click.ClickException):
+    exit_code = 2
+
+
+def _failure(line: str, exit_code: int) -> click.ClickException:
+    """Click's one-line failure with the error's own exit code (``LeRobotShardsError.exit_code``)."""
+    return _ConfigurationFailure(line) if exit_code == _ConfigurationFailure.exit_code else click.ClickException(line)
 
 
 def _interrupted(ctx: click.Context) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 
 import click
 
@@ -267,12 +266,12 @@ def task_command(ctx: click.Context, dst, sources_file, index, offset, video, wo
     after `--`). A failed dataset is recorded in DST/_failures/<name>.json and the task
     exits 0 (143 after SIGTERM), so the array goes on; exit 2 on configuration errors."""
     from lerobot_shards.cli.pack import parse_pack_args
-    from lerobot_shards.packer.mixture.task import EXIT_CONFIG, array_index, run
+    from lerobot_shards.core.errors import ConfigurationError
+    from lerobot_shards.packer.mixture.task import array_index, run
 
     line = array_index(index, offset)
     if line is None:
-        click.echo("error: give --index or run inside a SLURM array (SLURM_ARRAY_TASK_ID is not set)", err=True)
-        ctx.exit(EXIT_CONFIG)
+        raise ConfigurationError("give --index or run inside a SLURM array (SLURM_ARRAY_TASK_ID is not set)")
     args = list(pack_args)
     if video:
         args = ["--video", video, *args]
@@ -283,10 +282,19 @@ def task_command(ctx: click.Context, dst, sources_file, index, offset, video, wo
     try:
         options = parse_pack_args(args)
     except click.ClickException as err:
-        click.echo(f"error: pack options after --: {err.format_message()}", err=True)
-        ctx.exit(EXIT_CONFIG)
-    sys.stdout.flush()
+        raise ConfigurationError(f"pack options after --: {err.format_message()}") from None
     # One set of options for the pack and the task's own reads and writes at DST (failure
     # records, verify): `--storage-options` may come before `--` or among the pack options
     # (what slurm/pack_mixture.sbatch passes on).
-    ctx.exit(run(sources_file, line, dst, options, verify_after=not no_verify, storage_options=options.get("storage_options")))
+    outcome = run(
+        sources_file,
+        line,
+        dst,
+        options,
+        verify_after=not no_verify,
+        storage_options=options.get("storage_options"),
+        say=lambda text: click.echo(printable(text)),
+    )
+    if outcome.error:
+        click.echo(printable(f"[{outcome.name}] FAILED: {outcome.error} (recorded in {outcome.record})"), err=True)
+    ctx.exit(outcome.exit_code)

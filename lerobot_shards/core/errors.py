@@ -13,7 +13,22 @@ from __future__ import annotations
 
 
 class LeRobotShardsError(Exception):
-    """Base class of every error lerobot-shards raises on purpose."""
+    """Base class of every error lerobot-shards raises on purpose.
+
+    ``exit_code``: the exit status the command line gives it (1: the input or the run failed;
+    a ``ConfigurationError`` says 2, as a usage error). The boundary reads it; library code
+    never exits.
+    """
+
+    exit_code: int = 1
+
+
+class ConfigurationError(LeRobotShardsError, ValueError):
+    """The command's own configuration is wrong (a sources file, an array index, a destination
+    that takes no writes): nothing ran. Exits 2, as a usage error, so a SLURM array tells it
+    from a dataset's failure (recorded, exit 0)."""
+
+    exit_code = 2
 
 
 # -- the packed format ----------------------------------------------------------------------
@@ -196,6 +211,7 @@ class PrefetchError(LeRobotShardsError, RuntimeError):
 __all__ = [
     "AccessDeniedError",
     "ArgumentError",
+    "ConfigurationError",
     "DecodeError",
     "DecodeStageError",
     "EpisodeDataError",

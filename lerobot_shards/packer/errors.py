@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lerobot_shards.core.errors import ArgumentError, LeRobotShardsError
+from lerobot_shards.core.errors import ArgumentError, ConfigurationError, LeRobotShardsError
 
 
 class PackError(LeRobotShardsError, RuntimeError):
@@ -68,8 +68,9 @@ class ShardPlanError(PackError, ValueError):
     """Invalid planning input (sizes, targets or part specification)."""
 
 
-class SourcesError(LeRobotShardsError, ValueError):
-    """The sources file of a mixture is malformed; the message names the file and line."""
+class SourcesError(ConfigurationError):
+    """The sources file of a mixture is malformed; the message names the file and line. Exits
+    2 from every command (a configuration error)."""
 
 
 class MixtureError(LeRobotShardsError, ValueError):

@@ -1,15 +1,11 @@
 """``python -m lerobot_shards.train [lerobot-train flags] [--shards.* flags]``: LeRobot's trainer
 on a pack or a mixture (``lerobot_shards/train/lerobot_train.py`` says how); the form ``accelerate launch -m``
-needs. ``lerobot-shards train`` runs this module."""
+needs. It is ``lerobot-shards train``: the same command through the same error boundary (ours
+leave as one line and their exit code, LeRobot's keep their traceback)."""
 
 import sys
 
-from lerobot_shards.core.errors import LeRobotShardsError
-from lerobot_shards.train.lerobot_train import main
+from lerobot_shards.cli.commands import main
 
 if __name__ == "__main__":
-    try:
-        main()
-    except LeRobotShardsError as err:  # what to fix, on one line; LeRobot's own errors keep their traceback
-        print(f"Error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+    main(["train", *sys.argv[1:]], prog_name="lerobot-shards")

@@ -72,3 +72,38 @@ def test_no_function_over_80_lines_and_no_class_over_400(tmp_path):
     long = tmp_path / "long.py"
     long.write_text("def f():\n" + "    x = 1\n" * 80)
     assert oversized([long]) == [f"{long}:f 81 lines"]
+
+
+# Library code raises; only the command line prints and picks exit codes (cli/boundary.py).
+# The trainer's module prints its own --help (it stands in for lerobot-train's); a pool worker
+# whose parent died leaves with os._exit (no user reads it).
+LIBRARY_LAYERS = ("core", "reader", "packer", "tools")
+
+
+def speaks_or_exits(paths) -> list[str]:
+    """``file:line what`` of every ``print(...)``, ``sys.exit(...)``, ``raise SystemExit`` and
+    write to ``sys.stdout``/``sys.stderr`` in ``paths``."""
+    import ast
+
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(Path(path).read_text())):
+            what = ""
+            if isinstance(node, ast.Call):
+                func = ast.unparse(node.func)
+                if func in ("print", "sys.exit", "exit") or func.startswith(("sys.stdout.", "sys.stderr.")):
+                    what = func
+            elif isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):
+                what = "raise SystemExit"
+            if what:
+                found.append((node.lineno, f"{path}:{node.lineno} {what}"))
+    return [line for _, line in sorted(found)]
+
+
+def test_library_code_raises_and_never_prints_or_exits(tmp_path):
+    package = [p for layer in LIBRARY_LAYERS for p in sorted((ROOT / "lerobot_shards" / layer).rglob("*.py"))]
+    spoken = speaks_or_exits(package)
+    assert not spoken, "raise an error of ours (or return a result) and let the CLI print:\n" + "\n".join(spoken)
+    speaker = tmp_path / "speaker.py"
+    speaker.write_text("import sys\nprint('x')\nsys.stderr.write('y')\nraise SystemExit(2)\n")
+    assert speaks_or_exits([speaker]) == [f"{speaker}:2 print", f"{speaker}:3 sys.stderr.write", f"{speaker}:4 raise SystemExit"]

@@ -72,7 +72,7 @@ def test_http_client_failures_are_classified_by_their_client_not_their_name():
         assert not HUB.is_transient(error), type(error)
 
 
-def test_a_destination_that_takes_no_writes_is_refused_before_work(tmp_path, capsys):
+def test_a_destination_that_takes_no_writes_is_refused_before_work(tmp_path):
     """hf:// takes no writes (every Hub write is a commit): pack_dataset refuses it before the
     source is read, and a mixture's SLURM task says so as a configuration error (exit 2)."""
     import pytest
@@ -85,5 +85,8 @@ def test_a_destination_that_takes_no_writes_is_refused_before_work(tmp_path, cap
         pack_dataset(str(tmp_path / "no-such-source"), "hf://datasets/org/x")
     sources = tmp_path / "sources.txt"
     sources.write_text(f"{tmp_path / 'ds'}\n")
-    assert task.run(str(sources), 0, "hf://datasets/org/mix") == task.EXIT_CONFIG
-    assert "not written to (the Hugging Face Hub)" in capsys.readouterr().err
+    from lerobot_shards.core.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"not written to \(the Hugging Face Hub\)") as refused:
+        task.run(str(sources), 0, "hf://datasets/org/mix")
+    assert refused.value.exit_code == 2

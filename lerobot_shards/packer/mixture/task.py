@@ -12,7 +12,11 @@ options given.
   traceback, host, slurm, time}``, and the task exits 0 (143 after SIGTERM), so one bad
   dataset never stops the array; ``mixture create`` lists it. A half-written
   ``DST/<name>/`` is left for the next submission to resume.
-* A bad sources file or index is a configuration error: exit 2, nothing recorded.
+* A bad sources file or index, or a destination that takes no writes, is a configuration
+  error (``ConfigurationError``, exit 2), nothing recorded.
+
+Library code: ``run`` returns a ``TaskOutcome`` (its ``exit_code`` is what the task exits
+with) or raises; the command line prints and exits.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ import json
 import os
 import signal
 import socket
-import sys
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from lerobot_shards.core.errors import StorageError
+from lerobot_shards.core.errors import ConfigurationError, StorageError
 from lerobot_shards.core.format import MANIFEST_PATH
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.packer.errors import PackError, PackInterrupted, SourcesError
@@ -34,12 +39,32 @@ from lerobot_shards.packer.mixture.sources import MixtureSource, read_sources
 from lerobot_shards.packer.run.pack import pack_dataset
 from lerobot_shards.packer.verify_pack import verify
 
-EXIT_CONFIG = 2
 EXIT_TERMINATED = 143
 
 
 class TaskTerminated(PackInterrupted):
     """SIGTERM arrived (``scancel``, or the job's time limit) while packing."""
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """What one array task did with its line.
+
+    ``status``: ``"packed"``, ``"verified"`` (packed, then verified clean), ``"skipped"``
+    (already packed and verified), ``"failed"`` (recorded at ``record``) or ``"terminated"``
+    (SIGTERM; recorded too). ``error``: the failure in one line, or ``""``.
+    """
+
+    name: str
+    status: str
+    error: str = ""
+    record: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """The task's exit status: 143 after SIGTERM (as SLURM reports a terminated step), else 0:
+        a failed dataset is recorded, never a failed array."""
+        return EXIT_TERMINATED if self.status == "terminated" else 0
 
 
 def run(
@@ -50,38 +75,33 @@ def run(
     *,
     verify_after: bool = True,
     storage_options: dict | None = None,
-) -> int:
+    say: Callable[[str], None] = lambda line: None,
+) -> TaskOutcome:
     """Pack line ``index`` (0-based, counting only dataset lines) of ``sources_file`` into ``DST/<name>``.
 
-    ``pack_options`` are keyword arguments of ``pack_dataset`` (``video``, ``windows``, ...).
+    ``pack_options`` are keyword arguments of ``pack_dataset`` (``video``, ``windows``, ...);
+    ``say`` receives the task's progress lines (the command line prints them to the job's log).
 
     Returns:
-        The process exit code (see the module docstring).
+        The ``TaskOutcome``; a dataset's failure is recorded and returned, not raised.
+
+    Raises:
+        SourcesError: the sources file cannot be read or has no line ``index`` (exit 2).
+        ConfigurationError: ``dst`` takes no writes (exit 2): the array's configuration, not a
+            dataset's failure.
     """
-    try:
-        sources = read_sources(sources_file)
-    except SourcesError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_CONFIG
-    if not 0 <= index < len(sources):
-        print(
-            f"error: index {index} is outside the {len(sources)} sources of {sources_file} (0..{len(sources) - 1})",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
-    source = sources[index]
+    source = _task_source(sources_file, index)
     root = Storage(dst, storage_options)
     try:
-        root.check_writable()  # a destination that takes no writes is the array's configuration, not this dataset's failure
+        root.check_writable()
     except StorageError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_CONFIG
+        raise ConfigurationError(str(err)) from None
     target = f"{root.url}/{source.name}"
-    print(f"[{source.name}] task {index}: {source.source} -> {target}", flush=True)
+    say(f"[{source.name}] task {index}: {source.source} -> {target}")
     if _packed_and_verified(target, storage_options):
         root.remove(failure_path(source.name), missing_ok=True)
-        print(f"[{source.name}] already packed and verified: skipped", flush=True)
-        return 0
+        say(f"[{source.name}] already packed and verified: skipped")
+        return TaskOutcome(source.name, "skipped")
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         _pack(source, target, dict(pack_options or {}))
@@ -91,17 +111,25 @@ def run(
                 raise PackError(f"verify found {len(problems)} problem(s) after packing: " + "; ".join(problems[:5]))
     except Exception as err:  # recorded, not raised: the array's other datasets go on
         _record_failure(root, source, err)
-        print(
-            f"[{source.name}] FAILED: {type(err).__name__}: {err} (recorded in {root.object_url(failure_path(source.name))})",
-            file=sys.stderr,
-            flush=True,
-        )
-        return EXIT_TERMINATED if isinstance(err, TaskTerminated) else 0
+        status = "terminated" if isinstance(err, TaskTerminated) else "failed"
+        return TaskOutcome(source.name, status, f"{type(err).__name__}: {err}", root.object_url(failure_path(source.name)))
     finally:
         signal.signal(signal.SIGTERM, previous)
     root.remove(failure_path(source.name), missing_ok=True)
-    print(f"[{source.name}] packed and verified" if verify_after else f"[{source.name}] packed", flush=True)
-    return 0
+    say(f"[{source.name}] packed and verified" if verify_after else f"[{source.name}] packed")
+    return TaskOutcome(source.name, "verified" if verify_after else "packed")
+
+
+def _task_source(sources_file: str, index: int) -> MixtureSource:
+    """Line ``index`` of the sources file.
+
+    Raises:
+        SourcesError: the file cannot be read, or has no such line.
+    """
+    sources = read_sources(sources_file)
+    if not 0 <= index < len(sources):
+        raise SourcesError(f"index {index} is outside the {len(sources)} sources of {sources_file} (0..{len(sources) - 1})")
+    return sources[index]
 
 
 def _pack(source: MixtureSource, target: str, pack_options: dict) -> None:
@@ -148,4 +176,4 @@ def array_index(index: int | None, offset: int) -> int | None:
     return int(task) + offset
 
 
-__all__ = ["EXIT_CONFIG", "EXIT_TERMINATED", "TaskTerminated", "array_index", "run"]
+__all__ = ["EXIT_TERMINATED", "TaskOutcome", "TaskTerminated", "array_index", "run"]
