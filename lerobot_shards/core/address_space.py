@@ -1,4 +1,5 @@
-"""This process's address-space limit (``ulimit -v``, ``RLIMIT_AS``, SLURM's ``VSizeFactor``) and
+"""The limits this process runs under: the cores it may run on (``usable_cores``) and its
+address-space limit (``ulimit -v``, ``RLIMIT_AS``, SLURM's ``VSizeFactor``) and
 what the allocators reserve under it.
 
 Under such a limit every mapping counts, used or not, and two allocators reserve far more than
@@ -27,6 +28,16 @@ from lerobot_shards.core.errors import ResourceLimitError
 MIMALLOC_ARENA_RESERVE = "64MiB"
 GLIBC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on: its affinity (a SLURM job's cpuset, ``taskset``), not the
+    machine's count; at least 1. Every pool we size (encoder threads, decode threads, scan
+    processes, a loader's spare cores) asks here."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def address_space_limit() -> int | None:

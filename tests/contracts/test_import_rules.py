@@ -47,6 +47,7 @@ LAYERS = {
     f"{P}.packer": "packer.face",  # packer/__init__: lazy names only
     f"{P}.tools": "tools",
     f"{P}.testing": "testing",
+    f"{P}.train.__main__": "face",  # an entry point: `python -m lerobot_shards.train` runs the CLI's `train`
     f"{P}.train": "train",
     f"{P}.cli": "cli",
     P: "face",  # lerobot_shards/__init__ and __main__
@@ -87,7 +88,7 @@ RULES: dict[str, set[str]] = {
     "core.storage": {"core.errors", "core.format", "core.address_space"},
     "core.windows": {"core.errors"},
     "core.pack": {"core.errors", "core.format", "core.storage", "core.windows"},
-    "core.address_space": {"core.errors"},  # this process's RLIMIT_AS and the allocators' reservations under it
+    "core.address_space": {"core.errors"},  # this process's limits: its cores, RLIMIT_AS and the allocators under it
     "core.face": set(),
     "reader.read_options": {
         "core.errors",
@@ -98,8 +99,9 @@ RULES: dict[str, set[str]] = {
     },  # decoder names, pins
     "reader.plan": {"core.errors"},
     "reader.fetch": {"core.errors", "core.format", "core.storage", "core.pack"},
-    "reader.decode": {"core.errors", "core.format"},
+    "reader.decode": {"core.errors", "core.format", "core.address_space"},  # decode threads sized to the usable cores
     "reader.runtime": {
+        "core.address_space",  # camera threads sized to the usable cores
         "core.errors",
         "core.format",
         "core.storage",
@@ -140,6 +142,7 @@ RULES: dict[str, set[str]] = {
         "core.address_space",
     },
     "packer.mixture": {
+        "core.address_space",  # scan processes sized to the usable cores
         "packer.base",
         "packer.options",
         "core.option_fields",  # scan_datasets/create_mixture take MixtureScan by name, as pack_dataset takes PackOptions

@@ -36,6 +36,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from lerobot_shards.core.address_space import usable_cores
 from lerobot_shards.core.errors import LeRobotShardsError, MixtureSpecError, PredicateError
 from lerobot_shards.core.format import MANIFEST_PATH, PREROLL_FORMAT_VERSION, FormatError, check_key, sha256_hex
 from lerobot_shards.core.format.features import Features
@@ -266,7 +267,7 @@ def _open_packs(job: _ScanJob, items: list[tuple[str, str]], processes: int | No
     3,240 packs took 11 s in one thread and 16 s in 8 threads of one process on 2 cores).
     ``processes=None``: one per usable core, at most one per ``_PACKS_PER_PROCESS`` packs."""
     if processes is None:
-        processes = min(len(os.sched_getaffinity(0)), len(items) // _PACKS_PER_PROCESS)
+        processes = min(usable_cores(), len(items) // _PACKS_PER_PROCESS)
     processes = max(1, min(processes, len(items)))
     if processes == 1:
         return _open_chunk(job, items)

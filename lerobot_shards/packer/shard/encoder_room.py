@@ -20,10 +20,9 @@ three times what the encoders were measured to take.
 from __future__ import annotations
 
 import mmap
-import os
 import resource
 
-from lerobot_shards.core.address_space import address_space_limit, has_room
+from lerobot_shards.core.address_space import address_space_limit, has_room, usable_cores
 from lerobot_shards.core.errors import ResourceLimitError
 
 MIB = 1 << 20
@@ -35,16 +34,6 @@ FRAMES_HELD = 48
 # x265 runs at most 6 frame encoders when it chooses their number (x265's frameNumThreads for 32
 # cores or more); its pools hold one worker a core (several pools of up to 64 past 64 cores).
 X265_MAX_FRAME_THREADS = 6
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity: a SLURM job's cpuset, ``taskset``). x265 sizes
-    its pool by the same count: under ``taskset -c 0`` it started 3 threads on 480x640 frames,
-    on both cores 5."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def encoder_threads(encoder: str, options: dict[str, str], cores: int) -> int:

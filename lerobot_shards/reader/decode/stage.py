@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
-import os
 import queue
 import threading
 import time
@@ -34,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from lerobot_shards.core.address_space import usable_cores
 from lerobot_shards.core.errors import DecodeError, DecodeStageError, FormatError
 from lerobot_shards.reader.decode.backends import DecodeBackend, Job, Opened, backend_class
 from lerobot_shards.reader.decode.batch_plan import CameraPlan, balance, plan_camera
@@ -117,8 +117,7 @@ class DecodeStage:
             "members_in_batches": 0,
             "members_opened": 0,
         }
-        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self.threads = threads or (_CUDA_THREADS if self.device.type == "cuda" else max(1, min(4, usable)))
+        self.threads = threads or (_CUDA_THREADS if self.device.type == "cuda" else min(4, usable_cores()))
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="lerobot-shards-decode") if self.threads > 1 else None
 
     def stats(self) -> dict:

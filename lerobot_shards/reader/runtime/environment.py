@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import torch.distributed as dist
 import torch.utils.data
 
+from lerobot_shards.core.address_space import usable_cores
 from lerobot_shards.core.errors import PlanError
 from lerobot_shards.reader.plan.world import World
 
@@ -67,10 +68,7 @@ def decode_threads_for(world: World, frame_sizes: Iterable[tuple[int, int]] = ()
     Raises:
         PlanError: ``LOCAL_WORLD_SIZE`` is not an integer.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     local_ranks = max(1, _env_int("LOCAL_WORLD_SIZE", 1))
     sizes = list(frame_sizes)
     if sizes and max(height * width for height, width in sizes) < THREADED_MIN_PIXELS:
