@@ -119,9 +119,12 @@ def rescale_depth_stats(meta: PackedMeta, unit: str) -> PackedMeta:
     return meta
 
 
-def load_packed_meta(storage: Storage, manifest: Manifest, info: LeRobotInfo | None, tasks: dict[int, str]) -> PackedMeta:
+def load_packed_meta(
+    storage: Storage, manifest: Manifest, info: LeRobotInfo | None, tasks: dict[int, str], *, raw_stats: dict | None = None
+) -> PackedMeta:
     """Build ``PackedMeta`` from a pack's manifest, its ``meta/info.json`` (as ``PackedIndex``
-    read and checked it) and ``meta/stats.json``.
+    read and checked it) and ``meta/stats.json`` (``raw_stats``: its JSON when the caller read it
+    already, ``read_stats``; read here otherwise).
 
     Raises:
         FormatError: stats.json is not JSON or holds values of the wrong type, or info.json's
@@ -132,7 +135,7 @@ def load_packed_meta(storage: Storage, manifest: Manifest, info: LeRobotInfo | N
     stats: dict[str, dict[str, np.ndarray]] = {}
     if STATS_PATH in manifest.files:
         stats_where = storage.describe(STATS_PATH)
-        stats = _stats(read_stats(storage, manifest), stats_where)
+        stats = _stats(read_stats(storage, manifest) if raw_stats is None else raw_stats, stats_where)
     elif storage.exists(STATS_PATH):  # a pack without stats says so by having none, not by omitting them
         raise IntegrityError(
             f"{storage.describe(STATS_PATH)} is in the pack but its manifest does not list it: one of the two was "

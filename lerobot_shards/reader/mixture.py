@@ -27,6 +27,7 @@ padded vectors nor cameras) are dropped so batches collate.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import warnings
@@ -221,6 +222,7 @@ class MixtureDataset(EpochStream):
         self._meta_records: list[dict] | None = None
         self._compiled: tuple[Storage, MixtureSpec] | None = None
         self._meta: PackedMeta | None = None
+        self._raw_stats: dict[str, dict] | None = None  # each pack's meta/stats.json, as read for meta
         self._pieces_cache: dict[int, EpochPieces] = {}
         self._recorded_key_maps: list[dict[str, str | None]] = []
         names = self._open(sources, names, allow_remote_paths=allow_remote_paths)
@@ -387,10 +389,12 @@ class MixtureDataset(EpochStream):
             metas = [meta_from_record(records[i], d, catalog.tasks(i)) for i, d in enumerate(catalog.datasets)]
         else:
             metas = []
+            raw = self._raw_stats = {}
             for i, d in enumerate(catalog.datasets):
                 storage = Storage(d.root, self.options.storage_options, retry=self.options.retry)
                 index = PackedIndex(storage, manifest_sha256=d.manifest_sha256)
-                metas.append(load_packed_meta(storage, index.manifest, index.info, catalog.tasks(i)))
+                raw[d.name] = read_stats(storage, index.manifest)  # kept: normalization_stats reads no pack again
+                metas.append(load_packed_meta(storage, index.manifest, index.info, catalog.tasks(i), raw_stats=raw[d.name]))
         return [rescale_depth_stats(m, self.options.depth_unit) for m in metas]
 
     @property
@@ -453,12 +457,10 @@ class MixtureDataset(EpochStream):
         if self._compiled is not None:
             base, spec = self._compiled
             return {d.name: r.get("stats") or {} for d, r in zip(self.catalog.datasets, _read_meta_records(base, spec))}
-        out = {}
-        for d in self.catalog.datasets:
-            storage = Storage(d.root, self.options.storage_options, retry=self.options.retry)
-            manifest = PackedIndex(storage, manifest_sha256=d.manifest_sha256).manifest
-            out[d.name] = read_stats(storage, manifest)
-        return out
+        if self._raw_stats is None:
+            self.meta  # noqa: B018 - reads each pack's stats once, keeping them
+        assert self._raw_stats is not None
+        return copy.deepcopy(self._raw_stats)
 
     # -- planning -------------------------------------------------------------------------------
     def _pieces(self, epoch: int) -> EpochPieces:

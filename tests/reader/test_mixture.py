@@ -178,8 +178,31 @@ def test_heterogeneous_datasets_batch_with_masks(mixture_root):
     assert batch["action"][arm, 1, 0] - batch["action"][arm, 0, 0] in (0.0, 1.0, 2.0)
     assert set(dataset.normalization_stats) == {"arm", "slow", "front"}
     before = dataset.stats()["samples"]
+    _each_stats_file_read_once(mixture_root)
     assert len(list(dataset)) == TOTAL  # an exhausted iterator has published its counters
     assert dataset.stats()["samples"] - before == TOTAL and dataset.stats()["episodes_admitted"] >= 7
+
+
+def _each_stats_file_read_once(mixture_root):
+    """meta and normalization_stats of a mixture opened from its packs read each pack's
+    meta/stats.json once between them."""
+    from unittest import mock
+
+    from lerobot_shards.core.storage import Storage
+
+    dataset = _mixture(mixture_root)
+    reads = []
+    original = Storage.read_range
+
+    def counted(self, rel, offset, size):
+        reads.append((self.url, rel))
+        return original(self, rel, offset, size)
+
+    with mock.patch.object(Storage, "read_range", counted):
+        dataset.meta  # noqa: B018
+        stats = dataset.normalization_stats
+    read = [r for r in reads if r[1] == "meta/stats.json"]
+    assert len(read) == len(set(read)) == 3 and set(stats) == {"arm", "slow", "front"}
 
 
 def test_mixture_file_and_errors(mixture_root, tmp_path):
@@ -241,7 +264,8 @@ def test_features_only_some_datasets_have_are_filled_or_named(mixture_root, tmp_
             assert float(batch["next.reward"][row]) == 0.0
         assert bool(batch["observation.images.wrist_mask"][row])
     assert (
-        batch["observation.images.wrist"].shape == (total, 3, 32, 32) and batch["observation.images.wrist"].dtype == torch.uint8
+        batch["observation.images.wrist"].shape == (total, 3, 32, 32)
+        and batch["observation.images.wrist"].dtype == torch.float32  # pictures: float32 under return_uint8, as LeRobot's
     )
     talk = [r for r, n in enumerate(batch["dataset_name"]) if n == "talk"]
     assert batch["next.reward"][talk].abs().sum() > 0  # real values where the dataset has them

@@ -81,6 +81,7 @@ def test_the_trainers_flags_are_the_read_options_it_does_not_set_itself():
         "log_samples",
         "allow_untested_lerobot",
         "mixed_rates",
+        "order",
     }
     options = ShardsOptions.from_flags({"cache_limit_gb": 2.5, "shuffle": False, "log_samples": "x"})
     assert options.read_options(seed=5) == ReadOptions(cache_limit_gb=2.5, shuffle=False, seed=5)

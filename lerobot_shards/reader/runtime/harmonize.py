@@ -88,7 +88,9 @@ class FeatureHarmonizer:
         keys: mixture keys every harmonized sample carries (plus ``_mask``, ``_is_pad``,
             ``task``, ``dataset_index`` and ``dataset_name``).
         cameras: ``{camera: (C, H, W)}``, the union over datasets.
-        depth_cameras: the cameras that hold depth maps (their fill is float32).
+        depth_cameras: the cameras that are float32 whatever ``return_uint8`` says: depth maps
+            and image features (LeRobot's pictures); their fill is float32, and a dataset that
+            holds one as video gives it as float32 too (one dtype per batch).
         filled: ``{key: (sample shape, dtype)}`` of numeric keys some datasets lack (zeros of the
             dtype the reader yields for them, and a mask, there).
         dropped: ``{key: [dataset names that have it]}``: keys only some datasets have that
@@ -289,7 +291,12 @@ class FeatureHarmonizer:
 
         have = key in renamed or key in encoded
         if key in renamed:
-            out[key] = renamed[key]
+            value = renamed[key]
+            if key in self.depth_cameras and value.dtype == torch.uint8:
+                from lerobot_shards.reader.decode.unit_float import to_unit_float
+
+                value = to_unit_float(value)  # a video in this dataset, pictures in another: one dtype
+            out[key] = value
         elif not have:
             channels, height, width = self.cameras[key]
             shape = (channels, height, width) if steps in (None, 1) else (steps, channels, height, width)
@@ -366,7 +373,8 @@ def _mapped_features(
 def _common_cameras(
     names: Sequence[str], mapped: Sequence[Mapping[str, FeatureSpec]]
 ) -> tuple[dict[str, tuple[int, int, int]], frozenset[str]]:
-    """Every camera's (C, H, W), one per mixture key, and which cameras are depth.
+    """Every camera's (C, H, W), one per mixture key, and which cameras are float32 whatever
+    ``return_uint8`` says (depth maps, and image features: LeRobot's pictures are float32).
 
     Raises:
         HarmonizeError: a camera with different sizes in two datasets (names both).
@@ -379,8 +387,8 @@ def _common_cameras(
             camera = feature.camera
             if camera is None:
                 continue
-            if feature.depth:
-                depth.add(key)
+            if feature.depth or feature.kind == "image":
+                depth.add(key)  # float32 whatever return_uint8 says (LeRobot's depth maps and pictures)
             chw = (camera.channels, camera.height, camera.width)
             if key in cameras and cameras[key] != chw:
                 raise HarmonizeError(

@@ -130,7 +130,9 @@ class SampleBuilder:
                     image_column_bytes(column[row]),
                     camera=self.image_cameras[key],
                     where=where,
-                    as_float=not self.return_uint8,
+                    # LeRobot's return_uint8 keeps only video frames uint8: its pictures are
+                    # PIL images made tensors, float32 in [0, 1], whatever it says.
+                    as_float=True,
                 )
             )
         stacked = torch.stack(pictures) if key in self.offsets else pictures[0]
