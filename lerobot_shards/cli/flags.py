@@ -82,4 +82,10 @@ storage_option = click_option(
 """``--storage-options`` for commands over a pack (parsed: a dict or None)."""
 
 
-__all__ = ["PACK_FIELDS", "check_together", "click_option", "storage_option", "with_pack_flags"]
+def count_option(*decls: str, default: int, minimum: int, help: str) -> Any:
+    """A whole-number flag of a command's own (not a pack option: those come from their
+    fields), at least ``minimum``, its default shown in ``--help``."""
+    return click.option(*decls, type=click.IntRange(min=minimum), default=default, show_default=True, help=help)
+
+
+__all__ = ["count_option", "PACK_FIELDS", "check_together", "click_option", "storage_option", "with_pack_flags"]

@@ -9,27 +9,25 @@ from pathlib import Path
 
 import click
 
-from lerobot_shards.cli.flags import storage_option
+from lerobot_shards.cli.flags import count_option, storage_option
 from lerobot_shards.cli.text import printable
 
 
 @click.command("preview")
 @click.argument("packed")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write.")
-@click.option(
+@count_option(
     "--episodes",
     "max_episodes",
-    type=click.IntRange(min=0),
     default=12,
-    show_default=True,
+    minimum=0,
     help="Episodes shown with frames and plots (the first ones; the summary covers all).",
 )
-@click.option(
+@count_option(
     "--frames",
     "frames_per_episode",
-    type=click.IntRange(min=1),
     default=6,
-    show_default=True,
+    minimum=1,
     help="Frames per camera in each episode's contact sheet, evenly spaced.",
 )
 @storage_option

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from lerobot_shards.cli.flags import count_option
 from lerobot_shards.cli.progress import ProgressLog
 
 # lerobot_shards.testing (pandas: ~0.75 s) is imported when make-sample runs, not by every command.
@@ -28,9 +29,9 @@ def _parse_cameras(text: str) -> tuple:
 @click.command("make-sample")
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--episodes", default=6, show_default=True, help="Number of episodes.")
-@click.option("--fps", type=click.IntRange(min=1), default=30, show_default=True, help="Frames per second of every episode.")
-@click.option("--min-length", type=click.IntRange(min=1), default=8, show_default=True, help="Shortest episode (frames).")
-@click.option("--max-length", type=click.IntRange(min=1), default=40, show_default=True, help="Longest episode (frames).")
+@count_option("--fps", default=30, minimum=1, help="Frames per second of every episode.")
+@count_option("--min-length", default=8, minimum=1, help="Shortest episode (frames).")
+@count_option("--max-length", default=40, minimum=1, help="Longest episode (frames).")
 @click.option(
     "--cameras",
     default="observation.images.top:48x64,observation.images.wrist:32x32",

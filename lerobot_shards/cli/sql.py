@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from lerobot_shards.cli.flags import storage_option
+from lerobot_shards.cli.flags import count_option, storage_option
 from lerobot_shards.cli.text import printable
 
 
@@ -22,12 +22,8 @@ from lerobot_shards.cli.text import printable
     show_default=True,
     help="table for reading; csv, or json (an array of one object per row), for other tools (every row).",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=0),
-    default=50,
-    show_default=True,
-    help="Rows of each statement the table shows (the rest are counted); 0 shows all.",
+@count_option(
+    "--limit", default=50, minimum=0, help="Rows of each statement the table shows (the rest are counted); 0 shows all."
 )
 @storage_option
 def sql_command(dst, query, fmt, limit, storage_options):

@@ -98,7 +98,7 @@ def _write_video(source: LeRobotSource, episode: int, key: str, root: Path) -> N
 
 
 def _episodes_table(v3_root: Path) -> pa.Table:
-    return pa.concat_tables([pq.read_table(p) for p in sorted((v3_root / "meta" / "episodes").glob("*/*.parquet"))])
+    return pa.concat_tables([pq.read_table(path) for path in sorted((v3_root / "meta" / "episodes").glob("*/*.parquet"))])
 
 
 def _episode_stats(table: pa.Table, episode: int) -> dict:

@@ -146,13 +146,13 @@ def test_open_decoders_stay_bounded_however_many_episodes_are_read(packed_copy):
         ds.__getitems__(order[start : start + 8])
         engine = ds._random_access()
         assert engine.cache.held <= 2 and engine.open_decoders() <= 2 * CAMERAS
-        peak = max(peak, engine.cache.counters.max_held)
+        peak = max(peak, engine.cache.counters["max_held"])
     assert peak <= 2
     assert ds.stats()["episodes_admitted"] > len(LENGTHS)  # evicted episodes were read again
     # A byte bound alone: every episode is larger than 1 byte, so one is held at a time.
     small = PackedLeRobotDataset(str(packed_copy), open_bytes=1)
     small.__getitems__(order[:16])
-    assert small._random_access().cache.counters.max_held == 1 and small._random_access().cache.held == 1
+    assert small._random_access().cache.counters["max_held"] == 1 and small._random_access().cache.held == 1
 
 
 def _as_list(batch: list[dict]) -> list[dict]:

@@ -305,30 +305,36 @@ def _check_episode(source: Source, options: PackOptions, episode: int, videos: O
                 )
             )
     for key in source.video_keys:
-        _check_camera(source, options, episode, key, length, stamps, videos, report)
+        _check_camera(_Camera(source, options, episode, key, length, stamps, videos, report))
 
 
-def _check_camera(
-    source: Source,
-    options: PackOptions,
-    episode: int,
-    key: str,
-    length: int,
-    stamps: np.ndarray | None,
-    videos: OpenVideos,
-    report: SourceCheck,
-) -> None:
+@dataclass(frozen=True)
+class _Camera:
+    """One camera of one episode under check, and where its findings go."""
+
+    source: Source
+    options: PackOptions
+    episode: int
+    key: str
+    length: int
+    stamps: np.ndarray | None
+    videos: OpenVideos
+    report: SourceCheck
+
+
+def _check_camera(camera: _Camera) -> None:
     """One camera of an episode, as the pack would take it: its file opened and cut, each
     row's frame, the frame count against the rows, whether copy mode can keep it."""
-    opened = _open_camera(source, options, episode, key, length, stamps, videos, report)
+    opened = _open_camera(camera)
     if opened is None:
         return
     location, positions, frames, video, found = opened
-    if not _row_frames(source, options, episode, key, positions, frames, report):
+    if not _row_frames(camera, positions, frames):
         return
-    if not _frame_count(options, episode, key, length, found, str(location.path), report):
+    if not _frame_count(camera, found, str(location.path)):
         return
-    if video is None and found and (options.video == "copy" or key in source.depth):
+    source, key, episode, report = camera.source, camera.key, camera.episode, camera.report
+    if video is None and found and (camera.options.video == "copy" or key in source.depth):
         how = "losslessly (depth)" if key in source.depth else "with the hevc settings"
         message = f"cannot be cut at a keyframe as one decode run: copy mode re-encodes it {how}"
         report.findings.append(Finding("warning", message, episode, key))
@@ -336,43 +342,34 @@ def _check_camera(
             report.reencoded.append(episode)
 
 
-def _open_camera(
-    source: Source,
-    options: PackOptions,
-    episode: int,
-    key: str,
-    length: int,
-    stamps: np.ndarray | None,
-    videos: OpenVideos,
-    report: SourceCheck,
-):
+def _open_camera(camera: _Camera):
     """The camera's file, each row's frame in it, the frames its window holds, the cut member
     (None: not cuttable) and the frames found; None (and an error finding) where it cannot be
     read or cut."""
+    source, options, episode, key, report = camera.source, camera.options, camera.episode, camera.key, camera.report
     location = source.video_location(episode, key)
     if not location.path.is_file():
         report.findings.append(Finding("error", f"{location.path}: missing", episode, key))
         return None
     try:
-        reader = videos.packets(
+        reader = camera.videos.packets(
             key,
             location.path,
             max_samples=source.max_video_samples(episode, key),
             max_sample_bytes=source.max_sample_bytes(key),
         )
-        positions, frames = row_positions(location, stamps, reader, options.tolerance_s)
-        video, found = cut_episode(location, reader, max_frames=length)
+        positions, frames = row_positions(location, camera.stamps, reader, options.tolerance_s)
+        video, found = cut_episode(location, reader, max_frames=camera.length)
     except (SourceError, VideoCutError, PackError, FormatError) as err:
         report.findings.append(Finding("error", str(err), episode, key))
         return None
     return location, positions, frames, video, found
 
 
-def _row_frames(
-    source: Source, options: PackOptions, episode: int, key: str, positions, frames: int, report: SourceCheck
-) -> bool:
+def _row_frames(camera: _Camera, positions, frames: int) -> bool:
     """What the rows' timestamps read: another order than the video's (re-encoded), rows without
     a frame (padded, dropped or refused). Returns whether the camera's checks go on."""
+    source, options, episode, key, report = camera.source, camera.options, camera.episode, camera.key, camera.report
     add = report.findings.append
     try:
         rows = row_frames_verdict(
@@ -407,9 +404,10 @@ def _row_frames(
     return True
 
 
-def _frame_count(options: PackOptions, episode: int, key: str, length: int, found: int, where: str, report: SourceCheck) -> bool:
+def _frame_count(camera: _Camera, found: int, where: str) -> bool:
     """The video's frames against the rows: trimmed, padded, dropped or refused. Returns
     whether the camera's checks go on."""
+    options, episode, key, length, report = camera.options, camera.episode, camera.key, camera.length, camera.report
     add = report.findings.append
     try:
         verdict = frame_verdict(found, length, options.on_frame_mismatch, episode=episode, key=key, where=where)

@@ -10,22 +10,28 @@ read through the bounded reader; data files' footers are cached by (path, size, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lerobot_shards.core.address_space import limit_error
 from lerobot_shards.core.errors import FormatError
+from lerobot_shards.core.format import STATS_PATH
+from lerobot_shards.core.format.fields import load_json
 from lerobot_shards.core.format.layout import source_relative_path
-from lerobot_shards.core.format.limits import MAX_FOOTER_BYTES, MAX_INDEX_FILE_BYTES
+from lerobot_shards.core.format.limits import MAX_FOOTER_BYTES, MAX_INDEX_FILE_BYTES, MAX_JSON_DEPTH, MAX_STATS_BYTES
 from lerobot_shards.core.format.parquet import Budget, read_bounded
 from lerobot_shards.core.format.parquet.arrow_io import check_footer
 from lerobot_shards.packer.errors import SourceError
+
+T = TypeVar("T")
 
 # A file read whole may claim more bytes than the disk holds for it (a sparse file: holes read as
 # zeros, free to its publisher) only by this much: honest files are written, not seeked over.
@@ -44,6 +50,24 @@ class SourceRoot:
         self.root = Path(root).resolve()
         self.follow_symlinks = follow_symlinks
         self._checked: dict[str, Path] = {}
+
+    def stats_json(self) -> object | None:
+        """``meta/stats.json`` parsed as LeRobot writes it (non-finite numbers kept), or None
+        when the root has none.
+
+        Raises:
+            SourceError: the file is a link or not a regular file, larger than its bound, or not JSON.
+        """
+        path = self.file(STATS_PATH, what="statistics")
+        if not path.is_file():
+            return None
+        data = read_regular(path, MAX_STATS_BYTES, "stats.json")
+        try:
+            return load_json(
+                data, where=str(path), max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True, lerobot_file=True
+            )
+        except FormatError as err:
+            raise SourceError(str(err)) from None
 
     def file(self, rel: str, *, what: str = "file", missing: str | None = None) -> Path:
         """The local path of ``rel`` (a path relative to the root, from metadata or a template).
@@ -95,6 +119,20 @@ class SourceRoot:
         device named like a file a format reads is then refused by ``file``, not passed over."""
         base = self.root / folder
         return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_symlink() or not p.is_dir())
+
+
+def parsed_once(make: Callable[..., T], root: str | Path, files: Sequence[Path], *, follow_symlinks: bool) -> T:
+    """``make(root, follow_symlinks=...)``, reused while ``files`` (the format's metadata files)
+    keep their sizes and times: parsing a source reads every metadata file, and each shard a
+    (pool) process builds would otherwise pay for it again; a long-lived process sees an edited
+    source."""
+    signature = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.is_file())
+    return _parsed(make, str(root), follow_symlinks, signature)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed(make: Callable[..., Any], root: str, follow_symlinks: bool, signature: tuple) -> Any:
+    return make(root, follow_symlinks=follow_symlinks)
 
 
 def check_file_size(path: Path, bound: int, what: str) -> int:

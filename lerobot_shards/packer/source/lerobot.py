@@ -15,34 +15,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as _compute
 
-from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import INFO_PATH, META_DIR, STATS_PATH, TASKS_PATH, sha256_hex
-from lerobot_shards.core.format.fields import canonical_json, load_json
+from lerobot_shards.core.format.fields import canonical_json
 from lerobot_shards.core.format.lerobot_reading import stats_problems
 from lerobot_shards.core.format.limits import (
     MAX_DATASET_FRAMES,
     MAX_DATASET_MEMBERS,
-    MAX_JSON_DEPTH,
-    MAX_STATS_BYTES,
     SOURCE_SAMPLES_SLACK,
 )
 from lerobot_shards.packer.errors import SourceError
-from lerobot_shards.packer.source.cameras import CameraProbes, max_sample_bytes
+from lerobot_shards.packer.source.cameras import CameraProbes
 from lerobot_shards.packer.source.files import (
     SourceRoot,
     check_file_size,
     parquet_rows,
-    read_regular,
+    parsed_once,
     read_source_file,
     read_source_table,
     sha256_regular,
 )
+from lerobot_shards.packer.source.lerobot_layout import LeRobotLayout
 from lerobot_shards.packer.source.lerobot_v3_metadata import EPISODES_GLOB, V3Metadata, metadata_bound
 from lerobot_shards.packer.source.records import EpisodeRecord, MetadataFile, SourceFormat
-from lerobot_shards.packer.source.rows import RowReader, SchemaDrift, first_episode_of
+from lerobot_shards.packer.source.rows import RowReader, SchemaDrift
 from lerobot_shards.packer.source.video import VideoLocation, video_duration_s
 
 # pyarrow.compute makes its functions at import; a static checker cannot see them.
@@ -51,13 +48,15 @@ pc: Any = _compute
 log = logging.getLogger(__name__)
 
 
-class LeRobotSource:
+class LeRobotSource(LeRobotLayout):
     """A local LeRobot v3.0 dataset root (the ``Source`` interface, ``packer.source.base``).
 
     Raises (from the constructor):
         SourceError: missing ``meta/info.json``/episodes/tasks, an unsupported
             ``codebase_version``, or episodes metadata lacking required columns.
     """
+
+    tasks_file = TASKS_PATH
 
     def __init__(self, root: str | Path, *, follow_symlinks: bool = False):
         self._root = SourceRoot(root, follow_symlinks=follow_symlinks)
@@ -90,29 +89,13 @@ class LeRobotSource:
         self._cameras = CameraProbes(self.features)
         self._video_file_ends: dict[str, dict[str, float]] = {}
 
-    def file(self, rel: str, *, what: str = "file", missing: str | None = None) -> Path:
-        """``SourceRoot.file``: the local path of ``rel``, checked to lie under the root."""
-        return self._root.file(rel, what=what, missing=missing)
-
-    @property
-    def episode_indices(self) -> list[int]:
-        return list(self.episodes)
-
-    def description(self) -> dict[str, Any]:
-        return {"codebase_version": self.info.codebase_version}
-
     def lerobot_info(self) -> dict[str, Any]:
         return self.info.raw
 
-    # -- metadata ---------------------------------------------------------------------------
-    def check_tasks(self) -> list[int]:
-        """Return episodes whose tasks are missing from tasks.parquet (warned once, kept)."""
-        known = set(self.tasks.names.values())
-        bad = [e for e, record in self.episodes.items() if any(t not in known for t in record.tasks or ())]
-        if bad:
-            log.warning("episodes %s list tasks missing from meta/tasks.parquet; packing them anyway", bad[:10])
-        return bad
+    def known_tasks(self) -> list[str]:
+        return list(self.tasks.names.values())
 
+    # -- metadata ---------------------------------------------------------------------------
     def metadata_files(self) -> list[MetadataFile]:
         """The metadata files LeRobot v3 reads (``metadata_bound``), in path order, for the pack
         to copy (``info.json`` is then rewritten as the pack's own); ``unknown_metadata_files``
@@ -141,6 +124,9 @@ class LeRobotSource:
     def _video_rel(self, row: dict, video_key: str) -> str:
         return self.info.video_file(video_key, row[f"videos/{video_key}/chunk_index"], row[f"videos/{video_key}/file_index"])
 
+    def video_file(self, episode_index: int, video_key: str) -> Path:
+        return self.video_location(episode_index, video_key).path
+
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         row = self.meta.records[episode_index]
         path = self.file(self._video_rel(row, video_key), what=f"video (episode {episode_index}, camera {video_key})")
@@ -161,43 +147,7 @@ class LeRobotSource:
                 lasts[rel] = max(lasts.get(rel, 0.0), float(row[f"videos/{video_key}/to_timestamp"]))
         return int(2 * lasts[self._video_rel(self.meta.records[episode_index], video_key)] * self.fps) + SOURCE_SAMPLES_SLACK
 
-    def max_sample_bytes(self, video_key: str) -> int:
-        return max_sample_bytes(self.features, video_key)
-
-    def needed_files(self, episodes: Sequence[int]) -> list[Path]:
-        """Every data and video file the given episodes read, relative to the root."""
-        files = {self.data_path(e).relative_to(self.root) for e in episodes}
-        for e in episodes:
-            for key in self.video_keys:
-                files.add(self.video_location(e, key).path.relative_to(self.root))
-        return sorted(files)
-
     # -- rows -------------------------------------------------------------------------------
-    def episode_rows(self, episode_index: int, *, fill_missing: bool = False) -> pa.Table:
-        """``RowReader.rows`` from the episode's data file (shared with other episodes)."""
-        return self._rows.rows(episode_index, self.data_path(episode_index), fill_missing=fill_missing)
-
-    def check_rows(self, episode_index: int, rows: pa.Table) -> None:
-        self._rows.check_rows(episode_index, rows, self.data_path(episode_index), tasks_file=self.root / TASKS_PATH)
-
-    def episode_tasks(self, episode_index: int, rows: pa.Table) -> list[str]:
-        return self._rows.episode_tasks(episode_index, rows, self.data_path(episode_index))
-
-    def schema_drift(self, episodes: Sequence[int]) -> SchemaDrift:
-        """The features declared against the columns of the data files the episodes live in
-        (footers only); the cameras' files probed too (``camera_codecs``).
-
-        Raises:
-            SourceError: a data file is missing or unreadable, or a column not what it must be.
-        """
-        drift = self._rows.schema_drift(first_episode_of([(e, self.data_path(e)) for e in episodes]))
-        self.camera_codecs(episodes)
-        return drift
-
-    def camera_codecs(self, episodes: Sequence[int]) -> dict[str, dict[str, Path]]:
-        """See ``Source.camera_codecs`` (``CameraProbes``)."""
-        return self._cameras.codecs(lambda key: (self.video_location(e, key).path for e in episodes))
-
     # -- what LeRobot reads otherwise -------------------------------------------------------
     def reading_notes(self) -> list[str]:
         """See ``Source.reading_notes``."""
@@ -224,17 +174,8 @@ class LeRobotSource:
         Raises:
             SourceError: the file is larger than its bound or not a JSON object.
         """
-        path = self.file(STATS_PATH, what="statistics")
-        if not path.is_file():
-            return {}
-        data = read_regular(path, MAX_STATS_BYTES, "stats.json")
-        try:
-            value = load_json(
-                data, where=str(path), max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True, lerobot_file=True
-            )
-        except FormatError as err:
-            raise SourceError(str(err)) from None
-        return stats_problems(value)
+        value = self._root.stats_json()
+        return stats_problems(value) if value is not None else {}
 
     @functools.cached_property
     def _listed_rows(self) -> tuple[dict[Path, int], dict[Path, int]]:
@@ -360,21 +301,10 @@ def detect_listing(listing: Sequence[str]) -> bool:
 
 
 def open_source(root: str | Path, *, follow_symlinks: bool = False) -> LeRobotSource:
-    """A parsed ``LeRobotSource``, reused by the shards a (pool) process builds.
-
-    Parsing a source reads every episodes metadata file, so each shard of a large dataset
-    would otherwise pay for it again. The cache is keyed by the metadata files' sizes and
-    times too, so a long-lived process sees an edited source.
-    """
+    """A parsed ``LeRobotSource``, reused by the shards a (pool) process builds (``parsed_once``)."""
     meta = Path(root) / META_DIR
     files = [meta / "info.json", meta / "tasks.parquet", *sorted((meta / "episodes").glob(EPISODES_GLOB))]
-    signature = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.is_file())
-    return _parsed_source(str(root), follow_symlinks, signature)
-
-
-@functools.lru_cache(maxsize=2)
-def _parsed_source(root: str, follow_symlinks: bool, signature: tuple) -> LeRobotSource:
-    return LeRobotSource(root, follow_symlinks=follow_symlinks)
+    return parsed_once(LeRobotSource, root, files, follow_symlinks=follow_symlinks)
 
 
 FORMAT = SourceFormat("LeRobot v3", detect, detect_listing, metadata_bound, open_source)

@@ -15,36 +15,36 @@ episode's own file, and the pack's ``meta/`` is what the converter would write
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from lerobot_shards.core.format import INFO_PATH, META_DIR, sha256_hex
 from lerobot_shards.core.format.fields import canonical_json
 from lerobot_shards.core.format.limits import MAX_DATASET_MEMBERS, SOURCE_SAMPLES_SLACK
 from lerobot_shards.packer.errors import SourceError
-from lerobot_shards.packer.source.cameras import CameraProbes, max_sample_bytes
-from lerobot_shards.packer.source.files import SourceRoot, sha256_regular
+from lerobot_shards.packer.source.cameras import CameraProbes
+from lerobot_shards.packer.source.files import SourceRoot, parsed_once, sha256_regular
 from lerobot_shards.packer.source.lerobot import unused_files
-from lerobot_shards.packer.source.lerobot_v21_metadata import EPISODES_JSONL, V21Metadata, metadata_bound
+from lerobot_shards.packer.source.lerobot_layout import LeRobotLayout
+from lerobot_shards.packer.source.lerobot_v21_metadata import EPISODES_JSONL, TASKS_JSONL, V21Metadata, metadata_bound
 from lerobot_shards.packer.source.records import EpisodeRecord, MetadataFile, SourceFormat
-from lerobot_shards.packer.source.rows import RowReader, SchemaDrift, first_episode_of
+from lerobot_shards.packer.source.rows import RowReader
 from lerobot_shards.packer.source.video import VideoLocation, video_duration_s
 
 log = logging.getLogger(__name__)
 
 
-class LeRobotV21Source:
+class LeRobotV21Source(LeRobotLayout):
     """A local LeRobot v2.1 dataset root (the ``Source`` interface, ``packer.source.base``).
 
     Raises (from the constructor):
         SourceError: a metadata file missing or malformed (names it and why), or more members
             than a pack may hold.
     """
+
+    tasks_file = TASKS_JSONL
 
     def __init__(self, root: str | Path, *, follow_symlinks: bool = False):
         self._root = SourceRoot(root, follow_symlinks=follow_symlinks)
@@ -66,26 +66,14 @@ class LeRobotV21Source:
         self._rows = RowReader(self.features, self.fps, self.episodes, self.meta.tasks, declared_in=self.root / INFO_PATH)
         self._cameras = CameraProbes(self.features)
 
-    @property
-    def episode_indices(self) -> list[int]:
-        return list(self.episodes)
-
-    def description(self) -> dict[str, Any]:
-        return {"codebase_version": self.info.codebase_version}
-
     def lerobot_info(self) -> dict[str, Any]:
         """``info.json`` as LeRobot's converter writes it (``V21Metadata.converted_info``)."""
         return self.meta.converted_info()
 
-    # -- metadata ---------------------------------------------------------------------------
-    def check_tasks(self) -> list[int]:
-        """Return episodes whose tasks ``meta/tasks.jsonl`` lacks (warned once, kept)."""
-        known = set(self.meta.tasks.values())
-        bad = [e for e, record in self.episodes.items() if any(t not in known for t in record.tasks or ())]
-        if bad:
-            log.warning("episodes %s list tasks missing from meta/tasks.jsonl; packing them anyway", bad[:10])
-        return bad
+    def known_tasks(self) -> list[str]:
+        return list(self.meta.tasks.values())
 
+    # -- metadata ---------------------------------------------------------------------------
     def metadata_files(self) -> list[MetadataFile]:
         """The pack's ``meta/``: LeRobot v3's files, made as the converter makes them."""
         return self.meta.pack_files()
@@ -104,14 +92,14 @@ class LeRobotV21Source:
     def data_path(self, episode_index: int) -> Path:
         return self._root.file(self._rel(episode_index), what=f"data (episode {episode_index})")
 
-    def _video_path(self, episode_index: int, video_key: str) -> Path:
+    def video_file(self, episode_index: int, video_key: str) -> Path:
         return self._root.file(self._rel(episode_index, video_key), what=f"video (episode {episode_index}, camera {video_key})")
 
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         """The episode's own file, whole: from 0 to its stream's duration (what the converter
         records as the episode's window once it concatenates the files); ``length / fps`` for a
         file that is not there (reported missing where it is read)."""
-        path = self._video_path(episode_index, video_key)
+        path = self.video_file(episode_index, video_key)
         end = _duration(path) if path.is_file() else self.episodes[episode_index].length / self.fps
         return VideoLocation(path, 0.0, end)
 
@@ -119,39 +107,13 @@ class LeRobotV21Source:
         """Twice the frames of the file's duration, plus ``SOURCE_SAMPLES_SLACK``."""
         return int(2 * self.video_location(episode_index, video_key).to_timestamp * self.fps) + SOURCE_SAMPLES_SLACK
 
-    def max_sample_bytes(self, video_key: str) -> int:
-        return max_sample_bytes(self.features, video_key)
-
-    def needed_files(self, episodes: Sequence[int]) -> list[Path]:
-        """Each episode's data file and videos, relative to the root."""
-        files = {self.data_path(e).relative_to(self.root) for e in episodes}
-        files |= {self._video_path(e, k).relative_to(self.root) for e in episodes for k in self.video_keys}
-        return sorted(files)
-
     # -- rows -------------------------------------------------------------------------------
-    def episode_rows(self, episode_index: int, *, fill_missing: bool = False) -> pa.Table:
-        return self._rows.rows(episode_index, self.data_path(episode_index), fill_missing=fill_missing)
-
-    def check_rows(self, episode_index: int, rows: pa.Table) -> None:
-        self._rows.check_rows(episode_index, rows, self.data_path(episode_index), tasks_file=self.root / "meta/tasks.jsonl")
-
-    def episode_tasks(self, episode_index: int, rows: pa.Table) -> list[str]:
-        return self._rows.episode_tasks(episode_index, rows, self.data_path(episode_index))
-
-    def schema_drift(self, episodes: Sequence[int]) -> SchemaDrift:
-        drift = self._rows.schema_drift(first_episode_of([(e, self.data_path(e)) for e in episodes]))
-        self.camera_codecs(episodes)
-        return drift
-
-    def camera_codecs(self, episodes: Sequence[int]) -> dict[str, dict[str, Path]]:
-        return self._cameras.codecs(lambda key: (self._video_path(e, key) for e in episodes))
-
     # -- what LeRobot reads otherwise -------------------------------------------------------
     def reading_notes(self) -> list[str]:
         """Where LeRobot (after its converter) reads this dataset otherwise than the pack, or
         cannot read it: the metadata's own notes (``V21Metadata.notes``), files no episode uses."""
         data = {self.data_path(e) for e in self.episodes}
-        videos = {self._video_path(e, k) for e in self.episodes for k in self.video_keys}
+        videos = {self.video_file(e, k) for e in self.episodes for k in self.video_keys}
         return self.meta.notes() + unused_files(self.root, (("data", ".parquet", data), ("videos", ".mp4", videos)))
 
     # -- the pack's record of the source ------------------------------------------------------
@@ -177,7 +139,7 @@ class LeRobotV21Source:
         """
         total = self.data_path(episode_index).stat().st_size if self.data_path(episode_index).is_file() else 0
         for key in self.video_keys:
-            path = self._video_path(episode_index, key)
+            path = self.video_file(episode_index, key)
             if not path.is_file():
                 raise SourceError(f"{path}: missing (video of episode {episode_index}, camera {key})")
             try:
@@ -204,17 +166,10 @@ def detect_listing(listing: Sequence[str]) -> bool:
 
 
 def open_source(root: str | Path, *, follow_symlinks: bool = False) -> LeRobotV21Source:
-    """A parsed ``LeRobotV21Source``, reused by the shards a (pool) process builds (keyed by
-    the metadata files' sizes and times, so a long-lived process sees an edited source)."""
+    """A parsed ``LeRobotV21Source``, reused by the shards a (pool) process builds (``parsed_once``)."""
     meta = Path(root) / META_DIR
     files = [meta / name for name in ("info.json", "episodes.jsonl", "tasks.jsonl", "episodes_stats.jsonl", "stats.json")]
-    signature = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files if p.is_file())
-    return _parsed_source(str(root), follow_symlinks, signature)
-
-
-@functools.lru_cache(maxsize=2)
-def _parsed_source(root: str, follow_symlinks: bool, signature: tuple) -> LeRobotV21Source:
-    return LeRobotV21Source(root, follow_symlinks=follow_symlinks)
+    return parsed_once(LeRobotV21Source, root, files, follow_symlinks=follow_symlinks)
 
 
 FORMAT = SourceFormat("LeRobot v2.1", detect, detect_listing, metadata_bound, open_source)

@@ -298,18 +298,11 @@ def _episode_stats(root: SourceRoot) -> dict[int, dict] | None:
 
 
 def _leftover_stats(root: SourceRoot) -> dict | None:
-    path = root.file(STATS_PATH, what="statistics")
-    if not path.is_file():
+    value = root.stats_json()
+    if value is None:
         return None
-    data = read_regular(path, MAX_STATS_BYTES, "stats.json")
-    try:
-        value = load_json(
-            data, where=str(path), max_bytes=MAX_STATS_BYTES, max_depth=MAX_JSON_DEPTH, allow_nan=True, lerobot_file=True
-        )
-    except FormatError as err:
-        raise SourceError(str(err)) from None
     if not isinstance(value, dict):
-        raise SourceError(f"{path}: must hold a JSON object, found {type(value).__name__}")
+        raise SourceError(f"{root.root / STATS_PATH}: must hold a JSON object, found {type(value).__name__}")
     return value
 
 

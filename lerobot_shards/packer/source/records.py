@@ -3,10 +3,13 @@ episode's record, a file of the pack's ``meta/``, and a format's row."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("lerobot_shards.packer")
 
 
 @dataclass(frozen=True)
@@ -52,4 +55,14 @@ class SourceFormat:
     open: Callable[..., Any]  # (root, *, follow_symlinks) -> Source
 
 
-__all__ = ["EpisodeRecord", "MetadataFile", "SourceFormat"]
+def episodes_with_unknown_tasks(episodes: Mapping[int, EpisodeRecord], known: Iterable[str], tasks_file: str) -> list[int]:
+    """The episodes listing a task ``tasks_file`` lacks (warned once, naming up to ten; they are
+    packed anyway, as LeRobot reads them)."""
+    known = set(known)
+    bad = [e for e, record in episodes.items() if any(t not in known for t in record.tasks or ())]
+    if bad:
+        log.warning("episodes %s list tasks missing from %s; packing them anyway", bad[:10], tasks_file)
+    return bad
+
+
+__all__ = ["EpisodeRecord", "MetadataFile", "SourceFormat", "episodes_with_unknown_tasks"]

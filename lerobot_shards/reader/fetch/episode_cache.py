@@ -22,24 +22,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from lerobot_shards.reader.fetch.episode_pool import EpisodeFetcher, LoadedEpisode
 
 BATCH_FETCH_THREADS = 8
 """Episodes of one run fetched at once, at most (as many reads as the fetcher's I/O pool keeps in
 flight): a batch knows every episode it needs, so nothing is gained by asking one at a time."""
-
-
-@dataclass
-class CacheCounters:
-    """What an ``EpisodeCache`` did since it was made (this process)."""
-
-    hits: int = 0
-    misses: int = 0
-    evictions: int = 0
-    max_held: int = 0
-    max_held_bytes: int = 0
 
 
 class EpisodeCache:
@@ -61,7 +49,8 @@ class EpisodeCache:
         self._held_bytes = 0
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
         self._lock = threading.Lock()
-        self.counters = CacheCounters()
+        # What it did since it was made (this process), as the decode stage's cache counts.
+        self.counters = {"hits": 0, "misses": 0, "evictions": 0, "max_held": 0, "max_held_bytes": 0}
 
     @property
     def held(self) -> int:
@@ -85,8 +74,8 @@ class EpisodeCache:
         for episode in found:
             self._held.move_to_end(episode)
         missing = [e for e in wanted if e not in found]
-        self.counters.hits += len(found)
-        self.counters.misses += len(missing)
+        self.counters["hits"] += len(found)
+        self.counters["misses"] += len(missing)
         # Room first: what is held beside the call's episodes stays within the bounds while they arrive.
         incoming = sum(self.fetcher.catalog.member_bytes(e) for e in missing)
         self._evict(keep=set(wanted), adding=(len(missing), incoming))
@@ -94,8 +83,8 @@ class EpisodeCache:
             found[episode] = loaded
             self._held[episode] = loaded
             self._held_bytes += loaded.nbytes
-        self.counters.max_held = max(self.counters.max_held, len(self._held))
-        self.counters.max_held_bytes = max(self.counters.max_held_bytes, self._held_bytes)
+        self.counters["max_held"] = max(self.counters["max_held"], len(self._held))
+        self.counters["max_held_bytes"] = max(self.counters["max_held_bytes"], self._held_bytes)
         self._evict(keep=set(wanted))
         return found
 
@@ -128,7 +117,7 @@ class EpisodeCache:
             if episode in keep:
                 continue
             self._held_bytes -= self._held.pop(episode).nbytes
-            self.counters.evictions += 1
+            self.counters["evictions"] += 1
 
     def clear(self) -> None:
         """Drop every held episode (and with them the decoders opened on them)."""
@@ -145,4 +134,4 @@ class EpisodeCache:
         self.fetcher.close()
 
 
-__all__ = ["BATCH_FETCH_THREADS", "CacheCounters", "EpisodeCache"]
+__all__ = ["BATCH_FETCH_THREADS", "EpisodeCache"]

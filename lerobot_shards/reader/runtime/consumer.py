@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from lerobot_shards.core.pack.catalog import EpisodeCatalog
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.fetch.disk_cache import DiskCache
-from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool, FetchCounters
+from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
 from lerobot_shards.reader.plan.consumer_draws import Block
 from lerobot_shards.reader.plan.world import World
 from lerobot_shards.reader.read_options import ReadOptions
@@ -156,28 +157,28 @@ class Consumer:
         """Write this consumer's counters to the shared table."""
         self._publisher.publish(
             counter_totals(
-                self.samples_built,
-                self.fetcher.counters,
-                list(self._builders.values()),
-                self.storages,
+                self,
                 open_peaks=(self.pool.max_open, self.pool.max_open_bytes),
                 prefetched_peak=self.pool.prefetcher.peak_bytes,
             )
         )
 
 
-def counter_totals(
-    samples: int,
-    fetch: FetchCounters,
-    builders: list[SampleBuilder],
-    storages: DatasetStorages,
-    *,
-    open_peaks: tuple[int, int],
-    prefetched_peak: int = 0,
-) -> dict[str, float]:
+class CountingEngine(Protocol):
+    """What ``counter_totals`` reads of a consumer or a random-access engine."""
+
+    samples_built: int
+    fetcher: Any
+    storages: DatasetStorages
+    _builders: dict[int, SampleBuilder]
+
+
+def counter_totals(engine: CountingEngine, *, open_peaks: tuple[int, int], prefetched_peak: int = 0) -> dict[str, float]:
     """What a consumer publishes (``reader.runtime.stats.STAT_FIELDS``): its samples, its
     fetcher's and sample builders' counters, its storages' retries and packs, and the peaks of
     what it held open (episodes, bytes) and fetched ahead."""
+    samples, fetch, storages = engine.samples_built, engine.fetcher.counters, engine.storages
+    builders = list(engine._builders.values())
     return {
         "samples": samples,
         "bytes_fetched": fetch.bytes_fetched,

@@ -117,15 +117,7 @@ class RandomAccess:
         if self._publisher is None:
             return
         cache = self.cache.counters
-        self._publisher.publish(
-            counter_totals(
-                self.samples_built,
-                self.fetcher.counters,
-                list(self._builders.values()),
-                self.storages,
-                open_peaks=(cache.max_held, cache.max_held_bytes),
-            )
-        )
+        self._publisher.publish(counter_totals(self, open_peaks=(cache["max_held"], cache["max_held_bytes"])))
 
     def open_decoders(self) -> int:
         """Decoders open now, over every dataset's builder (each belongs to a held episode)."""
