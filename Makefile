@@ -46,6 +46,7 @@ parity: install
 	.venv-parity/bin/python scripts/parity_check.py
 	.venv-parity/bin/python scripts/parity_matrix.py
 	.venv-parity/bin/python scripts/parity_random_access.py
+	.venv-parity/bin/python scripts/parity_v21.py
 	.venv-parity/bin/python scripts/parity_train.py
 
 bench: install-test

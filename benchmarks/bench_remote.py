@@ -9,7 +9,9 @@ The source is packed once (copy mode) and, per episode, into a compiled mixture;
 in a real S3 server (moto on loopback) behind ``tests.fault_proxy.FaultProxy`` delaying every
 request by the latency. For each latency and dataset a fresh process running the measured
 checkout opens the dataset (``return_uint8=True``) and takes the first batch of a
-``BatchLoader`` (batch 16, 1 worker); the proxy counts the requests. "local" is the same
+``BatchLoader`` (batch 16, 1 worker), or for ``map`` (issue 66) of ``PackedLeRobotDataset``
+under a shuffled ``DataLoader`` (batch 32, 1 worker: random samples across episodes); the
+proxy counts the requests. "local" is the same
 measurement on the local directory. Rows print as they are measured; ``OUT/results.json``.
 """
 
@@ -39,10 +41,17 @@ except ImportError:
 if options:
     import s3fs  # noqa: F401
 started = time.perf_counter()
-make = PackedDataset if kind == "pack" else MixtureDataset
-dataset = make(url, return_uint8=True, storage_options=options or None)
-open_s = time.perf_counter() - started
-loader = iter(BatchLoader(dataset, batch_size=16, num_workers=1))
+if kind == "map":  # random access as LeRobot's trainer asks: a shuffled sampler, batches of 32
+    from lerobot_shards import PackedLeRobotDataset
+
+    dataset = PackedLeRobotDataset(url, return_uint8=True, storage_options=options or None)
+    open_s = time.perf_counter() - started
+    loader = iter(torch.utils.data.DataLoader(dataset, batch_size=32, shuffle=True, num_workers=1, generator=torch.Generator().manual_seed(0)))
+else:
+    make = PackedDataset if kind == "pack" else MixtureDataset
+    dataset = make(url, return_uint8=True, storage_options=options or None)
+    open_s = time.perf_counter() - started
+    loader = iter(BatchLoader(dataset, batch_size=16, num_workers=1))
 started = time.perf_counter()
 next(loader)
 print(json.dumps({"open_s": open_s, "first_batch_s": time.perf_counter() - started}), flush=True)
@@ -91,8 +100,8 @@ def main() -> None:
 
     one, mix = _prepare(args.source, args.out)
     rows = []
-    for kind, local in (("pack", one), ("mixture", mix)):
-        target = str((local if kind == "pack" else local / "mixture.json").resolve())
+    for kind, local in (("pack", one), ("map", one), ("mixture", mix)):
+        target = str((local if kind != "mixture" else local / "mixture.json").resolve())
         rows.append({"kind": kind, "storage": "local", **_measure(args.checkout, target, kind, {})})
         print(json.dumps(rows[-1]), flush=True)
     with running_s3_server(args.out / "moto") as server:
@@ -104,7 +113,11 @@ def main() -> None:
                 list(pool.map(lambda p: bucket.put_file(p, p.relative_to(local).as_posix()), files))
         endpoint = urlparse(server.endpoint_url)
         for latency in args.latencies_ms:
-            for kind, target in (("pack", f"{url}/one-pack"), ("mixture", f"{url}/mixture/mixture.json")):
+            for kind, target in (
+                ("pack", f"{url}/one-pack"),
+                ("map", f"{url}/one-pack"),
+                ("mixture", f"{url}/mixture/mixture.json"),
+            ):
                 with FaultProxy(endpoint.hostname, endpoint.port, latency_s=latency / 1000) as proxy:
                     result = _measure(args.checkout, target, kind, dict(server.storage_options(proxy.url)))
                     rows.append({"kind": kind, "storage": f"s3 {latency:g} ms", **result, "requests": proxy.counters.requests})

@@ -40,17 +40,29 @@ if [ "$TORCH_BEFORE" != "$TORCH_AFTER" ]; then
 fi
 "$VENV/bin/python" -c "import lerobot, torch; print('[parity] lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '?', 'torch', torch.__version__)"
 
-# LeRobot 0.4.4 beside it (issue 54): the releases that wrote every v3 dataset of Oct 2025 -
-# Feb 2026 record the parity matrix's `lerobot-0.4.4-writer` layout. It borrows 0.6.1's torch
-# and dependencies through a .pth instead of pulling another ~5 GB.
-OLD=.venv-lerobot044
-if [ ! -f "$OLD/.installed-1" ]; then
-    BASE=$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')
-    [ -x "$OLD/bin/python" ] || "$BASE" -m venv "$OLD"
-    DEPS=$("$VENV/bin/python" -c 'import site; print(site.getsitepackages()[0])')
-    OWN=$("$OLD/bin/python" -c 'import site; print(site.getsitepackages()[0])')
-    echo "$DEPS" > "$OWN/parity-deps.pth"
-    "$OLD/bin/python" -m pip install -q --no-deps 'lerobot==0.4.4'
-    touch "$OLD/.installed-1"
-fi
-"$OLD/bin/python" -c "import lerobot, torch; print('[parity] beside it: lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '0.4.4', 'torch', torch.__version__)"
+# An older LeRobot beside 0.6.1, in a venv of its own that borrows 0.6.1's torch and
+# dependencies through a .pth instead of pulling another ~5 GB: beside VENV PACKAGE...
+beside() {
+    local dir=$1
+    shift
+    if [ ! -f "$dir/.installed-1" ]; then
+        local base deps own
+        base=$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')
+        [ -x "$dir/bin/python" ] || "$base" -m venv "$dir"
+        deps=$("$VENV/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+        own=$("$dir/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+        echo "$deps" > "$own/parity-deps.pth"
+        "$dir/bin/python" -m pip install -q --no-deps "$@"
+        touch "$dir/.installed-1"
+    fi
+}
+
+# LeRobot 0.4.4 (issue 54): the releases that wrote every v3 dataset of Oct 2025 - Feb 2026
+# record the parity matrix's `lerobot-0.4.4-writer` layout.
+beside .venv-lerobot044 'lerobot==0.4.4'
+.venv-lerobot044/bin/python -c "import lerobot, torch; print('[parity] beside it: lerobot', lerobot.__version__ if hasattr(lerobot, '__version__') else '0.4.4', 'torch', torch.__version__)"
+
+# LeRobot 0.3.3 (issue 67): the last releases that wrote LeRobot v2.1 (per-episode parquet and
+# mp4, episodes_stats.jsonl); scripts/parity_v21.py records its v2.1 datasets with it.
+beside .venv-lerobot033 'lerobot==0.3.3' jsonlines
+.venv-lerobot033/bin/python -c "import lerobot.datasets.lerobot_dataset as d; print('[parity] beside it: lerobot 0.3.3 (writes', d.CODEBASE_VERSION + ')')"
