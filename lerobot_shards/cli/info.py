@@ -27,6 +27,7 @@ def info_command(dst, storage_options, fmt):
     from rich.table import Table
     from rich.text import Text
 
+    from lerobot_shards.cli.advice import nvdec_repack
     from lerobot_shards.tools.summary import summarize
 
     summary = summarize(dst, storage_options=storage_options)
@@ -39,7 +40,11 @@ def info_command(dst, storage_options, fmt):
     for name, value in summary.rows():
         table.add_row(Text(name), Text(printable(value)))  # Text: no markup from dataset strings
     Console().print(table)
-    # Outside the table: a table folds long values at the terminal's width, and a pin is copied.
+    # Outside the table: a table folds long values at the terminal's width, and a pin and a
+    # command are copied.
+    repack = nvdec_repack(summary.manifest, [key for key, why in summary.nvdec if why], dst)
+    if repack:
+        click.echo(repack)
     click.echo(f"pin {summary.pin}")
 
 

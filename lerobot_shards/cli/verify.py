@@ -7,12 +7,12 @@ import shlex
 
 import click
 
+from lerobot_shards.cli.advice import pack_command
 from lerobot_shards.cli.flags import storage_option
 from lerobot_shards.cli.progress import ProgressLog
 from lerobot_shards.cli.text import printable
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.core.format.fields import check_pin
-from lerobot_shards.core.storage import storage_protocol
 from lerobot_shards.packer.options import PackOptions, options_as_flags
 
 
@@ -28,25 +28,11 @@ def repair_hint(
         why = f" (its recorded options cannot be read: {options_error})" if options_error else ""
         return printable("re-run the `lerobot-shards pack` command that made it, with --repair" + why)
     flags, unflagged = options_as_flags(options)
-    repo_id, uri = source.get("repo_id"), source.get("uri")
-    words, note = ["lerobot-shards", "pack"], ""
-    if isinstance(repo_id, str):
-        words += ["--repo-id", repo_id] + (["--revision", source["revision"]] if isinstance(source.get("revision"), str) else [])
-    elif isinstance(uri, str) and storage_protocol(uri) is not None:
-        words.append(uri)
-    else:
-        words.append("SRC")
-        note = (
-            f" (SRC: the LeRobot dataset it was packed from, a local folder named {uri!r}: the pack records its name only)"
-            if isinstance(uri, str)
-            else " (SRC: its source)"
-        )
-    words += [dst, *flags, "--repair"]
-    if storage_options:
-        note += " with your --storage-options"
+    command, note = pack_command(source, dst, [*flags, "--repair"], storage_options=storage_options)
+    line = command + note
     if unflagged:
-        note += f" (pack_dataset(..., {', '.join(unflagged)}, repair=True) from Python)"
-    return "to repair it: " + printable(" ".join(shlex.quote(str(w)) for w in words)) + printable(note)
+        line += f" (pack_dataset(..., {', '.join(unflagged)}, repair=True) from Python)"
+    return "to repair it: " + line
 
 
 def _pin_flag(value: str | None) -> str | None:

@@ -31,7 +31,7 @@ from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.decode.spec import FrameSpec
 from lerobot_shards.reader.fetch.episode_pool import EpisodeFetcher
-from lerobot_shards.tools.summary import full_windows
+from lerobot_shards.tools.summary import full_windows, task_frames
 
 _THUMB_WIDTH = 160
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
@@ -105,7 +105,7 @@ def render_preview(
         sections.append(_episode_html(entry, picks, sheets, plots, manifest.fps))
         if progress is not None:
             progress(done, len(shown))
-    page = _page(root, manifest, index, full_windows(storage, manifest), sections, len(shown))
+    page = _page(root, manifest, index, full_windows(storage, manifest), sections, len(shown), task_frames(storage, manifest))
     report = PreviewReport(len(shown), len(index.episodes), decoded, len(page.encode()), time.perf_counter() - started)
     return page, report
 
@@ -217,7 +217,23 @@ def _episode_html(entry, picks, sheets, plots, fps) -> str:
     )
 
 
-def _page(root, manifest, index, validity, sections, shown) -> str:
+def _task_rows(index: PackedIndex, frames_per_task: dict[int, int]) -> str:
+    """The task table's rows: per task, the episodes that list it and the rows that hold it
+    (counted per row: an episode of two tasks adds each of its rows to one of them)."""
+    task_episodes: Counter[str] = Counter()
+    for entry in index.episodes:
+        for task in entry.tasks or ("(none)",):
+            task_episodes[task] += 1
+    names = index.tasks
+    rows: Counter[str] = Counter()
+    for task_index, count in frames_per_task.items():
+        rows[names.get(task_index, f"(task_index {task_index})")] += count
+    return "".join(
+        f"<tr><td>{_e(t)}</td><td>{task_episodes[t]}</td><td>{rows[t]}</td></tr>" for t in sorted(set(task_episodes) | set(rows))
+    )
+
+
+def _page(root, manifest, index, validity, sections, shown, frames_per_task: dict[int, int]) -> str:
     episodes = index.episodes
     seconds = int(episodes.length.sum()) / manifest.fps
     cameras = []
@@ -238,14 +254,7 @@ def _page(root, manifest, index, validity, sections, shown) -> str:
         if sizes
         else "0"
     )
-    task_episodes, task_frames = Counter(), Counter()
-    for entry in episodes:
-        for task in entry.tasks or ("(none)",):
-            task_episodes[task] += 1
-            task_frames[task] += entry.length
-    tasks = "".join(
-        f"<tr><td>{_e(t)}</td><td>{task_episodes[t]}</td><td>{task_frames[t]}</td></tr>" for t in sorted(task_episodes)
-    )
+    tasks = _task_rows(index, frames_per_task)
     windows = (
         "".join(
             f"<tr><td>{_e(name)}</td><td>{_e(json.dumps(manifest.windows[name]))}</td><td>{full} of {total} ({100 * full / max(total, 1):.1f}%)</td></tr>"

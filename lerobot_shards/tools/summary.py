@@ -172,6 +172,27 @@ def nvdec_verdicts(storage: Storage, manifest: Manifest) -> list[tuple[str, str 
     return out
 
 
+def task_frames(storage: Storage, manifest: Manifest) -> dict[int, int]:
+    """Rows per ``task_index``, counted over the digest-checked sample index (a row per frame,
+    each with its own task: an episode whose task changes counts each row once), streamed."""
+    frames = manifest.totals["frames"]
+    if not frames:
+        return {}
+    data = verified_read(storage, manifest, SAMPLES_INDEX_PATH)
+    counts: dict[int, int] = {}
+    for batch in iter_bounded_batches(
+        data,
+        where=storage.describe(SAMPLES_INDEX_PATH),
+        columns=["task_index"],
+        rows=frames,
+        rows_expected=f"the manifest records {frames} frames",
+    ):
+        values, numbers = np.unique(batch.column("task_index").to_numpy(zero_copy_only=False), return_counts=True)
+        for value, number in zip(values.tolist(), numbers.tolist()):
+            counts[int(value)] = counts.get(int(value), 0) + int(number)
+    return counts
+
+
 def full_windows(storage: Storage, manifest: Manifest) -> list[tuple[str, int, int]]:
     """Per packed window: ``(name, anchors whose every key has no padded slot, all anchors)``,
     from the digest-checked sample index, streamed."""

@@ -187,21 +187,21 @@ def test_11_frames_given_as_seconds_are_asked_about(sample_source, tmp_path, cap
 def test_4_7_nvdec_limits_are_said_at_check_and_the_advised_sizes_pack_per_camera(sample_source, tmp_path, caplog):
     """The default sample (48x64 and 32x32 cameras) could not be resized at all: one size
     stretched the other camera. Now check (and pack, before it packs) says, per camera, the size
-    NVDEC needs; the advised `--resize KEY=HxW` flags pack, and info then says NVDEC decodes
-    every camera."""
+    NVDEC needs, then one command with every camera's size; it passes as printed, its sizes
+    pack, and info then says NVDEC decodes every camera."""
     checked = _run("check", str(sample_source), "--video", "hevc")
-    advice = re.findall(r"`lerobot-shards pack SRC DST --video hevc (--resize \S+)`", checked.output)
-    assert len(advice) == 2 and "observation.images.wrist=144x144" in advice[1], checked.output
-    sizes = [flag for item in advice for flag in shlex.split(item)]
-    # pack says the same, per camera, before it packs (not only check before, or info after).
+    assert checked.output.count("NVDEC cannot decode this camera") == 2, checked.output
+    advised = _advised(checked.output, "check")
+    assert advised[:4] == ["check", str(sample_source), "--video", "hevc"] and "observation.images.wrist=144x144" in advised
+    # pack says the same before it packs (not only check before, or info after).
     unsized = _logged(caplog, "pack", str(sample_source), str(tmp_path / "unsized"), "--video", "hevc")
-    assert re.findall(r"`lerobot-shards pack SRC DST --video hevc (--resize \S+)`", unsized) == advice, unsized
+    assert _advised(unsized, "check") == advised, unsized
+    again = _run(*advised)  # as printed
+    assert "NVDEC" not in again.output, again.output
     out = tmp_path / "nvdec"
-    _run("pack", str(sample_source), str(out), "--video", "hevc", *sizes)
+    _run("pack", str(sample_source), str(out), *advised[2:])
     info = _run("info", str(out), "--format", "json")
     assert json.loads(info.output)["nvdec_refusals"] == {}, info.output
-    again = _run("check", str(sample_source), "--video", "hevc", *sizes)
-    assert "NVDEC" not in again.output, again.output
     # One size for cameras of two aspects is refused naming the per-camera flag that fits.
     one = _run("pack", str(sample_source), str(tmp_path / "one"), "--video", "hevc", "--resize", "144x192", ok=False)
     assert "give each camera its own size (KEY=HxW), e.g. --resize observation.images.wrist=144x144" in one.output
@@ -214,9 +214,12 @@ def test_4_7_nvdec_limits_are_said_at_check_and_the_advised_sizes_pack_per_camer
 def test_7_info_names_every_camera_nvdec_refuses(packed_hevc):
     info = json.loads(_run("info", str(packed_hevc), "--format", "json").output)
     refusals = info["nvdec_refusals"]
-    assert len(refusals) == 2, refusals  # both cameras, each with its own fix (no "(and 1 more)")
-    for key, why in refusals.items():
-        assert f"--resize {key}=" in why and why.count("`") == 2, why
+    assert len(refusals) == 2, refusals  # both cameras, each with the size that fits it
+    for why in refusals.values():
+        assert re.search(r"repack it at \d+x\d+", why), why
+    table = _run("info", str(packed_hevc)).output
+    advised = _advised(table, "pack")
+    assert advised.count("--resize") == 2, table  # one command for both cameras
 
 
 # -- row 6: check takes every pack option that shapes a pack, and checks it ---------------------

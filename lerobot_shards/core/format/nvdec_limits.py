@@ -30,16 +30,24 @@ def nvdec_size_for(codec: str, height: int, width: int) -> tuple[int, int] | Non
     return out_h, out_w
 
 
-def nvdec_size_refusal(codec: str, height: int, width: int, *, where: str, repack: str, camera: str | None = None) -> str | None:
+def nvdec_size_refusal(
+    codec: str, height: int, width: int, *, where: str, repack: str | None = None, camera: str | None = None
+) -> str | None:
     """Why NVDEC cannot decode ``height x width`` frames in ``codec``, or None. ``repack``: the
     command (with its flags so far) that re-encodes; the fix names the size to add to it, for
-    ``camera`` alone when it is given (``--resize KEY=HxW``)."""
+    ``camera`` alone when it is given (``--resize KEY=HxW``). Without ``repack`` the fix names
+    the size only: the caller advises one command for every camera (``check`` and ``info`` do)."""
     low_w, low_h, high_w, high_h = SIZE_LIMITS[codec]
     if low_w <= width <= high_w and low_h <= height <= high_h:
         return None
     fit = nvdec_size_for(codec, height, width)
     size = f"{camera}={fit[0]}x{fit[1]}" if camera and fit else f"{fit[0]}x{fit[1]}" if fit else ""
-    fix = f", or repack with `{repack} --resize {size}` (this camera's aspect, NVDEC's minimum)" if fit else ""
+    if fit and repack:
+        fix = f", or repack with `{repack} --resize {size}` (this camera's aspect, NVDEC's minimum)"
+    elif fit:
+        fix = f", or repack it at {fit[0]}x{fit[1]} (this camera's aspect, NVDEC's minimum)"
+    else:
+        fix = ""
     return (
         f"{where}: {height}x{width} {codec} frames are outside what NVDEC decodes (height x width {low_h}x{low_w} to "
         f"{high_h}x{high_w}); decode this camera on the CPU (decode_device unset){fix}"

@@ -12,9 +12,9 @@ from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import select_episodes
 from lerobot_shards.packer.run.pack import source_windows
-from lerobot_shards.packer.shard.check import Finding, SourceCheck, check_source
+from lerobot_shards.packer.shard.check import Finding, SourceCheck, check_source, nvdec_advice
 from lerobot_shards.packer.source.base import format_of
-from lerobot_shards.packer.source.staging import stage_source
+from lerobot_shards.packer.source.staging import source_arguments, stage_source
 
 
 @keyword_signature(PackOptions, PackRunOptions)
@@ -72,6 +72,10 @@ def check_dataset(
             ),
         )
     report.source_format = source_format.name
+    command = ["lerobot-shards", "check", *source_arguments(src, repo_id=repo_id, revision=revision)]
+    advice = nvdec_advice(source, options, command=command)
+    if advice:  # one command for every camera the per-camera findings name
+        report.findings.append(Finding("warning", advice))
     lacking = source.check_tasks()
     if lacking:  # packed anyway, as pack packs them: their rows name tasks by task_index
         report.findings.append(Finding("warning", f"episodes {lacking[:10]} list tasks the task list lacks; they are packed"))

@@ -42,7 +42,7 @@ from lerobot_shards.packer.run.shards import ShardJob, pack_shard
 from lerobot_shards.packer.shard.build import ShardSpec
 from lerobot_shards.packer.shard.check import nvdec_warnings, stretched_cameras, uncopyable_codecs
 from lerobot_shards.packer.source.base import Source, open_dataset_source
-from lerobot_shards.packer.source.staging import describe_source, stage_source
+from lerobot_shards.packer.source.staging import describe_source, source_arguments, stage_source
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +211,7 @@ def pack_dataset(
         options,
         description=describe_source(src, repo_id=repo_id, revision=revision, description=source.description()),
         in_frames=set(run.window_frames),
+        check_command=["lerobot-shards", "check", *source_arguments(src, repo_id=repo_id, revision=revision)],
     )
     with destination_lease(storage, run.part):  # one running pack per part of a destination
         return _pack_claimed(storage, plan, sizes, source, options, run, dst=dst, started=started, progress=progress)
@@ -294,7 +295,12 @@ def source_windows(source: Source, options: PackOptions, run: PackRunOptions) ->
 
 
 def _plan_pack(
-    source: Source, options: PackOptions, *, description: dict, in_frames: AbstractSet[str] = frozenset()
+    source: Source,
+    options: PackOptions,
+    *,
+    description: dict,
+    in_frames: AbstractSet[str] = frozenset(),
+    check_command: Sequence[str] = ("lerobot-shards", "check", "SRC"),
 ) -> tuple[PackPlan, list[int]]:
     """Check the windows and the source, and plan the shards. Planning probes every needed file
     (parquet footer, video header): a bad source fails here, naming the file and episode,
@@ -303,7 +309,9 @@ def _plan_pack(
     stretched = stretched_cameras(source, options)
     if stretched:
         raise OptionsError(stretched, option="resize")
-    for said in nvdec_warnings(source, options):  # as check says it: before packing, not only by info after
+    for said in nvdec_warnings(
+        source, options, command=check_command
+    ):  # as check says it: before packing, not only by info after
         log.warning("%s", said)
     planned = select_episodes(source.episode_indices, options.episodes)
     sizes = [source.estimated_episode_bytes(e) for e in planned]

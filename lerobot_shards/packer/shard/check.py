@@ -20,8 +20,9 @@ a source that does not open is one error, named by ``SourceError``.
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -29,9 +30,9 @@ import numpy as np
 from lerobot_shards.core.errors import FormatError
 from lerobot_shards.core.format import VIDEO_CODECS
 from lerobot_shards.core.format.lerobot_reading import describe_positions
-from lerobot_shards.core.format.nvdec_limits import nvdec_size_refusal
+from lerobot_shards.core.format.nvdec_limits import nvdec_size_for, nvdec_size_refusal
 from lerobot_shards.packer.errors import FrameMismatchError, MissingRowsError, PackError, SourceError, VideoCutError
-from lerobot_shards.packer.options import PackOptions, episode_ranges_text
+from lerobot_shards.packer.options import PackOptions, episode_ranges_text, options_as_flags
 from lerobot_shards.packer.shard.build import OpenVideos, row_positions, row_stamps
 from lerobot_shards.packer.shard.frame_policy import frame_verdict, missing_rows_verdict, row_frames_verdict
 from lerobot_shards.packer.shard.members import EncodeSettings, cut_episode, reencode_pixel_format
@@ -228,33 +229,57 @@ def _check_cameras(source: Source, options: PackOptions, report: SourceCheck, ep
 
 
 def _nvdec_refusal(options: PackOptions, camera: str, height: int, width: int) -> str | None:
-    """Why NVDEC could not decode ``camera``'s re-encoded ``height x width`` frames, or None."""
+    """Why NVDEC could not decode ``camera``'s re-encoded ``height x width`` frames, or None
+    (the size that fits is said; ``nvdec_advice`` gives the one command for every camera)."""
     return nvdec_size_refusal(
-        options.video,
-        height,
-        width,
-        where=f"NVDEC cannot decode this camera after --video {options.video}",
-        repack=f"lerobot-shards pack SRC DST --video {options.video}",
-        camera=camera,
+        options.video, height, width, where=f"NVDEC cannot decode this camera after --video {options.video}", camera=camera
     )
 
 
-def nvdec_warnings(source: Source, options: PackOptions) -> list[str]:
-    """What ``check`` warns about NVDEC for this re-encode, one line per colour camera NVDEC
-    could not decode at its output size (with the per-camera ``--resize`` that fits); empty in
-    copy mode. ``pack`` logs the same lines before it packs."""
-    if options.video == "copy":
-        return []
-    said = []
+def _colour_outputs(source: Source, options: PackOptions) -> dict[str, tuple[int, int]]:
+    """Each colour camera's size after this re-encode (``--resize`` applied)."""
+    out = {}
     for key in source.video_keys:
         spec = source.features[key]
         if key in source.depth or spec.camera is None:
             continue
-        height, width = EncodeSettings(codec=options.video, resize=options.resize_for(key)).output_size(*spec.camera.size)
+        out[key] = EncodeSettings(codec=options.video, resize=options.resize_for(key)).output_size(*spec.camera.size)
+    return out
+
+
+def nvdec_warnings(
+    source: Source, options: PackOptions, *, command: Sequence[str] = ("lerobot-shards", "check", "SRC")
+) -> list[str]:
+    """What ``check`` warns about NVDEC for this re-encode: one line per colour camera NVDEC
+    could not decode at its output size, then ``nvdec_advice``'s one command; empty in copy
+    mode. ``pack`` logs the same lines before it packs."""
+    if options.video == "copy":
+        return []
+    said = []
+    for key, (height, width) in _colour_outputs(source, options).items():
         refusal = _nvdec_refusal(options, key, height, width)
         if refusal is not None:
             said.append(f"camera {key}: {refusal}")
-    return said
+    advice = nvdec_advice(source, options, command=command)
+    return said + ([advice] if advice else [])
+
+
+def nvdec_advice(source: Source, options: PackOptions, *, command: Sequence[str]) -> str | None:
+    """One command with the user's own options and every colour camera's ``--resize`` (its own
+    size where NVDEC decodes it, NVDEC's smallest at its aspect where not), so that following it
+    brings no camera's warning back; None when every camera decodes, or none can be fitted.
+    ``command``: the words before the options (``lerobot-shards check SRC``)."""
+    if options.video == "copy":
+        return None
+    outputs = _colour_outputs(source, options)
+    refused = [key for key, size in outputs.items() if _nvdec_refusal(options, key, *size) is not None]
+    fits = {key: nvdec_size_for(options.video, *outputs[key]) for key in refused}
+    if not refused or any(fit is None for fit in fits.values()):
+        return None
+    own = {key: size for key in outputs if (size := options.resize_for(key)) is not None}
+    flags, _ = options_as_flags(replace(options, resize={**own, **fits}))
+    line = " ".join(shlex.quote(word) for word in [*command, *flags])
+    return f"NVDEC decodes every camera with these sizes and your other options (then pack with them): `{line}`"
 
 
 def _check_episode(source: Source, options: PackOptions, episode: int, videos: OpenVideos, report: SourceCheck) -> None:
@@ -426,4 +451,4 @@ def _frame_count(camera: _Camera, found: int, where: str) -> bool:
     return True
 
 
-__all__ = ["Finding", "SourceCheck", "check_source", "nvdec_warnings", "uncopyable_codecs"]
+__all__ = ["Finding", "SourceCheck", "check_source", "nvdec_advice", "nvdec_warnings", "uncopyable_codecs"]

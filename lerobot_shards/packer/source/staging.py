@@ -58,6 +58,14 @@ def stage_source(
     return local
 
 
+def source_arguments(src: str | None, *, repo_id: str | None, revision: str | None) -> list[str]:
+    """How a command line names this source, as the user gave it (``SRC``, or ``--repo-id
+    ORG/NAME [--revision REV]``): the words advice puts after ``lerobot-shards check``."""
+    if repo_id is not None:
+        return ["--repo-id", repo_id, *(["--revision", revision] if revision else [])]
+    return [src or "SRC"]
+
+
 def describe_source(src: str | None, *, repo_id: str | None, revision: str | None, description: dict) -> dict:
     """How the plan and manifest name a source: ``repo_id`` + ``revision`` for the Hub, the URL
     of a bucket, or a local root's directory name (no host paths: manifests stay

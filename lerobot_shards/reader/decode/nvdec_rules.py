@@ -42,8 +42,9 @@ def nvdec_format_refusal(codec: str, parameter_sets, *, where: str) -> str | Non
 
 
 def nvdec_size_refusal(codec: str, height: int, width: int, *, where: str, camera: str | None = None) -> str | None:
-    """Why NVDEC cannot decode frames of this size in ``codec``, or None (``core.format.nvdec_limits``)."""
-    return size_refusal(codec, height, width, where=where, repack=f"lerobot-shards pack SRC DST --video {codec}", camera=camera)
+    """Why NVDEC cannot decode frames of this size in ``codec``, or None (``core.format.nvdec_limits``):
+    the size that fits this camera; ``lerobot-shards info`` gives the one command for every camera."""
+    return size_refusal(codec, height, width, where=where, camera=camera)
 
 
 def nvdec_refusal(
