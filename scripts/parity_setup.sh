@@ -20,7 +20,7 @@ if [ ! -f "$VENV/.installed-4" ]; then
     echo "[parity] installing LeRobot 0.6.1 (with accelerate, for lerobot-train), lerobot-lancedb and this project into $VENV: a few minutes, ~5 GB" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip
     # The README's train journey, as a LeRobot user runs it: LeRobot and accelerate first ...
-    "$VENV/bin/python" -m pip install -q 'lerobot[dataset]==0.6.1' accelerate
+    "$VENV/bin/python" -m pip install -q 'lerobot[dataset]==0.6.1' 'accelerate==1.16.0'
     "$VENV/bin/python" -m pip install -q pytest
     # Diffusion policies (scripts/parity_train.py trains one through LeRobot's sampler: drop_n_last_frames).
     "$VENV/bin/python" -m pip install -q 'lerobot[diffusion]==0.6.1'
@@ -32,7 +32,14 @@ fi
 # says (it must keep LeRobot's torch: checked below); again each time, so the editable install
 # maps the packages this checkout has now.
 TORCH_BEFORE=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
-"$VENV/bin/python" -m pip install -q -e '.[pack,s3]'
+# Resolved together with LeRobot (the README's line, word for word): an install that leaves a
+# dependency conflict (s3fs pulling an fsspec LeRobot's datasets refuses) fails here.
+"$VENV/bin/python" -m pip install -q -e '.[pack,s3]' 'lerobot[dataset]==0.6.1' 2> "$VENV/install-project.log" || { cat "$VENV/install-project.log" >&2; exit 1; }
+if grep -q "dependency conflicts" "$VENV/install-project.log"; then
+    echo "[parity] installing lerobot-shards beside LeRobot left a dependency conflict:" >&2
+    cat "$VENV/install-project.log" >&2
+    exit 1
+fi
 TORCH_AFTER=$("$VENV/bin/python" -c "import torch; print(torch.__version__)")
 if [ "$TORCH_BEFORE" != "$TORCH_AFTER" ]; then
     echo "[parity] installing lerobot-shards changed LeRobot's torch ($TORCH_BEFORE -> $TORCH_AFTER): the README's journey is broken" >&2

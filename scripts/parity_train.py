@@ -50,6 +50,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -494,10 +495,15 @@ def main() -> int:
     script = "set -euo pipefail\nexport PATH=" + str(Path(sys.executable).parent) + ":$PATH\n" + "\n".join(commands)
     shutil.rmtree(out / "readme", ignore_errors=True)
     (out / "readme").mkdir()
+    started = time.perf_counter()
     text = _run(["bash", "-c", script.replace("/tmp/", f"{out}/readme/")], out / "readme.log", cwd=ROOT)
+    took = time.perf_counter() - started  # the README states the ACT journey's time: this is the measure
     if not _losses(text):  # LeRobot logs every --log_freq steps (200 by default): the README's run must show one
         raise SystemExit("[parity-train] FAILED README: its train command logged no loss")
-    results["README"] = f"its commands ran as written ({len(_losses(text))} losses logged, last {_losses(text)[-1:]})"
+    results["README"] = (
+        f"its commands ran as written ({len(_losses(text))} losses logged, last {_losses(text)[-1:]}; "
+        f"{took / 60:.1f} minutes on {os.cpu_count()} cores, pack to last step)"
+    )
     for name, line in results.items():
         print(f"[parity-train] ok {name}: {line}")
     (out / "results.json").write_text(json.dumps(results, indent=1))

@@ -13,7 +13,7 @@ from lerobot_shards.cli.text import printable
 
 @click.command("sql")
 @click.argument("dst")
-@click.argument("query")
+@click.argument("queries", nargs=-1, required=True, metavar="QUERY...")
 @click.option(
     "--format",
     "fmt",
@@ -26,11 +26,13 @@ from lerobot_shards.cli.text import printable
     "--limit", default=50, minimum=0, help="Rows of each statement the table shows (the rest are counted); 0 shows all."
 )
 @storage_option
-def sql_command(dst, query, fmt, limit, storage_options):
-    """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames` (every statement given)."""
+def sql_command(dst, queries, fmt, limit, storage_options):
+    """Run DuckDB SQL over views `episodes`, `samples`, `tasks` and `frames`: every statement
+    given, in one argument (`;` between them) or several."""
     from lerobot_shards.tools.sql import run_statements
 
     # A SqlSyntaxError (the user's own query) keeps DuckDB's lines and ^ pointer (cli/boundary.py).
+    query = ";\n".join(q.strip().rstrip(";") for q in queries)
     results = run_statements(dst, query, storage_options=storage_options, max_rows=limit or None if fmt == "table" else None)
     for number, result in enumerate(results):
         if len(results) > 1 and fmt == "table":

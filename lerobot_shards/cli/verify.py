@@ -56,6 +56,8 @@ def verify_advice(dst: str, report, storage_options: dict | None) -> str:
         return "nothing to repair: check the bucket name and the endpoint (--storage-options)"
     if report.failure == "file":
         return "give the folder that holds manifest.json"
+    if report.failure == "lerobot":
+        return "nothing to repair: it is a LeRobot dataset, not a pack (the line above says how to pack it)"
     if report.failure == "mixture":
         return "a mixture is checked pack by pack: `lerobot-shards verify FOLDER/NAME` for each of its datasets"
     if report.failure == "pin":

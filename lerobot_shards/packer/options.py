@@ -315,6 +315,11 @@ class PackOptions:
                 raise OptionsError(
                     f"windows[{str(name)[:80]!r}] must be {{key: [seconds, ...]}}, got {str(window)[:80]}", option="windows"
                 )
+        if self.video == "copy" and self.gop != 2:  # the default is the only value copy mode can be given silently
+            raise OptionsError(
+                f"gop {self.gop} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source's keyframes",
+                option="gop",
+            )
         if self.resize is not None and self.video == "copy":
             raise OptionsError(
                 f"resize {self.resize} needs a re-encode (video 'hevc' or 'h264'); copy mode keeps the source bytes",

@@ -11,6 +11,7 @@ from lerobot_shards.core.errors import FormatError, InspectError, StorageError
 from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     SAMPLES_INDEX_PATH,
+    SUPPORTED_FORMAT_VERSIONS,
     Manifest,
     check_bytes,
     parse_episodes_index,
@@ -65,7 +66,7 @@ class DatasetSummary:
         source = m.source.get("repo_id") or m.source.get("uri")
         return [
             ("dataset", self.url),
-            ("format", f"{m.format} v{m.format_version} (packer {m.packer_version})"),
+            ("format", f"{m.format} format version {m.format_version} (readers read {_readable()}; packer {m.packer_version})"),
             ("source", f"{source} ({m.source.get('codebase_version')})"),
             ("episodes / frames", f"{m.totals['episodes']} / {m.totals['frames']}"),
             ("shards / bytes", f"{m.totals['shards']} / {m.totals['bytes'] / 1e6:.2f} MB"),
@@ -170,6 +171,12 @@ def nvdec_verdicts(storage: Storage, manifest: Manifest) -> list[tuple[str, str 
         )
         out.append((key, refusal))
     return out
+
+
+def _readable() -> str:
+    """The format versions this reader reads, as ``2-5``."""
+    versions = sorted(SUPPORTED_FORMAT_VERSIONS)
+    return f"{versions[0]}-{versions[-1]}" if len(versions) > 1 else str(versions[0])
 
 
 def task_frames(storage: Storage, manifest: Manifest) -> dict[int, int]:

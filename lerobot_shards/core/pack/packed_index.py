@@ -10,6 +10,7 @@ the manifest (``lerobot_shards.core.format.parse_episodes_index``).
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,6 +30,7 @@ from lerobot_shards.core.format import (
     EPISODES_INDEX_PATH,
     INFO_PATH,
     MANIFEST_PATH,
+    PLAN_PATH,
     SAMPLES_INDEX_PATH,
     STATS_PATH,
     TASKS_PATH,
@@ -86,10 +88,8 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
     """
     where = storage.describe(MANIFEST_PATH)
     if storage.url.rstrip("/").endswith("/mixture.json") or storage.url == "mixture.json":
-        raise NotAPackError(
-            f"{storage.url} is a mixture file, not a packed dataset: open it with lerobot_shards.MixtureDataset",
-            reason="mixture",
-        )
+        folder = storage.url.rstrip("/").rsplit("/", 1)[0] if "/" in storage.url else "."
+        raise NotAPackError(f"{storage.url} is a mixture file, not a packed dataset: {_mixture_advice(folder)}", reason="mixture")
     if storage.is_local and os.path.isfile(storage.path("")):
         raise NotAPackError(f"{storage.url} is a file; a packed dataset is the directory that holds manifest.json", reason="file")
     try:
@@ -109,8 +109,13 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
             raise NotAPackError(f"{storage.url}: {missing}", reason="missing") from None
         if storage.exists("mixture.json"):
             raise NotAPackError(
-                f"{storage.url} holds a mixture.json, not a packed dataset: open it with lerobot_shards.MixtureDataset",
-                reason="mixture",
+                f"{storage.url} holds a mixture.json, not a packed dataset: {_mixture_advice(storage.url)}", reason="mixture"
+            ) from None
+        if storage.exists(INFO_PATH) and not storage.exists(PLAN_PATH):  # a pack being written has its plan
+            raise NotAPackError(
+                f"{storage.url} is a LeRobot dataset, not a pack: pack it with "
+                f"`lerobot-shards pack {shlex.quote(storage.url)} {shlex.quote(storage.url.rstrip('/') + '-packed')}`",
+                reason="lerobot",
             ) from None
         raise NotAPackError(
             f"{storage.url}: no {MANIFEST_PATH}; not a packed dataset, or its pack has not finished", reason="unfinished"
@@ -118,6 +123,15 @@ def read_manifest(storage: Storage, *, manifest_sha256: str | None = None) -> tu
     if len(data) > MAX_MANIFEST_BYTES:
         raise FormatError(f"{where}: more than the {MAX_MANIFEST_BYTES} bytes a manifest may have")
     return Manifest.from_json(data, where=where, expected_sha256=manifest_sha256), "sha256:" + sha256_hex(data)
+
+
+def _mixture_advice(folder: str) -> str:
+    """What reads a mixture from the command line and from Python."""
+    quoted = shlex.quote(folder)
+    return (
+        f"`lerobot-shards mixture report {quoted}` describes it, and `info`, `sql` and `preview` take each of its packs "
+        f"({quoted}/NAME); from Python, open it with lerobot_shards.MixtureDataset"
+    )
 
 
 def verified_read(storage: Storage, manifest: Manifest, rel: str, *, max_bytes: int = MAX_INDEX_FILE_BYTES) -> bytes:
