@@ -63,6 +63,8 @@ from lerobot_shards.reader.read_options import ReadOptions, decoder_names
 from lerobot_shards.reader.runtime.environment import detect_world
 
 TESTED_LEROBOT = ("0.6.1",)
+# The accelerate LeRobot 0.6.1 was tested with (unpinned, pip picks a newer one untested).
+TESTED_ACCELERATE = "1.16.0"
 MIXED_RATES = ("refuse", "frames")
 ORDERS = ("sampler", "pool")
 STATE_FILE = "lerobot_shards_loader.json"
@@ -198,7 +200,7 @@ def missing_lerobot_message(python: tuple[int, int] = sys.version_info[:2], exec
     """How to get LeRobot's trainer and lerobot-shards into one environment, for the Python that
     asked: LeRobot needs 3.12 or later, so from an older one the way is to install lerobot-shards
     into the LeRobot environment, not LeRobot into this one (which pip refuses)."""
-    lerobot = f"'lerobot[dataset]=={TESTED_LEROBOT[-1]}' accelerate"
+    lerobot = f"'lerobot[dataset]=={TESTED_LEROBOT[-1]}' 'accelerate=={TESTED_ACCELERATE}'"
     if python >= LEROBOT_PYTHON:
         return (
             f"lerobot-shards train runs LeRobot's trainer, and LeRobot is not installed in this Python ({executable}): "
@@ -209,7 +211,8 @@ def missing_lerobot_message(python: tuple[int, int] = sys.version_info[:2], exec
         f"lerobot-shards train runs LeRobot's trainer, which needs Python {need} or later (this is {python[0]}.{python[1]}, "
         f"{executable}): install lerobot-shards into the environment where LeRobot runs and train from there: "
         f"python{need} -m venv lerobot-env && lerobot-env/bin/pip install {lerobot} && "
-        f"lerobot-env/bin/pip install -e '{_checkout()}[pack,s3]' (it keeps LeRobot's torch), then "
+        f"lerobot-env/bin/pip install -e '{_checkout()}[pack,s3]' 'lerobot[dataset]=={TESTED_LEROBOT[-1]}' "
+        "(resolved with LeRobot: it keeps LeRobot's torch and fsspec), then "
         "lerobot-env/bin/lerobot-shards train ...; README, 'Train with lerobot-train'"
     )
 

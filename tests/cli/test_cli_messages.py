@@ -89,7 +89,9 @@ def test_every_option_of_every_command_has_help():
 
 def test_reader_explains_a_mixture_file_a_file_and_a_missing_root(tmp_path):
     (tmp_path / "mixture.json").write_text(json.dumps({"datasets": []}))
-    with pytest.raises(FormatError, match="is a mixture file, not a packed dataset: .*mixture report.*open it with lerobot_shards.MixtureDataset"):
+    with pytest.raises(
+        FormatError, match="is a mixture file, not a packed dataset: .*mixture report.*open it with lerobot_shards.MixtureDataset"
+    ):
         PackedDataset(str(tmp_path / "mixture.json"))
     with pytest.raises(FormatError, match="holds a mixture.json"):
         PackedDataset(str(tmp_path))

@@ -292,10 +292,14 @@ def test_7_without_lerobot_the_message_says_how_to_get_both_in_one_environment()
     )
     assert f"pip install -e '{ROOT}[pack,s3]'" in old  # this checkout (issue 56 row 16: it was a placeholder)
     new = missing_lerobot_message((3, 12), "/env/bin/python")
-    assert new.endswith("pip install 'lerobot[dataset]==0.6.1' accelerate")
+    assert new.endswith("pip install 'lerobot[dataset]==0.6.1' 'accelerate==1.16.0'")
     readme = (ROOT / "README.md").read_text()
     train = readme[readme.index("### Train with lerobot-train") :]
-    assert "lerobot-env/bin/pip install -e '/path/to/lerobot-shards[pack,s3]'" in train
-    # make parity installs exactly what the README says (scripts/parity_train.py checks it word for word)
+    assert "lerobot-env/bin/pip install -e '/path/to/lerobot-shards[pack,s3]' 'lerobot[dataset]==0.6.1'" in train
+    # what the message advises is what the README says and make parity installs (issue 68 row 12:
+    # the project resolved together with LeRobot, accelerate pinned to the tested one)
+    assert "lerobot-env/bin/pip install 'lerobot[dataset]==0.6.1' 'accelerate==1.16.0'" in train
+    assert "[pack,s3]' 'lerobot[dataset]==0.6.1'" in old
     setup = (ROOT / "scripts" / "parity_setup.sh").read_text()
-    assert "pip install -q 'lerobot[dataset]==0.6.1' accelerate" in setup and "pip install -q -e '.[pack,s3]'" in setup
+    assert "pip install -q 'lerobot[dataset]==0.6.1' 'accelerate==1.16.0'" in setup
+    assert "pip install -q -e '.[pack,s3]' 'lerobot[dataset]==0.6.1'" in setup
