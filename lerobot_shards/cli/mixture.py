@@ -174,16 +174,19 @@ def report_command(dst, name_items, sources_file, storage_options):
     except SourcesError as err:
         raise click.BadParameter(str(err), param_hint="--sources") from None
     width = max([len(r.name) for r in report.rows] + [7])
-    click.echo(f"{'dataset':<{width}}  {'status':<10}  {'anchors':>9}  error")
+    click.echo(f"{'dataset':<{width}}  {'status':<10}  {'anchors':>9}  error or what the pack left out")
     for row in report.rows:
-        anchors, note = (row.anchors if row.status == "ok" else ""), row.error
+        anchors, note = (row.anchors if row.status == "ok" else ""), row.error or row.left_out
         if mixed is not None and row.status == "ok":
             # The mixture's anchors (its --where applied), as MixtureDataset draws them.
             anchors = mixed.get(row.name, "")
             note = note or ("" if row.name in mixed else "not in mixture.json: re-run `mixture create`")
         click.echo(printable(f"{row.name:<{width}}  {row.status:<10}  {anchors:>9}  {note}"))
     bad = sum(r.status != "ok" for r in report.rows)
-    click.echo(f"{len(report.rows) - bad} ok, {bad} not ok")
+    partial = sum(r.status == "ok" and bool(r.left_out) for r in report.rows)
+    click.echo(
+        f"{len(report.rows) - bad} ok, {bad} not ok" + (f" ({partial} ok without some of their source)" if partial else "")
+    )
     if unreadable:  # the datasets may all be fine, and still no trainer reads this mixture
         raise click.ClickException(
             f"{printable(unreadable)}; a trainer cannot read this mixture: write it again with "

@@ -11,6 +11,7 @@ from lerobot_shards.cli.check import CHECK_FIELDS, run_check
 from lerobot_shards.cli.flags import PACK_FIELDS, check_together, with_pack_flags
 from lerobot_shards.cli.progress import pack_progress
 from lerobot_shards.cli.text import human_bytes, plural
+from lerobot_shards.packer.options import episode_ranges_text
 
 
 def pack_summary(report, video: str = "copy") -> str:
@@ -46,7 +47,9 @@ def pack_summary(report, video: str = "copy") -> str:
         )
     else:
         line += f"; kept the source video of all {plural(report.episodes, 'episode')} (copy mode)"
-    line += f", dropped {len(report.dropped_episodes)}, padded {len(report.padded_episodes)}"
+    dropped = sorted(report.dropped_episodes)
+    named = f" (episodes {episode_ranges_text(dropped)}, not in the pack)" if dropped else ""
+    line += f", dropped {len(dropped)}{named}, padded {len(report.padded_episodes)}"
     if report.preroll_episodes:
         line += (
             f", cut {len(report.preroll_episodes)} that start between keyframes from the keyframe before "

@@ -35,6 +35,17 @@ def repair_hint(
     return "to repair it: " + line
 
 
+def _being_written(dst: str, storage_options: dict | None) -> str:
+    """Who packs into ``dst`` now (``running_packs``), or ``""``."""
+    from lerobot_shards.core.storage import Storage
+    from lerobot_shards.packer.run.lease import running_packs
+
+    try:
+        return "; ".join(holder.describe() for holder in running_packs(Storage(dst, storage_options)))
+    except Exception:  # advice is best effort: the verify result stands
+        return ""
+
+
 def _pin_flag(value: str | None) -> str | None:
     """``--manifest-sha256``: a pin, or a usage error (bad input, not a pack that changed)."""
     if value is None:
@@ -68,6 +79,9 @@ def verify_advice(dst: str, report, storage_options: dict | None) -> str:
     if report.failure == "storage":
         return "the storage failed, not the pack: check access and credentials, then verify again"
     if report.failure == "unfinished":
+        running = _being_written(dst, storage_options)
+        if running:
+            return f"it is being written now ({running}): wait for that run to end, then verify it"
         if report.ready_to_finalize:
             return f"every shard is packed; publish it with `lerobot-shards finalize {quoted}`"
         return f"finish packing it: re-run the pack command (every --part job of it), then `lerobot-shards finalize {quoted}`"

@@ -57,6 +57,17 @@ class DatasetSummary:
             nvdec = "no: " + "; ".join(f"{key}: {why.split(': ', 1)[-1]}" for key, why in refused)
         return f"{m.options.get('video')}: " + ", ".join(parts) + f"; NVDEC: {nvdec}" if parts else "none"
 
+    def _policy_counts(self) -> str:
+        """Dropped, padded and re-encoded episodes of those the pack read: the packed ones and
+        the dropped ones (a dropped episode is not in the pack's total, so both are said)."""
+        m = self.manifest
+        dropped = len(m.extra.get("dropped_episodes", []))
+        counts = f"{dropped} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))}"
+        packed = m.totals["episodes"]
+        if dropped:
+            return f"{counts} of {packed + dropped} episodes read ({packed} packed)"
+        return f"{counts} of {packed} episodes"
+
     def _widths(self) -> str:
         f = self.manifest.features
         return " / ".join(str(f[k].shape[0]) if k in f and f[k].shape else "-" for k in ("observation.state", "action"))
@@ -77,7 +88,7 @@ class DatasetSummary:
             ("windows", self._windows() or "-"),
             (
                 "dropped / padded / re-encoded",
-                f"{len(m.extra.get('dropped_episodes', []))} / {len(m.extra.get('padded_episodes', []))} / {len(m.extra.get('reencoded_episodes', []))} of {m.totals['episodes']} episodes"
+                self._policy_counts()
                 + (
                     f"; {len(m.extra['trimmed_episodes'])} trimmed (video longer than the rows)"
                     if m.extra.get("trimmed_episodes")

@@ -12,13 +12,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from lerobot_shards import MixtureDataset, RetryPolicy, StorageError, pack_dataset
-from lerobot_shards.cli import main as cli
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
+from tests.cli.commands import advised, run_cli
 from tests.loopback import free_port
 from tests.packed_fixtures import *
 from tests.packed_fixtures import source_episodes
@@ -26,18 +25,7 @@ from tests.packed_fixtures import source_episodes
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(*args: str, ok: bool = True):
-    result = CliRunner().invoke(cli, list(args))
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result
-
-
-def _advised(text: str, command: str) -> list[str]:
-    """The first `lerobot-shards <command> ...` a message advises, as argv (after the program)."""
-    found = re.search(rf"`lerobot-shards ({command}[^`]*)`", text)
-    assert found, text
-    return shlex.split(found.group(1))
+_run, _advised = run_cli, advised
 
 
 def _two_packs(tmp_path: Path, second: tuple[int, int] = (32, 32)) -> Path:

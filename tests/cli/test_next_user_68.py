@@ -4,31 +4,21 @@ code asserted, and each piece of advice run as printed."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import shlex
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from lerobot_shards.cli import main as cli
+from tests.cli.commands import advised, run_cli
 from tests.packed_fixtures import *
+from tests.s3_server import s3_bucket, s3_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP, WRIST = "observation.images.top", "observation.images.wrist"
 
 
-def _run(*args: str, ok: bool = True):
-    result = CliRunner().invoke(cli, list(args))
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result
-
-
-def _advised(text: str, command: str) -> list[str]:
-    """The first `lerobot-shards <command> ...` a message advises, as argv (after the program)."""
-    found = re.search(rf"`lerobot-shards ({command}[^`]*)`", text)
-    assert found, text
-    return shlex.split(found.group(1))
+_run, _advised = run_cli, advised
 
 
 # -- row 1: NVDEC advice keeps the user's options and sizes every camera, in one command ---------
@@ -140,3 +130,127 @@ def test_14_info_names_the_format_version_and_what_readers_read(packed_copy):
     newest = max(SUPPORTED_FORMAT_VERSIONS)
     assert f"version {newest}" in (ROOT / "docs" / "FORMAT.md").read_text().splitlines()[0]
     assert f"readers read 2 to {newest}" in (ROOT / "README.md").read_text().replace("\n", " ")
+
+
+def _copy(source: Path, to: Path) -> Path:
+    import shutil
+
+    shutil.copytree(source, to)
+    return to
+
+
+# -- row 3: a corpus report says what each pack left out, with counts ---------------------------
+def test_3_mixture_report_counts_what_each_pack_left_out(sample_source, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    droid = _copy(sample_source, tmp_path / "droid")
+    meta = next((droid / "meta" / "episodes").rglob("*.parquet"))
+    episodes = pq.read_table(meta)
+    unlisted = 4  # its rows stay in the middle of a data file; meta/episodes no longer lists it
+    length = episodes.filter(pa.compute.equal(episodes["episode_index"], unlisted))["length"][0].as_py()
+    pq.write_table(episodes.filter(pa.compute.not_equal(episodes["episode_index"], unlisted)), meta)
+    (droid / "videos" / "orphan.mp4").write_bytes(b"\0" * 64)  # a file no episode uses
+    mix = tmp_path / "mix"
+    _run("pack", str(sample_source), str(mix / "clean"))
+    _run("pack", str(droid), str(mix / "droid"))
+    _run("mixture", "create", str(mix))
+    report = _run("mixture", "report", str(mix)).output
+    line = next(row for row in report.splitlines() if row.startswith("droid"))
+    assert " ok " in line and f"{length} rows not packed" in line and "1 files not packed" in line, report
+    assert next(row for row in report.splitlines() if row.startswith("clean")).rstrip().endswith(tuple("0123456789"))
+    assert "2 ok, 0 not ok (1 ok without some of their source)" in report, report
+
+
+# -- row 4: zero-byte videos name the episodes that pack, and the command packs them --------------
+def test_4_empty_videos_name_the_episodes_that_pack(tmp_path):
+    from lerobot_shards.testing import SampleSpec, write_sample_dataset
+
+    source = tmp_path / "agibot"
+    write_sample_dataset(source, SampleSpec(episodes=4, video_files_size_in_mb=1e-6))
+    empty = sorted((source / "videos" / TOP).rglob("*.mp4"))[2]
+    empty.write_bytes(b"")
+    checked = _run("check", str(source), ok=False)
+    assert checked.exit_code == 1 and "is empty (0 bytes)" in checked.output and "--episodes 0-1,3" in checked.output
+    refused = _run("pack", str(source), str(tmp_path / "p"), "--shard-size-mb", "64", ok=False)
+    assert refused.exit_code == 1 and "1 episode cannot be packed: episode 2: camera" in refused.output, refused.output
+    advised = _advised(refused.output, "pack")
+    assert "--shard-size-mb" in advised and advised[advised.index("--episodes") + 1] == "0-1,3", (
+        advised
+    )  # the user's options kept
+    _run(*advised)  # as printed
+    assert json.loads((tmp_path / "p" / "manifest.json").read_text())["totals"]["episodes"] == 3
+
+
+# -- row 5: a 0-row episode dropped under pad is named; info says what "of N" counts ------------
+def test_5_a_dropped_episode_is_named_and_info_counts_what_was_read(sample_source, tmp_path, caplog):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = _copy(sample_source, tmp_path / "src")
+    total = len(pq.read_table(next((source / "meta" / "episodes").rglob("*.parquet"))))
+    last = total - 1  # its rows are the last of their data file: removing them moves no other episode's
+    for data in (source / "data").rglob("*.parquet"):
+        rows = pq.read_table(data)
+        pq.write_table(rows.filter(pa.compute.not_equal(rows["episode_index"], last)), data)
+    with caplog.at_level(logging.WARNING, logger="lerobot_shards"):
+        packed = _run("pack", str(source), str(tmp_path / "p"), "--on-frame-mismatch", "pad", "--workers", "1")
+    assert f"dropped 1 (episodes {last}, not in the pack)" in packed.output, packed.output
+    assert f"episode {last}:" in caplog.text and "dropped (--on-frame-mismatch pad)" in caplog.text, caplog.text
+    info = _run("info", str(tmp_path / "p")).output
+    assert f"of {total} episodes read ({total - 1} packed)" in info, info
+
+
+# -- row 7: verify on a pack being written says so, and whom to wait for --------------------------
+def test_7_verify_of_a_pack_being_written_says_wait(sample_source, tmp_path):
+    from lerobot_shards.core.storage import Storage
+    from lerobot_shards.packer.run.lease import destination_lease
+
+    dst = tmp_path / "p"
+    _run("pack", str(sample_source), str(dst))
+    (dst / "manifest.json").unlink()  # as while its shards are still being written
+    stopped = _run("verify", str(dst), ok=False).output
+    assert "being written" not in stopped and "finalize" in stopped, stopped  # nobody writes it: finish or publish it
+    with destination_lease(Storage(str(dst)), None):  # a live run's lease (this process holds its lock)
+        told = _run("verify", str(dst), ok=False)
+    assert told.exit_code == 1 and f"being written now (pid {os.getpid()} on" in told.output, told.output
+    assert "wait for that run to end" in told.output and "finalize" not in told.output.split("being written", 1)[1]
+
+
+# -- row 9: errors name what the user must fix, not our bounds or the client's words -------------
+def test_9_error_words_are_the_users(tmp_path):
+    import pytest
+
+    from lerobot_shards.core.errors import ObjectNotFoundError
+    from lerobot_shards.core.storage import Storage
+
+    with pytest.raises(ObjectNotFoundError) as missing:
+        Storage(str(tmp_path)).read_prefix("manifest.json", 256 << 20)
+    assert str(missing.value).endswith("not found (read)") and "MiB" not in str(missing.value), missing.value
+    told = _run("info", "s3://bucket/pack", "--storage-options", '{"endpoint_url": "127.0.0.1:9"}', ok=False)
+    assert told.exit_code == 1 and "endpoint_url '127.0.0.1:9' has no scheme: give 'http://127.0.0.1:9'" in told.output
+    assert "Traceback" not in told.output and len(told.output.strip().splitlines()) == 1, told.output
+
+
+# -- row 10: a bucket source's messages name its s3:// objects, not the staging cache ------------
+def test_10_a_bucket_sources_messages_name_the_bucket(s3_bucket, tmp_path, caplog, monkeypatch):
+    import s3fs
+
+    from lerobot_shards.testing import SampleSpec, write_sample_dataset
+
+    url, options = s3_bucket
+    source = tmp_path / "src"
+    write_sample_dataset(source, SampleSpec(episodes=3, video_files_size_in_mb=1e-6))
+    sorted((source / "videos" / TOP).rglob("*.mp4"))[1].write_bytes(b"")
+    (source / "videos" / "orphan.mp4").write_bytes(b"\0" * 64)  # said as a reading note (a log line)
+    s3fs.S3FileSystem(**options).put(str(source), f"{url.removeprefix('s3://')}/robot", recursive=True)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the staging cache lives under it
+    given = ["--src-storage-options", json.dumps(options)]
+    checked = _run("check", f"{url}/robot", *given, ok=False)
+    assert f"{url}/robot/videos/{TOP}/" in checked.output and "0 bytes" in checked.output, checked.output
+    with caplog.at_level(logging.WARNING, logger="lerobot_shards"):
+        refused = _run("pack", f"{url}/robot", str(tmp_path / "p"), *given, ok=False)
+    said = refused.output + caplog.text
+    assert f"{url}/robot/videos/{TOP}/" in refused.output and "cannot be packed" in refused.output, refused.output
+    assert refused.output.rstrip().endswith("with your --src-storage-options"), refused.output  # its keys not printed
+    assert ".cache" not in said and str(tmp_path / "home") not in said + checked.output, said

@@ -51,7 +51,7 @@ from lerobot_shards.core.storage.local_files import (
     remove_stale_temp_files,
     same_device,
 )
-from lerobot_shards.core.storage.range_file import RangeFile, local_prefix, size_text
+from lerobot_shards.core.storage.range_file import RangeFile, local_prefix
 from lerobot_shards.core.storage.ranges import DEFAULT_MAX_GAP_BYTES, DEFAULT_MAX_REQUEST_BYTES, coalesce_ranges
 from lerobot_shards.core.storage.retry import RetryPolicy
 
@@ -95,6 +95,9 @@ class Storage:
         self.protocol = protocol or "file"
         check_protocol(self.url, self.protocol)  # an unknown scheme or a missing package: said here, once
         self.backend = backend_for(self.protocol)
+        problem = self.backend.options_problem(self.storage_options)
+        if problem:
+            raise ArgumentError(f"{self.url}: {problem} (storage_options / --storage-options)")
         self.is_local = self.backend.local
         self.counters = StorageCounters()
         self._init_process_state()
@@ -203,7 +206,7 @@ class Storage:
                     return b""
                 raise
 
-        data = self._call(f"read of up to {size_text(limit - 1)}", rel, prefix)
+        data = self._call("read", rel, prefix)  # the bound is ours, not what the user must fix
         self._count(bytes_read=len(data))
         return data
 

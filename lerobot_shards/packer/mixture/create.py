@@ -82,6 +82,7 @@ class DatasetStatus:
     error: str = ""
     anchors: int = 0
     predicate_error: bool = False  # invalid because the where predicate does not apply to it
+    left_out: str = ""  # what its pack does not hold of its source, counted (``left_out_text``); "" when all
 
 
 @dataclass
@@ -328,7 +329,7 @@ def _open_pack(job: _ScanJob, item: tuple[str, str]) -> tuple[DatasetStatus, Mix
         return row, None, None
     manifest = index.manifest
     anchors = int(index.anchor_counts.sum())
-    row.anchors = anchors
+    row.anchors, row.left_out = anchors, left_out_text(manifest)
     entry = MixtureEntry(
         name=name,
         path=path,
@@ -343,6 +344,27 @@ def _open_pack(job: _ScanJob, item: tuple[str, str]) -> tuple[DatasetStatus, Mix
         tolerance_s=float(manifest.tolerance_s),
     )
     return row, entry, OpenedPack(name=name, storage=storage, index=index, tasks=tasks, where=job.where, stats=stats)
+
+
+def left_out_text(manifest: Any) -> str:
+    """What a pack does not hold of its source, or holds otherwise, with counts, for a corpus
+    report (a log of hundreds of tasks is not read): rows and files no episode listed
+    (``source.left_out``), episodes dropped by the frame policy, padded, re-encoded in copy mode,
+    and data columns the features declare but the data lacks (``extra.schema_drift``)."""
+    source = manifest.source if isinstance(manifest.source, dict) else {}
+    recorded = source.get("left_out")
+    counted: dict = recorded if isinstance(recorded, dict) else {}
+    extra = manifest.extra
+    parts = [f"{n} {what} not packed" for what, n in sorted(counted.items()) if isinstance(n, int) and n]
+    for key, what in (("dropped_episodes", "dropped"), ("padded_episodes", "padded")):
+        if extra.get(key):
+            parts.append(f"{len(extra[key])} episodes {what}")
+    if extra.get("reencoded_episodes") and manifest.options.get("video") == "copy":
+        parts.append(f"{len(extra['reencoded_episodes'])} episodes re-encoded")
+    drift = extra.get("schema_drift") if isinstance(extra.get("schema_drift"), dict) else {}
+    if drift.get("only_in_info"):
+        parts.append(f"{len(drift['only_in_info'])} declared features absent from the data")
+    return "; ".join(parts)
 
 
 def unmixable_cameras(entries: list[MixtureEntry]) -> dict[str, str]:

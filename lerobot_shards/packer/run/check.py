@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from lerobot_shards.core.errors import FormatError
@@ -12,9 +14,9 @@ from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.options import PackOptions, PackRunOptions
 from lerobot_shards.packer.plan.pack_plan import select_episodes
 from lerobot_shards.packer.run.pack import source_windows
-from lerobot_shards.packer.shard.check import Finding, SourceCheck, check_source, nvdec_advice
+from lerobot_shards.packer.shard.check import Finding, SourceCheck, check_source, empty_videos, nvdec_advice
 from lerobot_shards.packer.source.base import format_of
-from lerobot_shards.packer.source.staging import source_arguments, stage_source
+from lerobot_shards.packer.source.staging import shown_name, source_arguments, stage_source, staged_names
 
 
 @keyword_signature(PackOptions, PackRunOptions)
@@ -53,14 +55,40 @@ def check_dataset(
             storage_options=run.src_storage_options,
             cache_dir=run.cache_dir,
         )
+    except (SourceError, FormatError) as err:
+        return SourceCheck(findings=[Finding("error", str(err))])
+    shown = shown_name(src, repo_id=repo_id, revision=revision)
+    with staged_names(root, shown):  # messages name the bucket or the Hub, not the staging cache
+        report = _check_staged(
+            root,
+            options,
+            run,
+            progress,
+            command=["lerobot-shards", "check", *source_arguments(src, repo_id=repo_id, revision=revision)],
+        )
+    if str(root) != shown:
+        report.findings = [replace(f, message=f.message.replace(str(root), shown)) for f in report.findings]
+    return report
+
+
+def _check_staged(
+    root: Path, options: PackOptions, run: PackRunOptions, progress: Callable[[int, int], None] | None, *, command: list[str]
+) -> SourceCheck:
+    """``check_dataset`` of a local (or staged) root: the source opened, every selected episode
+    checked as the pack reads it (``check_source``), and what is said of the source as a whole."""
+    try:
         source_format = format_of(root)
         source = source_format.open(root, follow_symlinks=run.follow_symlinks)
         selected = select_episodes(source.episode_indices, options.episodes)
     except (SourceError, FormatError) as err:
         return SourceCheck(findings=[Finding("error", str(err))])
     options = source_windows(source, options, run)  # a window pack would refuse is refused here too
-    drift = source.schema_drift(selected)
-    report = check_source(source, options, selected, progress=progress)
+    empty = empty_videos(source, selected)  # such episodes are errors of their own; the others are checked
+    sound = [e for e in selected if e not in empty]
+    drift = source.schema_drift(sound)
+    report = check_source(source, options, sound, progress=progress)
+    report.checked = list(selected)
+    report.findings += [Finding("error", why, episode) for episode, why in empty.items()]
     if drift:
         report.findings.insert(
             0,
@@ -72,7 +100,6 @@ def check_dataset(
             ),
         )
     report.source_format = source_format.name
-    command = ["lerobot-shards", "check", *source_arguments(src, repo_id=repo_id, revision=revision)]
     advice = nvdec_advice(source, options, command=command)
     if advice:  # one command for every camera the per-camera findings name
         report.findings.append(Finding("warning", advice))

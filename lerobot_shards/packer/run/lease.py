@@ -189,6 +189,32 @@ def _check_unlocked(storage: Storage, path: Path) -> None:
         os.close(fd)
 
 
+def running_packs(storage: Storage) -> list[Holder]:
+    """The runs packing into ``storage`` now: local leases whose lock a live process holds,
+    bucket leases not expired whose process may still run (``_alive_here``). For what ``verify``
+    says of a pack without its manifest: being written (wait), or stopped (re-run, finalize)."""
+    if not storage.is_local:
+        return [h for h in _bucket_holders(storage).values() if time.time() <= h.expires and _alive_here(h)]
+    import fcntl
+
+    folder = Path(storage.path(LEASE_DIR))
+    held = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError as err:
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                held.append(Holder.parse(os.pread(fd, 4096, 0)) or Holder("another host", 0, "", time.time(), 0, ""))
+        finally:
+            os.close(fd)
+    return held
+
+
 def _alive_here(holder: Holder) -> bool:
     """Whether the lease's process may still run: always for another machine's; on this one
     when it lives and is not this process (an earlier call of ours that failed to remove it)."""
@@ -253,4 +279,4 @@ def _bucket_lease(storage: Storage, name: str) -> Iterator[None]:
                 storage.remove(rel, missing_ok=True)
 
 
-__all__ = ["LEASE_DIR", "TTL_S", "destination_lease", "part_name"]
+__all__ = ["running_packs", "LEASE_DIR", "TTL_S", "destination_lease", "part_name"]

@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from lerobot_shards.core.errors import FormatError, WindowError
@@ -40,9 +41,15 @@ from lerobot_shards.packer.run.pool import run_jobs
 from lerobot_shards.packer.run.receipts import kept_receipt
 from lerobot_shards.packer.run.shards import ShardJob, pack_shard
 from lerobot_shards.packer.shard.build import ShardSpec
-from lerobot_shards.packer.shard.check import nvdec_warnings, stretched_cameras, uncopyable_codecs
+from lerobot_shards.packer.shard.check import (
+    empty_videos,
+    nvdec_warnings,
+    sound_episodes_advice,
+    stretched_cameras,
+    uncopyable_codecs,
+)
 from lerobot_shards.packer.source.base import Source, open_dataset_source
-from lerobot_shards.packer.source.staging import describe_source, source_arguments, stage_source
+from lerobot_shards.packer.source.staging import describe_source, shown_name, source_arguments, stage_source, staged_names
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +211,27 @@ def pack_dataset(
     run = merge_options(PackRunOptions, run, running, caller="pack_dataset")
     storage = Storage(dst, run.storage_options, retry=run.retry)
     storage.check_writable()  # before the source is staged or read
-    source, options = _open_source(src, repo_id, revision, options, run)
+    local_root = _stage(src, repo_id, revision, options, run)
+    with staged_names(local_root, shown_name(src, repo_id=repo_id, revision=revision)):
+        return _pack_staged(local_root, storage, src, dst, repo_id, revision, options, run, started=started, progress=progress)
+
+
+def _pack_staged(
+    local_root: Path,
+    storage: Storage,
+    src: str | None,
+    dst: str,
+    repo_id: str | None,
+    revision: str | None,
+    options: PackOptions,
+    run: PackRunOptions,
+    *,
+    started: float,
+    progress: Callable[[PackProgress], None] | None,
+) -> PackReport:
+    """Open the staged source, plan it, and pack the plan under the destination's lease."""
+    source = open_dataset_source(local_root, follow_symlinks=run.follow_symlinks)
+    options = source_windows(source, options, run)
     check_destination(storage, source.root)
     plan, sizes = _plan_pack(
         source,
@@ -212,6 +239,12 @@ def pack_dataset(
         description=describe_source(src, repo_id=repo_id, revision=revision, description=source.description()),
         in_frames=set(run.window_frames),
         check_command=["lerobot-shards", "check", *source_arguments(src, repo_id=repo_id, revision=revision)],
+        pack_command=["lerobot-shards", "pack", *source_arguments(src, repo_id=repo_id, revision=revision), dst],
+        given_options=[
+            flag
+            for flag, given in (("--src-storage-options", run.src_storage_options), ("--storage-options", run.storage_options))
+            if given
+        ],
     )
     with destination_lease(storage, run.part):  # one running pack per part of a destination
         return _pack_claimed(storage, plan, sizes, source, options, run, dst=dst, started=started, progress=progress)
@@ -256,12 +289,10 @@ def _pack_claimed(
 # -- the steps of pack_dataset, in order ---------------------------------------------------------
 
 
-def _open_source(
-    src: str | None, repo_id: str | None, revision: str | None, options: PackOptions, run: PackRunOptions
-) -> tuple[Source, PackOptions]:
-    """Stage the source (a bucket or the Hub: only what the selected episodes need) and open it;
-    windows given in frames become seconds at its fps. Returns the source and the options."""
-    local_root = stage_source(
+def _stage(src: str | None, repo_id: str | None, revision: str | None, options: PackOptions, run: PackRunOptions) -> Path:
+    """Stage the source (a bucket or the Hub: only what the selected episodes need); a local
+    root is itself. Returns the local root."""
+    return stage_source(
         src,
         repo_id=repo_id,
         revision=revision,
@@ -270,8 +301,6 @@ def _open_source(
         retry=run.retry,
         cache_dir=run.cache_dir,
     )
-    source = open_dataset_source(local_root, follow_symlinks=run.follow_symlinks)
-    return source, source_windows(source, options, run)
 
 
 def source_windows(source: Source, options: PackOptions, run: PackRunOptions) -> PackOptions:
@@ -301,6 +330,8 @@ def _plan_pack(
     description: dict,
     in_frames: AbstractSet[str] = frozenset(),
     check_command: Sequence[str] = ("lerobot-shards", "check", "SRC"),
+    pack_command: Sequence[str] = ("lerobot-shards", "pack", "SRC", "DST"),
+    given_options: Sequence[str] = (),
 ) -> tuple[PackPlan, list[int]]:
     """Check the windows and the source, and plan the shards. Planning probes every needed file
     (parquet footer, video header): a bad source fails here, naming the file and episode,
@@ -314,8 +345,14 @@ def _plan_pack(
     ):  # as check says it: before packing, not only by info after
         log.warning("%s", said)
     planned = select_episodes(source.episode_indices, options.episodes)
+    empty = empty_videos(source, planned)
+    if empty:  # before any file is opened: the episodes that pack are named, with the command
+        note = f" with your {' and '.join(given_options)}" if given_options else ""
+        raise SourceError(sound_episodes_advice(empty, planned, pack_command, options, note=note))
     sizes = [source.estimated_episode_bytes(e) for e in planned]
-    plan = make_pack_plan(planned, sizes, options, {**description, "fingerprint": source.fingerprint(planned)})
+    left_out = source.left_out()  # recorded (only when there is some: other plans keep their bytes)
+    recorded = {**description, "fingerprint": source.fingerprint(planned), **({"left_out": left_out} if left_out else {})}
+    plan = make_pack_plan(planned, sizes, options, recorded)
     longest = max((source.episodes[e].length for e in planned), default=0)
     _warn_windows_beyond(options, source.fps, longest, in_frames=in_frames)
     drift = source.schema_drift(planned)

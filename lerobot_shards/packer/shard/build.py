@@ -7,6 +7,7 @@ what this builds and commits it with the receipt (docs/FORMAT.md, "shard receipt
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Callable, Mapping
@@ -40,6 +41,8 @@ from lerobot_shards.packer.shard.tar_writer import DeterministicTarWriter
 from lerobot_shards.packer.source.base import Source
 from lerobot_shards.packer.source.samples import SourceSampleReader, UnsupportedTiming
 from lerobot_shards.packer.source.video import SourceFrameDecoder, SourceVideoReader, VideoLocation
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -391,6 +394,7 @@ def _pack_episode(
 ) -> _PackedEpisode:
     """An episode's rows and members, and what the frame policy made of them (``tally``)."""
     if read.table is None:
+        log.warning("episode %d: %s; dropped (--on-frame-mismatch %s)", episode, read.missing, options.on_frame_mismatch)
         tally.dropped.append(episode)
         return _PackedEpisode(None)
     table = read.table
@@ -398,6 +402,7 @@ def _pack_episode(
     length = table.num_rows
     if length == 0:
         empty_episode_verdict(options.on_frame_mismatch, episode=episode)
+        log.warning("episode %d: no rows (length 0); dropped (--on-frame-mismatch %s)", episode, options.on_frame_mismatch)
         tally.dropped.append(episode)
         return _PackedEpisode(None)
     members, verdicts, video_bytes = _episode_members(source, episode, length, options, videos, member_source, row_stamps(table))

@@ -131,6 +131,42 @@ def check_source(
     return report
 
 
+def empty_videos(source: Source, episodes: Sequence[int]) -> dict[int, str]:
+    """Per episode whose video file of some camera is missing or holds 0 bytes (a recording
+    that never wrote, as in some published corpora), what is wrong, naming the camera and file:
+    such an episode cannot be packed, and its neighbours can (``--episodes``). Found by ``stat``
+    alone, before any file is opened."""
+    bad: dict[int, str] = {}
+    for episode in episodes:
+        for key in source.video_keys:
+            path = source.video_file(episode, key)
+            if not path.is_file():
+                bad[episode] = f"camera {key}: {path} is missing"
+            elif path.stat().st_size == 0:
+                bad[episode] = f"camera {key}: {path} is empty (0 bytes)"
+            else:
+                continue
+            break
+    return bad
+
+
+def sound_episodes_advice(
+    bad: dict[int, str], episodes: Sequence[int], command: Sequence[str], options: PackOptions, *, note: str = ""
+) -> str:
+    """Why ``bad`` episodes cannot be packed, and the command (the user's own words and
+    options, with ``--episodes`` the others) that packs the rest; ``note`` follows it (storage
+    options the user gave, which are not printed: they may hold keys)."""
+    listed = "; ".join(f"episode {e}: {why}" for e, why in list(bad.items())[:5])
+    more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
+    others = [e for e in episodes if e not in bad]
+    if not others:
+        return f"no episode can be packed: {listed}{more}"
+    flags, _ = options_as_flags(replace(options, episodes=tuple(others)))
+    line = " ".join(shlex.quote(word) for word in [*command, *flags])
+    count = f"{len(bad)} episode{'s' if len(bad) != 1 else ''}"
+    return f"{count} cannot be packed: {listed}{more}; the other {len(others)} pack with `{line}`{note}"
+
+
 def stretched_cameras(source: Source, options: PackOptions) -> str | None:
     """Why ``--resize`` would distort cameras (a size of another aspect would stretch them,
     silently) or names no camera of the source, or None.
@@ -451,4 +487,13 @@ def _frame_count(camera: _Camera, found: int, where: str) -> bool:
     return True
 
 
-__all__ = ["Finding", "SourceCheck", "check_source", "nvdec_advice", "nvdec_warnings", "uncopyable_codecs"]
+__all__ = [
+    "empty_videos",
+    "sound_episodes_advice",
+    "Finding",
+    "SourceCheck",
+    "check_source",
+    "nvdec_advice",
+    "nvdec_warnings",
+    "uncopyable_codecs",
+]

@@ -95,6 +95,12 @@ class Source(Protocol):
         ``h264`` or FFmpeg's name of another), each with one file that holds it."""
         ...
 
+    def left_out(self) -> dict[str, int]:
+        """What of the source no pack of it holds, counted (``{"rows": n, "files": n}``, zeros left
+        out): rows no episode lists, files no episode uses. A pack records it
+        (``manifest.source.left_out``) so that a corpus report says it, not only a log."""
+        ...
+
     def reading_notes(self) -> list[str]:
         """Where LeRobot reads this source otherwise than the pack will, though both read it
         (each a sentence naming the file and what differs); ``check`` and ``pack`` say them."""
@@ -102,6 +108,10 @@ class Source(Protocol):
 
     def video_location(self, episode_index: int, video_key: str) -> VideoLocation:
         """Where the episode's video of a camera is: a file and a time window in it."""
+        ...
+
+    def video_file(self, episode_index: int, video_key: str) -> Path:
+        """The file holding the episode's video of a camera, found without opening it."""
         ...
 
     def max_video_samples(self, episode_index: int, video_key: str) -> int:

@@ -157,7 +157,7 @@ class LeRobotSource(LeRobotLayout):
                 f"{self.root / TASKS_PATH}: written without a pandas index (plain pyarrow), so LeRobot 0.6.1 gives "
                 "each sample's task as its row number (0, 1, ...); the pack gives the task string the file holds"
             )
-        notes += self._orphan_rows() + self._unused_files()
+        notes += self._left_out[0]
         stats = self._stats_problems()
         if stats:
             listed = "; ".join(f"{key}: {what}" for key, what in list(stats.items())[:8])
@@ -188,19 +188,31 @@ class LeRobotSource(LeRobotLayout):
             first.setdefault(path, episode)
         return listed, first
 
-    def _orphan_rows(self) -> list[str]:
+    def left_out(self) -> dict[str, int]:
+        """See ``Source.left_out``: rows no episode lists, files no episode uses."""
+        return self._left_out[1]
+
+    @functools.cached_property
+    def _left_out(self) -> tuple[list[str], dict[str, int]]:
+        """The notes on what is not packed, and its counts (``left_out``): both from one pass."""
+        rows_said, rows = self._orphan_rows()
+        files_said, files = self._unused_files()
+        return rows_said + files_said, {k: v for k, v in (("rows", rows), ("files", files)) if v}
+
+    def _orphan_rows(self) -> tuple[list[str], int]:
         """Rows of the data files that no episode of ``meta/episodes`` lists (counted from each
         file's footer against the lengths of the episodes it holds; named by reading its
         ``episode_index`` column only when they differ). None of them is packed; LeRobot 0.6.1
         cannot read such rows either (its ``__getitem__`` finds no episode record for them)."""
         listed, first = self._listed_rows
-        notes = []
+        notes, orphans = [], 0
         for path, rows in sorted(listed.items()):
             if not path.is_file():
                 continue  # reported where it is read (or not staged: a bucket source fetches what it packs)
             held = parquet_rows(path, first[path])
             if held <= rows:
                 continue  # fewer rows than listed is what --on-frame-mismatch decides, per episode
+            orphans += held - rows
             table = read_source_table(
                 read_source_file(path, "data parquet"),
                 path,
@@ -222,9 +234,9 @@ class LeRobotSource(LeRobotLayout):
                 + (f" ({named})" if named else "")
                 + ": they are not packed (LeRobot 0.6.1 cannot read them either: no episode record)"
             )
-        return notes
+        return notes, orphans
 
-    def _unused_files(self) -> list[str]:
+    def _unused_files(self) -> tuple[list[str], int]:
         """Data and video files no episode of ``meta/episodes`` uses (not packed)."""
         videos = {self.video_location(e, k).path for e in self.episodes for k in self.video_keys}
         return unused_files(self.root, (("data", ".parquet", set(self._listed_rows[0])), ("videos", ".mp4", videos)))
@@ -274,20 +286,21 @@ class LeRobotSource(LeRobotLayout):
         return total
 
 
-def unused_files(root: Path, folders: Sequence[tuple[str, str, set[Path]]]) -> list[str]:
+def unused_files(root: Path, folders: Sequence[tuple[str, str, set[Path]]]) -> tuple[list[str], int]:
     """For each ``(folder, suffix, used)``, a note naming the files of that suffix under
-    ``root/folder`` that are not in ``used`` (none of them is packed)."""
-    notes = []
+    ``root/folder`` that are not in ``used`` (none of them is packed); and how many they are."""
+    notes, count = [], 0
     for folder, suffix, used in folders:
         present = sorted(p for p in (root / folder).rglob(f"*{suffix}") if p.is_file()) if (root / folder).is_dir() else []
         unused = [p.relative_to(root).as_posix() for p in present if p not in used]
+        count += len(unused)
         if unused:
             notes.append(
                 f"{root / folder}: {len(unused)} file(s) no episode of meta/episodes uses, not packed: "
                 + ", ".join(unused[:5])
                 + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
             )
-    return notes
+    return notes, count
 
 
 def detect(root: Path) -> bool:

@@ -15,6 +15,7 @@ episode's own file, and the pack's ``meta/`` is what the converter would write
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -112,9 +113,17 @@ class LeRobotV21Source(LeRobotLayout):
     def reading_notes(self) -> list[str]:
         """Where LeRobot (after its converter) reads this dataset otherwise than the pack, or
         cannot read it: the metadata's own notes (``V21Metadata.notes``), files no episode uses."""
+        return self.meta.notes() + self._unused[0]
+
+    def left_out(self) -> dict[str, int]:
+        """See ``Source.left_out``: files no episode uses (a v2.1 file holds one episode's rows)."""
+        return {"files": self._unused[1]} if self._unused[1] else {}
+
+    @functools.cached_property
+    def _unused(self) -> tuple[list[str], int]:
         data = {self.data_path(e) for e in self.episodes}
         videos = {self.video_file(e, k) for e in self.episodes for k in self.video_keys}
-        return self.meta.notes() + unused_files(self.root, (("data", ".parquet", data), ("videos", ".mp4", videos)))
+        return unused_files(self.root, (("data", ".parquet", data), ("videos", ".mp4", videos)))
 
     # -- the pack's record of the source ------------------------------------------------------
     def fingerprint(self, episodes: Sequence[int]) -> str:

@@ -7,9 +7,13 @@ how the pack plan and the manifest name the source.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+from lerobot_shards.core.errors import LeRobotShardsError
 from lerobot_shards.core.storage import RetryPolicy
 from lerobot_shards.packer.errors import SourceError
 from lerobot_shards.packer.source.bucket import stage_bucket_source
@@ -56,6 +60,44 @@ def stage_source(
     if not local.exists():
         raise SourceError(f"{local}: source does not exist")
     return local
+
+
+def shown_name(src: str | None, *, repo_id: str | None, revision: str | None) -> str:
+    """The source as the user named it: a bucket's URL, ``hf://datasets/ORG/NAME[@REV]``, or the
+    local path as given."""
+    if repo_id is not None:
+        return f"hf://datasets/{repo_id}" + (f"@{revision}" if revision else "")
+    return src or "SRC"
+
+
+@contextlib.contextmanager
+def staged_names(local_root: Path, shown: str) -> Iterator[None]:
+    """While the block runs, messages name the source as the user gave it, not the staging
+    cache that holds a bucket's or the Hub's files (``~/.cache/lerobot-shards/sources/<hash>``):
+    our errors raised in the block and our log lines (also those of packing workers forked in
+    it) have the local root replaced by ``shown``. Nothing changes for a local source."""
+    local = str(local_root)
+    if local == shown or local == os.path.abspath(shown.removeprefix("file://")):
+        yield
+        return
+    previous = logging.getLogRecordFactory()
+
+    def named(*args, **kwargs) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if record.name.startswith("lerobot_shards"):
+            text = record.getMessage()
+            if local in text:
+                record.msg, record.args = text.replace(local, shown), ()
+        return record
+
+    logging.setLogRecordFactory(named)
+    try:
+        yield
+    except LeRobotShardsError as err:
+        err.args = tuple(a.replace(local, shown) if isinstance(a, str) else a for a in err.args)
+        raise
+    finally:
+        logging.setLogRecordFactory(previous)
 
 
 def source_arguments(src: str | None, *, repo_id: str | None, revision: str | None) -> list[str]:

@@ -57,6 +57,11 @@ class StorageBackend:
     def tune(self, fs: Any, *, internal_retries: bool) -> None:
         """Adjust a client just made (default: nothing)."""
 
+    def options_problem(self, storage_options: Mapping[str, Any]) -> str | None:
+        """What is wrong with the user's options for this system, said before any request (a
+        client would say it later, in its own words), or None (default: nothing to check)."""
+        return None
+
     def missing_root(self, fs: Any, root: str) -> str | None:
         """Why a root that holds nothing we asked for is missing, when the system can tell more
         than "not found" (default: None)."""

@@ -73,6 +73,14 @@ class S3Backend(StorageBackend):
         options["config_kwargs"] = config
         return options
 
+    def options_problem(self, storage_options: Mapping[str, Any]) -> str | None:
+        """An ``endpoint_url`` without a scheme (``127.0.0.1:9``): botocore says only "Invalid
+        endpoint"; the fix is ``http://`` (or ``https://``) before it."""
+        endpoint = storage_options.get("endpoint_url") or (storage_options.get("client_kwargs") or {}).get("endpoint_url")
+        if isinstance(endpoint, str) and "://" not in endpoint:
+            return f"endpoint_url {endpoint!r} has no scheme: give 'http://{endpoint}' (or 'https://{endpoint}')"
+        return None
+
     def tune(self, fs: Any, *, internal_retries: bool) -> None:
         # s3fs's own loop (5 tries by default) would hide attempts from ours. Without ours,
         # botocore retries requests and s3fs gets one more try for a body cut mid-read
