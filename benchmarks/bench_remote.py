@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-out/remote"))
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose reader is measured (default: this one)")
     parser.add_argument("--latencies-ms", type=float, nargs="+", default=[0, 30, 100])
+    parser.add_argument("--kinds", default="pack,map,mixture", help="what to measure (a checkout before issue 66 has no map)")
     args = parser.parse_args()
     from lerobot_shards.core.storage import Storage
     from tests.fault_proxy import FaultProxy
@@ -100,7 +101,10 @@ def main() -> None:
 
     one, mix = _prepare(args.source, args.out)
     rows = []
+    kinds = args.kinds.split(",")
     for kind, local in (("pack", one), ("map", one), ("mixture", mix)):
+        if kind not in kinds:
+            continue
         target = str((local if kind != "mixture" else local / "mixture.json").resolve())
         rows.append({"kind": kind, "storage": "local", **_measure(args.checkout, target, kind, {})})
         print(json.dumps(rows[-1]), flush=True)
@@ -118,6 +122,8 @@ def main() -> None:
                 ("map", f"{url}/one-pack"),
                 ("mixture", f"{url}/mixture/mixture.json"),
             ):
+                if kind not in kinds:
+                    continue
                 with FaultProxy(endpoint.hostname, endpoint.port, latency_s=latency / 1000) as proxy:
                     result = _measure(args.checkout, target, kind, dict(server.storage_options(proxy.url)))
                     rows.append({"kind": kind, "storage": f"s3 {latency:g} ms", **result, "requests": proxy.counters.requests})
