@@ -10,6 +10,9 @@ round (a drift of the machine's speed favours none):
 
 - ``map``: ``PackedLeRobotDataset(return_uint8=True)`` + ``DataLoader(shuffle=True)``: a shuffled
   sampler over every frame, batches through ``__getitems__``;
+- ``map-batchloader``: the same dataset and a seeded shuffle through ``BatchLoader(ds,
+  shuffle=True)``: the same batches ``__getitems__`` builds, carried in the workers' reused
+  shared-memory ring instead of ``default_collate``'s fresh shared memory per batch;
 - ``pool``: ``BatchLoader(PackedDataset(return_uint8=True))``, the episode-pool stream;
 - ``lerobot-map-uint8``: LeRobot's ``LeRobotDataset(return_uint8=True)`` (what its trainer asks
   for) + ``DataLoader(shuffle=True)`` on the unpacked source, from ``.venv-parity`` (skipped,
@@ -41,7 +44,8 @@ from benchmarks.lerobot_baseline import run_lerobot
 from benchmarks.loader_measure import delta_for, measure_loader
 from lerobot_shards import BatchLoader, PackedDataset, PackedLeRobotDataset, pack_dataset
 
-SYSTEMS = ("map", "pool", "lerobot-map-uint8")
+SYSTEMS = ("map", "map-batchloader", "pool", "lerobot-map-uint8")
+MAPS = ("map", "map-batchloader")
 
 
 def packed(source: Path, out: Path) -> Path:
@@ -58,10 +62,12 @@ def measure(system: str, source: Path, pack: Path, delta, args, batch_size: int,
         return run_lerobot(
             system, source, delta, workers=workers, batch_size=batch_size, warmup=args.warmup, max_batches=args.max_batches
         )
-    if system == "map":
+    if system in MAPS:
         dataset = PackedLeRobotDataset(str(pack), delta_timestamps=delta, return_uint8=True)
 
         def make_loader():
+            if system == "map-batchloader":
+                return BatchLoader(dataset, batch_size=batch_size, shuffle=True, seed=seed, num_workers=workers)
             generator = torch.Generator().manual_seed(seed)
             return torch.utils.data.DataLoader(
                 dataset, batch_size=batch_size, shuffle=True, num_workers=workers, generator=generator
@@ -89,15 +95,17 @@ def summarize(rows: list[dict]) -> list[dict]:
         rates = {s: [r["samples_per_s"] for r in group if r["system"] == s and r.get("samples_per_s")] for s in SYSTEMS}
         line = dict(zip(("source", "mode", "batch_size", "workers"), key))
         line.update({f"{s}_samples_per_s": round(statistics.median(v), 1) for s, v in rates.items() if v})
-        for other in ("pool", "lerobot-map-uint8"):
-            per_round = [
-                a["samples_per_s"] / b["samples_per_s"]
-                for a in group
-                for b in group
-                if a["system"] == "map" and b["system"] == other and a["round"] == b["round"] and b.get("samples_per_s")
-            ]
-            if per_round:
-                line[f"map_vs_{other}"] = {"median": round(statistics.median(per_round), 2), "lowest": round(min(per_round), 2)}
+        for mine in MAPS:
+            for other in ("pool", "lerobot-map-uint8"):
+                per_round = [
+                    a["samples_per_s"] / b["samples_per_s"]
+                    for a in group
+                    for b in group
+                    if a["system"] == mine and b["system"] == other and a["round"] == b["round"] and b.get("samples_per_s")
+                ]
+                if per_round:
+                    ratio = {"median": round(statistics.median(per_round), 2), "lowest": round(min(per_round), 2)}
+                    line[f"{mine}_vs_{other}"] = ratio
         workers_mb = {s: max((r.get("peak_worker_rss_mb") or 0) for r in group if r["system"] == s) for s in SYSTEMS}
         line["peak_worker_rss_mb"] = {s: round(v) for s, v in workers_mb.items() if v}
         out.append(line)

@@ -38,6 +38,7 @@ from lerobot_shards.reader.decode.unit_float import to_unit_float
 from lerobot_shards.reader.runtime.batching import LEASE_KEY, batches
 from lerobot_shards.reader.runtime.build_ahead import BuiltAhead
 from lerobot_shards.reader.runtime.frame_ring import MAX_SLOTS, FrameRing, RingReleaser, SlotFlags
+from lerobot_shards.reader.runtime.map_batches import MapBatches, SamplerOrder, batch_count, is_map_style
 
 
 class _BatchedView(torch.utils.data.IterableDataset):
@@ -79,14 +80,20 @@ class _BatchedView(torch.utils.data.IterableDataset):
 
 
 def frame_keys_of(dataset) -> list[str]:
-    """Camera keys of a ``PackedDataset`` (``camera_keys``: videos and pictures) or a
-    ``MixtureDataset`` (its cameras)."""
+    """Camera keys of a ``PackedDataset`` or ``PackedLeRobotDataset`` (``camera_keys``: videos
+    and pictures), a ``MixtureDataset`` (its cameras), or what a ``Subset`` wraps."""
     keys = getattr(dataset, "camera_keys", None)
-    return list(keys) if keys is not None else list(getattr(dataset, "cameras", {}))
+    if keys is not None:
+        return list(keys)
+    if isinstance(dataset, torch.utils.data.Subset):
+        return frame_keys_of(dataset.dataset)
+    return list(getattr(dataset, "cameras", {}))
 
 
 class BatchLoader:
-    """Batches of a ``PackedDataset`` or ``MixtureDataset`` (see the module docstring).
+    """Batches of a ``PackedDataset`` or ``MixtureDataset`` in their own order, or of a
+    map-style ``PackedLeRobotDataset`` (or a ``Subset`` of one) in a sampler's order (see the
+    module docstring and ``reader.runtime.map_batches``).
 
     Args:
         dataset: the dataset (``return_uint8=True`` is the fast path; float32 works too).
@@ -104,11 +111,17 @@ class BatchLoader:
             the batch is filled (the next decode runs while this sample is copied; 0: one
             thread). Bounded: a worker holds at most ``build_ahead + 2`` samples besides its
             batches. Not used with ``num_workers=0``.
+        sampler: a map-style dataset's order (any sized iterable of indices: LeRobot's
+            ``EpisodeAwareSampler``, ``WeightedRandomSampler``, ``DistributedSampler``), as
+            ``DataLoader(sampler=)`` takes it; batches are exactly that DataLoader's.
+        shuffle: a map-style dataset in a permutation seeded by ``seed`` and the epoch
+            (resumes exactly); a streaming dataset shuffles itself (``shuffle=`` on it).
         pin_memory, timeout, multiprocessing_context, worker_init_fn: passed to ``DataLoader``.
 
     Raises:
-        ValueError: ``batch_size < 1``, ``num_workers < 0``, ``build_ahead < 0``, or a
-            ``prefetch_factor`` that needs more ring slots than ``MAX_SLOTS``.
+        ArgumentError: ``batch_size < 1``, ``num_workers < 0``, ``build_ahead < 0``, a
+            ``prefetch_factor`` that needs more ring slots than ``MAX_SLOTS``, ``sampler`` with
+            ``shuffle``, or ``sampler``/``shuffle`` for a streaming dataset.
     """
 
     def __init__(
@@ -126,6 +139,9 @@ class BatchLoader:
         decode_stage=None,
         decode_ahead: int = 2,
         build_ahead: int = 1,
+        sampler=None,
+        shuffle: bool = False,
+        seed: int = 0,
     ):
         if batch_size < 1 or num_workers < 0 or build_ahead < 0:
             raise ArgumentError(
@@ -141,9 +157,23 @@ class BatchLoader:
         self.dataset, self.batch_size, self.num_workers, self.drop_last = dataset, batch_size, num_workers, drop_last
         self._flags = SlotFlags()
         self._releaser = RingReleaser(self._flags)
-        self._view = _BatchedView(
-            dataset, batch_size=batch_size, drop_last=drop_last, flags=self._flags, slots=slots, build_ahead=build_ahead
-        )
+        self._order: SamplerOrder | None = None
+        self._view: _BatchedView | MapBatches
+        if is_map_style(dataset):
+            self._order = SamplerOrder(len(dataset), sampler=sampler, shuffle=shuffle, seed=seed)
+            frame_keys = frame_keys_of(dataset)
+            self._view = MapBatches(
+                dataset, batch_size=batch_size, drop_last=drop_last, flags=self._flags, slots=slots, frame_keys=frame_keys
+            )
+        elif sampler is not None or shuffle:
+            raise ArgumentError(
+                f"{type(dataset).__name__} streams in its own order: shuffle it with shuffle=True on the dataset "
+                "(sampler= is for a map-style PackedLeRobotDataset)"
+            )
+        else:
+            self._view = _BatchedView(
+                dataset, batch_size=batch_size, drop_last=drop_last, flags=self._flags, slots=slots, build_ahead=build_ahead
+            )
         self._loader_options: dict[str, Any] = dict(
             batch_size=None,
             num_workers=num_workers,
@@ -155,6 +185,7 @@ class BatchLoader:
         if num_workers > 0:
             self._loader_options["prefetch_factor"] = prefetch_factor
         self.samples_consumed = 0
+        self._resume_from = 0  # a map-style dataset's position in its order where an epoch (re)starts
         self._loaded_epoch: int | None = None
         decode_device = getattr(getattr(dataset, "options", None), "decode_device", None)
         if decode_stage is not None and decode_device is None:
@@ -174,13 +205,19 @@ class BatchLoader:
         """Select the epoch (a new order) and start counting it from zero, unless it is the
         epoch of a state just loaded: then counting continues from that state, as the
         dataset continues its sequence."""
-        self.dataset.set_epoch(epoch)
+        if self._order is not None:
+            self._order.set_epoch(epoch)
+        else:
+            self.dataset.set_epoch(epoch)
         if epoch != self._loaded_epoch:
-            self.samples_consumed = 0
+            self.samples_consumed = self._resume_from = 0
         self._loaded_epoch = None
 
     def state_dict(self) -> dict:
-        """The dataset's resume state at the samples this loader delivered this epoch."""
+        """The dataset's resume state at the samples this loader delivered this epoch; for a
+        map-style dataset, the epoch and the position in its sampler's order."""
+        if self._order is not None:
+            return {"epoch": self._order.epoch, "samples_consumed": self.samples_consumed, "order": "sampler"}
         return self.dataset.state_dict(
             samples_consumed=self.samples_consumed,
             batch_size=self.batch_size,
@@ -190,9 +227,20 @@ class BatchLoader:
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict`` (this loader's or a ``DataLoader``'s with the dataset's
-        ``state_dict``); the next iteration continues where it stood. See ``PackedDataset.load_state_dict``."""
-        self.dataset.load_state_dict(state)
-        self.samples_consumed = int(state["samples_consumed"])
+        ``state_dict``); the next iteration continues where it stood. See ``PackedDataset.load_state_dict``.
+
+        Raises:
+            ArgumentError: a map-style dataset's state given to a loader of a streaming one, or
+                the reverse.
+        """
+        if (state.get("order") == "sampler") != (self._order is not None):
+            given = "a sampler's order (a map-style dataset)" if state.get("order") == "sampler" else "a streaming dataset"
+            raise ArgumentError(f"this resume state is a position in {given}; this loader reads {type(self.dataset).__name__}")
+        if self._order is not None:
+            self._order.set_epoch(int(state["epoch"]))
+        else:
+            self.dataset.load_state_dict(state)
+        self.samples_consumed = self._resume_from = int(state["samples_consumed"])
         self._loaded_epoch = int(state["epoch"])
 
     def stats(self) -> dict[str, int]:
@@ -203,6 +251,8 @@ class BatchLoader:
     def __len__(self) -> int:
         """Batches this rank yields in the current epoch (from the resume point after
         ``load_state_dict``)."""
+        if self._order is not None:
+            return batch_count(self._order.size() - self._resume_from, self.batch_size, self.drop_last)
         counts = self.dataset.worker_counts(self.num_workers)
         full, rest = divmod(counts, self.batch_size)
         return int((full + (0 if self.drop_last else (rest > 0))).sum())
@@ -224,6 +274,10 @@ class BatchLoader:
             # waits forever on condition variables of threads that do not exist there (seen as a
             # worker stuck in avcodec_free_context). Collected here, it is freed with its threads.
             gc.collect()
+        if isinstance(self._view, MapBatches) and self._order is not None:
+            # This epoch's order, drawn here (the sampler's state is the trainer's), from where it stood.
+            self._view.order, self._view.start = self._order.draw(), self._resume_from
+            self.samples_consumed = self._resume_from
         loader = torch.utils.data.DataLoader(self._view, **self._loader_options)
         self._releaser.clear()
         try:

@@ -185,6 +185,13 @@ class PackedLeRobotDataset(torch.utils.data.Dataset):
         return self._meta
 
     @property
+    def camera_keys(self) -> list[str]:
+        """Camera keys (videos and pictures) of the pack, or every camera of a mixture: the
+        frames ``BatchLoader`` copies into its ring."""
+        stream = self.stream
+        return list(stream.camera_keys) if isinstance(stream, PackedDataset) else list(stream.cameras)
+
+    @property
     def fps(self) -> float | None:
         return self.meta.fps
 

@@ -11,6 +11,7 @@ _EXPORTS = {
     "lerobot_shards.reader.runtime.batching": ["batches", "collate_batch"],
     "lerobot_shards.reader.runtime.build_ahead": ["BuiltAhead"],
     "lerobot_shards.reader.runtime.frame_ring": ["FrameRing", "SlotFlags"],
+    "lerobot_shards.reader.runtime.map_batches": ["MapBatches", "SamplerOrder"],
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
