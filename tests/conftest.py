@@ -227,7 +227,8 @@ def _no_inherited_decoders(request):
     CLI runs): its children must not inherit an earlier test's PyAV decoder left in a reference
     cycle. A child's collection then frees it without the decoder's threads (dav1d) and hangs in
     avcodec_free_context (seen: test_decode_stage's workers, after packs made in the same xdist
-    worker). BatchLoader does the same before it starts workers. Only there: a full collection
+    worker). BatchLoader forks its workers from a frozen heap instead (reader/loader.py:
+    start_workers). Only there: a full collection
     costs ~0.15 s with torch loaded."""
     if request.node.get_closest_marker("system") is not None:
         gc.collect()

@@ -268,12 +268,6 @@ class BatchLoader:
             yield batch
 
     def _received(self) -> Iterator[dict]:
-        if self.num_workers > 0:
-            # Forked workers inherit this process's garbage: a PyAV decoder left in a reference
-            # cycle (dav1d, with its threads) is freed by the child's first collection, which then
-            # waits forever on condition variables of threads that do not exist there (seen as a
-            # worker stuck in avcodec_free_context). Collected here, it is freed with its threads.
-            gc.collect()
         if isinstance(self._view, MapBatches) and self._order is not None:
             # This epoch's order, drawn here (the sampler's state is the trainer's), from where it stood.
             self._view.order, self._view.start = self._order.draw(), self._resume_from
@@ -281,7 +275,7 @@ class BatchLoader:
         loader = torch.utils.data.DataLoader(self._view, **self._loader_options)
         self._releaser.clear()
         try:
-            for batch in loader:
+            for batch in start_workers(loader, self.num_workers):
                 lease = batch.pop(LEASE_KEY, None)
                 if lease is not None:
                     frames = next(v for k, v in batch.items() if k in self._view_frame_keys())
@@ -293,6 +287,31 @@ class BatchLoader:
 
     def _view_frame_keys(self) -> list[str]:
         return frame_keys_of(self.dataset)
+
+
+def start_workers(loader: torch.utils.data.DataLoader, num_workers: int) -> Iterator:
+    """``iter(loader)``, its workers forked from a frozen heap.
+
+    Forked workers inherit this process's garbage: a PyAV or torchcodec decoder left in a
+    reference cycle (dav1d, with its threads) is freed by the child's first collection, which
+    then waits forever on condition variables of threads that do not exist there (seen as a
+    worker stuck in ``avcodec_free_context``). Frozen (``gc.freeze``, a list splice) while the
+    workers fork, every inherited object is in the children's permanent generation, never
+    collected there; unfrozen here right after, this process collects its garbage as before.
+    A full ``gc.collect()`` did the same at 0.15-0.4 s per epoch with torch loaded (issue 69:
+    most of the first batch's wait). Where the caller froze the heap itself, its freeze is not
+    undone: the garbage is collected here instead, as before.
+    """
+    if num_workers == 0:
+        return iter(loader)
+    if gc.get_freeze_count() > 0:
+        gc.collect()
+        return iter(loader)
+    gc.freeze()
+    try:
+        return iter(loader)
+    finally:
+        gc.unfreeze()
 
 
 def _batch_len(batch: dict) -> int:
@@ -331,4 +350,4 @@ def to_device(batch: dict, device: str | torch.device, *, float_frames: bool = T
     return out
 
 
-__all__ = ["BatchLoader", "frame_keys_of", "to_device"]
+__all__ = ["BatchLoader", "frame_keys_of", "start_workers", "to_device"]
