@@ -187,18 +187,7 @@ class BatchLoader:
         self.samples_consumed = 0
         self._resume_from = 0  # a map-style dataset's position in its order where an epoch (re)starts
         self._loaded_epoch: int | None = None
-        decode_device = getattr(getattr(dataset, "options", None), "decode_device", None)
-        if decode_stage is not None and decode_device is None:
-            raise ArgumentError(
-                "decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers"
-            )
-        if decode_stage is None and decode_device is not None:
-            # The workers ship compressed members: without a stage the batches would hold no
-            # frames. The loader makes the stage the dataset names (its errors say what is missing).
-            from lerobot_shards.reader.decode.stage import DecodeStage
-
-            decode_stage = DecodeStage(decode_device)
-        self.decode_stage, self.decode_ahead = decode_stage, decode_ahead
+        self.decode_stage, self.decode_ahead = _decode_stage_for(dataset, decode_stage), decode_ahead
 
     # -- epochs and resume --------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -287,6 +276,25 @@ class BatchLoader:
 
     def _view_frame_keys(self) -> list[str]:
         return frame_keys_of(self.dataset)
+
+
+def _decode_stage_for(dataset, given):
+    """The stage decoding what the workers ship (``decode_device=``): the one given, or one the
+    loader makes for the dataset's device; None when the workers decode.
+
+    Raises:
+        ArgumentError: a stage for a dataset whose workers decode.
+    """
+    decode_device = getattr(getattr(dataset, "options", None), "decode_device", None)
+    if given is not None and decode_device is None:
+        raise ArgumentError("decode_stage decodes what workers ship with decode_device=...; the dataset decodes in its workers")
+    if given is None and decode_device is not None:
+        # The workers ship compressed members: without a stage the batches would hold no
+        # frames. The loader makes the stage the dataset names (its errors say what is missing).
+        from lerobot_shards.reader.decode.stage import DecodeStage
+
+        return DecodeStage(decode_device)
+    return given
 
 
 def start_workers(loader: torch.utils.data.DataLoader, num_workers: int) -> Iterator:

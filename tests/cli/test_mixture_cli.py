@@ -91,7 +91,7 @@ def test_report_lists_every_dataset_with_its_status(root):
     result = _invoke("mixture", "report", root)
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0].split() == ["dataset", "status", "anchors", "error"]
+    assert lines[0].split() == ["dataset", "status", "anchors", "error", "or", "what", "the", "pack", "left", "out"]
     rows = {line.split()[0]: line.split()[1] for line in lines[1:-1]}
     assert rows == {"alpha": "ok", "beta": "ok", "gamma": "incomplete", "delta": "failed"}
     assert lines[-1] == "2 ok, 2 not ok"

@@ -204,7 +204,7 @@ def test_5_a_dropped_episode_is_named_and_info_counts_what_was_read(sample_sourc
 # -- row 7: verify on a pack being written says so, and whom to wait for --------------------------
 def test_7_verify_of_a_pack_being_written_says_wait(sample_source, tmp_path):
     from lerobot_shards.core.storage import Storage
-    from lerobot_shards.packer.run.lease import destination_lease
+    from lerobot_shards.packer.run import destination_lease
 
     dst = tmp_path / "p"
     _run("pack", str(sample_source), str(dst))
