@@ -1,0 +1,169 @@
+"""The README's path against an earlier commit's, and against the outsider's decode ceiling, in
+one run, alternating (issue 69).
+
+    .venv/bin/python benchmarks/bench_ab.py --against 1d9457c \\
+        --pack bench-out/aloha_1cam.packed --source /path/aloha_1cam --rounds 4 --samples 1200
+
+Each round runs, in a fresh process each and in an order rotated by round (a drift of the
+machine's speed favours none):
+
+- ``main``: this checkout's ``PackedDataset(shuffle=True, return_uint8=True)`` +
+  ``BatchLoader(batch_size=16, num_workers=1)``, the README's recommended path with its
+  defaults: the first batch's wait after ``iter(loader)``, then samples/s over ``--samples``
+  samples (every frame touched);
+- ``against``: the same, with the reader of ``--against`` (a commit, checked out into a
+  temporary git worktree) on the same pack (``--against-pack`` for a pack of its own);
+- ``ceiling``: what an outsider measures as the decode ceiling: random single frames decoded by
+  torchcodec (one FFmpeg thread, ``seek_mode="exact"``) from decoders already open on the
+  source's own mp4 files, a frame per camera per sample, no DataLoader.
+
+Writes ``results.json`` (every run and, per system, the medians) and prints main/against and
+main/ceiling per round. Numbers go in docs/BENCHMARKS.md with this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_READER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import torch
+torch.set_num_threads(1)
+from lerobot_shards import BatchLoader, PackedDataset
+ds = PackedDataset(sys.argv[2], shuffle=True, return_uint8=True, seed=int(sys.argv[4]))
+loader = BatchLoader(ds, batch_size=16, num_workers=1)
+started = time.perf_counter()
+batches = iter(loader)
+first = next(batches)
+first_s = time.perf_counter() - started
+count, started = 0, time.perf_counter()
+for batch in batches:
+    for key, value in batch.items():
+        if key.startswith("observation.images"):  # every page of every frame read once
+            torch.empty(0, dtype=torch.uint8).set_(value.untyped_storage())[::4096].sum()
+    count += len(batch["index"])
+    if count >= int(sys.argv[3]):
+        break
+print(json.dumps({"first_batch_s": first_s, "samples_per_s": count / (time.perf_counter() - started)}))
+"""
+
+
+def _reader_run(checkout: Path, pack: Path, samples: int, seed: int) -> dict:
+    """One fresh process of ``checkout``'s reader (the interpreter of this checkout's venv)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _READER, str(checkout), str(pack), str(samples), str(seed)],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),  # never import this checkout by accident
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"[bench-ab] {checkout}: the reader failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def outsider_ceiling(source: Path, samples: int, seed: int) -> dict:
+    """Random single frames from decoders already open on the source's own files (see the module)."""
+    from torchcodec.decoders import VideoDecoder
+
+    cameras = sorted(p.name for p in (source / "videos").iterdir() if p.is_dir())
+    decoders = {
+        camera: [
+            VideoDecoder(str(f), seek_mode="exact", num_ffmpeg_threads=1)
+            for f in sorted((source / "videos" / camera).rglob("*.mp4"))
+        ]
+        for camera in cameras
+    }
+    draw = random.Random(seed)
+    picks = []
+    for _ in range(samples):
+        file = draw.randrange(len(decoders[cameras[0]]))
+        frame = draw.randrange(len(decoders[cameras[0]][file]))
+        picks.append((file, frame))
+    started = time.perf_counter()
+    for file, frame in picks:
+        for camera in cameras:
+            decoded = decoders[camera][file][min(frame, len(decoders[camera][file]) - 1)]
+            decoded.reshape(-1)[::4096].sum()  # every page read once, as the reader's runs do
+    return {"samples_per_s": samples / (time.perf_counter() - started), "cameras": len(cameras)}
+
+
+def _worktree(commit: str) -> Path:
+    where = Path(tempfile.mkdtemp(prefix=f"bench-ab-{commit[:8]}-"))
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(where), commit], check=True, capture_output=True
+    )
+    return where
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", required=True, help="an earlier commit whose reader is measured beside this one")
+    parser.add_argument("--pack", type=Path, required=True, help="a pack both readers read")
+    parser.add_argument("--against-pack", type=Path, help="the earlier commit's own pack (default: --pack)")
+    parser.add_argument("--source", type=Path, help="the LeRobot v3 source of the pack, for the outsider's ceiling")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=1200)
+    parser.add_argument("--out", type=Path, default=Path("bench-out/ab"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    earlier = _worktree(args.against)
+    try:
+        systems = {
+            "main": lambda seed: _reader_run(ROOT, args.pack.resolve(), args.samples, seed),
+            "against": lambda seed: _reader_run(earlier, (args.against_pack or args.pack).resolve(), args.samples, seed),
+        }
+        if args.source is not None:
+            systems["ceiling"] = lambda seed: outsider_ceiling(args.source, args.samples, seed)
+        rows = []
+        names = list(systems)
+        for round_ in range(args.rounds):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                rows.append({"round": round_, "system": name, **systems[name](round_)})
+                print(json.dumps(rows[-1]), flush=True)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(earlier)], check=False, capture_output=True)
+    summary = {
+        name: {
+            key: round(statistics.median(r[key] for r in rows if r["system"] == name), 3)
+            for key in ("samples_per_s", "first_batch_s")
+            if all(key in r for r in rows if r["system"] == name)
+        }
+        for name in systems
+    }
+    machine = {"platform": platform.platform(), "cores": len(os.sched_getaffinity(0)), "decoder": "torchcodec (CPU)"}
+    (args.out / "results.json").write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "args": vars(args)
+                | {
+                    "out": str(args.out),
+                    "pack": str(args.pack),
+                    "against_pack": str(args.against_pack),
+                    "source": str(args.source),
+                },
+                "rows": rows,
+                "summary": summary,
+            },
+            indent=1,
+        )
+    )
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
