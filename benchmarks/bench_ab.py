@@ -9,13 +9,14 @@ machine's speed favours none):
 
 - ``main``: this checkout's ``PackedDataset(shuffle=True, return_uint8=True)`` +
   ``BatchLoader(batch_size=16, num_workers=1)``, the README's recommended path with its
-  defaults: the first batch's wait after ``iter(loader)``, then samples/s over ``--samples``
+  defaults (``--mode chunk``: 50 future actions and 2 frames per camera): the first batch's wait after ``iter(loader)``, then samples/s over ``--samples``
   samples (every frame touched);
 - ``against``: the same, with the reader of ``--against`` (a commit, checked out into a
   temporary git worktree) on the same pack (``--against-pack`` for a pack of its own);
-- ``ceiling``: what an outsider measures as the decode ceiling: random single frames decoded by
+- ``ceiling``: what an outsider measures as the decode ceiling: random frames decoded by
   torchcodec (one FFmpeg thread, ``seek_mode="exact"``) from decoders already open on the
-  source's own mp4 files, a frame per camera per sample, no DataLoader.
+  source's own mp4 files, a frame per camera per sample (``--mode chunk``: the frame and the one
+  before it, as the reader's window), no DataLoader.
 
 Writes ``results.json`` (every run and, per system, the medians) and prints main/against and
 main/ceiling per round. Numbers go in docs/BENCHMARKS.md with this command.
@@ -36,6 +37,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.loader_measure import delta_for
 
 _READER = r"""
 import json, sys, time
@@ -43,7 +47,8 @@ sys.path.insert(0, sys.argv[1])
 import torch
 torch.set_num_threads(1)
 from lerobot_shards import BatchLoader, PackedDataset
-ds = PackedDataset(sys.argv[2], shuffle=True, return_uint8=True, seed=int(sys.argv[4]))
+delta = json.loads(sys.argv[5])
+ds = PackedDataset(sys.argv[2], shuffle=True, return_uint8=True, seed=int(sys.argv[4]), delta_timestamps=delta)
 loader = BatchLoader(ds, batch_size=16, num_workers=1)
 started = time.perf_counter()
 batches = iter(loader)
@@ -61,10 +66,10 @@ print(json.dumps({"first_batch_s": first_s, "samples_per_s": count / (time.perf_
 """
 
 
-def _reader_run(checkout: Path, pack: Path, samples: int, seed: int) -> dict:
+def _reader_run(checkout: Path, pack: Path, samples: int, seed: int, delta: dict | None) -> dict:
     """One fresh process of ``checkout``'s reader (the interpreter of this checkout's venv)."""
     out = subprocess.run(
-        [sys.executable, "-c", _READER, str(checkout), str(pack), str(samples), str(seed)],
+        [sys.executable, "-c", _READER, str(checkout), str(pack), str(samples), str(seed), json.dumps(delta)],
         capture_output=True,
         text=True,
         cwd=tempfile.gettempdir(),  # never import this checkout by accident
@@ -74,9 +79,10 @@ def _reader_run(checkout: Path, pack: Path, samples: int, seed: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def outsider_ceiling(source: Path, samples: int, seed: int) -> dict:
-    """Random single frames from decoders already open on the source's own files (see the module)."""
-    from torchcodec.decoders import VideoDecoder
+def outsider_ceiling(source: Path, samples: int, seed: int, frames_per_camera: int = 1) -> dict:
+    """Random frames from decoders already open on the source's own files (see the module): per
+    sample and camera, a frame and the ``frames_per_camera - 1`` before it."""
+    from torchcodec.decoders import VideoDecoder  # pyright: ignore[reportPrivateImportUsage]
 
     cameras = sorted(p.name for p in (source / "videos").iterdir() if p.is_dir())
     decoders = {
@@ -95,7 +101,10 @@ def outsider_ceiling(source: Path, samples: int, seed: int) -> dict:
     started = time.perf_counter()
     for file, frame in picks:
         for camera in cameras:
-            decoded = decoders[camera][file][min(frame, len(decoders[camera][file]) - 1)]
+            decoder = decoders[camera][file]
+            last = min(frame, len(decoder) - 1)
+            wanted = [max(0, last - back) for back in range(frames_per_camera - 1, -1, -1)]
+            decoded = decoder.get_frames_at(indices=wanted).data
             decoded.reshape(-1)[::4096].sum()  # every page read once, as the reader's runs do
     return {"samples_per_s": samples / (time.perf_counter() - started), "cameras": len(cameras)}
 
@@ -114,19 +123,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pack", type=Path, required=True, help="a pack both readers read")
     parser.add_argument("--against-pack", type=Path, help="the earlier commit's own pack (default: --pack)")
     parser.add_argument("--source", type=Path, help="the LeRobot v3 source of the pack, for the outsider's ceiling")
+    parser.add_argument("--mode", choices=("single", "chunk"), default="single", help="chunk: 50 actions, 2 frames per camera")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--samples", type=int, default=1200)
     parser.add_argument("--out", type=Path, default=Path("bench-out/ab"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((args.pack / "manifest.json").read_text())
+    delta = delta_for(args.mode, list(manifest["video_keys"]), manifest["fps"])
     earlier = _worktree(args.against)
     try:
         systems = {
-            "main": lambda seed: _reader_run(ROOT, args.pack.resolve(), args.samples, seed),
-            "against": lambda seed: _reader_run(earlier, (args.against_pack or args.pack).resolve(), args.samples, seed),
+            "main": lambda seed: _reader_run(ROOT, args.pack.resolve(), args.samples, seed, delta),
+            "against": lambda seed: _reader_run(earlier, (args.against_pack or args.pack).resolve(), args.samples, seed, delta),
         }
         if args.source is not None:
-            systems["ceiling"] = lambda seed: outsider_ceiling(args.source, args.samples, seed)
+            frames = 2 if args.mode == "chunk" else 1
+            systems["ceiling"] = lambda seed: outsider_ceiling(args.source, args.samples, seed, frames)
         rows = []
         names = list(systems)
         for round_ in range(args.rounds):
