@@ -10,6 +10,8 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from tests.cli.commands import advised, run_cli
 from tests.packed_fixtures import *
 from tests.s3_server import s3_bucket, s3_server  # noqa: F401
@@ -254,3 +256,30 @@ def test_10_a_bucket_sources_messages_name_the_bucket(s3_bucket, tmp_path, caplo
     assert f"{url}/robot/videos/{TOP}/" in refused.output and "cannot be packed" in refused.output, refused.output
     assert refused.output.rstrip().endswith("with your --src-storage-options"), refused.output  # its keys not printed
     assert ".cache" not in said and str(tmp_path / "home") not in said + checked.output, said
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        (("source", "left_out"), {"rows": "17"}, "field 'rows' must be an integer >= 0"),
+        (("source", "left_out"), {"rows": 1, "\x1b[2Jevil": 3}, "unknown field '\\x1b[2Jevil' (counts ['rows', 'files'])"),
+        (("source", "left_out"), [3], "field 'left_out' must be an object"),
+        (("extra", "schema_drift"), {"only_in_info": 5}, "field 'only_in_info' must be a list"),
+        (("extra", "schema_drift"), {"only_in_info": [1]}, "field 'only_in_info' must be a list of feature names"),
+    ],
+)
+def test_3_what_a_report_counts_is_parsed_where_the_manifest_is(sample_source, tmp_path, where, value, said):
+    """Row 3's counts come from the manifest: a hostile value is refused by name where the
+    manifest is read, never printed into a corpus report or counted there with a traceback."""
+    from lerobot_shards.core.errors import FormatError
+    from lerobot_shards.core.format.manifest import CONTENT_DIGEST_FIELD, Manifest, content_sha256
+
+    _run("pack", str(sample_source), str(tmp_path / "p"))
+    data = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    data[where[0]][where[1]] = value
+    data[CONTENT_DIGEST_FIELD] = content_sha256(data)  # as a writer that meant it would
+    with pytest.raises(FormatError, match=re.escape(said)):
+        Manifest.from_dict(data)
+    data[where[0]][where[1]] = {"rows": 2, "files": 1} if where[0] == "source" else {"only_in_info": ["x"]}
+    data[CONTENT_DIGEST_FIELD] = content_sha256(data)
+    Manifest.from_dict(data)  # what the packer writes reads

@@ -250,7 +250,7 @@ class Manifest:
             format_version=int(version),
             packer_version=f.str("packer_version"),
             options=_options(f.obj("options")),
-            source=f.obj("source").data,
+            source=_source(f.obj("source")),
             fps=fps,
             features=features,
             video_keys=video_keys,
@@ -368,6 +368,29 @@ def _extra(f: Fields) -> dict[str, Any]:
     for key in ("dropped_episodes", "padded_episodes", "reencoded_episodes", "trimmed_episodes"):
         if f.has(key):
             f.int_list(key)
+    if f.has("schema_drift"):  # a corpus report counts these lists (mixture report)
+        drift = f.obj("schema_drift")
+        for key in ("only_in_info", "only_in_parquet"):
+            if drift.has(key) and not all(isinstance(k, str) for k in drift.list(key)):
+                raise FormatError(f"{drift.where}: field {key!r} must be a list of feature names")
+    return f.data
+
+
+# What ``source.left_out`` may count: rows no episode lists, files no episode uses.
+LEFT_OUT_KINDS = ("rows", "files")
+
+
+def _source(f: Fields) -> dict[str, Any]:
+    """The source record as written; ``left_out``, when present, counts only ``LEFT_OUT_KINDS``,
+    each a whole number (a corpus report prints them)."""
+    if f.has("left_out"):
+        left_out = f.obj("left_out")
+        unknown = sorted(k for k in left_out.data if k not in LEFT_OUT_KINDS)
+        if unknown:
+            raise FormatError(f"{left_out.where}: unknown field {unknown[0][:80]!r} (counts {list(LEFT_OUT_KINDS)})")
+        for key in LEFT_OUT_KINDS:
+            if left_out.has(key):
+                left_out.int(key)
     return f.data
 
 

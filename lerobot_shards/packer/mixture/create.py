@@ -351,17 +351,15 @@ def left_out_text(manifest: Any) -> str:
     report (a log of hundreds of tasks is not read): rows and files no episode listed
     (``source.left_out``), episodes dropped by the frame policy, padded, re-encoded in copy mode,
     and data columns the features declare but the data lacks (``extra.schema_drift``)."""
-    source = manifest.source if isinstance(manifest.source, dict) else {}
-    recorded = source.get("left_out")
-    counted: dict = recorded if isinstance(recorded, dict) else {}
+    counted = manifest.source.get("left_out") or {}  # parsed: LEFT_OUT_KINDS, whole numbers
     extra = manifest.extra
-    parts = [f"{n} {what} not packed" for what, n in sorted(counted.items()) if isinstance(n, int) and n]
+    parts = [f"{n} {what} not packed" for what, n in sorted(counted.items()) if n]
     for key, what in (("dropped_episodes", "dropped"), ("padded_episodes", "padded")):
         if extra.get(key):
             parts.append(f"{len(extra[key])} episodes {what}")
     if extra.get("reencoded_episodes") and manifest.options.get("video") == "copy":
         parts.append(f"{len(extra['reencoded_episodes'])} episodes re-encoded")
-    drift = extra.get("schema_drift") if isinstance(extra.get("schema_drift"), dict) else {}
+    drift = extra.get("schema_drift") or {}
     if drift.get("only_in_info"):
         parts.append(f"{len(drift['only_in_info'])} declared features absent from the data")
     return "; ".join(parts)
