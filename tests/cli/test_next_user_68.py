@@ -272,14 +272,14 @@ def test_3_what_a_report_counts_is_parsed_where_the_manifest_is(sample_source, t
     """Row 3's counts come from the manifest: a hostile value is refused by name where the
     manifest is read, never printed into a corpus report or counted there with a traceback."""
     from lerobot_shards.core.errors import FormatError
-    from lerobot_shards.core.format.manifest import CONTENT_DIGEST_FIELD, Manifest, content_sha256
+    from lerobot_shards.core.format import Manifest, content_sha256
 
     _run("pack", str(sample_source), str(tmp_path / "p"))
     data = json.loads((tmp_path / "p" / "manifest.json").read_text())
     data[where[0]][where[1]] = value
-    data[CONTENT_DIGEST_FIELD] = content_sha256(data)  # as a writer that meant it would
+    data["content_sha256"] = content_sha256(data)  # as a writer that meant it would
     with pytest.raises(FormatError, match=re.escape(said)):
         Manifest.from_dict(data)
     data[where[0]][where[1]] = {"rows": 2, "files": 1} if where[0] == "source" else {"only_in_info": ["x"]}
-    data[CONTENT_DIGEST_FIELD] = content_sha256(data)
+    data["content_sha256"] = content_sha256(data)
     Manifest.from_dict(data)  # what the packer writes reads
