@@ -73,8 +73,10 @@ class ReadOptions:
         None,
         minimum=1,
         help=(
-            "Threads decoding a sample's cameras at once, per consumer. None: the cores this process may use divided "
-            "among the DataLoader workers and the node's ranks (LOCAL_WORLD_SIZE), at least 1. Same bytes either way."
+            "Threads decoding at once, per consumer: a sample's cameras side by side, and with threads left over "
+            "(fewer cameras than threads) the next samples beside it, handed on in draw order. None: the cores this "
+            "process may use divided among the DataLoader workers and the node's ranks (LOCAL_WORLD_SIZE), at least 1. "
+            "Same samples either way."
         ),
     )
     decode_device: str | None = option(

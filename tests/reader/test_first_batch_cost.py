@@ -84,3 +84,32 @@ def test_a_callers_freeze_is_kept(packed_copy, monkeypatch):
     finally:
         gc.unfreeze()
     assert isinstance(torch.zeros(1), torch.Tensor)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("threads", [1, 4])
+def test_an_epoch_forks_once_per_worker_and_opens_each_decoder_once(packed_copy, monkeypatch, threads):
+    """What an epoch's start pays, counted: one fork per worker, no full collection, and one
+    decoder per camera of each admitted episode, never reopened, whether samples are built one
+    at a time or side by side (4 threads over 2 cameras: two samples at once)."""
+    import os
+
+    counted, forks = _Collections(monkeypatch), []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    ds = PackedDataset(str(packed_copy), return_uint8=True, decode_threads=threads, episode_pool_size=3)
+    loader = BatchLoader(ds, batch_size=8, num_workers=2)
+    total = sum(len(batch["index"]) for batch in loader)
+    stats = ds.stats()
+    cameras = len(ds.camera_keys)
+    assert total == stats["samples"] == 141
+    assert len(forks) == 2 and counted.full == 0
+    assert stats["decoder_misses"] == stats["episodes_admitted"] * cameras  # each opened once per admission
+    assert stats["decoder_hits"] + stats["decoder_misses"] == total * cameras

@@ -4,7 +4,9 @@ mixture harmonization, and the counters workers publish."""
 from lerobot_shards.core.exports import lazy_exports
 
 _EXPORTS = {
-    "lerobot_shards.reader.runtime.environment": ["decode_threads_for", "detect_world"],
+    "lerobot_shards.reader.runtime.environment": ["decode_threads_for", "detect_world", "split_threads"],
+    "lerobot_shards.reader.runtime.side_by_side": ["SideBySide"],
+    "lerobot_shards.reader.runtime.sample_builder": ["SampleBuilder"],
     "lerobot_shards.reader.runtime.consumer": ["Consumer"],
     "lerobot_shards.reader.runtime.stats": ["SharedStats"],
     "lerobot_shards.reader.runtime.harmonize": ["DatasetFeatures", "FeatureHarmonizer"],

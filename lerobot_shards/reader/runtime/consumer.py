@@ -17,8 +17,9 @@ It publishes counters to the shared stats table it is given.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,12 +29,13 @@ from lerobot_shards.core.pack.catalog import EpisodeCatalog
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.decode.frames import CpuDecoders
 from lerobot_shards.reader.fetch.disk_cache import DiskCache
-from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool
+from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool, LoadedEpisode
 from lerobot_shards.reader.plan.consumer_draws import Block
 from lerobot_shards.reader.plan.world import World
 from lerobot_shards.reader.read_options import ReadOptions
-from lerobot_shards.reader.runtime.environment import decode_threads_for, detect_world
+from lerobot_shards.reader.runtime.environment import decode_threads_for, detect_world, split_threads
 from lerobot_shards.reader.runtime.sample_builder import SampleBuilder
+from lerobot_shards.reader.runtime.side_by_side import SideBySide
 from lerobot_shards.reader.runtime.stats import SharedStats
 
 _PUBLISH_INTERVAL_S = 0.05  # how stale ds.stats() may be while a loader runs
@@ -62,9 +64,18 @@ class StreamView:
     rows_as_views: bool = False
 
 
-def make_sample_builder(view: StreamView, dataset: int, world: World) -> SampleBuilder:
+def consumer_threads(view: StreamView, world: World) -> int:
+    """The threads a consumer decodes on: ``decode_threads``, else its share of the cores
+    (``decode_threads_for``, over every dataset's frame sizes)."""
+    sizes = [size for info in view.catalog.datasets for size in (info.frame_sizes or {}).values()]
+    return view.options.decode_threads or decode_threads_for(world, sizes)
+
+
+def make_sample_builder(view: StreamView, dataset: int, world: World, *, camera_threads: int | None = None) -> SampleBuilder:
     """The sample builder of one dataset of a view: its cameras, windows, tasks and features,
-    the view's read options, and decode threads for this consumer's share of the cores."""
+    the view's read options, and decode threads for this consumer's share of the cores
+    (``camera_threads``: cameras decoded side by side within one sample, when the consumer
+    decides it)."""
     info, options = view.catalog.datasets[dataset], view.options
     return SampleBuilder(
         video_keys=list(info.video_keys),
@@ -76,7 +87,7 @@ def make_sample_builder(view: StreamView, dataset: int, world: World) -> SampleB
         encoded_video=options.encoded_video,
         member_prefix=info.root,
         frame_sizes=info.frame_sizes,
-        decode_threads=options.decode_threads or decode_threads_for(world, (info.frame_sizes or {}).values()),
+        decode_threads=camera_threads or options.decode_threads or decode_threads_for(world, (info.frame_sizes or {}).values()),
         features=info.features,
         depth_unit=options.depth_unit,
         copy_rows=not view.rows_as_views,
@@ -103,6 +114,10 @@ class Consumer:
         )
         self._builders: dict[int, SampleBuilder] = {}
         self._world = detect_world()
+        cameras = max((len(info.video_keys) + len(info.features.image_keys) for info in view.catalog.datasets), default=1)
+        self.sample_threads, self._camera_threads = split_threads(
+            consumer_threads(view, self._world), cameras, encoded_video=options.encoded_video
+        )
         self._publisher = stats.publisher(worker)
         self.samples_built = 0
         self._next_publish = 0.0
@@ -110,7 +125,9 @@ class Consumer:
     def builder(self, dataset: int) -> SampleBuilder:
         built = self._builders.get(dataset)
         if built is None:
-            built = self._builders[dataset] = make_sample_builder(self.view, dataset, self._world)
+            built = self._builders[dataset] = make_sample_builder(
+                self.view, dataset, self._world, camera_threads=self._camera_threads
+            )
         return built
 
     def samples(self, segments: Iterable[Iterable[Block]]) -> Iterator[tuple[int, dict]]:
@@ -119,29 +136,58 @@ class Consumer:
         Before each block, the pieces it (and, ahead of it, the next blocks) first needs are
         appended to the prefetch order; a piece is evicted after its last draw, and whatever a
         segment leaves open is evicted when it ends (a piece whose last draw lies past the
-        segment exists only after a re-split resume).
+        segment exists only after a re-split resume). Samples are built side by side on the
+        consumer's sample threads (``runtime/side_by_side.py``) and leave in draw order; an
+        error leaves in its draw's place, after every sample drawn before it.
         """
-        catalog = self.view.catalog
+        side: SideBySide[tuple[SampleBuilder, int, dict]] = SideBySide(self.sample_threads)
+        jobs = self._draws(segments)
         try:
-            for segment in segments:
-                self.pool.schedule([])
-                for admitted, draws in segment:
-                    self.pool.extend(admitted)
-                    for piece, episode, anchor, last in draws:
-                        loaded = self.pool.get(piece, episode)
-                        frame = int(catalog.anchor_frames(episode, np.array([anchor]))[0])
-                        sample = self.builder(loaded.dataset).build(loaded, frame, last=last)
-                        if last:
-                            self.pool.release(piece)
-                        self.samples_built += 1
-                        self._maybe_publish()
-                        yield loaded.dataset, sample
-                self.pool.release_all()
+            while True:
+                try:
+                    loaded, frame, last = next(jobs)
+                except StopIteration:
+                    break
+                except Exception:
+                    yield from self._handed_on(side.drain())  # the samples drawn before it come first
+                    raise
+                builder = self.builder(loaded.dataset)
+                build = functools.partial(_build, builder, loaded, frame, last)
+                yield from self._handed_on(side.submit(loaded, build))
+            yield from self._handed_on(side.drain())
         finally:
             # Runs when the stream ends (before a DataLoader worker reports it is done) or the
-            # generator is closed, so an epoch's totals are complete once the loader is.
+            # generator is closed, so an epoch's totals are complete once the loader is. The
+            # builds in flight finish before their decoders and episodes are closed.
+            side.close()
+            jobs.close()
             self.publish()
             self.close()
+
+    def _draws(self, segments: Iterable[Iterable[Block]]) -> Generator[tuple[LoadedEpisode, int, bool], None, None]:
+        """``(admitted episode, anchor frame, is the piece's last draw)`` per draw, the pool
+        kept as ``samples`` says (a released piece lives on in the builds that hold it)."""
+        catalog = self.view.catalog
+        for segment in segments:
+            self.pool.schedule([])
+            for admitted, draws in segment:
+                self.pool.extend(admitted)
+                for piece, episode, anchor, last in draws:
+                    loaded = self.pool.get(piece, episode)
+                    frame = int(catalog.anchor_frames(episode, np.array([anchor]))[0])
+                    if last:
+                        self.pool.release(piece)
+                    yield loaded, frame, last
+            self.pool.release_all()
+
+    def _handed_on(self, built: Iterable[tuple[SampleBuilder, int, dict]]) -> Iterator[tuple[int, dict]]:
+        """Built samples, their image transforms applied here, in draw order (a random
+        transform draws from torch's generator in that order, however the builds ran)."""
+        for builder, dataset, sample in built:
+            builder.transform(sample)
+            self.samples_built += 1
+            self._maybe_publish()
+            yield dataset, sample
 
     def close(self) -> None:
         self.pool.close()
@@ -162,6 +208,11 @@ class Consumer:
                 prefetched_peak=self.pool.prefetcher.peak_bytes,
             )
         )
+
+
+def _build(builder: SampleBuilder, loaded: LoadedEpisode, frame: int, last: bool) -> tuple[SampleBuilder, int, dict]:
+    """One draw's sample, its image transforms left to the consumer (runs on a sample thread)."""
+    return builder, loaded.dataset, builder.build(loaded, frame, last=last, transform=False)
 
 
 class CountingEngine(Protocol):

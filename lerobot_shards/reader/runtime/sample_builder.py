@@ -16,6 +16,7 @@ on the CPU (counted in ``images_decoded`` and ``depth_frames_decoded``).
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -90,6 +91,9 @@ class SampleBuilder:
         # use so a builder made before a fork has no threads in the parent.
         self.decode_threads = max(1, min(int(decode_threads), len(self.cameras)))
         self._threads: ThreadPoolExecutor | None = None
+        # Builds of different episodes may run side by side (runtime/side_by_side.py): what they
+        # share (counters, the open decoders' table, the camera threads) changes under this lock.
+        self._lock = threading.Lock()
         self.counters = {
             "decoder_hits": 0,
             "decoder_misses": 0,
@@ -107,7 +111,8 @@ class SampleBuilder:
         """The episode's open decoder for a camera (opened on first use, kept while the pool
         holds the episode). The manifest's frame size and the member's recorded frame count
         are checked when the decoder opens."""
-        decoders = self._opened.setdefault(episode, {})
+        with self._lock:
+            decoders = self._opened.setdefault(episode, {})
         decoder = decoders.get(camera)
         if decoder is None:
             size = self.frame_sizes.get(camera)
@@ -154,23 +159,34 @@ class SampleBuilder:
 
     def _decode_cameras(self, episode: LoadedEpisode, wanted: dict[str, list[int]]) -> dict[str, torch.Tensor]:
         """Every camera's frames, in ``wanted``'s order; side by side on ``decode_threads``."""
-        held = self._opened.setdefault(episode, {})
         videos = [key for key in wanted if key not in self.image_cameras]
-        opened = sum(key in held for key in videos)
-        self.counters["decoder_hits"] += opened
-        self.counters["decoder_misses"] += len(videos) - opened
-        self.counters["frames_decoded"] += sum(len(rows) for rows in wanted.values())
-        self.counters["images_decoded"] += sum(len(rows) for key, rows in wanted.items() if key in self.image_cameras)
-        self.counters["depth_frames_decoded"] += sum(
-            len(rows) for key, rows in wanted.items() if key in self.depth and key not in self.image_cameras
-        )
+        with self._lock:
+            held = self._opened.setdefault(episode, {})
+            opened = sum(key in held for key in videos)
+            self.counters["decoder_hits"] += opened
+            self.counters["decoder_misses"] += len(videos) - opened
+            self.counters["frames_decoded"] += sum(len(rows) for rows in wanted.values())
+            self.counters["images_decoded"] += sum(len(rows) for key, rows in wanted.items() if key in self.image_cameras)
+            self.counters["depth_frames_decoded"] += sum(
+                len(rows) for key, rows in wanted.items() if key in self.depth and key not in self.image_cameras
+            )
         if self.decode_threads == 1 or len(wanted) == 1:
             return {key: self._decode(episode, key, rows) for key, rows in wanted.items()}
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lerobot-shards-decode")
+        with self._lock:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="lerobot-shards-decode")
         futures = {key: self._threads.submit(self._decode, episode, key, rows) for key, rows in wanted.items()}
         # In camera order: the first camera that failed raises, as one after another would.
         return {key: future.result() for key, future in futures.items()}
+
+    def transform(self, item: dict) -> dict:
+        """Apply the image transforms to a built sample's cameras, in place (LeRobot: every
+        camera but depth maps); returns ``item``."""
+        if self.image_transforms is not None:
+            for key in self.cameras:
+                if key in item and key not in self.depth:
+                    item[key] = self.image_transforms(item[key])
+        return item
 
     @property
     def open_decoders(self) -> int:
@@ -193,9 +209,14 @@ class SampleBuilder:
         rows, is_pad = query_frames(frame, length, offsets)
         return rows, torch.from_numpy(is_pad)
 
-    def build(self, episode: LoadedEpisode, frame: int, *, last: bool = False) -> dict:
+    def build(self, episode: LoadedEpisode, frame: int, *, last: bool = False, transform: bool = True) -> dict:
         """The sample at ``frame`` of an admitted episode; ``last``: this is the admission's
-        last draw (a ``DecodeStage`` may then drop its members)."""
+        last draw (a ``DecodeStage`` may then drop its members). ``transform=False`` leaves the
+        image transforms to ``transform`` (builds running side by side apply them afterwards,
+        in draw order, so a random transform draws from torch's generator in that order).
+
+        Safe to call from several threads at once for different episodes; one episode's builds
+        run one at a time (its decoders are not thread-safe)."""
         length = episode.entry.length
         item: dict = {}
         for name, values in episode.columns.items():
@@ -245,16 +266,15 @@ class SampleBuilder:
                 continue
             wanted_by_key[key] = wanted
         frames = self._decode_cameras(episode, wanted_by_key) if wanted_by_key else {}
-        self.counters["decode_seconds"] += time.perf_counter() - started
+        with self._lock:
+            self.counters["decode_seconds"] += time.perf_counter() - started
         item = {**frames, **item}
         if encoded:
             item[ENCODED_KEY] = encoded
             if admits:
                 self._shipped.add(episode)
-        if self.image_transforms is not None:
-            for key in self.cameras:  # LeRobot: every camera but depth maps
-                if key in item and key not in self.depth:
-                    item[key] = self.image_transforms(item[key])
+        if transform:
+            self.transform(item)
         task_index = int(item["task_index"])
         if task_index not in self.tasks:
             raise EpisodeDataError(
