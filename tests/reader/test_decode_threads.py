@@ -101,10 +101,16 @@ def test_small_frames_keep_one_thread_whatever_the_cores(monkeypatch):
 def test_the_consumer_picks_threads_by_each_packs_frame_size(packed_copy, monkeypatch):
     """The default reaches each pack's sample builder: the test set's small cameras decode on one
     thread even where the cores would allow more; a user's decode_threads is taken as given."""
-    from lerobot_shards.reader.runtime import Consumer, SharedStats
+    from lerobot_shards.reader.runtime import Consumer, SharedStats, make_sample_builder
 
     monkeypatch.setattr(environment.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    for given, expected in ((None, 1), (3, 2)):  # 3 threads for 2 cameras: 2 at most
+    # (decode_threads, cameras side by side, samples side by side): 3 threads for 2 cameras
+    # decode both cameras at once, one sample at a time; 4 build two samples at once.
+    for given, cameras, samples in ((None, 1, 1), (3, 2, 1), (4, 2, 2)):
         dataset = PackedDataset(str(packed_copy), seed=2, return_uint8=True, decode_threads=given)
         consumer = Consumer(dataset._view(), stats=SharedStats(), worker=None)
-        assert consumer.builder(0).decode_threads == expected
+        assert (consumer.builder(0).decode_threads, consumer.sample_threads) == (cameras, samples)
+    # A small-frame pack keeps one camera thread where a mixture's split would give two (its
+    # large-frame neighbour decides the consumer's threads).
+    view = PackedDataset(str(packed_copy), seed=2, return_uint8=True)._view()
+    assert make_sample_builder(view, 0, World(0, 1), camera_threads=2).decode_threads == 1

@@ -7,7 +7,7 @@ _EXPORTS = {
     "lerobot_shards.reader.runtime.environment": ["decode_threads_for", "detect_world", "split_threads"],
     "lerobot_shards.reader.runtime.side_by_side": ["SideBySide"],
     "lerobot_shards.reader.runtime.sample_builder": ["SampleBuilder"],
-    "lerobot_shards.reader.runtime.consumer": ["Consumer"],
+    "lerobot_shards.reader.runtime.consumer": ["Consumer", "make_sample_builder"],
     "lerobot_shards.reader.runtime.stats": ["SharedStats"],
     "lerobot_shards.reader.runtime.harmonize": ["DatasetFeatures", "FeatureHarmonizer"],
     "lerobot_shards.reader.runtime.batching": ["batches", "collate_batch"],

@@ -71,6 +71,14 @@ def consumer_threads(view: StreamView, world: World) -> int:
     return view.options.decode_threads or decode_threads_for(world, sizes)
 
 
+def _camera_threads(asked: int | None, world: World, frame_sizes: dict[str, tuple[int, int]] | None, split: int | None) -> int:
+    """A dataset's camera threads: its own rule (``decode_threads``, else its share of the cores,
+    1 for small frames: a mixture's small-frame pack keeps one thread beside a large-frame one),
+    at most what the consumer's split left for cameras."""
+    own = asked or decode_threads_for(world, (frame_sizes or {}).values())
+    return own if split is None else min(own, split)
+
+
 def make_sample_builder(view: StreamView, dataset: int, world: World, *, camera_threads: int | None = None) -> SampleBuilder:
     """The sample builder of one dataset of a view: its cameras, windows, tasks and features,
     the view's read options, and decode threads for this consumer's share of the cores
@@ -87,7 +95,7 @@ def make_sample_builder(view: StreamView, dataset: int, world: World, *, camera_
         encoded_video=options.encoded_video,
         member_prefix=info.root,
         frame_sizes=info.frame_sizes,
-        decode_threads=camera_threads or options.decode_threads or decode_threads_for(world, (info.frame_sizes or {}).values()),
+        decode_threads=_camera_threads(options.decode_threads, world, info.frame_sizes, camera_threads),
         features=info.features,
         depth_unit=options.depth_unit,
         copy_rows=not view.rows_as_views,
