@@ -128,3 +128,28 @@ def test_the_readme_snippet_runs_as_written(packed_copy):
     assert isinstance(loader, BatchLoader) and namespace["state"] == {"epoch": 0, "samples_consumed": 0, "order": "sampler"}
     batch = next(iter(loader))
     assert batch["action"].shape[:2] == (32, 3) and batch["observation.images.top"].dtype == torch.uint8
+
+
+class _UnsizedRandomSampler:
+    """A sampler without ``__len__`` drawing from its own generator: each pass another order."""
+
+    def __init__(self, n: int, count: int):
+        self.n, self.count, self.passes = n, count, 0
+        self.draws = random.Random(3)
+
+    def __iter__(self):
+        self.passes += 1
+        return iter([self.draws.randrange(self.n) for _ in range(self.count)])
+
+
+def test_counting_an_unsized_sampler_draws_it_once_and_iterates_what_it_counted(packed_copy):
+    ds = _dataset(packed_copy)
+    sampler = _UnsizedRandomSampler(len(ds), 23)
+    loader = BatchLoader(ds, batch_size=5, sampler=sampler, num_workers=0)
+    assert len(loader) == 5 and sampler.passes == 1  # drawn once, to count it
+    got = [int(i) for batch in loader for i in batch["index"]]
+    assert sampler.passes == 1  # the epoch iterated the order it counted, not a second draw
+    counted = random.Random(3)
+    assert got == [int(ds[counted.randrange(len(ds))]["index"]) for _ in range(23)]
+    got_again = [int(i) for batch in loader for i in batch["index"]]
+    assert sampler.passes == 2 and got_again != got  # a new pass draws anew, as a DataLoader does

@@ -64,21 +64,27 @@ class SamplerOrder:
             raise ArgumentError("sampler and shuffle=True are exclusive (as DataLoader's): the sampler chooses the order")
         self.length, self.sampler, self.shuffle, self.seed = length, sampler, shuffle, seed
         self.epoch = 0
+        # The order ``size`` drew to count an unsized sampler: the epoch's next ``draw`` is it.
+        self._counted: tuple[int, np.ndarray] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch (passed on to a sampler that has ``set_epoch``)."""
         self.epoch = int(epoch)
+        self._counted = None
         set_epoch = getattr(self.sampler, "set_epoch", None)
         if set_epoch is not None:
             set_epoch(self.epoch)
 
     def draw(self) -> np.ndarray:
-        """This epoch's indices, in order.
+        """This epoch's indices, in order (the ones ``size`` drew to count them, if it did).
 
         Raises:
             ArgumentError: an index outside ``[0, length)`` (what the dataset would raise on,
                 said before any worker starts).
         """
+        counted, self._counted = self._counted, None
+        if counted is not None and counted[0] == self.epoch:
+            return counted[1]
         if self.sampler is None and not self.shuffle:
             return np.arange(self.length, dtype=np.int64)
         if self.sampler is None:
@@ -91,13 +97,17 @@ class SamplerOrder:
         return order
 
     def size(self) -> int:
-        """Indices per epoch, without drawing them when the sampler knows its length."""
+        """Indices per epoch, without drawing them when the sampler knows its length. A sampler
+        without ``__len__`` is drawn to count it, once: the epoch then iterates that order, so
+        counting neither consumes a random sampler's draw nor gives a count of another order."""
         if self.sampler is None:
             return self.length
         try:
             return len(self.sampler)  # type: ignore[arg-type]
         except TypeError:
-            return len(self.draw())
+            order = self.draw()
+            self._counted = (self.epoch, order)
+            return len(order)
 
 
 def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:
