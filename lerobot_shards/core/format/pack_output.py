@@ -16,6 +16,7 @@ plan digests, and the resumes, of packs made before it unchanged.
 from __future__ import annotations
 
 import io
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,11 +86,19 @@ class ParquetProfile:
     compression: ParquetCompression = PARQUET_COMPRESSIONS[DEFAULT_PARQUET_COMPRESSION]
     page_index: bool = True
 
-    def writer_options(self) -> dict[str, Any]:
-        """Keyword arguments of ``pq.write_table`` and ``pq.ParquetWriter``."""
+    def writer_options(self, columns: Sequence[str] = (), *, plain: Collection[str] = ()) -> dict[str, Any]:
+        """Keyword arguments of ``pq.write_table`` and ``pq.ParquetWriter``; the ``plain``
+        ones of ``columns`` stored as they are (no dictionary, no compression)."""
         options: dict[str, Any] = {"compression": self.compression.codec, "write_statistics": True}
         if self.compression.level is not None:
             options["compression_level"] = self.compression.level
+        if plain:
+            # Per-column settings name parquet's leaf columns ("tasks.list.element"), each.
+            kept = [name for name in columns if name not in plain]
+            options["use_dictionary"] = kept
+            options["compression"] = {name: "NONE" if name in plain else self.compression.codec for name in columns}
+            if self.compression.level is not None:
+                options["compression_level"] = dict.fromkeys(kept, self.compression.level)
         if self.page_index:
             options["write_page_index"] = True
         return options
@@ -98,11 +107,23 @@ class ParquetProfile:
         """A writer of row groups to ``path`` (a shard's parquet, one group per call)."""
         return pq.ParquetWriter(path, schema, **self.writer_options())
 
-    def to_bytes(self, table: pa.Table) -> bytes:
-        """``table`` as one parquet file's bytes (pyarrow's row-group size)."""
+    def to_bytes(self, table: pa.Table, *, plain: Collection[str] = ()) -> bytes:
+        """``table`` as one parquet file's bytes (pyarrow's row-group size); ``plain`` columns
+        stored as they are: repeated digests, which a reader requires to be backed by their
+        own bytes (``Budget.backed``), would otherwise collapse into one dictionary entry."""
         buffer = io.BytesIO()
-        pq.write_table(table, buffer, **self.writer_options())
+        columns = leaf_paths(table.schema) if plain else table.column_names
+        pq.write_table(table, buffer, **self.writer_options(columns, plain=plain))
         return buffer.getvalue()
+
+
+def leaf_paths(schema: pa.Schema) -> list[str]:
+    """Parquet's leaf column paths of ``schema`` (``tasks.list.element`` for a list column), as
+    per-column writer settings name them: read from an empty file of that schema."""
+    buffer = io.BytesIO()
+    pq.write_table(schema.empty_table(), buffer)
+    metadata = pq.ParquetFile(io.BytesIO(buffer.getvalue())).metadata
+    return [metadata.schema.column(j).path for j in range(metadata.num_columns)]
 
 
 def pack_parquet(compression: str = DEFAULT_PARQUET_COMPRESSION) -> ParquetProfile:

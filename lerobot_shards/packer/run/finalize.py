@@ -6,7 +6,7 @@ job can run it after the array of ``--part`` tasks. The manifest is written last
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -81,11 +81,28 @@ def _episodes_table(rows: list[dict], video_keys: list[str], *, preroll: bool) -
     )
 
 
-def _write_parquet(storage: Storage, rel: str, table: pa.Table, profile: ParquetProfile) -> FileEntry:
-    """Write ``table`` to ``rel``; returns its size and digest for the manifest's ``files``."""
-    data = profile.to_bytes(table)
+def _write_parquet(
+    storage: Storage, rel: str, table: pa.Table, profile: ParquetProfile, *, plain: Sequence[str] = ()
+) -> FileEntry:
+    """Write ``table`` to ``rel`` (``plain`` columns stored as they are); returns its size and
+    digest for the manifest's ``files``."""
+    data = profile.to_bytes(table, plain=plain)
     storage.write_bytes(rel, data)
     return FileEntry(len(data), sha256_hex(data))
+
+
+def _repeated_digests(episodes: pa.Table, video_keys: Sequence[str]) -> list[str]:
+    """The member digest columns in which a digest repeats (episodes whose video bytes are
+    identical: a replicated dataset, a camera that recorded the same frames). Compressed, such a
+    column takes fewer bytes than readers require of digests (16 a member, so a small index
+    cannot claim many members), and the pack would be refused by every reader; stored as they
+    are, they take their 64 bytes each. Columns of distinct digests keep the pack's compression."""
+    repeated = []
+    for key in video_keys:
+        column = episodes[video_column(key, "sha256")]
+        if len(column.unique()) < len(column):
+            repeated.append(video_column(key, "sha256"))
+    return repeated
 
 
 def _meta_files(storage: Storage, plan: PackPlan, journal: Journal, trust_destination: bool) -> dict[str, FileEntry]:
@@ -210,11 +227,9 @@ def finalize(
 
     episode_rows.sort(key=lambda r: r["episode_index"])
     version = _format_version(episode_rows, video_keys, fps)
+    episodes = _episodes_table(episode_rows, video_keys, preroll=version >= PREROLL_FORMAT_VERSION)
     files[EPISODES_INDEX_PATH] = _write_parquet(
-        storage,
-        EPISODES_INDEX_PATH,
-        _episodes_table(episode_rows, video_keys, preroll=version >= PREROLL_FORMAT_VERSION),
-        profile,
+        storage, EPISODES_INDEX_PATH, episodes, profile, plain=_repeated_digests(episodes, video_keys)
     )
     schema = samples_index_schema(options.windows)
     samples = pa.concat_tables(sample_tables).sort_by("index") if sample_tables else schema.empty_table()
