@@ -24,6 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobot_shards.core.format.parquet.arrow_io import read_parquet_metadata
+
 
 @dataclass(frozen=True)
 class ParquetCompression:
@@ -122,7 +124,7 @@ def leaf_paths(schema: pa.Schema) -> list[str]:
     per-column writer settings name them: read from an empty file of that schema."""
     buffer = io.BytesIO()
     pq.write_table(schema.empty_table(), buffer)
-    metadata = pq.ParquetFile(io.BytesIO(buffer.getvalue())).metadata
+    metadata = read_parquet_metadata(buffer.getvalue())
     return [metadata.schema.column(j).path for j in range(metadata.num_columns)]
 
 
