@@ -37,9 +37,26 @@ if not os.environ.get("LEROBOT_SHARDS_TEST_TEMP"):
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
+# Python's own probe: the first gettempdir() in a process writes b"blat" to a file of 8 random
+# letters, digits or underscores in TMPDIR and removes it. A process a test kills on purpose in
+# its first milliseconds (a killed pack's worker, a scancelled job) can die between the two, and
+# CI once failed on exactly that file. Recognised by name and content, so a file of ours is judged.
+_PROBE_NAME = re.compile(r"[a-z0-9_]{8}")
+
+
+def _python_temp_probe(folder: str, name: str) -> bool:
+    path = os.path.join(folder, name)
+    if not _PROBE_NAME.fullmatch(name) or os.path.islink(path) or not os.path.isfile(path):
+        return False
+    with open(path, "rb") as handle:
+        return handle.read(5) == b"blat"
+
+
 def session_leftovers(folder: str) -> list[str]:
-    """What a test session left in its temp folder (names, sorted)."""
-    return sorted(name for name in os.listdir(folder) if not name.startswith(SESSION_TEMP_KEEP))
+    """What a test session left in its temp folder (names, sorted), less what is not ours."""
+    return sorted(
+        name for name in os.listdir(folder) if not name.startswith(SESSION_TEMP_KEEP) and not _python_temp_probe(folder, name)
+    )
 
 
 # The pack journal (lerobot_shards.packer.run.journal) lives outside the destination, by default in the

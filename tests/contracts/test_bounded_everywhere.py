@@ -80,8 +80,14 @@ def test_5_the_sweep_parses_names_strictly_never_follows_links_and_tags_the_reso
 # -- 9. nothing left in the temp folder by a test session --------------------------------------------
 def test_9_the_session_end_check_fails_a_session_that_leaves_something(tmp_path):
     test = tmp_path / "test_leaves.py"
+    # stray.tar is judged; so is a probe-like name with other bytes; Python's own gettempdir()
+    # probe (8 letters, b"blat"), left by a process killed in its first milliseconds, is not.
     test.write_text(
-        "import tempfile, os\n\ndef test_leaves():\n    open(os.path.join(tempfile.gettempdir(), 'stray.tar'), 'w').close()\n"
+        "import tempfile, os\n\ndef test_leaves():\n"
+        "    folder = tempfile.gettempdir()\n"
+        "    open(os.path.join(folder, 'stray.tar'), 'w').close()\n"
+        "    open(os.path.join(folder, 'q1w2e3r4'), 'wb').write(b'blah')\n"
+        "    open(os.path.join(folder, '205yztiz'), 'wb').write(b'blat')\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEROBOT_SHARDS_TEST_TEMP", "PYTEST_XDIST"))}
     result = subprocess.run(
@@ -92,7 +98,7 @@ def test_9_the_session_end_check_fails_a_session_that_leaves_something(tmp_path)
         text=True,
         timeout=300,
     )
-    found = re.search(r"left 1 item\(s\) in its temp folder (\S+): \['stray.tar'\]", result.stdout)
+    found = re.search(r"left 2 item\(s\) in its temp folder (\S+): \['q1w2e3r4', 'stray.tar'\]", result.stdout)
     try:
         assert result.returncode == 1 and found, result.stdout[-2000:]
         assert "1 passed" in result.stdout  # the test itself passed; the session failed
