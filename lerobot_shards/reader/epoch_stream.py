@@ -27,7 +27,7 @@ from lerobot_shards.core.pack import EpisodeCatalog
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.core.windows import looks_like_frames, windows_beyond
 from lerobot_shards.reader.decode.frames import CpuDecoders
-from lerobot_shards.reader.plan.consumer_draws import Block, Segment, segment_blocks
+from lerobot_shards.reader.plan.consumer_draws import Block, Segment, first_draws, segment_blocks
 from lerobot_shards.reader.plan.epoch_plan import EpochPlan
 from lerobot_shards.reader.plan.mixture_plan import PieceMap
 from lerobot_shards.reader.plan.resume_state import EpochResume
@@ -328,19 +328,44 @@ class EpochStream(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         return self._samples(rows_as_views=False)
 
-    def _samples_for_batches(self) -> Iterator[dict]:
+    def _samples_for_batches(self, *, first: tuple[int, int] | None = None) -> Iterator[dict]:
         """The samples ``iter(self)`` yields, their tabular rows left as views of the episode's
         columns: for a consumer that copies each sample into its batch before taking the next
-        (``BatchLoader``), which then needs no per-sample copy of each row."""
-        return self._samples(rows_as_views=True)
+        (``BatchLoader``), which then needs no per-sample copy of each row.
 
-    def _samples(self, *, rows_as_views: bool) -> Iterator[dict]:
-        self._pending_resume = None  # iterating uses the loaded state: a later set_epoch moves on
-        world = self._world()
-        if world.num_workers > 0:
+        With ``first=(num_workers, count)``: the first ``count`` samples DataLoader worker 0 of
+        ``num_workers`` yields, built in the training process (``BatchLoader`` builds the first
+        batch so while no worker runs); only the episodes they need are read.
+        """
+        if first is None:
+            return self._samples(rows_as_views=True)
+        world = self._world(worker=0, num_workers=first[0])
+        return self._samples(rows_as_views=True, world=world, here=True, limit=first[1])
+
+    def _past_first_batch(self, samples: int, *, batch_size: int, num_workers: int, drop_last: bool) -> EpochStream:
+        """A shallow copy that continues where a loader of that shape stands after ``samples``
+        more samples than this stream starts from (``load_state_dict`` of that state), with
+        resume bookkeeping of its own: this stream's position, and its ``state_dict``, stay."""
+        at = self._resume.resumed_at(self.epoch) + samples
+        state = self.state_dict(samples_consumed=at, batch_size=batch_size, num_workers=num_workers, drop_last=drop_last)
+        view = copy.copy(self)
+        view._resume = copy.deepcopy(self._resume)
+        view.load_state_dict(state)
+        return view
+
+    def _samples(
+        self, *, rows_as_views: bool, world: World | None = None, here: bool = False, limit: int | None = None
+    ) -> Iterator[dict]:
+        if not here:
+            self._pending_resume = None  # iterating uses the loaded state: a later set_epoch moves on
+        world = world if world is not None else self._world()
+        in_worker = world.num_workers > 0 and not here
+        if in_worker:
             freeze_inherited_objects()
-        consumer = Consumer(self._view(rows_as_views), stats=self._stats, worker=world.worker if world.num_workers > 0 else None)
+        consumer = Consumer(self._view(rows_as_views), stats=self._stats, worker=world.worker if in_worker else None)
         plan_shape, segments = self._segments(world)
+        if limit is not None:
+            segments = first_draws(segments, limit)
         for dataset, sample in consumer.samples(self._blocks(plan_shape, segments)):
             yield self._finish(dataset, sample)
 

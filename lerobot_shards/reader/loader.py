@@ -27,8 +27,9 @@ Batches are exactly what a ``DataLoader`` with the same ``batch_size`` and ``num
 
 from __future__ import annotations
 
+import copy
 import gc
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import torch
@@ -51,7 +52,19 @@ class _BatchedView(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
-        ring = FrameRing(self.flags, info.id if info is not None else None, self.slots)
+        return self._batches(info.id if info is not None else None)
+
+    def first_batch(self, num_workers: int) -> dict | None:
+        """The first batch DataLoader worker 0 of ``num_workers`` yields, built in this process
+        (None when that worker yields none); every thread the build started has ended on return."""
+        built = self._batches(None, first=(num_workers, self.batch_size))
+        try:
+            return next(built, None)
+        finally:
+            built.close()  # the stream's pool and builder threads end here, before any fork
+
+    def _batches(self, worker: int | None, first: tuple[int, int] | None = None) -> Generator[dict, None, None]:
+        ring = FrameRing(self.flags, worker, self.slots)
         dataset, float_frames = self.dataset, False
         options = getattr(dataset, "options", None)
         uint8_view = getattr(dataset, "with_uint8_frames", None)  # both datasets have it (EpochStream)
@@ -64,8 +77,11 @@ class _BatchedView(torch.utils.data.IterableDataset):
                 dataset, float_frames = view, True
         # Both datasets have it (EpochStream): each sample is copied into its batch at once.
         samples = getattr(dataset, "_samples_for_batches", None)
-        source = samples() if samples is not None else iter(dataset)
-        if info is not None and self.build_ahead > 0:
+        if samples is None:
+            source = iter(dataset)
+        else:
+            source = samples() if first is None else samples(first=first)
+        if worker is not None and self.build_ahead > 0:
             # In a worker (a process of its own: no fork can copy the thread mid-decode), the
             # next samples are built while this one is copied (runtime/build_ahead.py).
             source = BuiltAhead(source, self.build_ahead)
@@ -77,6 +93,12 @@ class _BatchedView(torch.utils.data.IterableDataset):
             ring=ring,
             float_frames=float_frames,
         )
+
+    def continued(self, dataset) -> _BatchedView:
+        """This view over ``dataset`` (a stream resumed past the first batch)."""
+        view = copy.copy(self)
+        view.dataset = dataset
+        return view
 
 
 def frame_keys_of(dataset) -> list[str]:
@@ -111,6 +133,13 @@ class BatchLoader:
             the batch is filled (the next decode runs while this sample is copied; 0: one
             thread). Bounded: a worker holds at most ``build_ahead + 2`` samples besides its
             batches. Not used with ``num_workers=0``.
+        first_batch_here: with workers, the epoch's first batch is built in this process, which
+            waits for it anyway, before the workers start, and the workers continue after it (a
+            resume state one batch on): the first batch pays for no worker start-up (a fork, its
+            episode reads again) and no trip through shared memory. The batches are the
+            DataLoader's all the same. Not for a map-style dataset, with a ``worker_init_fn``
+            (the batch would be built without it) or a ``decode_stage``, nor when worker 0
+            yields less than a whole batch.
         sampler: a map-style dataset's order (any sized iterable of indices: LeRobot's
             ``EpisodeAwareSampler``, ``WeightedRandomSampler``, ``DistributedSampler``), as
             ``DataLoader(sampler=)`` takes it; batches are exactly that DataLoader's.
@@ -139,6 +168,7 @@ class BatchLoader:
         decode_stage=None,
         decode_ahead: int = 2,
         build_ahead: int = 1,
+        first_batch_here: bool = True,
         sampler=None,
         shuffle: bool = False,
         seed: int = 0,
@@ -188,6 +218,7 @@ class BatchLoader:
         self._resume_from = 0  # a map-style dataset's position in its order where an epoch (re)starts
         self._loaded_epoch: int | None = None
         self.decode_stage, self.decode_ahead = _decode_stage_for(dataset, decode_stage), decode_ahead
+        self.first_batch_here = first_batch_here
 
     # -- epochs and resume --------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -257,14 +288,21 @@ class BatchLoader:
             yield batch
 
     def _received(self) -> Iterator[dict]:
-        if isinstance(self._view, MapBatches) and self._order is not None:
+        view: _BatchedView | MapBatches = self._view
+        if isinstance(view, MapBatches) and self._order is not None:
             # This epoch's order, drawn here (the sampler's state is the trainer's), from where it stood.
-            self._view.order, self._view.start = self._order.draw(), self._resume_from
+            view.order, view.start = self._order.draw(), self._resume_from
             self.samples_consumed = self._resume_from
-        loader = torch.utils.data.DataLoader(self._view, **self._loader_options)
+        first = self._first_batch_here()
+        if first is not None:
+            view = first[1]
+        loader = torch.utils.data.DataLoader(view, **self._loader_options)
         self._releaser.clear()
         try:
-            for batch in start_workers(loader, self.num_workers):
+            workers = start_workers(loader, self.num_workers)  # started before the first batch is handed on
+            if first is not None:
+                yield first[0]
+            for batch in workers:
                 lease = batch.pop(LEASE_KEY, None)
                 if lease is not None:
                     frames = next(v for k, v in batch.items() if k in self._view_frame_keys())
@@ -273,6 +311,27 @@ class BatchLoader:
                 yield batch
         finally:
             self._releaser.clear()
+
+    def _first_batch_here(self) -> tuple[dict, _BatchedView] | None:
+        """(The epoch's first batch built in this process, the workers' view past it), or None
+        where the workers build it (see ``first_batch_here``)."""
+        view = self._view
+        if not (self.first_batch_here and isinstance(view, _BatchedView) and self.num_workers > 0):
+            return None
+        if self._loader_options["worker_init_fn"] is not None or self.decode_stage is not None:
+            return None  # the first batch would be built without the user's per-worker set-up
+        if int(self.dataset.worker_counts(self.num_workers)[0]) < self.batch_size:
+            return None  # worker 0 yields less than a whole batch: the DataLoader's first comes from another
+        batch = view.first_batch(self.num_workers)
+        if batch is None:
+            return None
+        rest = self.dataset._past_first_batch(
+            _batch_len(batch), batch_size=self.batch_size, num_workers=self.num_workers, drop_last=self.drop_last
+        )
+        batch.pop(LEASE_KEY, None)  # built here: ordinary memory, no ring slot to hand back
+        if self._loader_options["pin_memory"] and torch.cuda.is_available():
+            batch = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        return batch, view.continued(rest)
 
     def _view_frame_keys(self) -> list[str]:
         return frame_keys_of(self.dataset)

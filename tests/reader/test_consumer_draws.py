@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from lerobot_shards.reader.plan import Admission, Block, Draw, Segment, SegmentDraws, plan_epoch, segment_blocks
+from lerobot_shards.reader.plan import Admission, Block, Draw, Segment, SegmentDraws, first_draws, plan_epoch, segment_blocks
 
 
 def test_draws_cover_the_segment_once_and_flag_last_draws():
@@ -44,3 +44,18 @@ def test_blocks_name_what_they_hold_and_admit_each_piece_before_its_draws():
             drawn.append((draw.episode, draw.anchor))
     assert sorted(drawn) == [(e, a) for e, n in enumerate([6, 3, 8]) for a in range(n)]
     assert sorted(admitted) == [0, 1, 2]
+
+
+def test_first_draws_cut_a_consumers_segments_to_a_first_batch():
+    """A first batch built in the training process reads only the draws it holds (and so
+    admits only their pieces): the segments cut to that many draws, across a resume's phases."""
+    segments = [Segment(0, 10, 13), Segment(2, 0, 40), Segment(1, 5, 9)]
+    assert first_draws(segments, 2) == [Segment(0, 10, 12)]
+    assert first_draws(segments, 3) == [Segment(0, 10, 13)]
+    assert first_draws(segments, 16) == [Segment(0, 10, 13), Segment(2, 0, 13)]
+    assert first_draws(segments, 100) == segments
+    assert first_draws(segments, 0) == []
+    plan = plan_epoch(np.array([6, 3, 8], dtype=np.int64), seed=1, epoch=0, world_size=1, workers_per_rank=1, shuffle=True)
+    full = [(p, a) for p, a, _ in SegmentDraws(plan, 0, 0, 17, pool_size=2)]
+    (cut,) = first_draws([Segment(0, 0, 17)], 5)
+    assert [(p, a) for p, a, _ in SegmentDraws(plan, 0, cut.start, cut.stop, pool_size=2)] == full[:5]

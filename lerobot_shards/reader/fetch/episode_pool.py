@@ -252,12 +252,13 @@ class EpisodeFetcher:
             pool = self._io_pool[1]
         return pool.submit(call).result
 
-    def close(self) -> None:
-        """Stop the I/O threads (reads in flight finish; their results are dropped)."""
+    def close(self, *, wait: bool = False) -> None:
+        """Stop the I/O threads (reads in flight finish, their results dropped; with ``wait``,
+        before this returns)."""
         with self._lock:
             made, self._io_pool = self._io_pool, None
         if made is not None and made[0] == os.getpid():
-            made[1].shutdown(wait=False, cancel_futures=True)
+            made[1].shutdown(wait=wait, cancel_futures=True)
 
     def _key_lock(self, key: tuple) -> threading.Lock:
         with self._lock:
@@ -543,11 +544,11 @@ class EpisodePool:
         for piece in list(self.open_episodes):
             self.release(piece)
 
-    def close(self) -> None:
-        """Evict everything and stop prefetching."""
-        self.prefetcher.close()
+    def close(self, *, wait: bool = False) -> None:
+        """Evict everything and stop prefetching (with ``wait``, every fetch thread has ended on return)."""
+        self.prefetcher.close(wait=wait)
         self.release_all()
-        self.fetcher.close()
+        self.fetcher.close(wait=wait)
 
 
 __all__ = ["DatasetStorages", "EpisodeDataError", "EpisodeFetcher", "EpisodePool", "FetchCounters", "LoadedEpisode"]

@@ -138,13 +138,14 @@ class Prefetcher(Generic[T]):
             self._bytes -= self._size_of(position)
             self._top_up()
 
-    def close(self) -> None:
-        """Cancel pending fetches and drop fetched items (running ones finish and are dropped)."""
+    def close(self, *, wait: bool = False) -> None:
+        """Cancel pending fetches and drop fetched items (running ones finish and are dropped;
+        with ``wait``, before this returns: no thread of this prefetcher is left)."""
         for future in self._futures.values():
             future.cancel()
         self._futures.clear()
         self._bytes = 0
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor.shutdown(wait=wait, cancel_futures=True)
 
 
 __all__ = ["PrefetchError", "Prefetcher"]

@@ -19,6 +19,7 @@ _EXPORTS = {
         "Draw",
         "Segment",
         "SegmentDraws",
+        "first_draws",
         "segment_blocks",
         "MAX_LOOKAHEAD_DRAWS",
     ],

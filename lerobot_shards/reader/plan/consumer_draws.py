@@ -38,6 +38,18 @@ class Segment(NamedTuple):
     stop: int
 
 
+def first_draws(segments: list[Segment], count: int) -> list[Segment]:
+    """The segments cut to their first ``count`` draws in all (a consumer's first batch)."""
+    out = []
+    for segment in segments:
+        if count <= 0:
+            break
+        stop = min(segment.stop, segment.start + count)
+        out.append(Segment(segment.consumer, segment.start, stop))
+        count -= stop - segment.start
+    return out
+
+
 class Admission(NamedTuple):
     """A piece entering the pool: the piece and the catalog episode it reads."""
 

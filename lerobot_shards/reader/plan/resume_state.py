@@ -146,6 +146,11 @@ class EpochResume:
     def _for(self, epoch: int) -> ResumeState | None:
         return self.loaded if self.loaded is not None and self.loaded.epoch == epoch else None
 
+    def resumed_at(self, epoch: int) -> int:
+        """Samples of ``epoch`` consumed before the point its iteration starts from (0 unresumed)."""
+        resumed = self._for(epoch)
+        return resumed.samples_consumed if resumed is not None else 0
+
     def state_dict(
         self, *, epoch: int, world_size: int, samples_consumed: int, batch_size: int, num_workers: int, drop_last: bool
     ) -> dict[str, Any]:

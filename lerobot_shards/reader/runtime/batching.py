@@ -23,7 +23,7 @@ same as the per-sample path's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 
 import torch
 from torch.utils.data import default_collate
@@ -179,7 +179,7 @@ def batches(
     frame_keys: Sequence[str],
     ring: FrameRing | None,
     float_frames: bool = False,
-) -> Iterator[dict]:
+) -> Generator[dict, None, None]:
     """Group a consumer's samples into batches of ``batch_size`` (see the module docstring)."""
     if batch_size < 1:
         raise ArgumentError(f"batch_size must be >= 1, got {batch_size}")

@@ -127,6 +127,9 @@ class Consumer:
             consumer_threads(view, self._world), cameras, encoded_video=options.encoded_video
         )
         self._publisher = stats.publisher(worker)
+        # In the training process no reader thread outlives the stream: a later fork (the
+        # DataLoader's workers, after a first batch built here) would copy it mid-read.
+        self._join_on_close = worker is None
         self.samples_built = 0
         self._next_publish = 0.0
 
@@ -198,7 +201,7 @@ class Consumer:
             yield dataset, sample
 
     def close(self) -> None:
-        self.pool.close()
+        self.pool.close(wait=self._join_on_close)
         for builder in self._builders.values():
             builder.close()
 
