@@ -304,6 +304,15 @@ _PREROLL_ROW_BYTES = row_bytes(episodes_index_schema(["camera"], preroll=True), 
 MAX_EPISODES_INDEX_BYTES = MAX_DATASET_EPISODES * _EPISODE_ROW_BYTES + MAX_DATASET_MEMBERS * _MEMBER_ROW_BYTES
 
 
+# Packs written before 2026-12-07 stored a digest repeated by identical members (a replicated
+# dataset) as one dictionary entry; the writer has stored such a column plainly since, so a
+# repair (which rewrites the index) makes such a pack readable.
+REPEATED_MEMBERS_NOTE = (
+    "; a pack written before 2026-12-07 whose episodes repeat a member's bytes reads so: "
+    "`lerobot-shards pack SRC DST --repair` rewrites its index (`lerobot-shards verify DST` prints the command)"
+)
+
+
 def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int, preroll: bool = False) -> Budget:
     """What reading an episodes index of ``rows`` episodes may decode to: what an honest index
     of that many episodes with these cameras can be (at most ``MAX_EPISODES_INDEX_BYTES``, the
@@ -323,6 +332,7 @@ def episodes_index_budget(video_keys: Sequence[str], *, rows: int, encoded: int,
         max_bytes=honest + tasks,
         values_per_row={"tasks": MAX_EPISODE_TASKS},
         backed={video_column(key, "sha256"): MIN_DIGEST_BYTES for key in video_keys},
+        backed_note=REPEATED_MEMBERS_NOTE,
         dictionary_chunk_bytes=INDEX_DICTIONARY_CHUNK_BYTES,
         min_group_rows=INDEX_MIN_GROUP_ROWS,
         expanding={"tasks": TEXT_EXPANSION},

@@ -61,6 +61,8 @@ class Budget:
     # fewest encoded bytes one of its values takes: a SHA-256 digest is 32 random bytes): a column
     # holding more values than its chunks' bytes can back is refused before decoding.
     backed: Mapping[str, float] = field(default_factory=dict)
+    # What the refusal of an unbacked column adds (an honest writer that once wrote such files: what fixes them).
+    backed_note: str = ""
     # Dictionary pages, on top of ``max_bytes``: at most this many decoded bytes per column chunk
     # (what the writer's dictionary page limit allows), and never more than the expansion
     # budget of the bytes read. None: dictionary pages count against ``max_bytes`` itself.
@@ -130,7 +132,7 @@ def check_costs(
         if held - free > backing / fewest + 1:
             raise FormatError(
                 f"{where}: column {owner} holds {held} values in {backing} bytes; an honest one takes at least "
-                f"{fewest:g} bytes per value (its values do not compress: digests)"
+                f"{fewest:g} bytes per value (its values do not compress: digests){budget.backed_note}"
             )
     total = sum(cost.decoded_bytes for _, cost in costs)
     limit = budget.max_bytes if budget.max_bytes is not None else expansion_budget(encoded)
