@@ -176,8 +176,9 @@ def test_a_batch_crosses_as_two_storages_and_keeping_its_index_keeps_no_frames(p
         kept.append(batch["index"])  # a trainer logging indices keeps these, not the frames
         batches += 1
     stats = loader.stats()
-    # Slots were handed back although every batch's index tensor is still held.
-    assert stats["frame_buffers_reused"] >= batches - stats["frame_buffers_allocated"] > 0
+    # Slots were handed back although every batch's index tensor is still held (the first
+    # batch is built in this process, DESIGN_NOTES section 29: the worker's ring holds the rest).
+    assert stats["frame_buffers_reused"] >= batches - 1 - stats["frame_buffers_allocated"] > 0
     # At most the ring's slots (prefetch_factor 2 + 3): were a kept index holding its batch's
     # frames, every one of the nine batches would need a slot of its own.
     assert stats["frame_buffers_allocated"] <= 5 < batches, stats
