@@ -13,7 +13,7 @@ _EXPORTS = {
     "lerobot_shards.reader.map_dataset": ["PackedLeRobotDataset"],
     "lerobot_shards.reader.read_options": ["ReadOptions"],
     "lerobot_shards.reader.lerobot_meta": ["PackedMeta", "aggregate_stats"],
-    "lerobot_shards.reader.loader": ["BatchLoader", "to_device"],
+    "lerobot_shards.reader.loader": ["BatchLoader", "to_device", "first_batch_here_by_shape", "FIRST_BATCH_HERE_MAX_PIXELS"],
     "lerobot_shards.reader.decode.stage": ["DecodeStage"],
     "lerobot_shards.core.format": ["FORMAT_VERSION", "Manifest"],
     "lerobot_shards.core.storage": ["RetryPolicy"],

@@ -342,6 +342,15 @@ class EpochStream(torch.utils.data.IterableDataset):
         world = self._world(worker=0, num_workers=first[0])
         return self._samples(rows_as_views=True, world=world, here=True, limit=first[1])
 
+    def _frame_pixels_per_sample(self) -> int:
+        """Pixels a sample's colour videos decode to (each camera's frames per window x height x
+        width), the most over the datasets read: the shape ``BatchLoader`` sizes a first batch by."""
+        most = 0
+        for info, offsets in zip(self.catalog.datasets, self._dataset_offsets):
+            pixels = sum(h * w * max(len(offsets.get(key, ())), 1) for key, (h, w) in info.frame_sizes.items())
+            most = max(most, pixels)
+        return most
+
     def _past_first_batch(self, samples: int, *, batch_size: int, num_workers: int, drop_last: bool) -> EpochStream:
         """A shallow copy that continues where a loader of that shape stands after ``samples``
         more samples than this stream starts from (``load_state_dict`` of that state), with

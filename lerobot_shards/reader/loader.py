@@ -41,6 +41,18 @@ from lerobot_shards.reader.runtime.build_ahead import BuiltAhead
 from lerobot_shards.reader.runtime.frame_ring import MAX_SLOTS, FrameRing, RingReleaser, SlotFlags
 from lerobot_shards.reader.runtime.map_batches import MapBatches, SamplerOrder, batch_count, is_map_style
 
+# A first batch is built in the training process when it decodes at most this many pixels: one
+# 480x640 camera, single frames or two-frame windows, in batches of 16 (BENCHMARKS, "The first
+# batch where it is awaited": 0.11-0.13 s against 0.17-0.20 s, the same samples/s by batch 30).
+# Four such cameras (20 Mpx) gained nothing on the first batch and reached batch 11 0.25 s later:
+# the build is decode, the start-up it saves is fixed, and the workers start after it.
+FIRST_BATCH_HERE_MAX_PIXELS = 16 * 2 * 480 * 640
+
+
+def first_batch_here_by_shape(batch_size: int, pixels_per_sample: int) -> bool:
+    """Whether ``first_batch_here=None`` builds the first batch in the training process."""
+    return batch_size * pixels_per_sample <= FIRST_BATCH_HERE_MAX_PIXELS
+
 
 class _BatchedView(torch.utils.data.IterableDataset):
     """What the DataLoader's workers run: the dataset's samples, batched with a frame ring."""
@@ -137,9 +149,11 @@ class BatchLoader:
             waits for it anyway, before the workers start, and the workers continue after it (a
             resume state one batch on): the first batch pays for no worker start-up (a fork, its
             episode reads again) and no trip through shared memory. The batches are the
-            DataLoader's all the same. Not for a map-style dataset, with a ``worker_init_fn``
-            (the batch would be built without it) or a ``decode_stage``, nor when worker 0
-            yields less than a whole batch.
+            DataLoader's all the same. ``None`` (the default): where a batch decodes at most
+            ``FIRST_BATCH_HERE_MAX_PIXELS`` (one 480x640 camera, batches of 16; measured: larger
+            batches gained nothing and delayed the workers). Never for a map-style dataset, with a
+            ``worker_init_fn`` (the batch would be built without it) or a ``decode_stage``, nor
+            when worker 0 yields less than a whole batch.
         sampler: a map-style dataset's order (any sized iterable of indices: LeRobot's
             ``EpisodeAwareSampler``, ``WeightedRandomSampler``, ``DistributedSampler``), as
             ``DataLoader(sampler=)`` takes it; batches are exactly that DataLoader's.
@@ -168,7 +182,7 @@ class BatchLoader:
         decode_stage=None,
         decode_ahead: int = 2,
         build_ahead: int = 1,
-        first_batch_here: bool = True,
+        first_batch_here: bool | None = None,
         sampler=None,
         shuffle: bool = False,
         seed: int = 0,
@@ -316,8 +330,12 @@ class BatchLoader:
         """(The epoch's first batch built in this process, the workers' view past it), or None
         where the workers build it (see ``first_batch_here``)."""
         view = self._view
-        if not (self.first_batch_here and isinstance(view, _BatchedView) and self.num_workers > 0):
+        if not (isinstance(view, _BatchedView) and self.num_workers > 0) or self.first_batch_here is False:
             return None
+        if self.first_batch_here is None:
+            pixels = self.dataset._frame_pixels_per_sample()
+            if not first_batch_here_by_shape(self.batch_size, pixels):
+                return None
         if self._loader_options["worker_init_fn"] is not None or self.decode_stage is not None:
             return None  # the first batch would be built without the user's per-worker set-up
         if int(self.dataset.worker_counts(self.num_workers)[0]) < self.batch_size:
@@ -417,4 +435,11 @@ def to_device(batch: dict, device: str | torch.device, *, float_frames: bool = T
     return out
 
 
-__all__ = ["BatchLoader", "frame_keys_of", "start_workers", "to_device"]
+__all__ = [
+    "FIRST_BATCH_HERE_MAX_PIXELS",
+    "BatchLoader",
+    "first_batch_here_by_shape",
+    "frame_keys_of",
+    "start_workers",
+    "to_device",
+]

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from lerobot_shards import BatchLoader, PackedDataset
+from lerobot_shards.reader import FIRST_BATCH_HERE_MAX_PIXELS, first_batch_here_by_shape
 from tests.packed_fixtures import *
 
 pytestmark = [pytest.mark.system, pytest.mark.filterwarnings("ignore:This DataLoader will create")]
@@ -109,3 +110,31 @@ def test_a_worker_init_fn_keeps_every_batch_in_the_workers(packed_copy, monkeypa
     batches = _batches(BatchLoader(ds, batch_size=8, num_workers=1, worker_init_fn=lambda _worker: None))
     assert sum(len(indices) for indices, _ in batches) == 141
     assert [samples for _, samples in forks.seen] == [0]  # nothing built before the fork
+
+
+def test_the_default_builds_it_here_for_one_camera_batches_not_for_four():
+    """``first_batch_here=None`` by the pixels a batch decodes (measured, BENCHMARKS): one
+    480x640 camera in batches of 16, single frames or two-frame windows, yes; four, no."""
+    camera = 480 * 640
+    assert first_batch_here_by_shape(16, camera) and first_batch_here_by_shape(16, 2 * camera)
+    assert not first_batch_here_by_shape(16, 4 * camera) and not first_batch_here_by_shape(64, camera)
+    assert FIRST_BATCH_HERE_MAX_PIXELS == 16 * 2 * camera
+
+
+def test_a_sample_counts_every_cameras_window(packed_copy):
+    """The pixels the rule reads: each camera's height x width x frames of its window."""
+    plain = _dataset(packed_copy)
+    windowed = PackedDataset(str(packed_copy), delta_timestamps={CAMERA: [-1 / 30, 0.0]}, return_uint8=True)
+    sizes = plain.catalog.datasets[0].frame_sizes
+    one = {key: h * w for key, (h, w) in sizes.items()}
+    assert len(one) == 2 and plain._frame_pixels_per_sample() == sum(one.values())
+    assert windowed._frame_pixels_per_sample() == sum(one.values()) + one[CAMERA]
+
+
+def test_false_and_a_large_batch_leave_it_to_the_workers(packed_copy, monkeypatch):
+    ds = _dataset(packed_copy)
+    forks = _Forks(monkeypatch, ds)
+    _batches(BatchLoader(ds, batch_size=8, num_workers=1, first_batch_here=False))
+    monkeypatch.setattr("lerobot_shards.reader.loader.FIRST_BATCH_HERE_MAX_PIXELS", 8 * ds._frame_pixels_per_sample() - 1)
+    _batches(BatchLoader(ds, batch_size=8, num_workers=1))  # one pixel over the rule: the workers build it
+    assert [samples for _, samples in forks.seen] == [0, 141]  # at each fork, only earlier epochs' samples
