@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from lerobot_shards import MixtureDataset, PackedDataset, create_mixture, pack_dataset
+from lerobot_shards import BatchLoader, MixtureDataset, PackedDataset, create_mixture, pack_dataset
 from lerobot_shards.core.errors import MixtureSpecError, ResumeStateError
 from lerobot_shards.reader.plan import PlanError
 from lerobot_shards.testing import CameraSpec, SampleSpec, write_sample_dataset
@@ -310,3 +310,22 @@ def test_windows_in_frames_take_each_datasets_own_rate(mixture_root):
         _mixture(mixture_root, delta_frames={"action": [0, 0.5]})
     with pytest.raises(ValueError, match=r"not both"):
         _mixture(mixture_root, delta_frames={"action": [0, 1]}, delta_timestamps={"action": [0.0]})
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_first_batch_built_here_changes_no_batch_of_a_mixture(mixture_root, workers):
+    """The first batch built in the training process (DESIGN_NOTES section 29) over a mixture
+    (a missing camera zero-filled, a renamed camera, another fps): the workers-only batches."""
+
+    def run(here: bool) -> list[dict]:
+        loader = BatchLoader(_mixture(mixture_root, seed=2), batch_size=4, num_workers=workers, first_batch_here=here)
+        loader.set_epoch(1)
+        return [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} for batch in loader]
+
+    here, workers_only = run(True), run(False)
+    assert len(here) == len(workers_only) and sum(len(b["index"]) for b in here) == TOTAL
+    for a, b in zip(here, workers_only):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert torch.equal(a[key], b[key]) if isinstance(a[key], torch.Tensor) else a[key] == b[key], key
