@@ -371,7 +371,9 @@ class EpochStream(torch.utils.data.IterableDataset):
         in_worker = world.num_workers > 0 and not here
         if in_worker:
             freeze_inherited_objects()
-        consumer = Consumer(self._view(rows_as_views), stats=self._stats, worker=world.worker if in_worker else None)
+        consumer = Consumer(
+            self._view(rows_as_views), stats=self._stats, worker=world.worker if in_worker else None, hand_over=here
+        )
         plan_shape, segments = self._segments(world)
         if limit is not None:
             segments = first_draws(segments, limit)

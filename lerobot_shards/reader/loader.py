@@ -36,6 +36,7 @@ import torch
 
 from lerobot_shards.core.errors import ArgumentError
 from lerobot_shards.reader.decode.unit_float import to_unit_float
+from lerobot_shards.reader.fetch import handover
 from lerobot_shards.reader.runtime.batching import LEASE_KEY, batches
 from lerobot_shards.reader.runtime.build_ahead import BuiltAhead
 from lerobot_shards.reader.runtime.frame_ring import MAX_SLOTS, FrameRing, RingReleaser, SlotFlags
@@ -313,7 +314,10 @@ class BatchLoader:
         loader = torch.utils.data.DataLoader(view, **self._loader_options)
         self._releaser.clear()
         try:
-            workers = start_workers(loader, self.num_workers)  # started before the first batch is handed on
+            try:
+                workers = start_workers(loader, self.num_workers)  # started before the first batch is handed on
+            finally:
+                handover.withdraw()  # the workers have what the first batch read; this process keeps none of it
             if first is not None:
                 yield first[0]
             for batch in workers:
@@ -340,12 +344,17 @@ class BatchLoader:
             return None  # the first batch would be built without the user's per-worker set-up
         if int(self.dataset.worker_counts(self.num_workers)[0]) < self.batch_size:
             return None  # worker 0 yields less than a whole batch: the DataLoader's first comes from another
-        batch = view.first_batch(self.num_workers)
-        if batch is None:
-            return None
-        rest = self.dataset._past_first_batch(
-            _batch_len(batch), batch_size=self.batch_size, num_workers=self.num_workers, drop_last=self.drop_last
-        )
+        try:
+            batch = view.first_batch(self.num_workers)
+            if batch is None:
+                handover.withdraw()
+                return None
+            rest = self.dataset._past_first_batch(
+                _batch_len(batch), batch_size=self.batch_size, num_workers=self.num_workers, drop_last=self.drop_last
+            )
+        except BaseException:
+            handover.withdraw()  # no workers will fork for what the first batch read
+            raise
         batch.pop(LEASE_KEY, None)  # built here: ordinary memory, no ring slot to hand back
         if self._loader_options["pin_memory"] and torch.cuda.is_available():
             batch = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}

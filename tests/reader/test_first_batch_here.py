@@ -138,3 +138,31 @@ def test_false_and_a_large_batch_leave_it_to_the_workers(packed_copy, monkeypatc
     monkeypatch.setattr("lerobot_shards.reader.loader.FIRST_BATCH_HERE_MAX_PIXELS", 8 * ds._frame_pixels_per_sample() - 1)
     _batches(BatchLoader(ds, batch_size=8, num_workers=1))  # one pixel over the rule: the workers build it
     assert [samples for _, samples in forks.seen] == [0, 141]  # at each fork, only earlier epochs' samples
+
+
+@pytest.mark.timeout(600)
+def test_the_workers_read_no_episode_the_first_batch_read(packed_copy):
+    """The first batch's episodes are handed to the worker forked after it (a fork copies them,
+    rows and members: ``reader.fetch.handover``), so the epoch reads every byte it did without
+    the first batch built here, once; the worker opens its own decoders on them, once each."""
+
+    def stats(here: bool) -> dict:
+        ds = PackedDataset(str(packed_copy), shuffle=True, seed=3, return_uint8=True, episode_pool_size=2)
+        assert sum(len(b["index"]) for b in BatchLoader(ds, batch_size=8, num_workers=1, first_batch_here=here)) == 141
+        return ds.stats()
+
+    here, workers_only = stats(True), stats(False)
+    assert here["bytes_fetched"] == workers_only["bytes_fetched"]  # read again, they would be counted twice
+    cameras = 2
+    assert here["decoder_misses"] == here["episodes_admitted"] * cameras
+    assert here["episodes_admitted"] > workers_only["episodes_admitted"]  # the first batch's, admitted twice
+
+
+def test_nothing_handed_over_stays_in_the_training_process(packed_copy):
+    from lerobot_shards.reader.fetch import handover
+
+    loader = BatchLoader(_dataset(packed_copy), batch_size=8, num_workers=1)
+    batches = iter(loader)
+    next(batches)
+    assert handover.withdraw() == 0  # withdrawn once the worker forked
+    batches.close()

@@ -45,6 +45,7 @@ from lerobot_shards.core.format.parquet.row_groups import check_row_group, decod
 from lerobot_shards.core.pack.catalog import CatalogPack, EpisodeCatalog
 from lerobot_shards.core.pack.packed_index import PackedIndex, read_manifest, verified_read
 from lerobot_shards.core.storage import RetryPolicy, Storage
+from lerobot_shards.reader.fetch import handover
 from lerobot_shards.reader.fetch.disk_cache import DiskCache, range_key
 from lerobot_shards.reader.fetch.prefetch import Prefetcher
 
@@ -227,6 +228,9 @@ class EpisodeFetcher:
         self._io_pool: tuple[int, ThreadPoolExecutor] | None = None
         self._packs: dict[int, tuple[Manifest, EpisodeTable, np.ndarray, np.ndarray]] = {}  # compiled catalogs' truth
         self.counters = FetchCounters()
+        # Every episode fetched, kept for the workers forked next (a first batch built in the
+        # training process: fetch.handover); None: nothing kept.
+        self.kept: dict[int, LoadedEpisode] | None = None
 
     @classmethod
     def for_pack(cls, storage: Storage, index: PackedIndex, **options) -> EpisodeFetcher:
@@ -343,14 +347,23 @@ class EpisodeFetcher:
             StorageError: the read failed after retries.
             ResourceLimitError: a process limit (open files, threads, memory) was hit.
         """
+        handed = handover.take(self.catalog, episode)
+        if handed is not None:  # read by the training process just before this worker forked
+            with self._lock:
+                self.counters.episodes_admitted += 1
+            return handed
         label = self.catalog.describe(episode)
         try:
-            return self._fetch(episode, label)
+            loaded = self._fetch(episode, label)
         except ShortReadError as err:
             # The catalog records every file's size: a file shorter than that is damaged.
             raise IntegrityError(f"{label}: {err}") from err
         except StorageError as err:
             raise type(err)(f"{label}: {err}", url=err.url, operation=err.operation, attempts=err.attempts) from err
+        if self.kept is not None:
+            with self._lock:
+                self.kept.setdefault(episode, loaded)
+        return loaded
 
     def _fetch(self, episode: int, label: str) -> LoadedEpisode:
         started = time.perf_counter()

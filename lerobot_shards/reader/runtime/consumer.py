@@ -28,6 +28,7 @@ import numpy as np
 from lerobot_shards.core.pack.catalog import EpisodeCatalog
 from lerobot_shards.core.storage import Storage
 from lerobot_shards.reader.decode.frames import CpuDecoders
+from lerobot_shards.reader.fetch import handover
 from lerobot_shards.reader.fetch.disk_cache import DiskCache
 from lerobot_shards.reader.fetch.episode_pool import DatasetStorages, EpisodeFetcher, EpisodePool, LoadedEpisode
 from lerobot_shards.reader.plan.consumer_draws import Block
@@ -109,14 +110,20 @@ class Consumer:
         view: what the draws read.
         stats: the shared counters table to publish into.
         worker: this DataLoader worker's id, ``None`` in the training process.
+        hand_over: keep every episode fetched and, on close, offer them to the workers forked
+            next (``reader.fetch.handover``: a first batch built in the training process).
     """
 
-    def __init__(self, view: StreamView, *, stats: SharedStats, worker: int | None):
+    def __init__(self, view: StreamView, *, stats: SharedStats, worker: int | None, hand_over: bool = False):
         self.view = view
         options = view.options
         self.storages = DatasetStorages(view.catalog, options.storage_options, options.retry, given=view.storages)
         disk_cache = DiskCache(options.cache_dir, options.cache_limit_bytes) if options.cache_dir else None
         self.fetcher = EpisodeFetcher(view.catalog, self.storages, disk_cache=disk_cache)
+        # A first batch built in the training process hands what it read to the workers forked next.
+        self._hand_over = hand_over
+        if hand_over:
+            self.fetcher.kept = {}
         self.pool = EpisodePool(
             self.fetcher, prefetch=options.prefetch_episodes, prefetch_bytes=options.prefetch_bytes, threads=options.fetch_threads
         )
@@ -204,6 +211,9 @@ class Consumer:
         self.pool.close(wait=self._join_on_close)
         for builder in self._builders.values():
             builder.close()
+        if self._hand_over and self.fetcher.kept:
+            handover.hand_over(self.fetcher.catalog, self.fetcher.kept)
+            self.fetcher.kept = {}
 
     def _maybe_publish(self) -> None:
         if time.monotonic() >= self._next_publish:

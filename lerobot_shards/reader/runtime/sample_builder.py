@@ -194,10 +194,13 @@ class SampleBuilder:
         return sum(len(held) for held in list(self._opened.values()))
 
     def close(self) -> None:
-        """Stop the decode threads (a later build starts them again)."""
+        """Stop the decode threads and close the open decoders (a later build starts and opens
+        them again): none outlives its stream, even while its episode lives on (handed over)."""
         if self._threads is not None:
             self._threads.shutdown(wait=True)
             self._threads = None
+        with self._lock:
+            self._opened.clear()
 
     def _window(self, key: str, frame: int, length: int) -> tuple[np.ndarray, torch.Tensor]:
         """``query_frames`` of one key's window: its rows and ``is_pad``. A window inside the
