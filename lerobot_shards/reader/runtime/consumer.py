@@ -121,7 +121,6 @@ class Consumer:
         disk_cache = DiskCache(options.cache_dir, options.cache_limit_bytes) if options.cache_dir else None
         self.fetcher = EpisodeFetcher(view.catalog, self.storages, disk_cache=disk_cache)
         # A first batch built in the training process hands what it read to the workers forked next.
-        self._hand_over = hand_over
         if hand_over:
             self.fetcher.kept = {}
         self.pool = EpisodePool(
@@ -211,7 +210,7 @@ class Consumer:
         self.pool.close(wait=self._join_on_close)
         for builder in self._builders.values():
             builder.close()
-        if self._hand_over and self.fetcher.kept:
+        if self.fetcher.kept:  # kept only where asked (hand_over)
             handover.hand_over(self.fetcher.catalog, self.fetcher.kept)
             self.fetcher.kept = {}
 
